@@ -1,0 +1,3 @@
+from pivot.cli import main
+
+raise SystemExit(main())

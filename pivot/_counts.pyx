@@ -1,0 +1,848 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, embedsignature=True
+"""The hot loops of pivot: phrase-pair extraction with weighted counts, and the pivot product.
+
+Two stages live here, each a Python-callable entry point over typed memoryviews (no numpy
+headers at build time; the caller in ``pivot/extract.py`` / ``pivot/pivoting.py`` validates
+shapes and dtypes first):
+
+``extract_phrase_table``
+    Consistent phrase pairs (Koehn, Och & Marcu 2003; Moses ``phrase-extract``) from a
+    word-aligned bitext. Each instance adds ``weights[s, k]`` to ``count_k(e, f)`` for every
+    model k and 1 to the integer support. Phrases are packed into two 64-bit words (21 bits a
+    token, most significant first, token id + 1 so 0 is padding) and the instances are sorted
+    once, so equal keys are adjacent, ids come out in lexicographic order of the token tuple,
+    and every weighted sum is accumulated in sentence order (deterministic to the bit).
+
+``normalise_kept`` and ``pivot_product``
+    p_k(f|e) = c_k(e,f) / sum_f' c_k(e,f'),  p_k(e|f) = c_k(e,f) / sum_e' c_k(e',f)
+    P_k(e1,e2) = sum_f p_k(e2|f) p_k(f|e1)   (e2 != e1), for all K models in one pass:
+    threads over e1 rows, one sparse accumulator per thread that keeps the K sums of a
+    touched e2 contiguous, top-N per row, and the top-3 pivots under model 0.
+"""
+from cython.parallel cimport parallel, prange, threadid
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy, memset
+from libcpp.vector cimport vector
+from cython.view cimport array as cvarray
+
+import numpy as np
+
+cdef extern from * nogil:
+    """
+    #include <algorithm>
+    #include <cstdint>
+    #include <vector>
+
+    /* One extracted phrase-pair instance: packed English key, packed foreign key, sentence. */
+    struct PivotPhraseInst { uint64_t e_hi, e_lo, f_hi, f_lo; int64_t sent; };
+
+    /* A unique pair's foreign key, remembered with the pair's index to assign foreign ids. */
+    struct PivotFKeyRef { uint64_t hi, lo; int64_t pair; };
+
+    /* (e key, f key, sentence) ascending: keys give lexicographic token order, the sentence
+       makes the summation order of every weighted count independent of the sort algorithm. */
+    static void pivot_sort_insts(std::vector<PivotPhraseInst>& v) {
+        std::sort(v.begin(), v.end(), [](const PivotPhraseInst& a, const PivotPhraseInst& b) {
+            if (a.e_hi != b.e_hi) return a.e_hi < b.e_hi;
+            if (a.e_lo != b.e_lo) return a.e_lo < b.e_lo;
+            if (a.f_hi != b.f_hi) return a.f_hi < b.f_hi;
+            if (a.f_lo != b.f_lo) return a.f_lo < b.f_lo;
+            return a.sent < b.sent;
+        });
+    }
+
+    static void pivot_sort_fkeys(std::vector<PivotFKeyRef>& v) {
+        std::sort(v.begin(), v.end(), [](const PivotFKeyRef& a, const PivotFKeyRef& b) {
+            if (a.hi != b.hi) return a.hi < b.hi;
+            if (a.lo != b.lo) return a.lo < b.lo;
+            return a.pair < b.pair;
+        });
+    }
+
+    static inline void pivot_sort_int64(int64_t* a, int64_t n) { std::sort(a, a + n); }
+
+    /* Move the top_n positions of cand[0:n] to its front: value descending, then position
+       ascending (positions are in e2 order, so ties go to the smaller e2 id). */
+    static inline void pivot_select_top(int32_t* cand, int64_t n, const double* vals, int64_t top_n) {
+        std::nth_element(cand, cand + (top_n - 1), cand + n, [vals](int32_t a, int32_t b) {
+            return vals[a] > vals[b] || (vals[a] == vals[b] && a < b);
+        });
+    }
+    """
+    cppclass PivotPhraseInst:
+        uint64_t e_hi, e_lo, f_hi, f_lo
+        int64_t sent
+
+    cppclass PivotFKeyRef:
+        uint64_t hi, lo
+        int64_t pair
+
+    void pivot_sort_insts(vector[PivotPhraseInst]& v) except +
+    void pivot_sort_fkeys(vector[PivotFKeyRef]& v) except +
+    void pivot_sort_int64(int64_t* a, int64_t n)
+    void pivot_select_top(int32_t* cand, int64_t n, const double* vals, int64_t top_n)
+
+
+# Token packing: 21 bits a token (id + 1; 0 is padding), three tokens a 64-bit word, so two
+# words hold MAX_PHRASE_LEN tokens and comparing (hi, lo) compares the token tuples.
+cdef enum:
+    TOKEN_BITS = 21
+cdef uint64_t TOKEN_MASK = (1 << TOKEN_BITS) - 1
+MAX_TOKEN_ID = (1 << TOKEN_BITS) - 2
+MAX_PHRASE_LEN = 6
+cdef int32_t NO_POS = 2147483647
+cdef int64_t LOW32 = 0xFFFFFFFF    # the slot half of an (e2 << 32 | slot) key
+
+
+cdef inline uint64_t _shift(int pos) noexcept nogil:
+    """Bit offset of the token at position pos (0..5) inside its 64-bit word, MSB first."""
+    return 42 - TOKEN_BITS * (pos % 3)
+
+
+cdef inline void _pack(const int32_t* tok, int64_t start, int64_t stop,
+                       uint64_t* hi, uint64_t* lo) noexcept nogil:
+    """Pack tok[start:stop] (at most 6 tokens) into the two key words."""
+    cdef int64_t i
+    cdef int pos
+    hi[0] = 0
+    lo[0] = 0
+    for i in range(start, stop):
+        pos = <int>(i - start)
+        if pos < 3:
+            hi[0] |= (<uint64_t>(tok[i] + 1)) << _shift(pos)
+        else:
+            lo[0] |= (<uint64_t>(tok[i] + 1)) << _shift(pos)
+
+
+cdef void _unpack(uint64_t hi, uint64_t lo, int32_t* row, int max_len) noexcept nogil:
+    """Write the tokens of a key into row[0:max_len], -1 where the phrase has ended."""
+    cdef int pos
+    cdef uint64_t word
+    for pos in range(max_len):
+        word = hi if pos < 3 else lo
+        row[pos] = <int32_t>((word >> _shift(pos)) & TOKEN_MASK) - 1
+
+
+cdef int64_t _extract_sentence(
+        const int32_t* e_tok, int64_t le, const int32_t* f_tok, int64_t lf,
+        const int32_t* link_e, const int32_t* link_f, int64_t n_links, int64_t sent, int max_len,
+        int32_t* e_fmin, int32_t* e_fmax, int32_t* f_emin, int32_t* f_emax, int32_t* f_nlinks,
+        vector[PivotPhraseInst]* out) noexcept nogil:
+    """Append the consistent phrase pairs of one sentence to out; -1 - link index on a bad link.
+
+    For every English span [e1, e2] (length <= max_len) the minimal foreign span [fmin, fmax]
+    covering its links is consistent when no foreign word inside it links outside [e1, e2];
+    it is emitted together with every extension over unaligned foreign words at either edge.
+    """
+    cdef int64_t i, e1, e2, j, fs, fe, fmin, fmax
+    cdef bint ok
+    cdef uint64_t e_hi, e_lo
+    cdef PivotPhraseInst inst
+    for i in range(le):
+        e_fmin[i] = NO_POS
+        e_fmax[i] = -1
+    for i in range(lf):
+        f_emin[i] = NO_POS
+        f_emax[i] = -1
+        f_nlinks[i] = 0
+    for i in range(n_links):
+        e1 = link_e[i]
+        j = link_f[i]
+        if e1 < 0 or e1 >= le or j < 0 or j >= lf:
+            return -1 - i
+        if j < e_fmin[e1]:
+            e_fmin[e1] = <int32_t>j
+        if j > e_fmax[e1]:
+            e_fmax[e1] = <int32_t>j
+        if e1 < f_emin[j]:
+            f_emin[j] = <int32_t>e1
+        if e1 > f_emax[j]:
+            f_emax[j] = <int32_t>e1
+        f_nlinks[j] += 1
+    inst.sent = sent
+    for e1 in range(le):
+        fmin = NO_POS
+        fmax = -1
+        e_hi = 0
+        e_lo = 0
+        for e2 in range(e1, min(e1 + max_len, le)):
+            # Grow the English key by one token.
+            if e2 - e1 < 3:
+                e_hi |= (<uint64_t>(e_tok[e2] + 1)) << _shift(<int>(e2 - e1))
+            else:
+                e_lo |= (<uint64_t>(e_tok[e2] + 1)) << _shift(<int>(e2 - e1))
+            if e_fmax[e2] >= 0:
+                fmin = min(fmin, <int64_t>e_fmin[e2])
+                fmax = max(fmax, <int64_t>e_fmax[e2])
+            if fmax < 0:
+                continue                      # no alignment point in [e1, e2] yet
+            if fmax - fmin + 1 > max_len:
+                break                         # the foreign span only widens as e2 grows
+            # Consistency: every foreign word in [fmin, fmax] links only into [e1, e2].
+            ok = True
+            for j in range(fmin, fmax + 1):
+                if f_nlinks[j] > 0 and (f_emin[j] < e1 or f_emax[j] > e2):
+                    ok = False
+                    break
+            if not ok:
+                continue
+            inst.e_hi = e_hi
+            inst.e_lo = e_lo
+            # Extensions over unaligned foreign edge words, left and right independently.
+            fs = fmin
+            while True:
+                fe = fmax
+                while True:
+                    _pack(f_tok, fs, fe + 1, &inst.f_hi, &inst.f_lo)
+                    out.push_back(inst)
+                    fe += 1
+                    if fe >= lf or f_nlinks[fe] > 0 or fe - fs + 1 > max_len:
+                        break
+                fs -= 1
+                if fs < 0 or f_nlinks[fs] > 0 or fmax - fs + 1 > max_len:
+                    break
+    return 0
+
+
+def extract_phrase_table(const int32_t[::1] e_tokens, const int64_t[::1] e_offsets,
+                         const int32_t[::1] f_tokens, const int64_t[::1] f_offsets,
+                         const int32_t[::1] link_e, const int32_t[::1] link_f,
+                         const int64_t[::1] link_offsets, const double[:, ::1] weights,
+                         int max_len):
+    """Extract consistent phrase pairs and count them under every weight column.
+
+    Returns (e_phrases, f_phrases, e_id, f_id, counts, support, e_count) as numpy arrays;
+    see :class:`pivot.extract.PhraseTable`. Offsets must already be validated (monotone,
+    in range); links are checked here and a bad one raises ValueError naming its sentence.
+    """
+    cdef Py_ssize_t n = e_offsets.shape[0] - 1
+    cdef Py_ssize_t K = weights.shape[1]
+    cdef int64_t s, i, k, max_le = 0, max_lf = 0, bad_sent = -1, bad_link = -1, rc
+    cdef int32_t tmin = 0, tmax = 0
+    if max_len < 1 or max_len > MAX_PHRASE_LEN:
+        raise ValueError(f"max_len must be in 1..{MAX_PHRASE_LEN}, got {max_len}")
+    if weights.shape[0] != n:
+        raise ValueError(f"weights has {weights.shape[0]} rows for {n} sentence pairs")
+    # Token ids must fit the 21-bit packing.
+    with nogil:
+        for i in range(e_tokens.shape[0]):
+            tmin = min(tmin, e_tokens[i])
+            tmax = max(tmax, e_tokens[i])
+        for i in range(f_tokens.shape[0]):
+            tmin = min(tmin, f_tokens[i])
+            tmax = max(tmax, f_tokens[i])
+        for s in range(n):
+            max_le = max(max_le, e_offsets[s + 1] - e_offsets[s])
+            max_lf = max(max_lf, f_offsets[s + 1] - f_offsets[s])
+    if tmin < 0 or tmax > MAX_TOKEN_ID:
+        raise ValueError(f"token ids must be in 0..{MAX_TOKEN_ID} (21-bit phrase packing); "
+                         f"found ids in {tmin}..{tmax}")
+
+    cdef vector[int32_t] e_fmin, e_fmax, f_emin, f_emax, f_nlinks
+    e_fmin.resize(max_le + 1)
+    e_fmax.resize(max_le + 1)
+    f_emin.resize(max_lf + 1)
+    f_emax.resize(max_lf + 1)
+    f_nlinks.resize(max_lf + 1)
+    cdef vector[PivotPhraseInst] insts
+    cdef const int32_t* e_tok_p = &e_tokens[0] if e_tokens.shape[0] else NULL
+    cdef const int32_t* f_tok_p = &f_tokens[0] if f_tokens.shape[0] else NULL
+    cdef const int32_t* le_p = &link_e[0] if link_e.shape[0] else NULL
+    cdef const int32_t* lf_p = &link_f[0] if link_f.shape[0] else NULL
+    insts.reserve(<size_t>(e_tokens.shape[0] * 4 + 16))
+    with nogil:
+        for s in range(n):
+            rc = _extract_sentence(
+                e_tok_p + e_offsets[s], e_offsets[s + 1] - e_offsets[s],
+                f_tok_p + f_offsets[s], f_offsets[s + 1] - f_offsets[s],
+                le_p + link_offsets[s], lf_p + link_offsets[s],
+                link_offsets[s + 1] - link_offsets[s], s, max_len,
+                e_fmin.data(), e_fmax.data(), f_emin.data(), f_emax.data(), f_nlinks.data(),
+                &insts)
+            if rc < 0:
+                bad_sent = s
+                bad_link = link_offsets[s] + (-1 - rc)
+                break
+    if bad_sent >= 0:
+        raise ValueError(
+            f"sentence {bad_sent}: alignment link {link_e[bad_link]}-{link_f[bad_link]} is out of "
+            f"range (English length {e_offsets[bad_sent + 1] - e_offsets[bad_sent]}, "
+            f"foreign length {f_offsets[bad_sent + 1] - f_offsets[bad_sent]})")
+
+    pivot_sort_insts(insts)
+
+    # Pass 1: how many distinct English phrases and distinct pairs.
+    cdef int64_t n_inst = insts.size(), n_e = 0, n_pairs = 0
+    cdef PivotPhraseInst* a = insts.data()
+    with nogil:
+        for i in range(n_inst):
+            if i == 0 or a[i].e_hi != a[i - 1].e_hi or a[i].e_lo != a[i - 1].e_lo:
+                n_e += 1
+                n_pairs += 1
+            elif a[i].f_hi != a[i - 1].f_hi or a[i].f_lo != a[i - 1].f_lo:
+                n_pairs += 1
+
+    e_phrases_np = np.empty((n_e, max_len), dtype=np.int32)
+    e_id_np = np.empty(n_pairs, dtype=np.int32)
+    f_id_np = np.empty(n_pairs, dtype=np.int32)
+    counts_np = np.zeros((n_pairs, K), dtype=np.float64)
+    support_np = np.zeros(n_pairs, dtype=np.int64)
+    e_count_np = np.zeros(n_e, dtype=np.int64)
+    cdef int32_t[:, ::1] e_phrases = e_phrases_np
+    cdef int32_t[::1] e_id = e_id_np
+    cdef int32_t[::1] f_id = f_id_np
+    cdef double[:, ::1] counts = counts_np
+    cdef int64_t[::1] support = support_np
+    cdef int64_t[::1] e_count = e_count_np
+    cdef vector[PivotFKeyRef] fkeys
+    fkeys.resize(n_pairs)
+    cdef PivotFKeyRef* fk = fkeys.data()
+    cdef int64_t ei = -1, p = -1, sent
+    # Pass 2: ids, support and weighted counts (segment sums over the sorted instances).
+    with nogil:
+        for i in range(n_inst):
+            if i == 0 or a[i].e_hi != a[i - 1].e_hi or a[i].e_lo != a[i - 1].e_lo:
+                ei += 1
+                _unpack(a[i].e_hi, a[i].e_lo, &e_phrases[ei, 0], max_len)
+                p += 1
+                e_id[p] = <int32_t>ei
+                fk[p].hi = a[i].f_hi
+                fk[p].lo = a[i].f_lo
+                fk[p].pair = p
+            elif a[i].f_hi != a[i - 1].f_hi or a[i].f_lo != a[i - 1].f_lo:
+                p += 1
+                e_id[p] = <int32_t>ei
+                fk[p].hi = a[i].f_hi
+                fk[p].lo = a[i].f_lo
+                fk[p].pair = p
+            support[p] += 1
+            e_count[ei] += 1
+            sent = a[i].sent
+            for k in range(K):
+                counts[p, k] += weights[sent, k]
+    # The instances are no longer needed: give their memory back before the foreign sort.
+    insts.clear()
+    insts.shrink_to_fit()
+
+    # Foreign ids in lexicographic order of the foreign token tuple.
+    pivot_sort_fkeys(fkeys)
+    cdef int64_t n_f = 0
+    with nogil:
+        for i in range(n_pairs):
+            if i == 0 or fk[i].hi != fk[i - 1].hi or fk[i].lo != fk[i - 1].lo:
+                n_f += 1
+    f_phrases_np = np.empty((n_f, max_len), dtype=np.int32)
+    cdef int32_t[:, ::1] f_phrases = f_phrases_np
+    cdef int64_t fi = -1
+    with nogil:
+        for i in range(n_pairs):
+            if i == 0 or fk[i].hi != fk[i - 1].hi or fk[i].lo != fk[i - 1].lo:
+                fi += 1
+                _unpack(fk[i].hi, fk[i].lo, &f_phrases[fi, 0], max_len)
+            f_id[fk[i].pair] = <int32_t>fi
+    return e_phrases_np, f_phrases_np, e_id_np, f_id_np, counts_np, support_np, e_count_np
+
+
+# ------------------------------------------------------------------------------ the pivot
+
+
+def normalise_kept(const int32_t[::1] e_id, const int32_t[::1] f_id, const double[:, ::1] counts,
+                   int64_t n_e, int64_t n_f, const int64_t[::1] csr_pair,
+                   const int64_t[::1] csc_pair):
+    """Translation probabilities of the kept entries, normalised over the full table.
+
+    p_fe[j, k] = p_k(f|e) = c_k(e,f) / sum_f' c_k(e,f') for the CSR-ordered kept pairs
+    csr_pair[j]; p_ef[m, k] = p_k(e|f) = c_k(e,f) / sum_e' c_k(e',f) for the CSC-ordered ones
+    csc_pair[m]; 0/0 gives 0. The sums run over every pair, pruned or not, in pair order.
+    """
+    cdef Py_ssize_t n_pairs = counts.shape[0], K = counts.shape[1]
+    cdef Py_ssize_t n_kept = csr_pair.shape[0]
+    row_sum_np = np.zeros((n_e, K), dtype=np.float64)
+    col_sum_np = np.zeros((n_f, K), dtype=np.float64)
+    p_fe_np = np.empty((n_kept, K), dtype=np.float64)
+    p_ef_np = np.empty((n_kept, K), dtype=np.float64)
+    cdef double[:, ::1] row_sum = row_sum_np
+    cdef double[:, ::1] col_sum = col_sum_np
+    cdef double[:, ::1] p_fe = p_fe_np
+    cdef double[:, ::1] p_ef = p_ef_np
+    cdef Py_ssize_t i, k
+    cdef int64_t q
+    cdef double total
+    with nogil:
+        for i in range(n_pairs):
+            for k in range(K):
+                row_sum[e_id[i], k] += counts[i, k]
+                col_sum[f_id[i], k] += counts[i, k]
+        for i in range(n_kept):
+            q = csr_pair[i]
+            for k in range(K):
+                total = row_sum[e_id[q], k]
+                p_fe[i, k] = counts[q, k] / total if total != 0.0 else 0.0
+            q = csc_pair[i]
+            for k in range(K):
+                total = col_sum[f_id[q], k]
+                p_ef[i, k] = counts[q, k] / total if total != 0.0 else 0.0
+    return p_fe_np, p_ef_np
+
+
+cdef struct RowScratch:
+    # Sparse accumulator of one thread: an open-addressing hash table e2 -> slot, sized per
+    # row to twice the row's bound on distinct e2 (it stays in L1/L2, where a dense marker
+    # over all n_e phrases would miss the cache on nearly every access).
+    int32_t* h_key       # hash position -> e2, -1 when free
+    int32_t* h_slot      # hash position -> slot
+    int32_t* touched     # slot -> e2, in first-touch order
+    int32_t* h_pos       # slot -> its hash position (to clear the table after the row)
+    double* acc          # slot*K + k: the K running sums of a slot, contiguous
+    int32_t* n_shared    # slot -> number of shared pivots
+    double* top_c        # slot*3 + r: the 3 best model-0 contributions, best first
+    int32_t* top_f       # slot*3 + r: their foreign ids
+    int64_t* order       # (e2 << 32 | slot) of the touched e2, sorted
+    int32_t* cand        # top-N candidates (positions in order)
+    double* vals         # one model's sums by position
+    char* keep           # position kept by the top-N rule of some model
+    # Output of the rows this thread ran in the current wave, in the order it ran them.
+    int32_t* out_e2
+    int32_t* out_n
+    int32_t* out_piv
+    double* out_p
+    int64_t out_size
+    int64_t out_cap
+    int failed
+    char pad[64]         # keep two threads' out_size off one cache line
+
+
+cdef int _grow(RowScratch* st, int64_t need, int K) noexcept nogil:
+    """Make room for need more output entries; 0 on success, -1 when memory runs out."""
+    cdef int64_t cap = st.out_cap
+    if st.out_size + need <= cap:
+        return 0
+    while cap < st.out_size + need:
+        cap = cap * 2 if cap > 0 else 4096
+    cdef void* p1 = realloc(st.out_e2, cap * sizeof(int32_t))
+    if p1 == NULL:
+        return -1
+    st.out_e2 = <int32_t*>p1
+    p1 = realloc(st.out_n, cap * sizeof(int32_t))
+    if p1 == NULL:
+        return -1
+    st.out_n = <int32_t*>p1
+    p1 = realloc(st.out_piv, cap * 3 * sizeof(int32_t))
+    if p1 == NULL:
+        return -1
+    st.out_piv = <int32_t*>p1
+    p1 = realloc(st.out_p, cap * K * sizeof(double))
+    if p1 == NULL:
+        return -1
+    st.out_p = <double*>p1
+    st.out_cap = cap
+    return 0
+
+
+cdef inline int64_t _table_size(int64_t bound) noexcept nogil:
+    """Power of two >= 2 * bound (load factor <= 1/2), at least 16."""
+    cdef int64_t size = 16
+    while size < 2 * bound:
+        size *= 2
+    return size
+
+
+cdef void _pivot_row(RowScratch* st, int32_t e1, int K, int64_t top_n, int64_t bound,
+                     const int64_t* row_ptr, const int32_t* row_f, const double* p_fe,
+                     const int64_t* col_ptr, const int32_t* col_e, const double* p_ef,
+                     int32_t tid, int32_t* row_tid, int64_t* row_start,
+                     int64_t* row_len) noexcept nogil:
+    """P_k(e1, e2) = sum_f p_k(e2|f) p_k(f|e1) for one row e1, every model k at once.
+
+    Sums run over f ascending (the row's CSR order), then e2 ascending within f (CSC order),
+    whichever thread runs the row, so every value is the same to the bit for any thread count.
+    bound: an upper bound on the row's distinct e2 (sizes its hash table).
+    """
+    cdef int32_t* h_key = st.h_key
+    cdef int32_t* h_slot = st.h_slot
+    cdef double* acc = st.acc
+    cdef uint64_t mask = <uint64_t>(_table_size(bound) - 1)
+    cdef int shift = 0
+    cdef int64_t j, m, i, r, n_t = 0, n_c, n_keep
+    cdef uint64_t h
+    cdef int32_t f, e2, slot, k
+    cdef const double* a
+    cdef const double* b
+    cdef double* s
+    cdef double c, v
+    cdef bint any_nonzero
+    while (<uint64_t>1 << shift) <= mask:
+        shift += 1
+    for j in range(row_ptr[e1], row_ptr[e1 + 1]):
+        f = row_f[j]
+        a = p_fe + j * K                       # p_k(f|e1), k = 0..K-1
+        for m in range(col_ptr[f], col_ptr[f + 1]):
+            e2 = col_e[m]
+            if e2 == e1:
+                continue
+            b = p_ef + m * K                   # p_k(e2|f)
+            # Fibonacci hashing: the top bits of e2 * 2^32/phi, linear probing.
+            h = ((<uint64_t><uint32_t>e2 * <uint64_t>2654435769u) >> (32 - shift)) & mask
+            while h_key[h] != e2 and h_key[h] >= 0:
+                h = (h + 1) & mask
+            if h_key[h] < 0:
+                slot = <int32_t>n_t
+                n_t += 1
+                h_key[h] = e2
+                h_slot[h] = slot
+                st.touched[slot] = e2
+                st.h_pos[slot] = <int32_t>h
+                s = acc + <int64_t>slot * K
+                # 0.0 + x == x for the non-negative products, so the first term is assigned.
+                for k in range(K):
+                    s[k] = b[k] * a[k]
+                st.n_shared[slot] = 1
+                r = <int64_t>slot * 3
+                st.top_c[r] = b[0] * a[0]
+                st.top_f[r] = f
+                st.top_c[r + 1] = -1.0
+                st.top_f[r + 1] = -1
+                st.top_c[r + 2] = -1.0
+                st.top_f[r + 2] = -1
+                continue
+            slot = h_slot[h]
+            s = acc + <int64_t>slot * K
+            for k in range(K):
+                s[k] += b[k] * a[k]
+            st.n_shared[slot] += 1
+            # Provenance: keep the 3 largest model-0 contributions; f ascends, so a strict >
+            # leaves an equal earlier (smaller) f ahead.
+            c = b[0] * a[0]
+            r = <int64_t>slot * 3
+            if c > st.top_c[r + 2]:
+                if c > st.top_c[r + 1]:
+                    st.top_c[r + 2] = st.top_c[r + 1]
+                    st.top_f[r + 2] = st.top_f[r + 1]
+                    if c > st.top_c[r]:
+                        st.top_c[r + 1] = st.top_c[r]
+                        st.top_f[r + 1] = st.top_f[r]
+                        st.top_c[r] = c
+                        st.top_f[r] = f
+                    else:
+                        st.top_c[r + 1] = c
+                        st.top_f[r + 1] = f
+                else:
+                    st.top_c[r + 2] = c
+                    st.top_f[r + 2] = f
+
+    # Output order is e2 ascending: sort (e2, slot) packed in one 64-bit key.
+    for i in range(n_t):
+        st.order[i] = (<int64_t>st.touched[i] << 32) | i
+        h_key[st.h_pos[i]] = -1                # clear the hash table for the next row
+    pivot_sort_int64(st.order, n_t)
+    n_keep = 0
+    if top_n == 0 or n_t <= top_n:
+        # Every nonzero value ranks < top_n: keep pairs with any nonzero P_k.
+        for i in range(n_t):
+            s = acc + (st.order[i] & LOW32) * K
+            any_nonzero = False
+            for k in range(K):
+                if s[k] != 0.0:
+                    any_nonzero = True
+                    break
+            st.keep[i] = any_nonzero
+            n_keep += any_nonzero
+    else:
+        memset(st.keep, 0, n_t)
+        for k in range(K):
+            n_c = 0
+            for i in range(n_t):
+                v = acc[(st.order[i] & LOW32) * K + k]
+                st.vals[i] = v
+                if v != 0.0:
+                    st.cand[n_c] = <int32_t>i
+                    n_c += 1
+            if n_c > top_n:
+                pivot_select_top(st.cand, n_c, st.vals, top_n)
+                n_c = top_n
+            for i in range(n_c):
+                st.keep[st.cand[i]] = 1
+        for i in range(n_t):
+            n_keep += st.keep[i]
+
+    row_tid[e1] = tid
+    row_len[e1] = n_keep
+    row_start[e1] = st.out_size
+    if n_keep > 0:
+        if _grow(st, n_keep, K) != 0:
+            st.failed = 1
+            row_len[e1] = 0
+        else:
+            r = st.out_size
+            for i in range(n_t):
+                if not st.keep[i]:
+                    continue
+                slot = <int32_t>(st.order[i] & LOW32)
+                st.out_e2[r] = <int32_t>(st.order[i] >> 32)
+                st.out_n[r] = st.n_shared[slot]
+                memcpy(st.out_p + r * K, acc + <int64_t>slot * K, K * sizeof(double))
+                st.out_piv[r * 3] = st.top_f[slot * 3]
+                st.out_piv[r * 3 + 1] = st.top_f[slot * 3 + 1]
+                st.out_piv[r * 3 + 2] = st.top_f[slot * 3 + 2]
+                r += 1
+            st.out_size = r
+
+
+cdef void _free_scratch(RowScratch* st) noexcept nogil:
+    free(st.h_key)
+    free(st.h_slot)
+    free(st.touched)
+    free(st.h_pos)
+    free(st.acc)
+    free(st.n_shared)
+    free(st.top_c)
+    free(st.top_f)
+    free(st.order)
+    free(st.cand)
+    free(st.vals)
+    free(st.keep)
+    free(st.out_e2)
+    free(st.out_n)
+    free(st.out_piv)
+    free(st.out_p)
+
+
+cdef int _alloc_scratch(RowScratch* st, int64_t cap, int K) noexcept nogil:
+    """Allocate one thread's accumulator for rows touching at most cap English phrases."""
+    cdef int64_t i, size
+    memset(st, 0, sizeof(RowScratch))
+    cap = max(cap, <int64_t>1)
+    size = _table_size(cap)
+    st.h_key = <int32_t*>malloc(size * sizeof(int32_t))
+    st.h_slot = <int32_t*>malloc(size * sizeof(int32_t))
+    st.touched = <int32_t*>malloc(cap * sizeof(int32_t))
+    st.h_pos = <int32_t*>malloc(cap * sizeof(int32_t))
+    st.acc = <double*>malloc(cap * K * sizeof(double))
+    st.n_shared = <int32_t*>malloc(cap * sizeof(int32_t))
+    st.top_c = <double*>malloc(cap * 3 * sizeof(double))
+    st.top_f = <int32_t*>malloc(cap * 3 * sizeof(int32_t))
+    st.order = <int64_t*>malloc(cap * sizeof(int64_t))
+    st.cand = <int32_t*>malloc(cap * sizeof(int32_t))
+    st.vals = <double*>malloc(cap * sizeof(double))
+    st.keep = <char*>malloc(cap)
+    if (st.h_key == NULL or st.h_slot == NULL or st.touched == NULL or st.h_pos == NULL
+            or st.acc == NULL or st.n_shared == NULL or st.top_c == NULL or st.top_f == NULL
+            or st.order == NULL or st.cand == NULL or st.vals == NULL or st.keep == NULL):
+        return -1
+    for i in range(size):
+        st.h_key[i] = -1
+    return 0
+
+
+cdef struct OutBuf:
+    # The collected pairs, grown by realloc (large blocks are mremap-ed, not copied).
+    int32_t* e1
+    int32_t* e2
+    int32_t* n
+    int32_t* piv
+    double* p
+    int64_t size
+    int64_t cap
+
+
+cdef int _out_reserve(OutBuf* o, int64_t need, int K) noexcept nogil:
+    """Room for need entries in total; 0 on success, -1 when memory runs out."""
+    cdef int64_t cap = o.cap
+    cdef void* q
+    if need <= cap:
+        return 0
+    while cap < need:
+        cap = cap * 2 if cap > 0 else (1 << 16)
+    q = realloc(o.e1, cap * sizeof(int32_t))
+    if q == NULL:
+        return -1
+    o.e1 = <int32_t*>q
+    q = realloc(o.e2, cap * sizeof(int32_t))
+    if q == NULL:
+        return -1
+    o.e2 = <int32_t*>q
+    q = realloc(o.n, cap * sizeof(int32_t))
+    if q == NULL:
+        return -1
+    o.n = <int32_t*>q
+    q = realloc(o.piv, cap * 3 * sizeof(int32_t))
+    if q == NULL:
+        return -1
+    o.piv = <int32_t*>q
+    q = realloc(o.p, cap * K * sizeof(double))
+    if q == NULL:
+        return -1
+    o.p = <double*>q
+    o.cap = cap
+    return 0
+
+
+cdef void* _shrink(void* data, size_t size) noexcept nogil:
+    """realloc down to size; keeps the old block if the allocator refuses."""
+    cdef void* q = realloc(data, size)
+    return q if q != NULL else data
+
+
+cdef object _adopt(void* data, tuple shape, int itemsize, str fmt):
+    """A numpy array that owns (and will free) a malloc-ed block, without copying it."""
+    cdef cvarray arr = cvarray(shape=shape, itemsize=itemsize, format=fmt, mode="c",
+                               allocate_buffer=False)
+    arr.data = <char*>data
+    arr.callback_free_data = free
+    return np.asarray(arr)
+
+
+def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const double[:, ::1] p_fe,
+                  const int64_t[::1] col_ptr, const int32_t[::1] col_e, const double[:, ::1] p_ef,
+                  int64_t top_n, int n_threads):
+    """P_k(e1,e2) = sum_f p_k(e2|f) p_k(f|e1), e2 != e1, all K models in one pass, top-N per e1.
+
+    row_ptr/row_f/p_fe: the kept entries by English phrase (CSR, f ascending in a row),
+    p_fe[j, k] = p_k(f|e). col_ptr/col_e/p_ef: the same entries by foreign phrase (CSC, e
+    ascending in a column), p_ef[m, k] = p_k(e|f). A pair is kept when it ranks < top_n among
+    the row's nonzero P_k under some model k (value descending, smaller e2 first); top_n = 0
+    keeps every pair with a nonzero P_k. Returns (e1, e2, p, n_pivots, pivots) sorted by
+    (e1, e2); pivots holds the top-3 f by p_0(e2|f) p_0(f|e1) (ties: smaller f), -1 padded.
+
+    Rows run in waves of about equal work (sum over the row's f of deg(f)): threads take rows
+    of a wave dynamically into their own reused buffers, then the wave is copied in row order
+    to the output. Memory is the output once plus one wave, and no result depends on which
+    thread ran a row.
+    """
+    cdef int64_t n_e = row_ptr.shape[0] - 1
+    cdef int64_t n_f = col_ptr.shape[0] - 1
+    cdef int K = <int>p_fe.shape[1]
+    cdef int64_t n_kept = row_f.shape[0]
+    if n_threads < 1:
+        raise ValueError("n_threads must be >= 1")
+    if top_n < 0:
+        raise ValueError("top_n must be >= 0")
+    if p_ef.shape[0] != n_kept or p_fe.shape[0] != n_kept or col_e.shape[0] != n_kept \
+            or p_ef.shape[1] != K or row_ptr[n_e] != n_kept or col_ptr[n_f] != n_kept:
+        raise ValueError("CSR and CSC views must hold the same entries")
+    if n_kept == 0 or n_e == 0:
+        return (np.empty(0, np.int32), np.empty(0, np.int32), np.empty((0, K), np.float64),
+                np.empty(0, np.int32), np.empty((0, 3), np.int32))
+
+    # Work of each row, the bound on its distinct e2, and the wave boundaries.
+    wave_ptr_np = np.empty(n_e + 1, dtype=np.int64)
+    row_work_np = np.empty(n_e, dtype=np.int64)
+    cdef int64_t[::1] wave_ptr = wave_ptr_np
+    cdef int64_t[::1] row_work_v = row_work_np
+    cdef int64_t e, j, work, max_touched = 0, wave_work = 0, n_waves = 0
+    cdef int64_t wave_target = max(<int64_t>1 << 21, (<int64_t>1 << 20) * n_threads)
+    with nogil:
+        wave_ptr[0] = 0
+        for e in range(n_e):
+            work = 0
+            for j in range(row_ptr[e], row_ptr[e + 1]):
+                work += col_ptr[row_f[j] + 1] - col_ptr[row_f[j]]
+            work = min(work, n_e)
+            row_work_v[e] = work
+            max_touched = max(max_touched, work)
+            wave_work += work
+            if wave_work >= wave_target:
+                n_waves += 1
+                wave_ptr[n_waves] = e + 1
+                wave_work = 0
+        if wave_ptr[n_waves] != n_e:
+            n_waves += 1
+            wave_ptr[n_waves] = n_e
+    max_touched = min(max_touched, n_e)
+
+    cdef RowScratch* states = <RowScratch*>malloc(n_threads * sizeof(RowScratch))
+    if states == NULL:
+        raise MemoryError()
+    cdef int t, failed = 0
+    for t in range(n_threads):
+        if _alloc_scratch(&states[t], max_touched, K) != 0:
+            failed = 1
+    cdef OutBuf out
+    memset(&out, 0, sizeof(OutBuf))
+
+    row_tid_np = np.empty(n_e, dtype=np.int32)
+    row_start_np = np.empty(n_e, dtype=np.int64)
+    row_len_np = np.zeros(n_e + 1, dtype=np.int64)
+    cdef int32_t* row_tid
+    cdef int32_t[::1] row_tid_v = row_tid_np
+    cdef int64_t[::1] row_start_v = row_start_np
+    cdef int64_t[::1] row_len_v = row_len_np
+    row_tid = &row_tid_v[0]
+    cdef int64_t* row_start = &row_start_v[0]
+    cdef int64_t* row_len = &row_len_v[0]
+    cdef const int64_t* row_work = &row_work_v[0]
+    cdef const int64_t* rp = &row_ptr[0]
+    cdef const int32_t* rf = &row_f[0]
+    cdef const double* pfe = &p_fe[0, 0]
+    cdef const int64_t* cp = &col_ptr[0]
+    cdef const int32_t* ce = &col_e[0]
+    cdef const double* pef = &p_ef[0, 0]
+    cdef int64_t w, r0, r1, dst, src, ln, i, wave_out
+    cdef int32_t e1, tid
+    cdef RowScratch* st
+    if not failed:
+        with nogil:
+            for w in range(n_waves):
+                r0 = wave_ptr[w]
+                r1 = wave_ptr[w + 1]
+                for t in range(n_threads):
+                    states[t].out_size = 0
+                with parallel(num_threads=n_threads):
+                    for e1 in prange(<int32_t>r0, <int32_t>r1, schedule="dynamic", chunksize=16):
+                        tid = threadid()
+                        _pivot_row(&states[tid], e1, K, top_n, row_work[e1], rp, rf, pfe, cp, ce, pef,
+                                   tid, row_tid, row_start, row_len)
+                for t in range(n_threads):
+                    if states[t].failed:
+                        failed = 1
+                if failed:
+                    break
+                # Exclusive prefix sum of the wave's row lengths, reused as output offsets.
+                wave_out = 0
+                for e in range(r0, r1):
+                    ln = row_len[e]
+                    row_len[e] = out.size + wave_out
+                    wave_out += ln
+                row_len[r1] = out.size + wave_out
+                if _out_reserve(&out, out.size + wave_out, K) != 0:
+                    failed = 1
+                    break
+                with parallel(num_threads=n_threads):
+                    for e1 in prange(<int32_t>r0, <int32_t>r1, schedule="static"):
+                        dst = row_len[e1]
+                        ln = row_len[e1 + 1] - dst
+                        if ln == 0:
+                            continue
+                        st = &states[row_tid[e1]]
+                        src = row_start[e1]
+                        for i in range(ln):
+                            out.e1[dst + i] = e1
+                        memcpy(out.e2 + dst, st.out_e2 + src, ln * sizeof(int32_t))
+                        memcpy(out.n + dst, st.out_n + src, ln * sizeof(int32_t))
+                        memcpy(out.piv + dst * 3, st.out_piv + src * 3, ln * 3 * sizeof(int32_t))
+                        memcpy(out.p + dst * K, st.out_p + src * K, ln * K * sizeof(double))
+                out.size += wave_out
+    for t in range(n_threads):
+        _free_scratch(&states[t])
+    free(states)
+    if failed or (out.size > 0 and _out_reserve(&out, out.size, K) != 0):
+        free(out.e1)
+        free(out.e2)
+        free(out.n)
+        free(out.piv)
+        free(out.p)
+        raise MemoryError("out of memory in the pivot product")
+    cdef int64_t n_out = out.size
+    if n_out == 0:
+        return (np.empty(0, np.int32), np.empty(0, np.int32), np.empty((0, K), np.float64),
+                np.empty(0, np.int32), np.empty((0, 3), np.int32))
+    # Give back the unused tail (mremap shrinks in place), then hand the blocks to numpy.
+    out.e1 = <int32_t*>_shrink(out.e1, n_out * sizeof(int32_t))
+    out.e2 = <int32_t*>_shrink(out.e2, n_out * sizeof(int32_t))
+    out.n = <int32_t*>_shrink(out.n, n_out * sizeof(int32_t))
+    out.piv = <int32_t*>_shrink(out.piv, n_out * 3 * sizeof(int32_t))
+    out.p = <double*>_shrink(out.p, n_out * K * sizeof(double))
+    return (_adopt(out.e1, (n_out,), 4, "i"), _adopt(out.e2, (n_out,), 4, "i"),
+            _adopt(out.p, (n_out, K), 8, "d"), _adopt(out.n, (n_out,), 4, "i"),
+            _adopt(out.piv, (n_out, 3), 4, "i"))

@@ -1,0 +1,180 @@
+"""General + X: a binary logistic regression over the general and a domain model's p(e2|e1).
+
+The paper combines the p(e2|e1) of the General model with that of each domain model X by binary
+logistic regression fitted on 1,000 labelled in-domain pairs. Features of a pair (e1, e2):
+
+    x = [1, log p_general(e2|e1), log p_X(e2|e1), x_missing]
+    P(good | x) = 1 / (1 + exp(-beta . x))
+
+* Natural logs (PPDB's -logp scores are natural logs too).
+* A pair that model X never extracted (p_X = 0 or missing, common for the subsampled models,
+  which see a fraction of the bitext) gets log p_X = log(1e-10) = FLOOR_LOG_P and
+  x_missing = 1, so the fit learns its own offset for "X has no opinion" instead of treating
+  the floor as a real, tiny probability. The same floor and indicator serve p_general (every
+  candidate is extracted by General in the paper's setup, so its indicator is usually all 0
+  and is then dropped, see below).
+* A feature column that is constant over the tuning pairs (e.g. x_missing when X extracted
+  every tuning pair) makes the design singular; it is dropped before fitting and recorded in
+  ``dropped`` (its coefficient is 0 in predictions).
+* Perfect or quasi-perfect separation, or a fit that does not converge, is never silent: the
+  fit falls back to an L2-penalised logit (Newton's method on
+  log-likelihood - 1/2 * ridge_alpha * n * sum_j beta_j^2, constant not penalised) and records ``method = "l2-fallback"`` and the
+  reason in the meta; standard errors are then not available (None).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+FLOOR_P = 1e-10
+FLOOR_LOG_P = math.log(FLOOR_P)      # -23.0259
+FEATURE_NAMES = ("const", "log_p_general", "log_p_x", "x_missing")
+
+
+def features(p_general, p_x):
+    """The design matrix [1, log p_general, log p_X, x_missing] (float64, shape (n, 4)).
+
+    p <= 0 or NaN means "not extracted": log p = log(1e-10) and, for X, x_missing = 1.
+    """
+    p_general = np.asarray(p_general, dtype=np.float64)
+    p_x = np.asarray(p_x, dtype=np.float64)
+    if p_general.shape != p_x.shape or p_general.ndim != 1:
+        raise ValueError(f"p_general {p_general.shape} and p_x {p_x.shape} must be equal 1-d")
+    if np.any(p_general > 1 + 1e-9) or np.any(p_x > 1 + 1e-9):
+        raise ValueError("probabilities above 1: pass p(e2|e1), not scores or log probabilities")
+    missing_g = ~(p_general > 0)             # True for 0 and NaN
+    missing_x = ~(p_x > 0)
+    log_g = np.where(missing_g, FLOOR_LOG_P, np.log(np.where(missing_g, 1.0, p_general)))
+    log_x = np.where(missing_x, FLOOR_LOG_P, np.log(np.where(missing_x, 1.0, p_x)))
+    return np.column_stack([np.ones(len(p_x)), log_g, log_x, missing_x.astype(np.float64)])
+
+
+@dataclass
+class Combination:
+    """A fitted General + X combination. ``params``/``bse`` are over all FEATURE_NAMES;
+    a dropped column has param 0 and bse None. ``bse`` is None for the L2 fallback."""
+    params: np.ndarray
+    bse: list | None
+    converged: bool
+    n: int
+    llf: float
+    names: tuple = FEATURE_NAMES
+    method: str = "mle"
+    dropped: list = field(default_factory=list)
+    reason: str | None = None
+    n_positive: int = 0
+
+    def predict(self, p_general, p_x):
+        """P(good) = 1 / (1 + exp(-x . params)) for each pair."""
+        eta = features(p_general, p_x) @ self.params
+        return 1.0 / (1.0 + np.exp(-eta))
+
+    def to_meta(self):
+        """JSON-able description: coefficients, standard errors, convergence, how it was fit."""
+        return {
+            "model": "logit", "method": self.method, "features": list(self.names),
+            "params": {k: float(v) for k, v in zip(self.names, self.params)},
+            "bse": None if self.bse is None else dict(zip(self.names, self.bse)),
+            "converged": bool(self.converged), "n": int(self.n),
+            "n_positive": int(self.n_positive), "llf": float(self.llf),
+            "dropped": list(self.dropped), "reason": self.reason,
+            "floor_p": FLOOR_P,
+        }
+
+    @classmethod
+    def from_meta(cls, meta):
+        names = tuple(meta["features"])
+        bse = meta["bse"]
+        return cls(params=np.array([meta["params"][k] for k in names]),
+                   bse=None if bse is None else [bse[k] for k in names],
+                   converged=meta["converged"], n=meta["n"], llf=meta["llf"], names=names,
+                   method=meta["method"], dropped=list(meta["dropped"]), reason=meta["reason"],
+                   n_positive=meta.get("n_positive", 0))
+
+
+def fit_combination(p_general, p_x, labels, ridge_alpha=1e-3, maxiter=100):
+    """Fit P(good | pair) on labelled pairs (labels 0/1) with statsmodels Logit.
+
+    Constant feature columns are dropped; separation, a singular design or non-convergence
+    switch to the recorded L2 fallback (see the module docstring). Raises ValueError when the
+    labels hold one class only (no regression can be fitted then).
+    """
+    import statsmodels.api as sm
+    from statsmodels.tools.sm_exceptions import (ConvergenceWarning, PerfectSeparationError,
+                                                 PerfectSeparationWarning)
+
+    X = features(p_general, p_x)
+    y = np.asarray(labels, dtype=np.float64)
+    if y.shape != (X.shape[0],) or not np.all((y == 0) | (y == 1)):
+        raise ValueError("labels must be a 0/1 vector with one label per pair")
+    n_pos = int(y.sum())
+    if n_pos == 0 or n_pos == len(y):
+        raise ValueError(f"labels hold one class only ({n_pos} positive of {len(y)}): "
+                         "a logistic regression needs both good and bad pairs")
+    # keep the constant and every non-constant column
+    keep = [0] + [j for j in range(1, X.shape[1]) if np.ptp(X[:, j]) > 0]
+    dropped = [FEATURE_NAMES[j] for j in range(X.shape[1]) if j not in keep]
+    Xk = X[:, keep]
+
+    reason = None
+    result = None
+    if np.linalg.matrix_rank(Xk) < Xk.shape[1]:
+        reason = "singular design (collinear features)"
+    else:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                result = sm.Logit(y, Xk).fit(method="newton", maxiter=maxiter, disp=0)
+            except (PerfectSeparationError, np.linalg.LinAlgError) as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+        for w in caught:
+            if issubclass(w.category, (PerfectSeparationWarning, ConvergenceWarning)):
+                reason = f"{w.category.__name__}: {w.message}"
+        if result is not None and reason is None:
+            converged = bool(result.mle_retvals.get("converged", False))
+            bse = np.asarray(result.bse)
+            if not converged:
+                reason = "maximum likelihood did not converge"
+            elif not np.all(np.isfinite(bse)):
+                reason = "non-finite standard errors (quasi-separation)"
+    params = np.zeros(X.shape[1])
+    if reason is None:
+        params[keep] = result.params
+        bse_full = [None] * X.shape[1]
+        for j, b in zip(keep, np.asarray(result.bse)):
+            bse_full[j] = float(b)
+        return Combination(params=params, bse=bse_full, converged=True, n=len(y),
+                           llf=float(result.llf), method="mle", dropped=dropped, n_positive=n_pos)
+    # L2 fallback: penalise every coefficient but the constant
+    alpha = np.full(Xk.shape[1], ridge_alpha * len(y))
+    alpha[0] = 0.0
+    # statsmodels' Logit.fit_regularized offers L1 only and GLM's elastic net reports no
+    # convergence; the penalised Newton below is exact and says whether it converged.
+    model = sm.Logit(y, Xk)
+    fit = _ridge_logit(Xk, y, alpha, maxiter=maxiter)
+    params[keep] = fit["params"]
+    llf = float(model.loglike(fit["params"]))
+    return Combination(params=params, bse=None, converged=fit["converged"], n=len(y), llf=llf,
+                       method="l2-fallback", dropped=dropped,
+                       reason=f"{reason}; refitted with an L2 penalty alpha={ridge_alpha} per "
+                              "observation on the non-constant coefficients",
+                       n_positive=n_pos)
+
+
+def _ridge_logit(X, y, alpha, maxiter=100, tol=1e-10):
+    """Newton's method for max  sum log-likelihood - 1/2 sum alpha_j beta_j^2  (strictly concave
+    for alpha_j > 0 on every non-constant column, so it converges even under separation)."""
+    beta = np.zeros(X.shape[1])
+    for iteration in range(maxiter):
+        eta = X @ beta
+        mu = 1.0 / (1.0 + np.exp(-eta))
+        grad = X.T @ (y - mu) - alpha * beta
+        hess = (X * (mu * (1 - mu))[:, None]).T @ X + np.diag(alpha)
+        step = np.linalg.solve(hess + 1e-12 * np.eye(len(beta)), grad)
+        beta = beta + step
+        if np.max(np.abs(step)) < tol:
+            return {"params": beta, "converged": True, "iterations": iteration + 1}
+    return {"params": beta, "converged": False, "iterations": maxiter}

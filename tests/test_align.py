@@ -1,0 +1,221 @@
+"""Unit tests of pivot.align: grow-diag-final-and by hand, Pharaoh IO, a real eflomal run."""
+import random
+
+import numpy as np
+import pytest
+
+from pivot.align import (format_pharaoh, grow_diag_final_and, parse_pharaoh, read_pharaoh,
+                         run_eflomal, symmetrize, write_pharaoh)
+from pivot.errors import InputError
+
+# ----------------------------------------------------------------------------- grow-diag-final-and
+
+# Example 1, a 5x5 sentence (rows i = English, columns j = foreign).
+#   F = forward  {(0,0), (1,1), (2,2), (4,3)}
+#   R = reverse  {(0,0), (1,1), (2,1), (4,4)}
+#
+#        F             R          intersection A      after GROW-DIAG     after FINAL-AND
+#     j 0 1 2 3 4   j 0 1 2 3 4     j 0 1 2 3 4        j 0 1 2 3 4        j 0 1 2 3 4
+#   i 0 F . . . .   R . . . .       A . . . .          A . . . .          A . . . .
+#     1 . F . . .   . R . . .       . A . . .          . A . . .          . A . . .
+#     2 . . F . .   . R . . .       . . . . .          . g g . .          . g g . .
+#     3 . . . . .   . . . . .       . . . . .          . . . . .          . . . . .
+#     4 . . . F .   . . . . R       . . . . .          . . . . .          . . . f .
+#
+# GROW-DIAG, pass 1, row-major scan: at (0,0) no neighbour is in U \ A. At (1,1): the
+# neighbours in order (0,1) (1,0) (2,1): (2,1) is in U and English 2 is unaligned -> add;
+# then (1,2) (0,0) (0,2) (2,0) (2,2): (2,2) is in U, English 2 is now aligned but foreign
+# 2 is not -> add (the OR rule). (2,1) and (2,2) lie ahead of (1,1), so the scan visits
+# them: their neighbours hold nothing new. Pass 2 adds nothing: stop.
+# FINAL-AND: forward first, in (i,j) order: (4,3) has English 4 and foreign 3 unaligned
+# -> add. Then reverse: (4,4) has English 4 aligned now -> not added (the AND rule).
+EXAMPLE_1 = dict(forward=[(0, 0), (1, 1), (2, 2), (4, 3)],
+                 reverse=[(0, 0), (1, 1), (2, 1), (4, 4)], len_e=5, len_f=5,
+                 expected=[(0, 0), (1, 1), (2, 1), (2, 2), (4, 3)])
+
+# Example 2 pins the neighbour order. 4x3:
+#   F = {(1,1), (3,2), (2,2)}, R = {(1,1), (3,2), (2,1)}; A = {(1,1), (3,2)},
+#   U \ A = {(2,1), (2,2)}.
+#
+#     j 0 1 2        scan reaches (1,1) first; its neighbour (+1,0) = (2,1) comes before
+#   i 0 . . .        the diagonal (+1,+1) = (2,2) in NEIGHBOURS: (2,1) is added (English
+#     1 . A .        2 unaligned); then (2,2) has English 2 AND foreign 2 aligned -> no.
+#     2 . ? ?        A diagonal-first order would have added (2,2) and then refused (2,1).
+#     3 . . A        FINAL-AND: (2,2) of F: English 2 aligned -> no.
+EXAMPLE_2 = dict(forward=[(1, 1), (3, 2), (2, 2)], reverse=[(1, 1), (3, 2), (2, 1)],
+                 len_e=4, len_f=3, expected=[(1, 1), (2, 1), (3, 2)])
+
+
+@pytest.mark.parametrize("ex", [EXAMPLE_1, EXAMPLE_2], ids=["5x5", "neighbour-order"])
+def test_grow_diag_final_and_by_hand(ex):
+    assert grow_diag_final_and(ex["forward"], ex["reverse"], ex["len_e"], ex["len_f"]) \
+        == ex["expected"]
+
+
+def test_grow_diag_final_and_rejects_out_of_range():
+    with pytest.raises(ValueError, match="link 2-0 outside a 2x2 sentence"):
+        grow_diag_final_and([(2, 0)], [], 2, 2)
+
+
+NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+
+
+def reference_gdfa(forward, reverse, len_e, len_f):
+    """Koehn's pseudo-code, transcribed literally: full matrix scans, no shortcuts."""
+    forward, reverse = set(forward), set(reverse)
+    a, union = forward & reverse, forward | reverse
+    aligned_e, aligned_f = {i for i, _ in a}, {j for _, j in a}
+    added = True
+    while added:
+        added = False
+        for i in range(len_e):
+            for j in range(len_f):
+                if (i, j) in a:
+                    for di, dj in NEIGHBOURS:
+                        e, f = i + di, j + dj
+                        if (e not in aligned_e or f not in aligned_f) and (e, f) in union:
+                            a.add((e, f))
+                            aligned_e.add(e)
+                            aligned_f.add(f)
+                            added = True
+    for direction in (forward, reverse):
+        for i in range(len_e):
+            for j in range(len_f):
+                if i not in aligned_e and j not in aligned_f and (i, j) in direction:
+                    a.add((i, j))
+                    aligned_e.add(i)
+                    aligned_f.add(j)
+    return sorted(a)
+
+
+def random_directions(rng, len_e, len_f):
+    """A forward alignment (each foreign word to at most one English word) and a reverse
+    one (each English word to at most one foreign word), near the diagonal like real ones."""
+    def near(k, n_from, n_to):
+        return min(n_to - 1, max(0, round(k * n_to / n_from) + rng.randint(-1, 1)))
+    forward = {(near(j, len_f, len_e), j) for j in range(len_f) if rng.random() < 0.85}
+    reverse = {(i, near(i, len_e, len_f)) for i in range(len_e) if rng.random() < 0.85}
+    return forward, reverse
+
+
+def test_grow_diag_final_and_equals_literal_pseudocode():
+    # The fast version (heap scan over links near candidates, shortcut when F == R) must
+    # give exactly the literal matrix scan on many random sentences.
+    rng = random.Random(7)
+    n_differs = 0
+    for _ in range(3000):
+        len_e, len_f = rng.randint(1, 9), rng.randint(1, 9)
+        fwd, rev = random_directions(rng, len_e, len_f)
+        got = grow_diag_final_and(fwd, rev, len_e, len_f)
+        assert got == reference_gdfa(fwd, rev, len_e, len_f), (fwd, rev, len_e, len_f)
+        n_differs += got != sorted(fwd & rev)
+    assert n_differs > 1000      # the examples really exercise grow and final
+
+
+def test_symmetrize_batch_ragged():
+    # Sentence 0: EXAMPLE_1; sentence 1: both directions empty; sentence 2: F == R.
+    fwd = ["0-0 1-1 2-2 4-3", "", "1-0 0-1"]
+    rev = ["4-4 2-1 1-1 0-0", "", "0-1 1-0"]      # order within a line does not matter
+    link_e, link_f, offsets = symmetrize(fwd, rev, [5, 1, 2], [5, 1, 2])
+    assert link_e.dtype == np.int32 and link_f.dtype == np.int32 and offsets.dtype == np.int64
+    assert offsets.tolist() == [0, 5, 5, 7]
+    assert list(zip(link_e.tolist(), link_f.tolist())) == EXAMPLE_1["expected"] + [(0, 1), (1, 0)]
+    assert format_pharaoh(link_e, link_f, offsets) == ["0-0 1-1 2-1 2-2 4-3", "", "0-1 1-0"]
+
+
+def test_symmetrize_matches_per_sentence():
+    rng = random.Random(11)
+    sents = [(rng.randint(1, 12), rng.randint(1, 12)) for _ in range(300)]
+    dirs = [random_directions(rng, le, lf) for le, lf in sents]
+    fwd = [" ".join(f"{i}-{j}" for i, j in f) for f, _ in dirs]
+    rev = [" ".join(f"{i}-{j}" for i, j in r) for _, r in dirs]
+    link_e, link_f, offsets = symmetrize(fwd, rev, [s[0] for s in sents], [s[1] for s in sents])
+    for s, ((le, lf), (f, r)) in enumerate(zip(sents, dirs)):
+        a, b = offsets[s], offsets[s + 1]
+        assert list(zip(link_e[a:b].tolist(), link_f[a:b].tolist())) == reference_gdfa(f, r, le, lf)
+
+
+# ----------------------------------------------------------------------------- Pharaoh IO
+
+def test_parse_pharaoh_sorts_and_dedups():
+    link_e, link_f, offsets = parse_pharaoh(["1-0 0-1  0-1", "", "2-3"], [2, 1, 3], [2, 1, 4])
+    assert link_e.tolist() == [0, 1, 2] and link_f.tolist() == [1, 0, 3]
+    assert offsets.tolist() == [0, 2, 2, 3]
+
+
+def test_parse_pharaoh_out_of_range():
+    with pytest.raises(InputError) as err:
+        parse_pharaoh(["0-0", "0-0 3-1"], [3, 3], [2, 2], path="x.align")
+    assert str(err.value) == ("x.align:2: link 3-1 is outside the sentence pair "
+                              "(3 English, 2 foreign tokens)")
+
+
+def test_parse_pharaoh_foreign_out_of_range():
+    with pytest.raises(InputError, match=r"^x.align:1: link 0-2 is outside"):
+        parse_pharaoh(["0-2"], [3], [2], path="x.align")
+
+
+@pytest.mark.parametrize("bad", ["1:2", "1-", "a-b", "1-2-3", "-1-0", "1p2"])
+def test_parse_pharaoh_malformed(bad):
+    with pytest.raises(InputError) as err:
+        parse_pharaoh(["0-0", f"0-0 {bad} 1-1"], [5, 5], [5, 5], path="y.align")
+    assert str(err.value).startswith(f"y.align:2: malformed link {bad!r}")
+
+
+def test_parse_pharaoh_line_count():
+    with pytest.raises(InputError, match="z.align: 1 alignment lines for 2 sentence pairs"):
+        parse_pharaoh(["0-0"], [1, 1], [1, 1], path="z.align")
+
+
+def test_write_read_pharaoh_round_trip(tmp_path):
+    link_e = np.array([0, 1, 1], dtype=np.int32)
+    link_f = np.array([0, 0, 2], dtype=np.int32)
+    offsets = np.array([0, 1, 1, 3], dtype=np.int64)
+    write_pharaoh(tmp_path / "a.align", link_e, link_f, offsets)
+    assert (tmp_path / "a.align").read_text() == "0-0\n\n1-0 1-2\n"
+    got = read_pharaoh(tmp_path / "a.align", [1, 1, 2], [1, 1, 3])
+    assert [x.tolist() for x in got] == [[0, 1, 1], [0, 0, 2], [0, 1, 1, 3]]
+
+
+# ----------------------------------------------------------------------------- eflomal
+
+def synthetic_corpus(n, reverse_order):
+    """n sentence pairs over a 1-1 dictionary a..h <-> s..z, 2-6 words each; the foreign
+    side keeps or reverses the English word order."""
+    rng = random.Random(3)
+    en_words, f_words = "a b c d e f g h".split(), "s t u v w x y z".split()
+    en, f = [], []
+    for _ in range(n):
+        idx = rng.sample(range(8), rng.randint(2, 6))
+        en.append(" ".join(en_words[k] for k in idx))
+        f_idx = idx[::-1] if reverse_order else idx
+        f.append(" ".join(f_words[k] for k in f_idx))
+    return en, f
+
+
+@pytest.mark.parametrize("reverse_order", [False, True], ids=["diagonal", "anti-diagonal"])
+def test_eflomal_real_run(tmp_path, reverse_order):
+    en, f = synthetic_corpus(40, reverse_order)
+    forward, reverse = run_eflomal(en, f, tmp_path / "work")
+    assert len(forward) == len(reverse) == 40
+    lengths = [len(s.split()) for s in en]
+    link_e, link_f, offsets = symmetrize(forward, reverse, lengths, lengths)
+    assert len(offsets) == 41
+    assert (link_e >= 0).all() and (link_f >= 0).all()
+    sent = np.repeat(np.arange(40), np.diff(offsets))
+    assert (link_e < np.array(lengths)[sent]).all() and (link_f < np.array(lengths)[sent]).all()
+    # English word i translates foreign word i (same order) or n-1-i (reversed order):
+    # this checks both the model and that both output files are English-foreign i-j.
+    expected_j = np.array(lengths)[sent] - 1 - link_e if reverse_order else link_e
+    for direction in (forward, reverse):
+        e, fj, o = parse_pharaoh(direction, lengths, lengths)
+        want = np.array(lengths)[np.repeat(np.arange(40), np.diff(o))] - 1 - e \
+            if reverse_order else e
+        assert np.mean(fj == want) >= 0.9
+    assert np.mean(link_f == expected_j) >= 0.9
+    assert len(link_e) >= 0.9 * sum(lengths)
+
+
+def test_run_eflomal_rejects_empty_sentence(tmp_path):
+    with pytest.raises(ValueError, match="foreign sentence 2 is empty"):
+        run_eflomal(["a b", "c"], ["x y", " "], tmp_path)
