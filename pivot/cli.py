@@ -15,6 +15,9 @@ quick usage:
   pivot lookup bio.db treatment -k 10                 best paraphrases, best first
   pivot lookup bio.db treat --format json             the same as JSON (or ppdb)
   pivot export bio.db --format ppdb > bio.ppdb        every pair as PPDB 2.0 lines
+  pivot score --domain bio --data ../shared/data -o ranked.tsv   the bitext ranked by sigma
+  pivot eval bio.db --gold Bio-SimLex.txt --exclude-tuning   AP per model on a gold set
+  pivot eval bio.db --domain bio --data ../shared/data --report docs/results.md
 """
 
 
@@ -30,7 +33,48 @@ def _add_build(sub):
     dst.add_argument("--out", help="database path (default: DOMAIN.db)")
     dst.add_argument("--work", help="stage artifacts, reused on rerun (default: work/DOMAIN)")
     p.add_argument("--threads", type=int, default=0, help="threads for the pivot (0: all cores)")
+    p.add_argument("--lmplz", action="store_true",
+                   help="estimate the LMs with an installed kenlm lmplz instead of the built-in estimator")
     p.set_defaults(func=cmd_build)
+
+
+def _add_score(sub):
+    p = sub.add_parser("score", help="Moore-Lewis scores: write the bitext ranked by sigma",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--domain", default="bio", help="shipped recipe recipes/DOMAIN.toml")
+    which.add_argument("--recipe", help="a recipe TOML file of your own")
+    p.add_argument("--data", help="data root (default: $PIVOT_DATA)")
+    p.add_argument("--work", help="stage artifacts, shared with `pivot build` (default: work/DOMAIN)")
+    p.add_argument("--lmplz", action="store_true", help="estimate the LMs with an installed lmplz")
+    p.add_argument("-o", "--output", required=True,
+                   help="TSV: sigma, H_tgt, H_gen (bits/word), sentence; most in-domain first")
+    p.set_defaults(func=cmd_score)
+
+
+def _add_eval(sub):
+    p = sub.add_parser("eval", help="precision/recall and AP of each model on gold pairs",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("db")
+    one = p.add_argument_group("one gold set")
+    one.add_argument("--gold", action="append", help="gold file (repeat to pool several)")
+    one.add_argument("--gold-format", choices=["simlex", "ppdb-human", "pairs"], default="simlex",
+                     help="w1 TAB w2 TAB score | mean TAB [LHS] TAB p1 TAB p2 TAB ratings | 'w1 w2'")
+    one.add_argument("--threshold", type=float, default=None,
+                     help="a pair is positive when its score >= this (default 6.0 for simlex, 3.0 for ppdb-human)")
+    one.add_argument("--name", default=None, help="name of the gold set in the output")
+    one.add_argument("--exclude-tuning", action="store_true",
+                     help="drop the pairs that tuned the database's regression (else overlap is refused)")
+    rec = p.add_argument_group("the recipe's gold sets, with plots and a Markdown report")
+    which = rec.add_mutually_exclusive_group()
+    which.add_argument("--domain", help="evaluate every set of recipes/DOMAIN.toml's [eval]")
+    which.add_argument("--recipe", help="the same for a recipe file")
+    rec.add_argument("--data", help="data root for the recipe's gold files (default: $PIVOT_DATA)")
+    rec.add_argument("--report", help="write the Markdown report here (figures beside it)")
+    p.add_argument("--models", nargs="+", help="models to evaluate (default: all)")
+    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.set_defaults(func=cmd_eval)
 
 
 def _add_lookup(sub):
@@ -68,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_build(sub)
     _add_lookup(sub)
     _add_export(sub)
+    _add_score(sub)
+    _add_eval(sub)
     return parser
 
 
@@ -78,7 +124,7 @@ def cmd_build(args) -> int:
     from pivot.build import run_build
 
     path = run_build(args.domain if not args.recipe else None, recipe=args.recipe, data=args.data,
-                     out=args.out, work=args.work, threads=args.threads, quiet=args.quiet)
+                     out=args.out, work=args.work, threads=args.threads, quiet=args.quiet, lmplz=args.lmplz)
     print(path)
     return 0
 
@@ -127,6 +173,55 @@ def cmd_export(args) -> int:
                 out.close()
     logging.getLogger("pivot").info("exported %d pairs (model %s)", n, args.model)
     return 0
+
+
+def cmd_score(args) -> int:
+    import shutil
+
+    from pivot.build import Pipeline
+
+    pipe = Pipeline(args.domain if not args.recipe else None, recipe=args.recipe, data=args.data,
+                    work=args.work, quiet=args.quiet, lmplz=args.lmplz)
+    if pipe.domain is None:
+        raise InputError("the recipe has no [domain] section: nothing to score against", pipe.recipe_file)
+    shutil.copyfile(pipe.scores[0] / "ranked.tsv", args.output)
+    report = json.loads((pipe.weights[0] / "report.json").read_text())
+    print(json.dumps({"ranked": args.output, "n_sentences": report.get("n_sentences"),
+                      "auc_minus_sigma": report.get("auc_minus_sigma")}, indent=1))
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from pivot import evaluate, recipes
+
+    if args.domain or args.recipe:
+        from pivot.report import evaluate_recipe_sets
+
+        rec = recipes.load_recipe(recipes.recipe_path(args.domain, args.recipe))
+        results, report = evaluate_recipe_sets(args.db, rec, recipes.resolve_data_root(args.data),
+                                               models=args.models, n_boot=args.n_boot, seed=args.seed,
+                                               report=args.report)
+    else:
+        if not args.gold:
+            raise InputError("give --gold FILE (one gold set) or --domain/--recipe (the recipe's sets)")
+        from pivot.report import evaluate_gold_files
+
+        threshold = args.threshold if args.threshold is not None else DEFAULT_THRESHOLDS.get(args.gold_format, 0)
+        res = evaluate_gold_files(args.db, [{"path": g, "format": args.gold_format, "threshold": threshold}
+                                            for g in args.gold],
+                                  name=args.name or ",".join(args.gold), exclude_tuning=args.exclude_tuning,
+                                  models=args.models, n_boot=args.n_boot, seed=args.seed)
+        results, report = {res.name: res}, None
+    for name, res in results.items():
+        print(f"## {name}: {res.n_candidates} candidates ({res.n_positive} positive) of {res.n_gold} gold pairs")
+        print("\n".join(evaluate.table_rows(res)))
+        print()
+    if report:
+        print(f"report: {report}")
+    return 0
+
+
+DEFAULT_THRESHOLDS = {"simlex": 6.0, "ppdb-human": 3.0, "pairs": 0.0}
 
 
 def main(argv=None) -> int:

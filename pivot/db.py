@@ -12,9 +12,14 @@ Schema (every lookup is a primary-key range scan, never a table scan):
                                             of e1 under a model are stored in rank order, best first,
                                             so "top k of e1" reads k consecutive rows.
 
-`p` is the model's score of the pair: p(e2|e1) for pivot models, the regression's
-probability for combined models. `p_rev` is p(e1|e2) when the reverse pair survived
-pruning (NULL otherwise). Pairs a model gives zero are absent for that model.
+`p` is the model's score of the pair, p(e2|e1). `p_rev` is p(e1|e2) when the reverse pair
+survived pruning (NULL otherwise). Pairs a model gives zero are absent for that model.
+
+Combined models (General+X, kind "combined") store no rows: their score is a logistic
+regression over the stored p_general and p_X of the same pair, whose coefficients are in
+`model.params`, so the reader computes it exactly (`lookup`, `scores`, `iter_pairs`). That
+keeps the file one pivot model's size per combination smaller (each would repeat every
+General pair) at the cost of scoring a phrase's General candidates at lookup time.
 
 The writer builds the file under a temporary name in the destination folder and renames
 it into place only after the last index is built, so a reader never sees half a database.
@@ -111,12 +116,15 @@ def write_database(
     """Write a complete database to `path` atomically.
 
     phrases maps an English phrase id to its text (list or dict; only ids in e1/e2 are read).
-    scores has one column per entry of `models` ({name, kind, description, params}); a zero
-    (or NaN) score means the model does not propose the pair, and the row is not stored.
+    `models` are dicts {name, kind, description, params}; `scores` has one column per model
+    whose kind is not "combined", in order. A zero (or NaN) score means the model does not
+    propose the pair, and the row is not stored. A combined model's params hold
+    {"base": name, "other": name, "fit": pivot.combine.Combination.to_meta()}.
     """
     path = Path(path)
-    if scores.shape != (len(e1), len(models)):
-        raise ValueError(f"scores has shape {scores.shape}, expected ({len(e1)}, {len(models)})")
+    stored = [m for m in models if m["kind"] != "combined"]
+    if scores.shape != (len(e1), len(stored)):
+        raise ValueError(f"scores has shape {scores.shape}, expected ({len(e1)}, {len(stored)})")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     if tmp.exists():
@@ -138,13 +146,17 @@ def write_database(
             "INSERT INTO pair VALUES (?, ?, ?, ?)",
             zip(e1.tolist(), e2.tolist(), n_pivots.tolist(), pivots),
         )
+        column = 0
         for model_id, spec in enumerate(models):
             db.conn.execute(
                 "INSERT INTO model VALUES (?, ?, ?, ?, ?)",
                 (model_id, spec["name"], spec["kind"], spec.get("description", ""),
                  json.dumps(spec.get("params", {}), sort_keys=True)),
             )
-            p = scores[:, model_id]
+            if spec["kind"] == "combined":
+                continue
+            p = scores[:, column]
+            column += 1
             keep = np.flatnonzero(np.nan_to_num(p) > 0)
             k_e1, k_e2, k_p = e1[keep], e2[keep], p[keep]
             rank = _rank_within_e1(k_e1, k_e2, k_p)
@@ -242,12 +254,40 @@ class ParaphraseDB:
 
     # -- queries
 
+    def _combination(self, info: dict):
+        """(base model id, other model id, fitted Combination) of a combined model."""
+        from pivot.combine import Combination
+
+        params = info["params"]
+        return (self._model(params["base"])["id"], self._model(params["other"])["id"],
+                Combination.from_meta(params["fit"]))
+
+    def _combined_rows(self, info: dict, e1: int):
+        """(e2, score) of every pair of e1 that the base model proposes, best first."""
+        base, other, fit = self._combination(info)
+        rows = self._conn.execute("SELECT e2, p FROM score WHERE model = ? AND e1 = ?", (base, e1)).fetchall()
+        if not rows:
+            return []
+        p_x = dict(self._conn.execute("SELECT e2, p FROM score WHERE model = ? AND e1 = ?", (other, e1)))
+        e2 = [r[0] for r in rows]
+        score = fit.predict(np.array([r[1] for r in rows]), np.array([p_x.get(e, 0.0) for e in e2]))
+        return sorted(zip(e2, score.tolist()), key=lambda r: (-r[1], r[0]))
+
     def lookup(self, phrase: str, k: int = 10, model: str = "general", *, normalize: bool = True) -> list[Paraphrase]:
         """The k best paraphrases of `phrase` under `model`, best first ([] if it has none)."""
-        model_id = self._model(model)["id"]
+        info = self._model(model)
+        model_id = info["id"]
         e1 = self.phrase_id(phrase, normalize=normalize)
         if e1 is None:
             return []
+        if info["kind"] == "combined":
+            out = []
+            for rank, (e2, score) in enumerate(self._combined_rows(info, e1)[:k]):
+                text, n_piv, pivots = self._conn.execute(
+                    "SELECT ph.text, pr.n_pivots, pr.pivots FROM phrase ph JOIN pair pr ON pr.e1 = ? AND pr.e2 = ph.id"
+                    " WHERE ph.id = ?", (e1, e2)).fetchone()
+                out.append(Paraphrase(text, score, None, rank, n_piv, tuple(pivots.split("|")) if pivots else ()))
+            return out
         rows = self._conn.execute(
             """SELECT ph.text, s.p, s.p_rev, s.rank, pr.n_pivots, pr.pivots
                  FROM score s
@@ -264,7 +304,16 @@ class ParaphraseDB:
 
     def scores(self, pairs, model: str = "general", *, normalize: bool = True) -> np.ndarray:
         """The model's score of each (e1, e2) pair; NaN where the model does not propose it."""
-        model_id = self._model(model)["id"]
+        info = self._model(model)
+        if info["kind"] == "combined":
+            base = self.scores(pairs, info["params"]["base"], normalize=normalize)
+            other = self.scores(pairs, info["params"]["other"], normalize=normalize)
+            fit = self._combination(info)[2]
+            out = np.full(len(pairs), np.nan)
+            has = ~np.isnan(base)
+            out[has] = fit.predict(base[has], np.nan_to_num(other[has]))
+            return out
+        model_id = info["id"]
         out = np.full(len(pairs), np.nan)
         for i, (a, b) in enumerate(pairs):
             e1, e2 = self.phrase_id(a, normalize=normalize), self.phrase_id(b, normalize=normalize)
@@ -278,7 +327,10 @@ class ParaphraseDB:
         return out
 
     def n_pairs(self, model: str = "general") -> int:
-        model_id = self._model(model)["id"]
+        info = self._model(model)
+        if info["kind"] == "combined":
+            return self.n_pairs(info["params"]["base"])
+        model_id = info["id"]
         return self._conn.execute("SELECT count(*) FROM score WHERE model = ?", (model_id,)).fetchone()[0]
 
     def n_phrases(self) -> int:
@@ -286,7 +338,11 @@ class ParaphraseDB:
 
     def iter_pairs(self, model: str = "general"):
         """Every (e1, e2, p, p_rev, n_pivots, pivots) of a model, grouped by e1, best first."""
-        model_id = self._model(model)["id"]
+        info = self._model(model)
+        if info["kind"] == "combined":
+            yield from self._iter_combined(info)
+            return
+        model_id = info["id"]
         yield from self._conn.execute(
             """SELECT a.text, b.text, s.p, s.p_rev, pr.n_pivots, pr.pivots
                  FROM score s
@@ -297,6 +353,16 @@ class ParaphraseDB:
                 ORDER BY s.e1, s.rank""",
             (model_id,),
         )
+
+    def _iter_combined(self, info):
+        base = self._combination(info)[0]
+        text = dict(self._conn.execute("SELECT id, text FROM phrase"))
+        e1s = [r[0] for r in self._conn.execute("SELECT DISTINCT e1 FROM score WHERE model = ?", (base,))]
+        for e1 in e1s:
+            for e2, score in self._combined_rows(info, e1):
+                n_piv, pivots = self._conn.execute("SELECT n_pivots, pivots FROM pair WHERE e1 = ? AND e2 = ?",
+                                                   (e1, e2)).fetchone()
+                yield text[e1], text[e2], score, None, n_piv, pivots
 
     @property
     def signature(self) -> str:

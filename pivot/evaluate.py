@@ -328,11 +328,6 @@ class EvalResult:
     signature: str = ""
 
 
-def _pair_key(a: str, b: str) -> tuple[str, str]:
-    """Gold pairs are undirected (similarity, synonymy): key on the sorted pair."""
-    return (a, b) if a <= b else (b, a)
-
-
 def _tuning_pairs(db) -> list:
     return list((db.meta.get("combination") or {}).get("tuning_pairs") or [])
 
@@ -349,28 +344,29 @@ def _symmetric_scores(db, pairs, model) -> np.ndarray:
     return np.fmax(fwd, rev)  # fmax ignores a NaN side; NaN only when both are
 
 
-def evaluate_db(db, gold_pairs, labels, models=None, *, exclude=None, name: str = "gold",
+def evaluate_db(db, gold_pairs, labels=None, models=None, *, exclude=None, name: str = "gold",
                 n_boot: int = 1000, seed: int = 0, levels=RECALL_LEVELS, info: dict | None = None
                 ) -> EvalResult:
     """Evaluate the models of a paraphrase database on labelled gold pairs (paper §4).
 
-    db: a ParaphraseDB or its path. gold_pairs: (e1, e2, ...) tuples (extra fields ignored,
-    e.g. the score read by pivot.gold); labels: 0/1 per gold pair (e.g. from gold.binarize).
+    db: a ParaphraseDB or its path. gold_pairs: (e1, e2, ...) tuples; labels: 0/1 per gold
+    pair, or None to take the third field of each pair (the output of pivot.gold.binarize).
     models: names to evaluate (default all); the database's first model (General) is the
     baseline and is always evaluated. exclude: pairs that must not be tested (the regression's
     tuning pairs); the pairs in the database's meta["combination"]["tuning_pairs"] are always
     added, and any overlap raises InputError naming up to 10 pairs. info: free-form facts
     for the report (gold file, binarisation threshold, split).
 
-    Steps: normalise both phrases like the corpus; drop repeated pairs (unordered; the first
-    occurrence wins); candidates = pairs the baseline proposes in either direction; every model
+    Steps: normalise both phrases like the corpus; drop repeated pairs (unordered, keyed by
+    pivot.gold.pair_key; the first occurrence wins); candidates = pairs the baseline proposes in either direction; every model
     scores each candidate by max over the two directions (NaN = not proposed = ranks last).
     """
     from pivot.db import ParaphraseDB
+    from pivot.gold import assert_disjoint, pair_key
 
     if not isinstance(db, ParaphraseDB):
         db = ParaphraseDB(db)
-    labels = np.asarray(labels)
+    labels = np.asarray([p[2] for p in gold_pairs] if labels is None else labels)
     if len(labels) != len(gold_pairs):
         raise InputError(f"{len(gold_pairs)} gold pairs but {len(labels)} labels", (info or {}).get("path"))
     _validate(labels, np.zeros(len(labels)))  # labels are 0/1 and hold a positive
@@ -386,7 +382,7 @@ def evaluate_db(db, gold_pairs, labels, models=None, *, exclude=None, name: str 
     n_dup = n_conflict = 0
     for pair, label in zip(gold_pairs, labels.tolist()):
         a, b = db.normalize(pair[0]), db.normalize(pair[1])
-        key = _pair_key(a, b)
+        key = pair_key(a, b)
         if key in first_label:
             n_dup += 1
             n_conflict += first_label[key] != label
@@ -399,16 +395,12 @@ def evaluate_db(db, gold_pairs, labels, models=None, *, exclude=None, name: str 
     # Gold hygiene: no test pair may have been seen by the regression.
     tuning = [tuple(p[:2]) for p in _tuning_pairs(db)] + [tuple(p[:2]) for p in (exclude or [])]
     if tuning:
-        from pivot.gold import assert_disjoint
-
-        tune_keys = sorted({_pair_key(db.normalize(a), db.normalize(b)) for a, b in tuning})
-        test_keys = [_pair_key(a, b) for a, b in pairs]
+        # assert_disjoint compares unordered pairs and names up to 10 of the overlap.
         try:
-            assert_disjoint(tune_keys, test_keys)
-        except InputError:
-            raise
+            assert_disjoint([(db.normalize(a), db.normalize(b)) for a, b in tuning], pairs)
         except ValueError as exc:
-            raise InputError(f"gold set {name!r}: {exc}") from exc
+            raise InputError(f"gold set {name!r} overlaps the regression's tuning pairs, so its "
+                             f"numbers would be optimistic: {exc}") from exc
 
     gen_all = _symmetric_scores(db, pairs, baseline)
     is_cand = ~np.isnan(gen_all)

@@ -156,3 +156,13 @@ def assert_disjoint(tune, test):
         more = f" and {len(overlap) - 10} more" if len(overlap) > 10 else ""
         raise ValueError(f"{len(overlap)} pair(s) in both the tuning and the test part: "
                          f"{shown}{more}")
+
+
+READERS = {"simlex": read_scored_pairs, "ppdb-human": read_ppdb_human, "pairs": read_pairs}
+
+
+def read_gold(path, fmt):
+    """Read a gold file in one of the formats of READERS (simlex, ppdb-human, pairs)."""
+    if fmt not in READERS:
+        raise InputError(f"unknown gold format {fmt!r} (one of {', '.join(READERS)})", path=path)
+    return READERS[fmt](path)

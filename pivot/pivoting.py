@@ -77,6 +77,10 @@ class PivotStructure:
     col_ptr: np.ndarray  # (n_f + 1,) int64
     col_e: np.ndarray  # (n_kept,) int32
     csc_pair: np.ndarray  # (n_kept,) int64 pair indices in CSC order
+    # The full (unpruned) table by row and by column, for the normalising sums.
+    full_row_ptr: np.ndarray  # (n_e + 1,) int64: pairs of e are full_row_ptr[e]:full_row_ptr[e+1]
+    full_col_ptr: np.ndarray  # (n_f + 1,) int64
+    full_csc_pair: np.ndarray  # (n_pairs,) int64 all pair indices stably sorted by f
     stats: dict = field(default_factory=dict)
 
 
@@ -188,6 +192,11 @@ def prune(table: PhraseTable, *, min_p_f_given_e: float = DEFAULT_MIN_P_F_GIVEN_
     col_deg = np.bincount(row_f, minlength=n_f)
     col_ptr = np.zeros(n_f + 1, dtype=np.int64)
     np.cumsum(col_deg, out=col_ptr[1:])
+    full_row_ptr = np.zeros(n_e + 1, dtype=np.int64)
+    np.cumsum(np.bincount(e_id, minlength=n_e), out=full_row_ptr[1:])
+    full_col_ptr = np.zeros(n_f + 1, dtype=np.int64)
+    np.cumsum(np.bincount(f_id, minlength=n_f), out=full_col_ptr[1:])
+    full_csc_pair = np.argsort(f_id, kind="stable").astype(np.int64)
     stats = {
         "min_p_f_given_e": float(min_p_f_given_e), "min_p_e_given_f": float(min_p_e_given_f),
         "max_e_per_f": int(max_e_per_f), "decided_on": "support counts (model-independent)",
@@ -196,18 +205,19 @@ def prune(table: PhraseTable, *, min_p_f_given_e: float = DEFAULT_MIN_P_F_GIVEN_
     }
     return PivotStructure(n_e=n_e, n_f=n_f, kept=kept, row_ptr=row_ptr,
                           row_f=np.ascontiguousarray(row_f), col_ptr=col_ptr, col_e=col_e,
-                          csc_pair=csc_pair, stats=stats)
+                          csc_pair=csc_pair, full_row_ptr=full_row_ptr, full_col_ptr=full_col_ptr,
+                          full_csc_pair=full_csc_pair, stats=stats)
 
 
-def translation_probabilities(table: PhraseTable, structure: PivotStructure):
+def translation_probabilities(table: PhraseTable, structure: PivotStructure, n_threads: int = 0):
     """(p_fe, p_ef): p_k(f|e) of the kept entries in CSR order, p_k(e|f) in CSC order.
 
     Both are (n_kept, K), normalised over the full (unpruned) table.
     """
+    s = structure
     counts = np.ascontiguousarray(table.counts, dtype=np.float64)
-    return _counts.normalise_kept(np.ascontiguousarray(table.e_id, dtype=np.int32),
-                                  np.ascontiguousarray(table.f_id, dtype=np.int32), counts,
-                                  structure.n_e, structure.n_f, structure.kept, structure.csc_pair)
+    return _counts.normalise_kept(counts, s.full_row_ptr, s.full_col_ptr, s.full_csc_pair,
+                                  s.row_ptr, s.kept, s.col_ptr, s.csc_pair, resolve_threads(n_threads))
 
 
 def pivot_structure(table: PhraseTable, structure: PivotStructure, *, top_n: int = DEFAULT_TOP_N,
@@ -216,7 +226,7 @@ def pivot_structure(table: PhraseTable, structure: PivotStructure, *, top_n: int
     if top_n < 0:
         raise ValueError(f"top_n must be >= 0, got {top_n}")
     n_threads = resolve_threads(n_threads)
-    p_fe, p_ef = translation_probabilities(table, structure)
+    p_fe, p_ef = translation_probabilities(table, structure, n_threads)
     e1, e2, p, n_pivots, pivots = _counts.pivot_product(
         structure.row_ptr, structure.row_f, p_fe, structure.col_ptr, structure.col_e, p_ef,
         int(top_n), n_threads)

@@ -21,7 +21,19 @@ DEFAULTS = {
     "preprocess": {"max_tokens": 80, "max_ratio": 9.0},
     "align": {"method": "eflomal", "model": 3, "length": 1.0, "pharaoh": {}},
     "extract": {"max_phrase_len": 5},
-    "pivot": {"min_p_f_given_e": 0.001, "min_p_e_given_f": 0.001, "max_e_per_f": 100, "top_n": 50},
+    "pivot": {"min_p_f_given_e": 0.001, "min_p_e_given_f": 0.001, "max_e_per_f": 100, "top_n": 20,
+              "min_phrase_count": 2},
+}
+
+
+# Sections a recipe may leave out entirely; when present, missing keys get these defaults
+# and keys marked None must be given. Without [domain] a build makes the General model only;
+# without [combine] it makes no General+X combinations.
+OPTIONAL = {
+    "domain": {"in_domain": None, "general": {}, "order": 5, "estimator": "pivot", "seed": 0,
+               "taus": [], "report_in_domain_sources": []},
+    "combine": {"gold": None, "format": "simlex", "threshold": 6.0, "n_tune": 1000, "seed": 0},
+    "eval": {"sets": []},
 }
 
 
@@ -59,6 +71,21 @@ def load_recipe(path: Path) -> dict:
                 f"[{section}] has unknown keys {sorted(unknown)}; known: {sorted(defaults)}", path
             )
         recipe[section] = {**defaults, **given}
+    for section, defaults in OPTIONAL.items():
+        if section not in recipe:
+            continue
+        given = recipe[section]
+        unknown = set(given) - set(defaults)
+        if unknown:
+            raise InputError(
+                f"[{section}] has unknown keys {sorted(unknown)}; known: {sorted(defaults)}", path
+            )
+        missing = [k for k, v in defaults.items() if v is None and k not in given]
+        if missing:
+            raise InputError(f"[{section}] needs {missing}", path)
+        recipe[section] = {**defaults, **given}
+    if recipe.get("domain", {}).get("estimator", "pivot") not in ("pivot", "lmplz"):
+        raise InputError("[domain] estimator must be 'pivot' (the built-in modified Kneser-Ney) or 'lmplz'", path)
     bitexts = recipe.get("bitext")
     if not bitexts:
         raise InputError("a recipe needs at least one [[bitext]] with a lang and sources", path)

@@ -27,7 +27,7 @@ for p in "${APT_PACKAGES[@]}"; do
 done
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
-        apt-get install -y "${missing[@]}"
+        apt-get update -qq && apt-get install -y "${missing[@]}"
     else
         echo "install_lmplz.sh: missing packages: ${missing[*]} (run: sudo apt-get install -y ${missing[*]})" >&2
         exit 1
@@ -41,8 +41,13 @@ cd "$WORK"
 # The sdist is the whole kenlm C++ tree plus the Python binding.
 # --no-binary on kenlm alone (not :all:): pip prepares the sdist's metadata, and
 # with :all: it would first build its build requirement cmake from source.
-python -m pip download "kenlm==${KENLM_VERSION}" --no-deps --no-binary kenlm \
-    --no-build-isolation -d . -q
+# Without build isolation that takes the environment's setuptools (no download);
+# an environment without setuptools gets the build requirements as wheels.
+PY="${PYTHON:-python3}"
+if ! "$PY" -m pip download "kenlm==${KENLM_VERSION}" --no-deps --no-binary kenlm \
+        --no-build-isolation -d . -q 2>/dev/null; then
+    "$PY" -m pip download "kenlm==${KENLM_VERSION}" --no-deps --no-binary kenlm -d . -q
+fi
 tar xzf kenlm-*.tar.gz
 SRC="$(find . -maxdepth 1 -type d -name 'kenlm-*' | head -n1)"
 
@@ -54,7 +59,7 @@ LOG="$WORK/build.log"
 if ! { cmake .. -DCMAKE_BUILD_TYPE=Release -DKENLM_MAX_ORDER=6 &&
        make -j"$JOBS" lmplz build_binary; } >"$LOG" 2>&1; then
     tail -n 40 "$LOG" >&2
-    echo "install_lmplz.sh: build failed (full log above was in $LOG)" >&2
+    echo "install_lmplz.sh: cmake/make failed (last 40 lines of its output above)" >&2
     exit 1
 fi
 

@@ -19,8 +19,16 @@ SCORES = np.array([
     [0.4, 0.3],   # cure -> treat
     [0.25, 0.0],  # handle -> treat
 ])
+# A combined model with coefficients chosen so that its score is readable by hand:
+# eta = ln p_general + ln p_dom, so score = sigmoid(ln(p_g * p_d)) = x / (1 + x) with x = p_g * p_d.
+FIT = {"model": "logit", "method": "mle", "features": ["const", "log_p_general", "log_p_x", "x_missing"],
+       "params": {"const": 0.0, "log_p_general": 1.0, "log_p_x": 1.0, "x_missing": 0.0},
+       "bse": None, "converged": True, "n": 10, "n_positive": 5, "llf": -1.0, "dropped": [],
+       "reason": None, "floor_p": 1e-10}
 MODELS = [{"name": "general", "kind": "pivot", "description": "all", "params": {}},
-          {"name": "dom", "kind": "pivot", "description": "domain", "params": {"tau": 3}}]
+          {"name": "dom", "kind": "pivot", "description": "domain", "params": {"tau": 3}},
+          {"name": "general+dom", "kind": "combined", "description": "both",
+           "params": {"base": "general", "other": "dom", "fit": FIT}}]
 
 
 @pytest.fixture
@@ -48,7 +56,7 @@ def test_reverse_lookup():
 
 def test_lookup_round_trip(db_path):
     with ParaphraseDB(db_path) as db:
-        assert db.models == ["general", "dom"]
+        assert db.models == ["general", "dom", "general+dom"]
         hits = db.lookup("treat", k=10)
         assert [(h.paraphrase, h.score, h.p_rev, h.rank) for h in hits] == [
             ("cure", 0.5, 0.4, 0), ("look after", 0.5, None, 1), ("handle", 0.2, 0.25, 2)]
@@ -61,6 +69,23 @@ def test_lookup_round_trip(db_path):
         assert db.n_pairs("general") == 5 and db.n_pairs("dom") == 3
         s = db.scores([("treat", "cure"), ("treat", "handle"), ("cure", "nothing")], model="dom")
         assert s[0] == 0.6 and math.isnan(s[1]) and math.isnan(s[2])
+
+
+def test_combined_model_is_computed_from_stored_scores(db_path):
+    # treat->cure: x = .5*.6 = .3 -> .3/1.3; treat->look after: x = .5*.1 = .05 -> .05/1.05;
+    # treat->handle: dom absent, floor 1e-10: x = .2e-10 -> 2e-11/(1+2e-11)
+    with ParaphraseDB(db_path) as db:
+        hits = db.lookup("treat", model="general+dom")
+        assert [h.paraphrase for h in hits] == ["cure", "look after", "handle"]
+        assert [h.score for h in hits] == pytest.approx([0.3 / 1.3, 0.05 / 1.05, 2e-11], rel=1e-12)
+        assert hits[0].pivots == ("fr:traiter", "fr:soigner") and hits[0].rank == 0
+        s = db.scores([("treat", "cure"), ("cure", "treat"), ("cure", "handle")], model="general+dom")
+        # cure->treat: x = .4*.3 = .12
+        assert s[:2] == pytest.approx([0.3 / 1.3, 0.12 / 1.12], rel=1e-12) and math.isnan(s[2])
+        assert db.n_pairs("general+dom") == 5
+        rows = list(db.iter_pairs("general+dom"))
+        assert [(a, b) for a, b, *_ in rows] == [("treat", "cure"), ("treat", "look after"), ("treat", "handle"),
+                                                 ("cure", "treat"), ("handle", "treat")]
 
 
 def test_lookup_uses_the_primary_key(db_path):
@@ -88,6 +113,10 @@ def test_failed_write_leaves_nothing(tmp_path):
     with pytest.raises(ValueError, match="scores has shape"):
         write_database(path, phrases=PHRASES, phrase_counts=np.ones(4), e1=E1, e2=E2,
                        n_pivots=np.ones(5), pivots=[""] * 5, models=MODELS[:1], scores=SCORES, meta={})
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(IndexError):  # fails while inserting: the temporary file is removed too
+        write_database(path, phrases=PHRASES[:2], phrase_counts=np.ones(4), e1=E1, e2=E2, n_pivots=np.ones(5),
+                       pivots=[""] * 5, models=MODELS[:2], scores=SCORES, meta={})
     assert list(tmp_path.iterdir()) == []
 
 

@@ -242,6 +242,15 @@ def test_evaluate_db_by_hand(db):
     assert res.n_boot_dropped == int((~np.isin(draws, [0, 2, 4]).any(axis=1)).sum()) > 0
 
 
+def test_labels_from_gold_binarize(db):
+    # binarize at 7: 9→1, 3→0, 8.5→1, 2→0, 7.5→1, 9.9→1, i.e. LABELS; labels=None reads the third field.
+    from pivot.gold import binarize
+
+    res = evaluate_db(db, binarize(GOLD, 7.0), models=[], n_boot=20)
+    assert res.labels.tolist() == [1, 0, 1, 0, 1]
+    assert res.models["general"].ap == pytest.approx(AP_GENERAL, abs=1e-12)
+
+
 def test_evaluate_db_drops_repeated_pairs(db):
     # cure–treat repeats treat–cure (unordered) with a conflicting label: dropped, AP unchanged.
     res = evaluate_db(db, GOLD + [("cure", "treat", 1.0)], LABELS + [0], models=[], n_boot=20)
