@@ -44,7 +44,12 @@ def evaluate_gold_files(db, sources, *, name: str, exclude_tuning: bool = False,
         info["split"] = (f"test part: {len(pairs) - len(kept)} tuning pairs of the regression dropped, "
                          f"{len(kept)} left")
         pairs = kept
-    return evaluate.evaluate_db(db, pairs, models=models, name=name, n_boot=n_boot, seed=seed, info=info)
+    try:
+        return evaluate.evaluate_db(db, pairs, models=models, name=name, n_boot=n_boot, seed=seed, info=info)
+    except InputError:
+        raise
+    except ValueError as exc:  # no candidates, no positives, ...: say which gold set
+        raise InputError(f"gold set {name!r}: {exc}") from exc
 
 
 def evaluate_recipe_sets(db, rec: dict, data_root: Path, *, models=None, n_boot: int = 1000, seed: int = 0,
