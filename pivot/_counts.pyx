@@ -20,7 +20,7 @@ shapes and dtypes first):
     touched e2 contiguous, top-N per row, and the top-3 pivots under model 0.
 """
 from cython.parallel cimport parallel, prange, threadid
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 from libcpp.vector cimport vector
@@ -74,16 +74,28 @@ cdef extern from * nogil:
     #endif
     }
 
-    static inline void pivot_prefetch(const void* p) { __builtin_prefetch(p, 0, 3); }
+    static inline void pivot_prefetch(const void* p) {
+    #if defined(__GNUC__)
+        __builtin_prefetch(p, 0, 3);
+    #endif
+    }
+
+    /* Move to the front of idx[0:n] the cap positions whose pairs col_pair[idx] have the
+       largest support, ties to the smaller English id. */
+    static inline void pivot_rank_column(int64_t* idx, int64_t n, const int64_t* col_pair,
+                                         const int64_t* support, const int32_t* e_id, int64_t cap) {
+        auto better = [=](int64_t a, int64_t b) {
+            int64_t pa = col_pair[a], pb = col_pair[b];
+            return support[pa] > support[pb] || (support[pa] == support[pb] && e_id[pa] < e_id[pb]);
+        };
+        std::nth_element(idx, idx + (cap - 1), idx + n, better);
+    }
 
     static inline void pivot_sort_int64(int64_t* a, int64_t n) { std::sort(a, a + n); }
 
-    /* Move the top_n positions of cand[0:n] to its front: value descending, then position
-       ascending (positions are in e2 order, so ties go to the smaller e2 id). */
-    static inline void pivot_select_top(int32_t* cand, int64_t n, const double* vals, int64_t top_n) {
-        std::nth_element(cand, cand + (top_n - 1), cand + n, [vals](int32_t a, int32_t b) {
-            return vals[a] > vals[b] || (vals[a] == vals[b] && a < b);
-        });
+    /* Put the value of rank nth (ascending) of a[0:n] at a[nth]. */
+    static inline void pivot_nth_double(double* a, int64_t n, int64_t nth) {
+        std::nth_element(a, a + nth, a + n);
     }
     """
     cppclass PivotPhraseInst:
@@ -97,9 +109,11 @@ cdef extern from * nogil:
     void pivot_sort_insts(vector[PivotPhraseInst]& v) except +
     void pivot_sort_fkeys(vector[PivotFKeyRef]& v) except +
     void pivot_sort_int64(int64_t* a, int64_t n)
+    void pivot_rank_column(int64_t* idx, int64_t n, const int64_t* col_pair,
+                           const int64_t* support, const int32_t* e_id, int64_t cap)
     void pivot_advise_huge(void* p, size_t n)
     void pivot_prefetch(const void* p)
-    void pivot_select_top(int32_t* cand, int64_t n, const double* vals, int64_t top_n)
+    void pivot_nth_double(double* a, int64_t n, int64_t nth)
 
 
 # Token packing: 21 bits a token (id + 1; 0 is padding), three tokens a 64-bit word, so two
@@ -149,13 +163,14 @@ cdef int64_t _extract_sentence(
         const int32_t* link_e, const int32_t* link_f, int64_t n_links, int64_t sent, int max_len,
         int32_t* e_fmin, int32_t* e_fmax, int32_t* f_emin, int32_t* f_emax, int32_t* f_nlinks,
         vector[PivotPhraseInst]* out) noexcept nogil:
-    """Append the consistent phrase pairs of one sentence to out; -1 - link index on a bad link.
+    """Append the consistent phrase pairs of one sentence to out (only count them when out is
+    NULL); returns their number, or -1 - (index of the link) on a link outside the sentence.
 
     For every English span [e1, e2] (length <= max_len) the minimal foreign span [fmin, fmax]
     covering its links is consistent when no foreign word inside it links outside [e1, e2];
     it is emitted together with every extension over unaligned foreign words at either edge.
     """
-    cdef int64_t i, e1, e2, j, fs, fe, fmin, fmax
+    cdef int64_t i, e1, e2, j, fs, fe, fmin, fmax, n_out = 0
     cdef bint ok
     cdef uint64_t e_hi, e_lo
     cdef PivotPhraseInst inst
@@ -214,15 +229,17 @@ cdef int64_t _extract_sentence(
             while True:
                 fe = fmax
                 while True:
-                    _pack(f_tok, fs, fe + 1, &inst.f_hi, &inst.f_lo)
-                    out.push_back(inst)
+                    if out != NULL:
+                        _pack(f_tok, fs, fe + 1, &inst.f_hi, &inst.f_lo)
+                        out.push_back(inst)
+                    n_out += 1
                     fe += 1
                     if fe >= lf or f_nlinks[fe] > 0 or fe - fs + 1 > max_len:
                         break
                 fs -= 1
                 if fs < 0 or f_nlinks[fs] > 0 or fmax - fs + 1 > max_len:
                     break
-    return 0
+    return n_out
 
 
 def extract_phrase_table(const int32_t[::1] e_tokens, const int64_t[::1] e_offsets,
@@ -270,19 +287,30 @@ def extract_phrase_table(const int32_t[::1] e_tokens, const int64_t[::1] e_offse
     cdef const int32_t* f_tok_p = &f_tokens[0] if f_tokens.shape[0] else NULL
     cdef const int32_t* le_p = &link_e[0] if link_e.shape[0] else NULL
     cdef const int32_t* lf_p = &link_f[0] if link_f.shape[0] else NULL
-    insts.reserve(<size_t>(e_tokens.shape[0] * 4 + 16))
+    cdef int64_t n_inst = 0
+    cdef vector[PivotPhraseInst]* sink = NULL
+    cdef int extract_pass
+    # Pass 0 counts the instances (and checks every link), pass 1 stores them into a vector
+    # reserved to the exact size: 40 bytes an instance, no reallocation.
     with nogil:
-        for s in range(n):
-            rc = _extract_sentence(
-                e_tok_p + e_offsets[s], e_offsets[s + 1] - e_offsets[s],
-                f_tok_p + f_offsets[s], f_offsets[s + 1] - f_offsets[s],
-                le_p + link_offsets[s], lf_p + link_offsets[s],
-                link_offsets[s + 1] - link_offsets[s], s, max_len,
-                e_fmin.data(), e_fmax.data(), f_emin.data(), f_emax.data(), f_nlinks.data(),
-                &insts)
-            if rc < 0:
-                bad_sent = s
-                bad_link = link_offsets[s] + (-1 - rc)
+        for extract_pass in range(2):
+            if extract_pass == 1:
+                insts.reserve(<size_t>n_inst)
+                sink = &insts
+            for s in range(n):
+                rc = _extract_sentence(
+                    e_tok_p + e_offsets[s], e_offsets[s + 1] - e_offsets[s],
+                    f_tok_p + f_offsets[s], f_offsets[s + 1] - f_offsets[s],
+                    le_p + link_offsets[s], lf_p + link_offsets[s],
+                    link_offsets[s + 1] - link_offsets[s], s, max_len,
+                    e_fmin.data(), e_fmax.data(), f_emin.data(), f_emax.data(), f_nlinks.data(),
+                    sink)
+                if rc < 0:
+                    bad_sent = s
+                    bad_link = link_offsets[s] + (-1 - rc)
+                    break
+                n_inst += rc
+            if bad_sent >= 0:
                 break
     if bad_sent >= 0:
         raise ValueError(
@@ -292,8 +320,9 @@ def extract_phrase_table(const int32_t[::1] e_tokens, const int64_t[::1] e_offse
 
     pivot_sort_insts(insts)
 
-    # Pass 1: how many distinct English phrases and distinct pairs.
-    cdef int64_t n_inst = insts.size(), n_e = 0, n_pairs = 0
+    # How many distinct English phrases and distinct pairs.
+    n_inst = insts.size()
+    cdef int64_t n_e = 0, n_pairs = 0
     cdef PivotPhraseInst* a = insts.data()
     with nogil:
         for i in range(n_inst):
@@ -319,7 +348,7 @@ def extract_phrase_table(const int32_t[::1] e_tokens, const int64_t[::1] e_offse
     fkeys.resize(n_pairs)
     cdef PivotFKeyRef* fk = fkeys.data()
     cdef int64_t ei = -1, p = -1, sent
-    # Pass 2: ids, support and weighted counts (segment sums over the sorted instances).
+    # Ids, support and weighted counts (segment sums over the sorted instances).
     with nogil:
         for i in range(n_inst):
             if i == 0 or a[i].e_hi != a[i - 1].e_hi or a[i].e_lo != a[i - 1].e_lo:
@@ -365,6 +394,67 @@ def extract_phrase_table(const int32_t[::1] e_tokens, const int64_t[::1] e_offse
 
 
 # ------------------------------------------------------------------------------ the pivot
+
+
+def bucket_by(const int32_t[::1] keys, int64_t n_buckets):
+    """Stable counting sort: (ptr, order) with keys[order] ascending, ties in input order.
+
+    ptr[b]:ptr[b+1] is the range of order holding the positions of key b. O(n + n_buckets).
+    """
+    cdef int64_t n = keys.shape[0], i, b, bad = -1
+    ptr_np = np.zeros(n_buckets + 1, dtype=np.int64)
+    order_np = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] ptr = ptr_np
+    cdef int64_t[::1] order = order_np
+    cdef int64_t[::1] nxt
+    with nogil:
+        for i in range(n):
+            b = keys[i]
+            if b < 0 or b >= n_buckets:
+                bad = i
+                break
+            ptr[b + 1] += 1
+    if bad >= 0:
+        raise ValueError(f"key {keys[bad]} outside 0..{n_buckets - 1}")
+    nxt_np = np.empty(n_buckets + 1, dtype=np.int64)
+    nxt = nxt_np
+    with nogil:
+        for b in range(n_buckets):
+            ptr[b + 1] += ptr[b]
+            nxt[b] = ptr[b]
+        for i in range(n):
+            b = keys[i]
+            order[nxt[b]] = i
+            nxt[b] += 1
+    return ptr_np, order_np
+
+
+def cap_columns(const int64_t[::1] col_pair, const int64_t[::1] col_ptr,
+                const int64_t[::1] support, const int32_t[::1] e_id, int64_t cap):
+    """Rule (b): in each column keep the cap pairs of largest support (ties: smaller e).
+
+    col_pair[col_ptr[f]:col_ptr[f+1]] are the pair indices of column f. Returns a uint8 mask
+    over col_pair, 1 where the pair is kept. Within a column the denominator of ps(e|f) is
+    shared, so ranking on the integer support is ranking on ps(e|f), exactly.
+    """
+    cdef int64_t n_f = col_ptr.shape[0] - 1, f, j, n
+    keep_np = np.ones(col_pair.shape[0], dtype=np.uint8)
+    cdef uint8_t[::1] keep = keep_np
+    cdef vector[int64_t] idx
+    if cap <= 0:
+        return keep_np
+    with nogil:
+        for f in range(n_f):
+            n = col_ptr[f + 1] - col_ptr[f]
+            if n <= cap:
+                continue
+            idx.resize(n)
+            for j in range(n):
+                idx[j] = col_ptr[f] + j
+            pivot_rank_column(idx.data(), n, &col_pair[0], &support[0], &e_id[0], cap)
+            for j in range(cap, n):
+                keep[idx[j]] = 0
+    return keep_np
 
 
 def normalise_kept(const double[:, ::1] counts, const int64_t[::1] full_row_ptr,
@@ -433,9 +523,10 @@ cdef struct RowScratch:
     double* top_c        # slot*3 + r: the 3 best model-0 contributions, best first
     int32_t* top_f       # slot*3 + r: their foreign ids
     int64_t* order       # (e2 << 32 | slot) of the touched e2, sorted
-    int32_t* cand        # top-N candidates (positions in order)
-    double* vals         # one model's sums by position
-    char* keep           # position kept by the top-N rule of some model
+    int32_t* cand        # top-N candidates of one model (slots with a nonzero sum)
+    double* vals         # their sums
+    double* tmp          # a copy of vals for the selection
+    char* keep           # slot kept by the top-N rule of some model
     # Output of the rows this thread ran in the current wave, in the order it ran them.
     int32_t* out_e2
     int32_t* out_n
@@ -499,14 +590,13 @@ cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t 
     cdef double* acc = st.acc
     cdef uint64_t mask = <uint64_t>(_table_size(bound) - 1)
     cdef int shift = 0
-    cdef int64_t j, m, i, r, n_t = 0, n_c, n_keep
+    cdef int64_t j, m, i, r, n_t = 0, n_c, n_keep, n_gt, n_tie
     cdef uint64_t h
     cdef int32_t f, e2, slot, k
     cdef const double* a
     cdef const double* b
     cdef double* s
-    cdef double c, v
-    cdef bint any_nonzero
+    cdef double c, v, tau
     cdef int64_t row_end = row_ptr[e1 + 1], m_next
     while (<uint64_t>1 << shift) <= mask:
         shift += 1
@@ -585,40 +675,57 @@ cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t 
         if row_end + 1 < row_ptr[e1 + 2]:
             pivot_prefetch(&col_ptr[row_f[row_end + 1]])
 
-    # Output order is e2 ascending: sort (e2, slot) packed in one 64-bit key.
     for i in range(n_t):
-        st.order[i] = (<int64_t>st.touched[i] << 32) | i
         h_key[st.h_pos[i]] = -1                # clear the hash table for the next row
-    pivot_sort_int64(st.order, n_t)
+    # Choose the kept slots, then write them in e2 order: (e2 << 32 | slot) keys, sorted.
     n_keep = 0
     if top_n == 0 or n_t <= top_n:
-        # Every nonzero value ranks < top_n: keep pairs with any nonzero P_k.
-        for i in range(n_t):
-            s = acc + (st.order[i] & LOW32) * K
-            any_nonzero = False
+        # Every nonzero value ranks < top_n: keep the pairs with any nonzero P_k.
+        for slot in range(n_t):
+            s = acc + <int64_t>slot * K
             for k in range(K):
                 if s[k] != 0.0:
-                    any_nonzero = True
+                    st.order[n_keep] = (<int64_t>st.touched[slot] << 32) | slot
+                    n_keep += 1
                     break
-            st.keep[i] = any_nonzero
-            n_keep += any_nonzero
     else:
         memset(st.keep, 0, n_t)
         for k in range(K):
             n_c = 0
-            for i in range(n_t):
-                v = acc[(st.order[i] & LOW32) * K + k]
-                st.vals[i] = v
+            for slot in range(n_t):
+                v = acc[<int64_t>slot * K + k]
                 if v != 0.0:
-                    st.cand[n_c] = <int32_t>i
+                    st.vals[n_c] = v
+                    st.cand[n_c] = slot
                     n_c += 1
-            if n_c > top_n:
-                pivot_select_top(st.cand, n_c, st.vals, top_n)
-                n_c = top_n
+            if n_c <= top_n:
+                for i in range(n_c):
+                    st.keep[st.cand[i]] = 1
+                continue
+            # tau = the top_n-th largest value: everything above it is in, and of the values
+            # equal to it the smallest e2 fill the remaining places.
+            memcpy(st.tmp, st.vals, n_c * sizeof(double))
+            pivot_nth_double(st.tmp, n_c, n_c - top_n)
+            tau = st.tmp[n_c - top_n]
+            n_gt = 0
+            n_tie = 0
             for i in range(n_c):
-                st.keep[st.cand[i]] = 1
-        for i in range(n_t):
-            n_keep += st.keep[i]
+                if st.vals[i] > tau:
+                    st.keep[st.cand[i]] = 1
+                    n_gt += 1
+                elif st.vals[i] == tau:
+                    st.order[n_tie] = (<int64_t>st.touched[st.cand[i]] << 32) | st.cand[i]
+                    n_tie += 1
+            if n_tie > top_n - n_gt:
+                pivot_sort_int64(st.order, n_tie)
+                n_tie = top_n - n_gt
+            for i in range(n_tie):
+                st.keep[st.order[i] & LOW32] = 1
+        for slot in range(n_t):
+            if st.keep[slot]:
+                st.order[n_keep] = (<int64_t>st.touched[slot] << 32) | slot
+                n_keep += 1
+    pivot_sort_int64(st.order, n_keep)
 
     row_tid[e1] = tid
     row_len[e1] = n_keep
@@ -629,9 +736,7 @@ cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t 
             row_len[e1] = 0
         else:
             r = st.out_size
-            for i in range(n_t):
-                if not st.keep[i]:
-                    continue
+            for i in range(n_keep):
                 slot = <int32_t>(st.order[i] & LOW32)
                 st.out_e2[r] = <int32_t>(st.order[i] >> 32)
                 st.out_n[r] = st.n_shared[slot]
@@ -655,6 +760,7 @@ cdef void _free_scratch(RowScratch* st) noexcept nogil:
     free(st.order)
     free(st.cand)
     free(st.vals)
+    free(st.tmp)
     free(st.keep)
     free(st.out_e2)
     free(st.out_n)
@@ -679,10 +785,12 @@ cdef int _alloc_scratch(RowScratch* st, int64_t cap, int K) noexcept nogil:
     st.order = <int64_t*>malloc(cap * sizeof(int64_t))
     st.cand = <int32_t*>malloc(cap * sizeof(int32_t))
     st.vals = <double*>malloc(cap * sizeof(double))
+    st.tmp = <double*>malloc(cap * sizeof(double))
     st.keep = <char*>malloc(cap)
     if (st.h_key == NULL or st.h_slot == NULL or st.touched == NULL or st.h_pos == NULL
             or st.acc == NULL or st.n_shared == NULL or st.top_c == NULL or st.top_f == NULL
-            or st.order == NULL or st.cand == NULL or st.vals == NULL or st.keep == NULL):
+            or st.order == NULL or st.cand == NULL or st.vals == NULL or st.tmp == NULL
+            or st.keep == NULL):
         return -1
     for i in range(size):
         st.h_key[i] = -1

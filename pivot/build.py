@@ -388,8 +388,9 @@ class Pipeline:
             count = self.table.e_count
             keep = (count[para.e1] >= min_count) & (count[para.e2] >= min_count)
             log.info("pivot: %d pairs, %d after min_phrase_count=%d", len(keep), int(keep.sum()), min_count)
-            pivoting.Paraphrases(**{f: getattr(para, f)[keep] for f in ("e1", "e2", "p", "n_pivots", "pivots")}
-                                 ).save(tmp / "paraphrases.npz")
+            meta = {**para.meta, "min_phrase_count": min_count, "n_pairs_before_min_phrase_count": int(len(keep))}
+            pivoting.Paraphrases(**{f: getattr(para, f)[keep] for f in ("e1", "e2", "p", "n_pivots", "pivots")},
+                                 meta=meta).save(tmp / "paraphrases.npz")
 
         return self.wd.stage("pivot", {"extract": self.table_dir[1], **self.rec["pivot"]}, produce)
 
@@ -506,7 +507,7 @@ class Pipeline:
             "recipe_file": self.rec["_path"], "recipe_sha256": self.rec["_sha256"],
             "data_fingerprints": self.fingerprints,
             "parameters": {k: self.rec[k] for k in ("preprocess", "align", "extract", "pivot")},
-            "pruning": {**prune, "decided_on": "support counts (model-independent)",
+            "pruning": {**prune, **para.meta, "decided_on": "support counts (model-independent)",
                         "n_pairs_out": int(len(para.e1)), "n_phrase_pairs": int(len(table.e_id)),
                         "n_english_phrases": int(len(table.e_phrases)),
                         "n_foreign_phrases": int(len(table.f_phrases))},

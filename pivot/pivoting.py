@@ -168,43 +168,32 @@ def prune(table: PhraseTable, *, min_p_f_given_e: float = DEFAULT_MIN_P_F_GIVEN_
 
     if max_e_per_f > 0 and n_after_floor:
         survivors = np.flatnonzero(mask)
-        deg = np.bincount(f_id[survivors], minlength=n_f)
-        if deg.max() > max_e_per_f:
-            # Only columns over the cap need ranking. Within a column ps(e|f) ranks as the
-            # integer support does (same denominator), so rank on exact integers.
-            j = survivors[deg[f_id[survivors]] > max_e_per_f]
-            j = j[np.lexsort((e_id[j], -support[j], f_id[j]))]
-            f_sorted = f_id[j]
-            first = np.r_[True, f_sorted[1:] != f_sorted[:-1]]
-            group_start = np.maximum.accumulate(np.where(first, np.arange(len(j)), 0))
-            rank = np.arange(len(j)) - group_start
-            mask[j[rank >= max_e_per_f]] = False
+        col_ptr, order = _counts.bucket_by(f_id[survivors], n_f)
+        if np.diff(col_ptr).max() > max_e_per_f:
+            col_pair = survivors[order]
+            keep = _counts.cap_columns(col_pair, col_ptr, support, e_id, int(max_e_per_f))
+            mask[col_pair[keep == 0]] = False
 
     kept = np.flatnonzero(mask).astype(np.int64)
-    row_f = f_id[kept]
-    row_e = e_id[kept]
+    row_f = np.ascontiguousarray(f_id[kept])
     row_ptr = np.zeros(n_e + 1, dtype=np.int64)
-    np.cumsum(np.bincount(row_e, minlength=n_e), out=row_ptr[1:])
-    # A stable sort by f keeps e ascending inside each column.
-    order = np.argsort(row_f, kind="stable")
+    np.cumsum(np.bincount(e_id[kept], minlength=n_e), out=row_ptr[1:])
+    # A stable bucket sort by f keeps e ascending inside each column.
+    col_ptr, order = _counts.bucket_by(row_f, n_f)
     csc_pair = kept[order]
-    col_e = np.ascontiguousarray(row_e[order])
-    col_deg = np.bincount(row_f, minlength=n_f)
-    col_ptr = np.zeros(n_f + 1, dtype=np.int64)
-    np.cumsum(col_deg, out=col_ptr[1:])
+    col_e = np.ascontiguousarray(e_id[csc_pair])
+    col_deg = np.diff(col_ptr)
     full_row_ptr = np.zeros(n_e + 1, dtype=np.int64)
     np.cumsum(np.bincount(e_id, minlength=n_e), out=full_row_ptr[1:])
-    full_col_ptr = np.zeros(n_f + 1, dtype=np.int64)
-    np.cumsum(np.bincount(f_id, minlength=n_f), out=full_col_ptr[1:])
-    full_csc_pair = np.argsort(f_id, kind="stable").astype(np.int64)
+    full_col_ptr, full_csc_pair = _counts.bucket_by(f_id, n_f)
     stats = {
         "min_p_f_given_e": float(min_p_f_given_e), "min_p_e_given_f": float(min_p_e_given_f),
         "max_e_per_f": int(max_e_per_f), "decided_on": "support counts (model-independent)",
         "n_phrase_pairs": int(table.n_pairs), "n_after_floors": n_after_floor,
-        "n_after_cap": int(len(kept)), "sum_deg_f_squared": int((col_deg.astype(np.int64) ** 2).sum()),
+        "n_after_cap": int(len(kept)), "sum_deg_f_squared": int((col_deg ** 2).sum()),
     }
     return PivotStructure(n_e=n_e, n_f=n_f, kept=kept, row_ptr=row_ptr,
-                          row_f=np.ascontiguousarray(row_f), col_ptr=col_ptr, col_e=col_e,
+                          row_f=row_f, col_ptr=col_ptr, col_e=col_e,
                           csc_pair=csc_pair, full_row_ptr=full_row_ptr, full_col_ptr=full_col_ptr,
                           full_csc_pair=full_csc_pair, stats=stats)
 

@@ -1,0 +1,47 @@
+"""Lookup latency: p50/p99 of ParaphraseDB.lookup over random phrases of a built database.
+
+    python bench/bench_lookup.py bio.db [--n 10000] [--k 10] [--model general] [--seed 0]
+
+Phrases are drawn (seeded) from the database's phrase table, so every lookup hits; each
+timing covers normalisation (Moses tokenisation), the phrase index and the k rows of the
+score table. Target: p99 < 1 ms.
+"""
+import argparse
+import json
+import sqlite3
+import time
+
+import numpy as np
+
+from pivot.db import ParaphraseDB
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("db")
+    ap.add_argument("--n", type=int, default=10_000)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--model", default="general")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    texts = [r[0] for r in sqlite3.connect(args.db).execute("SELECT text FROM phrase ORDER BY id")]
+    rng = np.random.default_rng(args.seed)
+    sample = [texts[i] for i in rng.integers(0, len(texts), args.n)]
+    db = ParaphraseDB(args.db)
+    db.lookup(sample[0], k=args.k, model=args.model)  # warm: imports, tokenizer, page cache
+    times = np.empty(args.n)
+    hits = 0
+    for i, phrase in enumerate(sample):
+        t0 = time.perf_counter()
+        hits += bool(db.lookup(phrase, k=args.k, model=args.model))
+        times[i] = time.perf_counter() - t0
+    ms = times * 1e3
+    print(json.dumps({"db": args.db, "model": args.model, "n": args.n, "k": args.k, "with_answers": hits,
+                      "p50_ms": round(float(np.percentile(ms, 50)), 4),
+                      "p99_ms": round(float(np.percentile(ms, 99)), 4),
+                      "max_ms": round(float(ms.max()), 4)}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
