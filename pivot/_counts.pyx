@@ -13,18 +13,24 @@ shapes and dtypes first):
     once, so equal keys are adjacent, ids come out in lexicographic order of the token tuple,
     and every weighted sum is accumulated in sentence order (deterministic to the bit).
 
+``bucket_by`` and ``cap_columns``
+    The pruning's structure work (model-independent): stable counting sort of pairs by
+    foreign phrase (the CSC layouts), and the per-f cap on English phrases.
+
 ``normalise_kept`` and ``pivot_product``
     p_k(f|e) = c_k(e,f) / sum_f' c_k(e,f'),  p_k(e|f) = c_k(e,f) / sum_e' c_k(e',f)
     P_k(e1,e2) = sum_f p_k(e2|f) p_k(f|e1)   (e2 != e1), for all K models in one pass:
-    threads over e1 rows, one sparse accumulator per thread that keeps the K sums of a
-    touched e2 contiguous, top-N per row, and the top-3 pivots under model 0.
+    threads over e1 rows, one sparse accumulator per thread (a small hash table over the
+    row's e2) that keeps the K sums of a touched e2 contiguous, top-N per row, and the top-3
+    pivots under model 0. Every sum has a fixed order, so results are the same to the bit
+    for any number of threads (and, as it happens, equal to scipy's R_k @ K_k^T).
 """
 from cython.parallel cimport parallel, prange, threadid
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
-from libcpp.vector cimport vector
 from cython.view cimport array as cvarray
+from libcpp.vector cimport vector
 
 import numpy as np
 

@@ -262,8 +262,8 @@ class Pipeline:
                 binary = lm.binarize(arpa, tmp / f"{name}.binary")
                 if binary is not None:
                     arpa.unlink()  # the binary holds the same model and loads in a fraction of the time
-                stats[name] = {"seconds": round(time.perf_counter() - t0, 2), "binary": binary is not None,
-                               **s.to_json()}
+                fitted = {k: v for k, v in s.to_json().items() if k != "arpa_path"}  # a temporary path
+                stats[name] = {"seconds": round(time.perf_counter() - t0, 2), "binary": binary is not None, **fitted}
             (tmp / "stats.json").write_text(json.dumps(stats, indent=1, default=str))
 
         return self.wd.stage("lm", {"text": text_key, "order": order, "estimator": estimator}, produce)

@@ -145,6 +145,10 @@ def _check_table(table: PhraseTable) -> None:
         raise ValueError("phrase table: pairs must be unique and sorted by (e_id, f_id)")
     if (table.support < 1).any():
         raise ValueError("phrase table: support counts must be >= 1")
+    # Non-negative counts make every product p_k(e2|f) p_k(f|e1) >= +0.0, which the kernel
+    # relies on to start each sum with its first term (0.0 + x == x, bit for bit).
+    if not (np.isfinite(table.counts).all() and (table.counts >= 0).all()):
+        raise ValueError("phrase table: weighted counts must be finite and >= 0")
 
 
 def prune(table: PhraseTable, *, min_p_f_given_e: float = DEFAULT_MIN_P_F_GIVEN_E,

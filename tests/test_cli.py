@@ -19,12 +19,13 @@ import sys
 import pytest
 
 from pivot.cli import main
+from pivot.db import ParaphraseDB
 
 EN = ["we treat it", "we cure it", "they treat it"]
 FR = ["nous soignons le", "nous soignons le", "ils traitent le"]
 
 
-def write_recipe(tmp_path, en=EN, fr=FR, align="0-0 1-1 2-2\n" * 3, extra=""):
+def write_recipe(tmp_path, en=EN, fr=FR, align="0-0 1-1 2-2\n" * 3, pivot_extra=""):
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
     (data / "c.en").write_bytes(en if isinstance(en, bytes) else ("\n".join(en) + "\n").encode())
@@ -39,7 +40,8 @@ sources = [{{ name = "c", format = "parallel", en = "c.en", f = "c.fr" }}]
 [align]
 method = "pharaoh"
 pharaoh = {{ fr = "c.align" }}
-{extra}
+[pivot]
+{pivot_extra or 'min_phrase_count = 1   # "cure" occurs once'}
 """)
     return recipe, data
 
@@ -85,6 +87,20 @@ def test_build_lookup_export(tiny_db, capsys, tmp_path):
     lines = out_file.read_text().splitlines()
     assert all(len(l.split(" ||| ")) == 6 for l in lines)
     assert "[X] ||| cure ||| treat ||| -logp(e2|e1)=0.693147" in "\n".join(lines)
+
+
+def test_min_phrase_count(tmp_path, capsys):
+    # min_phrase_count = 2 keeps pairs of phrases seen at least twice: treat (2), "treat it" (2),
+    # it (3), we (2). Their only shared pivots lead to cure / "cure it" (seen once) or to
+    # themselves, so no pair survives and the lookup answers nothing. Before the filter there
+    # were 8 (both directions of treat~cure, treat it~cure it, we treat~we cure, we treat it~we cure it).
+    recipe, data = write_recipe(tmp_path, pivot_extra="min_phrase_count = 2")
+    assert build(tmp_path, recipe, data) == 0
+    capsys.readouterr()
+    assert main(["lookup", str(tmp_path / "tiny.db"), "treat", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["paraphrases"] == []
+    with ParaphraseDB(tmp_path / "tiny.db") as db:
+        assert db.n_pairs() == 0 and db.meta["pruning"]["n_pairs_before_min_phrase_count"] == 8
 
 
 def test_rerun_reuses_every_stage(tmp_path, caplog):
@@ -154,7 +170,7 @@ def test_alignment_out_of_range(tmp_path, capsys):
 def test_unknown_domain_and_bad_recipe(tmp_path, capsys):
     assert main(["-q", "build", "--domain", "astrology", "--data", str(tmp_path)]) == 2
     assert "no recipe for domain 'astrology'" in capsys.readouterr().err
-    recipe, data = write_recipe(tmp_path, extra="[pivot]\ntop_m = 3\n")
+    recipe, data = write_recipe(tmp_path, pivot_extra="top_m = 3\n")
     err = run_bad(tmp_path, capsys, recipe, data)
     assert "unknown keys ['top_m']" in err
 

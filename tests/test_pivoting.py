@@ -364,3 +364,10 @@ def test_many_small_waves_give_the_same_result(top_n):
         got = _counts.pivot_product(*args, n_threads, wave_work=wave_work)
         for a, b in zip(ref, got):
             np.testing.assert_array_equal(a, b)
+
+
+def test_refuses_negative_or_nan_counts():
+    for bad in (-1.0, np.nan):
+        counts = np.column_stack([HAND_SUPPORT, [1.0, bad, 1.0, 1.0, 1.0]])
+        with pytest.raises(ValueError, match="finite and >= 0"):
+            pivot_paraphrases(hand_table(counts))
