@@ -97,11 +97,133 @@ cdef extern from * nogil:
         std::nth_element(idx, idx + (cap - 1), idx + n, better);
     }
 
+    /* a[0:n] is a concatenation of ascending runs starting at run[0..n_runs): merge them
+       pairwise (bottom-up, through tmp), O(n log n_runs). run is overwritten. */
+    static void pivot_merge_runs(int64_t* a, int64_t* tmp, int64_t* run, int64_t n_runs, int64_t n) {
+        int64_t* src = a;
+        int64_t* dst = tmp;
+        while (n_runs > 1) {
+            int64_t out_runs = 0;
+            for (int64_t r = 0; r < n_runs; r += 2) {
+                int64_t lo = run[r];
+                int64_t mid = r + 1 < n_runs ? run[r + 1] : n;
+                int64_t hi = r + 2 < n_runs ? run[r + 2] : n;
+                if (r + 1 < n_runs) std::merge(src + lo, src + mid, src + mid, src + hi, dst + lo);
+                else std::copy(src + lo, src + n, dst + lo);
+                run[out_runs++] = lo;
+            }
+            n_runs = out_runs;
+            std::swap(src, dst);
+        }
+        if (src != a) std::copy(src, src + n, a);
+    }
+
     static inline void pivot_sort_int64(int64_t* a, int64_t n) { std::sort(a, a + n); }
 
-    /* Put the value of rank nth (ascending) of a[0:n] at a[nth]. */
-    static inline void pivot_nth_double(double* a, int64_t n, int64_t nth) {
-        std::nth_element(a, a + nth, a + n);
+    /* A candidate of the top-N rule: a sum and its (e2 << 32 | slot) key. */
+    struct PivotRanked { double v; int64_t key; };
+
+    /* a ranks before b: larger value, then smaller e2 (the key's high half; keys are unique). */
+    struct PivotBetter {
+        bool operator()(const PivotRanked& a, const PivotRanked& b) const {
+            return a.v > b.v || (a.v == b.v && a.key < b.key);
+        }
+    };
+
+    /* Replace the root (the worst kept) of a heap ordered by PivotBetter and sift down. */
+    static inline void pivot_heap_replace_top(PivotRanked* h, int64_t n, PivotRanked x) {
+        PivotBetter better;
+        int64_t i = 0;
+        while (true) {
+            int64_t c = 2 * i + 1;
+            if (c >= n) break;
+            if (c + 1 < n && better(h[c], h[c + 1])) c++;    /* the worse child */
+            if (!better(x, h[c])) break;                     /* x is no better: stop */
+            h[i] = h[c];
+            i = c;
+        }
+        h[i] = x;
+    }
+
+    /* Rule (c) for one row: keep[slot] = 1 when the slot ranks < top_n among the nonzero sums
+       of some model. One pass over the slot-major sums acc[slot*K + k] with one bounded heap
+       per model (heaps[k*top_n ...]) whose root is the worst of the best top_n so far: once a
+       heap is full, most values lose to its root at the cost of one comparison. */
+    static void pivot_top_n(const double* acc, const int32_t* touched, int64_t n_t, int K,
+                            int64_t top_n, PivotRanked* heaps, int64_t* heap_size, char* keep) {
+        PivotBetter better;
+        for (int k = 0; k < K; k++) heap_size[k] = 0;
+        for (int64_t slot = 0; slot < n_t; slot++) {
+            keep[slot] = 0;
+            const double* s = acc + slot * K;
+            for (int k = 0; k < K; k++) {
+                if (s[k] == 0.0) continue;
+                PivotRanked x{s[k], ((int64_t)touched[slot] << 32) | slot};
+                PivotRanked* h = heaps + (int64_t)k * top_n;
+                int64_t& n = heap_size[k];
+                if (n < top_n) {
+                    h[n++] = x;
+                    if (n == top_n) std::make_heap(h, h + n, better);
+                } else if (better(x, h[0])) {
+                    pivot_heap_replace_top(h, n, x);
+                }
+            }
+        }
+        for (int k = 0; k < K; k++)
+            for (int64_t i = 0; i < heap_size[k]; i++)
+                keep[heaps[(int64_t)k * top_n + i].key & 0xFFFFFFFF] = 1;
+    }
+
+    static inline void pivot_sort_int64(int64_t* a, int64_t n) { std::sort(a, a + n); }
+
+    /* A candidate of the top-N rule: a sum and its (e2 << 32 | slot) key. */
+    struct PivotRanked { double v; int64_t key; };
+
+    /* a ranks before b: larger value, then smaller e2 (the key's high half; keys are unique). */
+    static inline bool pivot_better(const PivotRanked& a, const PivotRanked& b) {
+        return a.v > b.v || (a.v == b.v && a.key < b.key);
+    }
+
+    /* Replace the root (the worst kept) of a heap ordered by pivot_better and sift down. */
+    static inline void pivot_heap_replace_top(PivotRanked* h, int64_t n, PivotRanked x) {
+        int64_t i = 0;
+        while (true) {
+            int64_t c = 2 * i + 1;
+            if (c >= n) break;
+            if (c + 1 < n && pivot_better(h[c], h[c + 1])) c++;   /* the worse child */
+            if (!pivot_better(x, h[c])) break;                    /* x is no better: stop */
+            h[i] = h[c];
+            i = c;
+        }
+        h[i] = x;
+    }
+
+    /* Rule (c) for one row: keep[slot] = 1 when the slot ranks < top_n among the nonzero sums
+       of some model. One pass over the slot-major sums acc[slot*K + k] with one bounded heap
+       per model (heaps[k*top_n ...]) whose root is the worst of the best top_n so far: most
+       values lose to the root at the cost of one comparison. */
+    static void pivot_top_n(const double* acc, const int32_t* touched, int64_t n_t, int K,
+                            int64_t top_n, PivotRanked* heaps, int64_t* heap_size, char* keep) {
+        for (int k = 0; k < K; k++) heap_size[k] = 0;
+        for (int64_t slot = 0; slot < n_t; slot++) {
+            keep[slot] = 0;
+            const double* s = acc + slot * K;
+            for (int k = 0; k < K; k++) {
+                if (s[k] == 0.0) continue;
+                PivotRanked x{s[k], ((int64_t)touched[slot] << 32) | slot};
+                PivotRanked* h = heaps + (int64_t)k * top_n;
+                int64_t& n = heap_size[k];
+                if (n < top_n) {
+                    h[n++] = x;
+                    std::push_heap(h, h + n, pivot_better);
+                } else if (pivot_better(x, h[0])) {
+                    pivot_heap_replace_top(h, n, x);
+                }
+            }
+        }
+        for (int k = 0; k < K; k++)
+            for (int64_t i = 0; i < heap_size[k]; i++)
+                keep[heaps[(int64_t)k * top_n + i].key & 0xFFFFFFFF] = 1;
     }
     """
     cppclass PivotPhraseInst:
@@ -115,11 +237,15 @@ cdef extern from * nogil:
     void pivot_sort_insts(vector[PivotPhraseInst]& v) except +
     void pivot_sort_fkeys(vector[PivotFKeyRef]& v) except +
     void pivot_sort_int64(int64_t* a, int64_t n)
+    void pivot_merge_runs(int64_t* a, int64_t* tmp, int64_t* run, int64_t n_runs, int64_t n)
     void pivot_rank_column(int64_t* idx, int64_t n, const int64_t* col_pair,
                            const int64_t* support, const int32_t* e_id, int64_t cap)
     void pivot_advise_huge(void* p, size_t n)
     void pivot_prefetch(const void* p)
-    void pivot_nth_double(double* a, int64_t n, int64_t nth)
+    cppclass PivotRanked:
+        pass
+    void pivot_top_n(const double* acc, const int32_t* touched, int64_t n_t, int K,
+                     int64_t top_n, PivotRanked* heaps, int64_t* heap_size, char* keep)
 
 
 # Token packing: 21 bits a token (id + 1; 0 is padding), three tokens a 64-bit word, so two
@@ -528,11 +654,12 @@ cdef struct RowScratch:
     int32_t* n_shared    # slot -> number of shared pivots
     double* top_c        # slot*3 + r: the 3 best model-0 contributions, best first
     int32_t* top_f       # slot*3 + r: their foreign ids
-    int64_t* order       # (e2 << 32 | slot) of the touched e2, sorted
-    int32_t* cand        # top-N candidates of one model (slots with a nonzero sum)
-    double* vals         # their sums
-    double* tmp          # a copy of vals for the selection
-    char* keep           # slot kept by the top-N rule of some model
+    int64_t* order       # (e2 << 32 | slot) of the kept e2, sorted
+    int64_t* order_tmp   # merge buffer
+    int64_t* run         # slot where each column's new e2 start (an ascending run of e2)
+    PivotRanked* heap    # K bounded heaps of top_n candidates (rule (c))
+    int64_t* heap_size   # their sizes
+    char* keep           # slot kept (by rule (c) of some model, or nonzero when no cut)
     # Output of the rows this thread ran in the current wave, in the order it ran them.
     int32_t* out_e2
     int32_t* out_n
@@ -596,14 +723,14 @@ cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t 
     cdef double* acc = st.acc
     cdef uint64_t mask = <uint64_t>(_table_size(bound) - 1)
     cdef int shift = 0
-    cdef int64_t j, m, i, r, n_t = 0, n_c, n_keep, n_gt, n_tie
+    cdef int64_t j, m, i, r, n_t = 0, n_keep
     cdef uint64_t h
     cdef int32_t f, e2, slot, k
     cdef const double* a
     cdef const double* b
     cdef double* s
-    cdef double c, v, tau
-    cdef int64_t row_end = row_ptr[e1 + 1], m_next
+    cdef double c
+    cdef int64_t row_end = row_ptr[e1 + 1], m_next, n_runs = 0, n_kept_runs, first, run_end
     while (<uint64_t>1 << shift) <= mask:
         shift += 1
     # The columns of a row lie anywhere in memory: fetch the next column's start while this
@@ -619,6 +746,8 @@ cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t 
             m_next = col_ptr[row_f[j + 1]]
             pivot_prefetch(col_e + m_next)
             pivot_prefetch(p_ef + m_next * K)
+        # The e2 first seen in this column arrive in ascending order (CSC order): one run.
+        first = n_t
         for m in range(col_ptr[f], col_ptr[f + 1]):
             e2 = col_e[m]
             if e2 == e1:
@@ -672,6 +801,9 @@ cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t 
                 else:
                     st.top_c[r + 2] = c
                     st.top_f[r + 2] = f
+        if n_t > first:
+            st.run[n_runs] = first
+            n_runs += 1
 
     # The next row is most likely this thread's next: start fetching its first column.
     if e1 + 1 < n_rows and row_end < row_ptr[e1 + 2]:
@@ -683,55 +815,33 @@ cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t 
 
     for i in range(n_t):
         h_key[st.h_pos[i]] = -1                # clear the hash table for the next row
-    # Choose the kept slots, then write them in e2 order: (e2 << 32 | slot) keys, sorted.
-    n_keep = 0
+    # Choose the kept slots (keep[slot]), then write them in e2 order as (e2 << 32 | slot) keys:
+    # slots are in first-touch order, a run of ascending e2 per column, so a merge of the
+    # runs sorts them (free for the many rows with one or two kept f).
     if top_n == 0 or n_t <= top_n:
         # Every nonzero value ranks < top_n: keep the pairs with any nonzero P_k.
         for slot in range(n_t):
             s = acc + <int64_t>slot * K
+            st.keep[slot] = 0
             for k in range(K):
                 if s[k] != 0.0:
-                    st.order[n_keep] = (<int64_t>st.touched[slot] << 32) | slot
-                    n_keep += 1
+                    st.keep[slot] = 1
                     break
     else:
-        memset(st.keep, 0, n_t)
-        for k in range(K):
-            n_c = 0
-            for slot in range(n_t):
-                v = acc[<int64_t>slot * K + k]
-                if v != 0.0:
-                    st.vals[n_c] = v
-                    st.cand[n_c] = slot
-                    n_c += 1
-            if n_c <= top_n:
-                for i in range(n_c):
-                    st.keep[st.cand[i]] = 1
-                continue
-            # tau = the top_n-th largest value: everything above it is in, and of the values
-            # equal to it the smallest e2 fill the remaining places.
-            memcpy(st.tmp, st.vals, n_c * sizeof(double))
-            pivot_nth_double(st.tmp, n_c, n_c - top_n)
-            tau = st.tmp[n_c - top_n]
-            n_gt = 0
-            n_tie = 0
-            for i in range(n_c):
-                if st.vals[i] > tau:
-                    st.keep[st.cand[i]] = 1
-                    n_gt += 1
-                elif st.vals[i] == tau:
-                    st.order[n_tie] = (<int64_t>st.touched[st.cand[i]] << 32) | st.cand[i]
-                    n_tie += 1
-            if n_tie > top_n - n_gt:
-                pivot_sort_int64(st.order, n_tie)
-                n_tie = top_n - n_gt
-            for i in range(n_tie):
-                st.keep[st.order[i] & LOW32] = 1
-        for slot in range(n_t):
+        pivot_top_n(acc, st.touched, n_t, K, top_n, st.heap, st.heap_size, st.keep)
+    n_keep = 0
+    n_kept_runs = 0
+    for r in range(n_runs):
+        run_end = st.run[r + 1] if r + 1 < n_runs else n_t   # read before run[] is reused
+        first = n_keep
+        for slot in range(st.run[r], run_end):
             if st.keep[slot]:
                 st.order[n_keep] = (<int64_t>st.touched[slot] << 32) | slot
                 n_keep += 1
-    pivot_sort_int64(st.order, n_keep)
+        if n_keep > first:
+            st.run[n_kept_runs] = first
+            n_kept_runs += 1
+    pivot_merge_runs(st.order, st.order_tmp, st.run, n_kept_runs, n_keep)
 
     row_tid[e1] = tid
     row_len[e1] = n_keep
@@ -764,9 +874,10 @@ cdef void _free_scratch(RowScratch* st) noexcept nogil:
     free(st.top_c)
     free(st.top_f)
     free(st.order)
-    free(st.cand)
-    free(st.vals)
-    free(st.tmp)
+    free(st.order_tmp)
+    free(st.run)
+    free(st.heap)
+    free(st.heap_size)
     free(st.keep)
     free(st.out_e2)
     free(st.out_n)
@@ -774,8 +885,10 @@ cdef void _free_scratch(RowScratch* st) noexcept nogil:
     free(st.out_p)
 
 
-cdef int _alloc_scratch(RowScratch* st, int64_t cap, int K) noexcept nogil:
-    """Allocate one thread's accumulator for rows touching at most cap English phrases."""
+cdef int _alloc_scratch(RowScratch* st, int64_t cap, int64_t max_row, int K,
+                        int64_t top_n) noexcept nogil:
+    """Allocate one thread's accumulator for rows touching at most cap English phrases
+    through at most max_row foreign phrases."""
     cdef int64_t i, size
     memset(st, 0, sizeof(RowScratch))
     cap = max(cap, <int64_t>1)
@@ -789,14 +902,15 @@ cdef int _alloc_scratch(RowScratch* st, int64_t cap, int K) noexcept nogil:
     st.top_c = <double*>malloc(cap * 3 * sizeof(double))
     st.top_f = <int32_t*>malloc(cap * 3 * sizeof(int32_t))
     st.order = <int64_t*>malloc(cap * sizeof(int64_t))
-    st.cand = <int32_t*>malloc(cap * sizeof(int32_t))
-    st.vals = <double*>malloc(cap * sizeof(double))
-    st.tmp = <double*>malloc(cap * sizeof(double))
+    st.order_tmp = <int64_t*>malloc(cap * sizeof(int64_t))
+    st.run = <int64_t*>malloc((max_row + 1) * sizeof(int64_t))
+    st.heap = <PivotRanked*>malloc(max(K * top_n, <int64_t>1) * sizeof(PivotRanked))
+    st.heap_size = <int64_t*>malloc(K * sizeof(int64_t))
     st.keep = <char*>malloc(cap)
     if (st.h_key == NULL or st.h_slot == NULL or st.touched == NULL or st.h_pos == NULL
             or st.acc == NULL or st.n_shared == NULL or st.top_c == NULL or st.top_f == NULL
-            or st.order == NULL or st.cand == NULL or st.vals == NULL or st.tmp == NULL
-            or st.keep == NULL):
+            or st.order == NULL or st.order_tmp == NULL or st.run == NULL or st.heap == NULL
+            or st.heap_size == NULL or st.keep == NULL):
         return -1
     for i in range(size):
         st.h_key[i] = -1
@@ -917,7 +1031,7 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
     row_work_np = np.empty(n_e, dtype=np.int64)
     cdef int64_t[::1] wave_ptr = wave_ptr_np
     cdef int64_t[::1] row_work_v = row_work_np
-    cdef int64_t e, j, work, max_touched = 0, in_wave = 0, n_waves = 0, out_bound = 0
+    cdef int64_t e, j, work, max_touched = 0, in_wave = 0, n_waves = 0, out_bound = 0, max_row = 0
     # About 128K work units a thread per wave: its buffer (<= 72 bytes a unit) stays in cache
     # for the copy, and the barrier at the end of a wave costs little against the work.
     cdef int64_t wave_target = wave_work if wave_work > 0 else (<int64_t>1 << WAVE_SHIFT) * n_threads
@@ -925,6 +1039,7 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
         wave_ptr[0] = 0
         for e in range(n_e):
             work = 0
+            max_row = max(max_row, row_ptr[e + 1] - row_ptr[e])
             for j in range(row_ptr[e], row_ptr[e + 1]):
                 work += col_ptr[row_f[j] + 1] - col_ptr[row_f[j]]
             work = min(work, n_e)
@@ -946,7 +1061,7 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
         raise MemoryError()
     cdef int t, failed = 0
     for t in range(n_threads):
-        if _alloc_scratch(&states[t], max_touched, K) != 0:
+        if _alloc_scratch(&states[t], max_touched, max_row, K, top_n) != 0:
             failed = 1
     cdef OutBuf out
     memset(&out, 0, sizeof(OutBuf))

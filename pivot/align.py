@@ -61,7 +61,7 @@ def _read_lines(path):
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise InputError("not valid UTF-8", path=path, line=line) from None
+        raise InputError("not UTF-8", path=path, line=line) from None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

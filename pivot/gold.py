@@ -13,25 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 
 from pivot.errors import InputError
 
 
 def _lines(path):
     """(line_number, text) of the non-blank lines of a UTF-8 file; InputError on bad bytes."""
-    path = str(path)
-    if not os.path.isfile(path):
-        raise InputError("file not found", path=path)
-    with open(path, "rb") as fh:
-        for number, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"not UTF-8 ({exc.reason} at byte {exc.start})",
-                                 path=path, line=number) from None
-            if line.strip():
-                yield number, line
+    from pivot.corpus import numbered_lines
+
+    for number, line in numbered_lines(path):
+        if line.strip():
+            yield number, line
 
 
 def _number(text):

@@ -260,18 +260,11 @@ def read_openstax(tar_gz_path):
 
 def read_lines(path):
     """Yield the non-blank lines of a UTF-8 text file, one raw sentence each."""
-    path = str(path)
-    if not os.path.isfile(path):
-        raise InputError("file not found", path=path)
-    with open(path, "rb") as fh:
-        for number, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError as exc:
-                raise InputError(f"not UTF-8 ({exc.reason} at byte {exc.start})",
-                                 path=path, line=number) from None
-            if line:
-                yield line
+    from pivot.corpus import numbered_lines
+
+    for _, line in numbered_lines(path):
+        if line.strip():
+            yield line.strip()
 
 
 # ----------------------------------------------------------------------------- recipes

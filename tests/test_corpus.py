@@ -75,7 +75,7 @@ def test_read_parallel_bad_utf8_names_line(tmp_path):
     fr = write_text(tmp_path / "b.fr", ["un", "deux", "trois"])
     with pytest.raises(InputError) as err:
         list(read_parallel(en, fr))
-    assert str(err.value).startswith(f"{en}:3: not valid UTF-8")
+    assert str(err.value).startswith(f"{en}:3: not UTF-8")
     assert err.value.line == 3
 
 
