@@ -182,13 +182,14 @@ def main(argv=None) -> int:
     log(f"pruned in {prune_s:.2f} s: {structure.stats}")
 
     # One untimed run first (the reference result; it also warms the allocator), then the
-    # timed runs with the thread counts interleaved so that no count gets a warmer machine.
+    # timed runs with the thread counts interleaved, in alternating order, so that no count
+    # gets a warmer machine (on VMs the first touch of freshly mapped memory varies a lot).
     t0 = time.perf_counter()
     ref = pivoting.pivot_structure(table, structure, top_n=0, n_threads=threads[0])
     log(f"warm-up run: {time.perf_counter() - t0:.3f} s, {len(ref)} pairs")
     kernel_s = {nt: float("inf") for nt in threads}
-    for _ in range(args.repeat):
-        for nt in threads:
+    for rep in range(args.repeat):
+        for nt in (threads if rep % 2 == 0 else threads[::-1]):
             t0 = time.perf_counter()
             other = pivoting.pivot_structure(table, structure, top_n=0, n_threads=nt)
             kernel_s[nt] = min(kernel_s[nt], time.perf_counter() - t0)

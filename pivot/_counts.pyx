@@ -120,111 +120,44 @@ cdef extern from * nogil:
 
     static inline void pivot_sort_int64(int64_t* a, int64_t n) { std::sort(a, a + n); }
 
-    /* A candidate of the top-N rule: a sum and its (e2 << 32 | slot) key. */
-    struct PivotRanked { double v; int64_t key; };
-
-    /* a ranks before b: larger value, then smaller e2 (the key's high half; keys are unique). */
-    struct PivotBetter {
-        bool operator()(const PivotRanked& a, const PivotRanked& b) const {
-            return a.v > b.v || (a.v == b.v && a.key < b.key);
-        }
-    };
-
-    /* Replace the root (the worst kept) of a heap ordered by PivotBetter and sift down. */
-    static inline void pivot_heap_replace_top(PivotRanked* h, int64_t n, PivotRanked x) {
-        PivotBetter better;
-        int64_t i = 0;
-        while (true) {
-            int64_t c = 2 * i + 1;
-            if (c >= n) break;
-            if (c + 1 < n && better(h[c], h[c + 1])) c++;    /* the worse child */
-            if (!better(x, h[c])) break;                     /* x is no better: stop */
-            h[i] = h[c];
-            i = c;
-        }
-        h[i] = x;
-    }
-
     /* Rule (c) for one row: keep[slot] = 1 when the slot ranks < top_n among the nonzero sums
-       of some model. One pass over the slot-major sums acc[slot*K + k] with one bounded heap
-       per model (heaps[k*top_n ...]) whose root is the worst of the best top_n so far: once a
-       heap is full, most values lose to its root at the cost of one comparison. */
+       of some model (value descending, then e2 ascending). acc[slot*K + k] are the sums.
+       Per model, tau = the top_n-th largest nonzero value (nth_element on a copy): values
+       above tau are in, and of those equal to tau the smallest e2 fill the last places.
+       Scratch: vals (K * n_t doubles), ties (K * n_t keys), cnt/n_gt/n_eq (K each). */
     static void pivot_top_n(const double* acc, const int32_t* touched, int64_t n_t, int K,
-                            int64_t top_n, PivotRanked* heaps, int64_t* heap_size, char* keep) {
-        PivotBetter better;
-        for (int k = 0; k < K; k++) heap_size[k] = 0;
+                            int64_t top_n, double* vals, int64_t* ties, double* tau,
+                            int64_t* cnt, int64_t* n_gt, int64_t* n_eq, char* keep) {
+        for (int k = 0; k < K; k++) { cnt[k] = 0; n_gt[k] = 0; n_eq[k] = 0; }
         for (int64_t slot = 0; slot < n_t; slot++) {
-            keep[slot] = 0;
             const double* s = acc + slot * K;
-            for (int k = 0; k < K; k++) {
-                if (s[k] == 0.0) continue;
-                PivotRanked x{s[k], ((int64_t)touched[slot] << 32) | slot};
-                PivotRanked* h = heaps + (int64_t)k * top_n;
-                int64_t& n = heap_size[k];
-                if (n < top_n) {
-                    h[n++] = x;
-                    if (n == top_n) std::make_heap(h, h + n, better);
-                } else if (better(x, h[0])) {
-                    pivot_heap_replace_top(h, n, x);
-                }
-            }
+            for (int k = 0; k < K; k++)
+                if (s[k] != 0.0) vals[(int64_t)k * n_t + cnt[k]++] = s[k];
         }
-        for (int k = 0; k < K; k++)
-            for (int64_t i = 0; i < heap_size[k]; i++)
-                keep[heaps[(int64_t)k * top_n + i].key & 0xFFFFFFFF] = 1;
-    }
-
-    static inline void pivot_sort_int64(int64_t* a, int64_t n) { std::sort(a, a + n); }
-
-    /* A candidate of the top-N rule: a sum and its (e2 << 32 | slot) key. */
-    struct PivotRanked { double v; int64_t key; };
-
-    /* a ranks before b: larger value, then smaller e2 (the key's high half; keys are unique). */
-    static inline bool pivot_better(const PivotRanked& a, const PivotRanked& b) {
-        return a.v > b.v || (a.v == b.v && a.key < b.key);
-    }
-
-    /* Replace the root (the worst kept) of a heap ordered by pivot_better and sift down. */
-    static inline void pivot_heap_replace_top(PivotRanked* h, int64_t n, PivotRanked x) {
-        int64_t i = 0;
-        while (true) {
-            int64_t c = 2 * i + 1;
-            if (c >= n) break;
-            if (c + 1 < n && pivot_better(h[c], h[c + 1])) c++;   /* the worse child */
-            if (!pivot_better(x, h[c])) break;                    /* x is no better: stop */
-            h[i] = h[c];
-            i = c;
+        for (int k = 0; k < K; k++) {
+            if (cnt[k] <= top_n) { tau[k] = 0.0; continue; }   /* all nonzero values are in */
+            double* v = vals + (int64_t)k * n_t;
+            std::nth_element(v, v + (cnt[k] - top_n), v + cnt[k]);
+            tau[k] = v[cnt[k] - top_n];
         }
-        h[i] = x;
-    }
-
-    /* Rule (c) for one row: keep[slot] = 1 when the slot ranks < top_n among the nonzero sums
-       of some model. One pass over the slot-major sums acc[slot*K + k] with one bounded heap
-       per model (heaps[k*top_n ...]) whose root is the worst of the best top_n so far: most
-       values lose to the root at the cost of one comparison. */
-    static void pivot_top_n(const double* acc, const int32_t* touched, int64_t n_t, int K,
-                            int64_t top_n, PivotRanked* heaps, int64_t* heap_size, char* keep) {
-        for (int k = 0; k < K; k++) heap_size[k] = 0;
         for (int64_t slot = 0; slot < n_t; slot++) {
-            keep[slot] = 0;
             const double* s = acc + slot * K;
+            char in = 0;
             for (int k = 0; k < K; k++) {
-                if (s[k] == 0.0) continue;
-                PivotRanked x{s[k], ((int64_t)touched[slot] << 32) | slot};
-                PivotRanked* h = heaps + (int64_t)k * top_n;
-                int64_t& n = heap_size[k];
-                if (n < top_n) {
-                    h[n++] = x;
-                    std::push_heap(h, h + n, pivot_better);
-                } else if (pivot_better(x, h[0])) {
-                    pivot_heap_replace_top(h, n, x);
-                }
+                if (s[k] > tau[k]) { in = 1; n_gt[k]++; }
+                else if (s[k] == tau[k] && s[k] != 0.0)
+                    ties[(int64_t)k * n_t + n_eq[k]++] = ((int64_t)touched[slot] << 32) | slot;
             }
+            keep[slot] = in;
         }
-        for (int k = 0; k < K; k++)
-            for (int64_t i = 0; i < heap_size[k]; i++)
-                keep[heaps[(int64_t)k * top_n + i].key & 0xFFFFFFFF] = 1;
+        for (int k = 0; k < K; k++) {
+            int64_t* t = ties + (int64_t)k * n_t;
+            int64_t room = top_n - n_gt[k], n = n_eq[k];
+            if (n > room) { std::sort(t, t + n); n = room; }   /* ties: smaller e2 first */
+            for (int64_t i = 0; i < n; i++) keep[t[i] & 0xFFFFFFFF] = 1;
+        }
     }
+
     """
     cppclass PivotPhraseInst:
         uint64_t e_hi, e_lo, f_hi, f_lo
@@ -242,10 +175,9 @@ cdef extern from * nogil:
                            const int64_t* support, const int32_t* e_id, int64_t cap)
     void pivot_advise_huge(void* p, size_t n)
     void pivot_prefetch(const void* p)
-    cppclass PivotRanked:
-        pass
     void pivot_top_n(const double* acc, const int32_t* touched, int64_t n_t, int K,
-                     int64_t top_n, PivotRanked* heaps, int64_t* heap_size, char* keep)
+                     int64_t top_n, double* vals, int64_t* ties, double* tau,
+                     int64_t* cnt, int64_t* n_gt, int64_t* n_eq, char* keep)
 
 
 # Token packing: 21 bits a token (id + 1; 0 is padding), three tokens a 64-bit word, so two
@@ -589,6 +521,26 @@ def cap_columns(const int64_t[::1] col_pair, const int64_t[::1] col_ptr,
     return keep_np
 
 
+cdef bint _valid_ptr(const int64_t* ptr, int64_t n_rows) noexcept nogil:
+    """ptr[0] == 0 and ptr non-decreasing over n_rows + 1 entries."""
+    cdef int64_t i
+    if ptr[0] != 0:
+        return False
+    for i in range(n_rows):
+        if ptr[i + 1] < ptr[i]:
+            return False
+    return True
+
+
+cdef bint _valid_idx(const int64_t* idx, int64_t n, int64_t bound) noexcept nogil:
+    """0 <= idx[i] < bound for every i < n."""
+    cdef int64_t i
+    for i in range(n):
+        if idx[i] < 0 or idx[i] >= bound:
+            return False
+    return True
+
+
 def normalise_kept(const double[:, ::1] counts, const int64_t[::1] full_row_ptr,
                    const int64_t[::1] full_col_ptr, const int64_t[::1] full_csc_pair,
                    const int64_t[::1] row_ptr, const int64_t[::1] kept,
@@ -606,11 +558,18 @@ def normalise_kept(const double[:, ::1] counts, const int64_t[::1] full_row_ptr,
     cdef int64_t n_kept = kept.shape[0]
     if n_threads < 1:
         raise ValueError("n_threads must be >= 1")
-    if full_row_ptr.shape[0] != n_e + 1 or full_col_ptr.shape[0] != n_f + 1 \
+    if n_e < 0 or n_f < 0 or full_row_ptr.shape[0] != n_e + 1 or full_col_ptr.shape[0] != n_f + 1 \
             or csc_pair.shape[0] != n_kept or full_csc_pair.shape[0] != counts.shape[0] \
             or full_row_ptr[n_e] != counts.shape[0] or row_ptr[n_e] != n_kept \
             or col_ptr[n_f] != n_kept or full_col_ptr[n_f] != counts.shape[0]:
         raise ValueError("inconsistent table layouts")
+    cdef int64_t n_pairs = counts.shape[0]
+    if not (_valid_ptr(&full_row_ptr[0], n_e) and _valid_ptr(&full_col_ptr[0], n_f)
+            and _valid_ptr(&row_ptr[0], n_e) and _valid_ptr(&col_ptr[0], n_f)
+            and _valid_idx(&full_csc_pair[0] if n_pairs else NULL, n_pairs, n_pairs)
+            and _valid_idx(&kept[0] if n_kept else NULL, n_kept, n_pairs)
+            and _valid_idx(&csc_pair[0] if n_kept else NULL, n_kept, n_pairs)):
+        raise ValueError("invalid table layout (pointers not monotone, or pair indices out of range)")
     p_fe_np = np.empty((n_kept, K), dtype=np.float64)
     p_ef_np = np.empty((n_kept, K), dtype=np.float64)
     cdef double[:, ::1] p_fe = p_fe_np
@@ -657,8 +616,10 @@ cdef struct RowScratch:
     int64_t* order       # (e2 << 32 | slot) of the kept e2, sorted
     int64_t* order_tmp   # merge buffer
     int64_t* run         # slot where each column's new e2 start (an ascending run of e2)
-    PivotRanked* heap    # K bounded heaps of top_n candidates (rule (c))
-    int64_t* heap_size   # their sizes
+    double* vals         # rule (c): each model's nonzero sums (K blocks of cap)
+    int64_t* ties        # rule (c): each model's (e2 << 32 | slot) tied at its threshold
+    double* tau          # rule (c): each model's threshold
+    int64_t* cnt         # rule (c): 3 * K counters
     char* keep           # slot kept (by rule (c) of some model, or nonzero when no cut)
     # Output of the rows this thread ran in the current wave, in the order it ran them.
     int32_t* out_e2
@@ -828,7 +789,8 @@ cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t 
                     st.keep[slot] = 1
                     break
     else:
-        pivot_top_n(acc, st.touched, n_t, K, top_n, st.heap, st.heap_size, st.keep)
+        pivot_top_n(acc, st.touched, n_t, K, top_n, st.vals, st.ties, st.tau, st.cnt,
+                    st.cnt + K, st.cnt + 2 * K, st.keep)
     n_keep = 0
     n_kept_runs = 0
     for r in range(n_runs):
@@ -876,8 +838,10 @@ cdef void _free_scratch(RowScratch* st) noexcept nogil:
     free(st.order)
     free(st.order_tmp)
     free(st.run)
-    free(st.heap)
-    free(st.heap_size)
+    free(st.vals)
+    free(st.ties)
+    free(st.tau)
+    free(st.cnt)
     free(st.keep)
     free(st.out_e2)
     free(st.out_n)
@@ -904,13 +868,16 @@ cdef int _alloc_scratch(RowScratch* st, int64_t cap, int64_t max_row, int K,
     st.order = <int64_t*>malloc(cap * sizeof(int64_t))
     st.order_tmp = <int64_t*>malloc(cap * sizeof(int64_t))
     st.run = <int64_t*>malloc((max_row + 1) * sizeof(int64_t))
-    st.heap = <PivotRanked*>malloc(max(K * top_n, <int64_t>1) * sizeof(PivotRanked))
-    st.heap_size = <int64_t*>malloc(K * sizeof(int64_t))
+    # The rule (c) buffers are only needed when top_n cuts anything.
+    st.vals = <double*>malloc((cap * K if top_n > 0 else 1) * sizeof(double))
+    st.ties = <int64_t*>malloc((cap * K if top_n > 0 else 1) * sizeof(int64_t))
+    st.tau = <double*>malloc(K * sizeof(double))
+    st.cnt = <int64_t*>malloc(3 * K * sizeof(int64_t))
     st.keep = <char*>malloc(cap)
     if (st.h_key == NULL or st.h_slot == NULL or st.touched == NULL or st.h_pos == NULL
             or st.acc == NULL or st.n_shared == NULL or st.top_c == NULL or st.top_f == NULL
-            or st.order == NULL or st.order_tmp == NULL or st.run == NULL or st.heap == NULL
-            or st.heap_size == NULL or st.keep == NULL):
+            or st.order == NULL or st.order_tmp == NULL or st.run == NULL or st.vals == NULL
+            or st.ties == NULL or st.tau == NULL or st.cnt == NULL or st.keep == NULL):
         return -1
     for i in range(size):
         st.h_key[i] = -1
@@ -993,6 +960,21 @@ cdef object _adopt(void* data, tuple shape, int itemsize, str fmt):
     return np.asarray(arr)
 
 
+cdef bint _valid_layout(const int64_t* ptr, int64_t n_rows, const int32_t* idx, int64_t n_idx,
+                        int64_t n_cols) noexcept nogil:
+    """ptr[0] == 0, ptr non-decreasing up to ptr[n_rows] == n_idx, and 0 <= idx < n_cols."""
+    cdef int64_t i
+    if ptr[0] != 0 or ptr[n_rows] != n_idx:
+        return False
+    for i in range(n_rows):
+        if ptr[i + 1] < ptr[i]:
+            return False
+    for i in range(n_idx):
+        if idx[i] < 0 or idx[i] >= n_cols:
+            return False
+    return True
+
+
 def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const double[:, ::1] p_fe,
                   const int64_t[::1] col_ptr, const int32_t[::1] col_e, const double[:, ::1] p_ef,
                   int64_t top_n, int n_threads, int64_t wave_work=0):
@@ -1019,9 +1001,13 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
         raise ValueError("n_threads must be >= 1")
     if top_n < 0:
         raise ValueError("top_n must be >= 0")
-    if p_ef.shape[0] != n_kept or p_fe.shape[0] != n_kept or col_e.shape[0] != n_kept \
-            or p_ef.shape[1] != K or row_ptr[n_e] != n_kept or col_ptr[n_f] != n_kept:
+    if n_e < 0 or n_f < 0 or p_ef.shape[0] != n_kept or p_fe.shape[0] != n_kept \
+            or col_e.shape[0] != n_kept or p_ef.shape[1] != K or K < 1:
         raise ValueError("CSR and CSC views must hold the same entries")
+    # The loops below trust every index: check the layouts once (O(n_e + n_f + n_kept)).
+    if not (_valid_layout(&row_ptr[0], n_e, &row_f[0] if n_kept else NULL, n_kept, n_f)
+            and _valid_layout(&col_ptr[0], n_f, &col_e[0] if n_kept else NULL, n_kept, n_e)):
+        raise ValueError("invalid CSR/CSC layout (pointers not monotone, or ids out of range)")
     if n_kept == 0 or n_e == 0:
         return (np.empty(0, np.int32), np.empty(0, np.int32), np.empty((0, K), np.float64),
                 np.empty(0, np.int32), np.empty((0, 3), np.int32))
@@ -1036,14 +1022,16 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
     # for the copy, and the barrier at the end of a wave costs little against the work.
     cdef int64_t wave_target = wave_work if wave_work > 0 else (<int64_t>1 << WAVE_SHIFT) * n_threads
     with nogil:
+        # The column lookups are random accesses: spread them over the threads.
+        for e in prange(n_e, num_threads=n_threads, schedule="static"):
+            work = 0
+            for j in range(row_ptr[e], row_ptr[e + 1]):
+                work = work + col_ptr[row_f[j] + 1] - col_ptr[row_f[j]]
+            row_work_v[e] = min(work, n_e)
         wave_ptr[0] = 0
         for e in range(n_e):
-            work = 0
+            work = row_work_v[e]
             max_row = max(max_row, row_ptr[e + 1] - row_ptr[e])
-            for j in range(row_ptr[e], row_ptr[e + 1]):
-                work += col_ptr[row_f[j] + 1] - col_ptr[row_f[j]]
-            work = min(work, n_e)
-            row_work_v[e] = work
             out_bound += min(work, K * top_n) if top_n > 0 else work
             max_touched = max(max_touched, work)
             in_wave += work

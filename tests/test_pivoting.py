@@ -371,3 +371,19 @@ def test_refuses_negative_or_nan_counts():
         counts = np.column_stack([HAND_SUPPORT, [1.0, bad, 1.0, 1.0, 1.0]])
         with pytest.raises(ValueError, match="finite and >= 0"):
             pivot_paraphrases(hand_table(counts))
+
+
+def test_kernel_refuses_broken_layouts():
+    # The kernel trusts its indices in the hot loop, so it checks them once up front.
+    from pivot._native import _counts
+    from pivot.pivoting import translation_probabilities
+
+    s = prune(hand_table(), min_p_f_given_e=0, min_p_e_given_f=0, max_e_per_f=0)
+    p_fe, p_ef = translation_probabilities(hand_table(), s, n_threads=1)
+    bad_f = s.row_f.copy()
+    bad_f[0] = 7  # no such foreign phrase
+    with pytest.raises(ValueError, match="layout"):
+        _counts.pivot_product(s.row_ptr, bad_f, p_fe, s.col_ptr, s.col_e, p_ef, 0, 1)
+    bad_ptr = s.col_ptr[::-1].copy()
+    with pytest.raises(ValueError, match="layout"):
+        _counts.pivot_product(s.row_ptr, s.row_f, p_fe, bad_ptr, s.col_e, p_ef, 0, 1)
