@@ -991,7 +991,8 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
     of a wave dynamically into their own reused buffers, then the wave is copied in row order
     to the output. Memory is the output once plus one wave, and no result depends on which
     thread ran a row. wave_work overrides the work per wave (0: 2^17 per thread; tests use
-    small values to run many waves).
+    small values to run many waves). Scratch per thread: a hash table, the K sums and the
+    rule-(c) buffers for the largest row's distinct e2 (at most the row's work), a few MB.
     """
     cdef int64_t n_e = row_ptr.shape[0] - 1
     cdef int64_t n_f = col_ptr.shape[0] - 1

@@ -25,6 +25,12 @@ Pruning drops probability mass, it does not redistribute it: kept entries keep t
 unrenormalised p_k values, so a row of P_k sums to at most 1 and the values stay comparable
 with an unpruned run (a pair's P_k only loses the terms of the pivots that were cut).
 
+The product runs in :func:`pivot._counts.pivot_product`: threads over e1 rows, each sum in
+a fixed order (f ascending, then e2 ascending), so the result is the same to the bit for
+any ``n_threads`` (and equals scipy's ``R_k @ K_k.T`` entry for entry; see
+``bench/bench_pivot.py``). ``Paraphrases.meta`` records the pruning parameters and how many
+entries each rule removed, for the database's build record.
+
 >>> import numpy as np
 >>> from pivot.extract import PhraseTable
 >>> t = PhraseTable(e_phrases=np.array([[0], [1]], np.int32), f_phrases=np.array([[0]], np.int32),
