@@ -529,6 +529,7 @@ class Pipeline:
         write_database(
             self.out_path, phrases=e_text, phrase_counts=table.e_count, e1=para.e1, e2=para.e2,
             n_pivots=para.n_pivots, pivots=pivots_text, models=models, scores=para.p, meta=meta,
+            progress=not self.quiet and sys.stderr.isatty(),
         )
         log.info("wrote %s (%d pairs, %d models) in %.1f s; signature %s", self.out_path, len(para.e1),
                  len(models), time.perf_counter() - self.started, signature)

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import sqlite_utils
 
 from pivot.errors import InputError
 
@@ -112,6 +111,7 @@ def write_database(
     models: list[dict],
     scores: np.ndarray,
     meta: dict,
+    progress: bool = False,
 ) -> Path:
     """Write a complete database to `path` atomically.
 
@@ -121,6 +121,13 @@ def write_database(
     propose the pair, and the row is not stored. A combined model's params hold
     {"base": name, "other": name, "fit": pivot.combine.Combination.to_meta()}.
     """
+    import sqlite_utils  # imports pandas: kept off the lookup path, where it would triple start-up
+    from tqdm import tqdm
+
+    def bar(rows, total, what):
+        return tqdm(rows, total=total, desc=f"database: {what}", unit="row", unit_scale=True,
+                    disable=not progress, mininterval=1.0)
+
     path = Path(path)
     stored = [m for m in models if m["kind"] != "combined"]
     if scores.shape != (len(e1), len(stored)):
@@ -144,7 +151,7 @@ def write_database(
         )
         db.conn.executemany(
             "INSERT INTO pair VALUES (?, ?, ?, ?)",
-            zip(e1.tolist(), e2.tolist(), n_pivots.tolist(), pivots),
+            bar(zip(e1.tolist(), e2.tolist(), n_pivots.tolist(), pivots), len(e1), "pairs"),
         )
         column = 0
         for model_id, spec in enumerate(models):
@@ -165,7 +172,7 @@ def write_database(
                 [model_id] * len(keep), k_e1.tolist(), rank.tolist(), k_e2.tolist(),
                 k_p.tolist(), [None if math.isnan(v) else v for v in p_rev.tolist()],
             )
-            db.conn.executemany("INSERT INTO score VALUES (?, ?, ?, ?, ?, ?)", rows)
+            db.conn.executemany("INSERT INTO score VALUES (?, ?, ?, ?, ?, ?)", bar(rows, len(keep), spec["name"]))
         meta = {"schema_version": SCHEMA_VERSION, **meta}
         db.conn.executemany(
             "INSERT INTO meta VALUES (?, ?)",
