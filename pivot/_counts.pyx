@@ -6,7 +6,7 @@ headers at build time; the caller in ``pivot/extract.py`` / ``pivot/pivoting.py`
 shapes and dtypes first):
 
 ``extract_phrase_table``
-    Consistent phrase pairs (Koehn, Och & Marcu 2003; Moses ``phrase-extract``) from a
+    Consistent phrase pairs (phrase-based MT's standard rule, as Moses' ``phrase-extract``) from a
     word-aligned bitext. Each instance adds ``weights[s, k]`` to ``count_k(e, f)`` for every
     model k and 1 to the integer support. Phrases are packed into two 64-bit words (21 bits a
     token, most significant first, token id + 1 so 0 is padding) and the instances are sorted

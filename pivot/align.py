@@ -23,7 +23,7 @@ import numpy as np
 
 from pivot.errors import InputError
 
-# The 8 neighbours of a link, in the order Koehn's pseudo-code lists them (the 4 sides
+# The 8 neighbours of a link, in the order the textbook pseudo-code lists them (the 4 sides
 # first, then the 4 diagonals). The order decides which of two competing links is added
 # first, so it is part of the algorithm's definition here.
 NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
@@ -121,7 +121,7 @@ def run_eflomal(en_lines, f_lines, workdir, quiet=True, model=3, length=1.0):
 # ----------------------------------------------------------------------------- symmetrisation
 
 def grow_diag_final_and(forward, reverse, len_e, len_f):
-    """Symmetrise one sentence's two directional alignments (Koehn et al. 2003; Koehn 2010).
+    """Symmetrise one sentence's two directional alignments (the grow-diag-final-and heuristic of phrase-based MT, as Moses' symal).
 
     ``forward`` and ``reverse`` are iterables of (i, j) links, i English, j foreign.
     Returns the sorted list of (i, j) links. ``len_e`` and ``len_f`` bound the matrix;

@@ -1,6 +1,6 @@
 """Evaluation: precision/recall of a model's ranking of gold paraphrase pairs (paper §4, Table 3).
 
-The protocol (Pavlick et al. 2015, §4): the *candidates* are the gold pairs the General model
+The protocol (the paper's §4): the *candidates* are the gold pairs the General model
 extracts; every model ranks all candidates by its score, a candidate the model did not extract
 ranking last; the result is a precision-recall curve and its area. The headline number is
 average precision (AP, the step-wise area under the PR curve, ×100 like the paper's "AUC"); the

@@ -1,6 +1,6 @@
 """Phrase-pair extraction: consistent phrase pairs with weighted counts for every model at once.
 
-The counting is the standard one of phrase-based MT (Koehn, Och & Marcu 2003; Moses'
+The counting is the standard one of phrase-based MT (Moses'
 ``phrase-extract``): an English span [e1, e2] of at most ``max_len`` words and the minimal
 foreign span [f1, f2] covering its alignment links form a pair when no word of [f1, f2] links
 outside [e1, e2]; the foreign span may then grow over unaligned foreign words at either edge

@@ -1,4 +1,4 @@
-"""Bilingual pivoting (Bannard & Callison-Burch 2005): p(e2|e1) = sum_f p(e2|f) p(f|e1), per model.
+"""Bilingual pivoting (the method behind PPDB): p(e2|e1) = sum_f p(e2|f) p(f|e1), per model.
 
 From a :class:`~pivot.extract.PhraseTable` with one weighted count column per model k,
 

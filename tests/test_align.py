@@ -61,7 +61,7 @@ NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 
 
 
 def reference_gdfa(forward, reverse, len_e, len_f):
-    """Koehn's pseudo-code, transcribed literally: full matrix scans, no shortcuts."""
+    """The textbook pseudo-code, transcribed literally: full matrix scans, no shortcuts."""
     forward, reverse = set(forward), set(reverse)
     a, union = forward & reverse, forward | reverse
     aligned_e, aligned_f = {i for i, _ in a}, {j for _, j in a}
