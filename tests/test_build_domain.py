@@ -36,9 +36,7 @@ GOLD = "divides\tsplits\t9.0\ngrows\texpands\t8.0\nlike\tlove\t4.0\neat\tdevour\
 CONTROL = "binds\tattaches\t8.0\nwe eat\twe devour\t2.0\npizza\tmusic\t0.5\n"
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("domain")
+def write_tiny(tmp):
     data = tmp / "data"
     data.mkdir()
     (data / "c.en").write_text("\n".join(EN) + "\n")
@@ -68,9 +66,33 @@ n_tune = 1000
 [eval]
 sets = [{ name = "control", sources = [{ path = "control.txt", format = "simlex", threshold = 6.0 }] }]
 """)
-    args = ["--recipe", str(recipe), "--data", str(data), "--work", str(tmp / "work")]
+    return ["--recipe", str(recipe), "--data", str(data), "--work", str(tmp / "work")]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("domain")
+    args = write_tiny(tmp)
     assert main(["-q", "build", *args, "--out", str(tmp / "t.db")]) == 0
     return tmp, args
+
+
+def test_failed_build_resumes_where_it_stopped(tmp_path, caplog, capsys):
+    args = write_tiny(tmp_path)
+    gold = tmp_path / "data" / "gold.txt"
+    gold.rename(tmp_path / "gold.away")  # the build stops at the combination stage
+    assert main(["-q", "build", *args, "--out", str(tmp_path / "t.db")]) == 2
+    assert "gold.txt" in capsys.readouterr().err
+    assert not (tmp_path / "t.db").exists()
+    (tmp_path / "gold.away").rename(gold)
+    with caplog.at_level("INFO", logger="pivot"):
+        assert main(["build", *args, "--out", str(tmp_path / "t.db")]) == 0
+    messages = [r.getMessage() for r in caplog.records]
+    ran = {m.split()[1] for m in messages if "running" in m}
+    reused = {m.split()[1] for m in messages if "reused" in m}
+    assert ran == {"combine"}
+    assert {"corpus.fr", "align.fr", "encode", "lmtext", "lm", "score", "weights", "extract", "pivot"} <= reused
+    assert (tmp_path / "t.db").is_file()
 
 
 def test_models_and_meta(built):
