@@ -206,7 +206,7 @@ class Pipeline:
         for spec in (dom["in_domain"], dom.get("general") or {}):
             for kind, patterns in spec.items():
                 for pattern in patterns:
-                    files += mono._expand(self.data_root, pattern, kind)
+                    files += mono.expand(self.data_root, pattern, kind)
         upstream = [k for _, _, keys in self.bitexts for k in keys[:1]]
 
         def produce(tmp):
@@ -559,18 +559,14 @@ def symmetric_scores(para, id_pairs) -> np.ndarray:
     Gold similarity pairs are unordered, so a pair counts as proposed in either direction;
     pivot.evaluate ranks with the same convention.
     """
-    key = para.e1.astype(np.int64) << 32 | para.e2.astype(np.int64)
-    order = np.argsort(key)
-    sorted_key = key[order]
+    from pivot.db import find_pairs
+
+    a = np.array([-1 if x is None or y is None else x for x, y in id_pairs], dtype=np.int64)
+    b = np.array([-1 if x is None or y is None else y for x, y in id_pairs], dtype=np.int64)
     out = np.zeros((len(id_pairs), para.p.shape[1]))
-    for i, (a, b) in enumerate(id_pairs):
-        if a is None or b is None:
-            continue
-        for x, y in ((a, b), (b, a)):
-            q = x << 32 | y
-            pos = np.searchsorted(sorted_key, q)
-            if pos < len(sorted_key) and sorted_key[pos] == q:
-                out[i] = np.maximum(out[i], para.p[order[pos]])
+    for row in (find_pairs(para.e1, para.e2, a, b), find_pairs(para.e1, para.e2, b, a)):
+        found = row >= 0
+        out[found] = np.maximum(out[found], para.p[row[found]])
     return out
 
 

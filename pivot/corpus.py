@@ -28,7 +28,6 @@ import re
 import sys
 import unicodedata
 import zipfile
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 

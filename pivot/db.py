@@ -82,20 +82,28 @@ def _rank_within_e1(e1: np.ndarray, e2: np.ndarray, p: np.ndarray) -> np.ndarray
     return rank
 
 
-def _reverse_lookup(e1: np.ndarray, e2: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """values[(e2, e1)] for each (e1, e2) where the reverse pair exists, NaN elsewhere.
+def find_pairs(e1: np.ndarray, e2: np.ndarray, q1: np.ndarray, q2: np.ndarray) -> np.ndarray:
+    """Row index of each query pair (q1[i], q2[i]) among the pairs (e1, e2); -1 where absent.
 
-    Both arrays are keyed as e1 * 2^32 + e2; the reverse key is found by binary search.
+    Pairs are keyed as e1 * 2^32 + e2 and found by binary search over the sorted keys.
     """
-    key = e1.astype(np.int64) << 32 | e2.astype(np.int64)
+    key = np.asarray(e1, dtype=np.int64) << 32 | np.asarray(e2, dtype=np.int64)
+    query = np.asarray(q1, dtype=np.int64) << 32 | np.asarray(q2, dtype=np.int64)
+    out = np.full(len(query), -1, dtype=np.int64)
+    if len(key) == 0:
+        return out
     order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
-    rev = e2.astype(np.int64) << 32 | e1.astype(np.int64)
-    pos = np.searchsorted(sorted_key, rev)
-    pos_clipped = np.minimum(pos, len(sorted_key) - 1)
-    hit = (pos < len(sorted_key)) & (sorted_key[pos_clipped] == rev)
+    pos = np.minimum(np.searchsorted(key[order], query), len(key) - 1)
+    hit = key[order[pos]] == query
+    out[hit] = order[pos[hit]]
+    return out
+
+
+def _reverse_lookup(e1: np.ndarray, e2: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """values[(e2, e1)] for each (e1, e2) where the reverse pair exists, NaN elsewhere."""
+    row = find_pairs(e1, e2, e2, e1)
     out = np.full(len(e1), np.nan)
-    out[hit] = values[order[pos_clipped[hit]]]
+    out[row >= 0] = values[row[row >= 0]]
     return out
 
 

@@ -278,7 +278,7 @@ _READERS = {
 }
 
 
-def _expand(data_root, pattern, kind):
+def expand(data_root, pattern, kind):
     """Sorted files matching ``pattern`` under ``data_root``; InputError if none."""
     full = os.path.join(str(data_root), pattern)
     paths = sorted(glob.glob(full))
@@ -296,7 +296,7 @@ def read_spec(data_root, spec):
         if isinstance(patterns, str):
             patterns = [patterns]
         for pattern in patterns:
-            for path in _expand(data_root, pattern, kind):
+            for path in expand(data_root, pattern, kind):
                 yield from _READERS[kind](path)
 
 

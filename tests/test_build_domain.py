@@ -16,7 +16,6 @@ General (w = 1): 0.5. M-L Weighted (w = H_gen/H_tgt): read back from `pivot scor
 import json
 import sqlite3
 
-import numpy as np
 import pytest
 
 from pivot.cli import main
