@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numpy as np  # noqa: E402
 
-from pivot import lm  # noqa: E402
+from pivot.pipeline import lm  # noqa: E402
 
 
 def read_bio_sentences(data_dir):

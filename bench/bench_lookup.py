@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from pivot.db import ParaphraseDB
+from pivot.store.db import ParaphraseDB
 
 
 def main():

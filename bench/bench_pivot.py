@@ -6,7 +6,7 @@
 What is timed (best of --repeat, after pruning once: the pruned structure and its CSR/CSC
 layouts are shared by every model and by both contenders):
 
-* kernel: :func:`pivot.pivoting.pivot_structure` with top_n=0 — normalisation of the K
+* kernel: :func:`pivot.pipeline.pivoting.pivot_structure` with top_n=0 — normalisation of the K
   count columns over the full table, the product for all K models in one pass, n_pivots
   and the top-3 pivots — at each thread count of --threads;
 * scipy: for each of the K models, the full-table row and column sums, R_k (row-normalised
@@ -41,8 +41,8 @@ import numpy as np
 import scipy
 import scipy.sparse as sp
 
-from pivot import pivoting
-from pivot.extract import PhraseTable
+from pivot.pipeline import pivoting
+from pivot.pipeline.extract import PhraseTable
 
 
 def log(msg: str) -> None:

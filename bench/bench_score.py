@@ -5,7 +5,7 @@
 Uses a finished build's artifacts: the in-domain LM and one general LM (binary if the build
 binarised them, else ARPA) and the bitext's English side. The bare loop scores every sentence
 with both models (`model.score(s, bos=True, eos=True)`), the least any Moore-Lewis pass must
-do; `pivot.score.moore_lewis` adds the word counts and the entropy arithmetic. Prints the
+do; `pivot.pipeline.score.moore_lewis` adds the word counts and the entropy arithmetic. Prints the
 best-of-repeats wall times and ratio = bare / moore_lewis (target >= 0.8).
 """
 import argparse
@@ -14,7 +14,7 @@ import json
 import time
 from pathlib import Path
 
-from pivot.score import load_lm, moore_lewis
+from pivot.pipeline.score import load_lm, moore_lewis
 
 
 def one(path_glob: str) -> Path:

@@ -314,7 +314,7 @@ def extract_phrase_table(const int32_t[::1] e_tokens, const int64_t[::1] e_offse
     """Extract consistent phrase pairs and count them under every weight column.
 
     Returns (e_phrases, f_phrases, e_id, f_id, counts, support, e_count) as numpy arrays;
-    see :class:`pivot.extract.PhraseTable`. Offsets must already be validated (monotone,
+    see :class:`pivot.pipeline.extract.PhraseTable`. Offsets must already be validated (monotone,
     in range); links are checked here and a bad one raises ValueError naming its sentence.
     """
     cdef Py_ssize_t n = e_offsets.shape[0] - 1

@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 
-import pivot
+from pivot._version import __version__
 from pivot.errors import InputError
 
 QUICK_USAGE = """\
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="pivot", description="Domain-specific paraphrase databases by weighted bilingual pivoting.",
         epilog=QUICK_USAGE, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"pivot {pivot.__version__}")
+    parser.add_argument("--version", action="version", version=f"pivot {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars or info logs")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_build(sub)
@@ -121,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_build(args) -> int:
-    from pivot.build import run_build
+    from pivot.pipeline.run import run_build
 
     path = run_build(args.domain if not args.recipe else None, recipe=args.recipe, data=args.data,
                      out=args.out, work=args.work, threads=args.threads, quiet=args.quiet, lmplz=args.lmplz)
@@ -130,7 +130,7 @@ def cmd_build(args) -> int:
 
 
 def cmd_lookup(args) -> int:
-    from pivot.db import ParaphraseDB, ppdb_line
+    from pivot.store.db import ParaphraseDB, ppdb_line
 
     phrase = " ".join(args.phrase)
     with ParaphraseDB(args.db) as db:
@@ -162,7 +162,7 @@ def cmd_lookup(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from pivot.db import ParaphraseDB, export_ppdb
+    from pivot.store.db import ParaphraseDB, export_ppdb
 
     with ParaphraseDB(args.db) as db:
         out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
@@ -178,7 +178,7 @@ def cmd_export(args) -> int:
 def cmd_score(args) -> int:
     import shutil
 
-    from pivot.build import Pipeline
+    from pivot.pipeline.run import Pipeline
 
     pipe = Pipeline(args.domain if not args.recipe else None, recipe=args.recipe, data=args.data,
                     work=args.work, quiet=args.quiet, lmplz=args.lmplz)
@@ -192,10 +192,11 @@ def cmd_score(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from pivot import evaluate, recipes
+    from pivot.eval import evaluate
+    from pivot import recipes
 
     if args.domain or args.recipe:
-        from pivot.report import evaluate_recipe_sets
+        from pivot.eval.report import evaluate_recipe_sets
 
         rec = recipes.load_recipe(recipes.recipe_path(args.domain, args.recipe))
         results, report = evaluate_recipe_sets(args.db, rec, recipes.resolve_data_root(args.data),
@@ -204,7 +205,7 @@ def cmd_eval(args) -> int:
     else:
         if not args.gold:
             raise InputError("give --gold FILE (one gold set) or --domain/--recipe (the recipe's sets)")
-        from pivot.report import evaluate_gold_files
+        from pivot.eval.report import evaluate_gold_files
 
         threshold = args.threshold if args.threshold is not None else DEFAULT_THRESHOLDS.get(args.gold_format, 0)
         res = evaluate_gold_files(args.db, [{"path": g, "format": args.gold_format, "threshold": threshold}

@@ -1,10 +1,10 @@
-"""Unit tests of pivot.align: grow-diag-final-and by hand, Pharaoh IO, a real eflomal run."""
+"""Unit tests of pivot.pipeline.align: grow-diag-final-and by hand, Pharaoh IO, a real eflomal run."""
 import random
 
 import numpy as np
 import pytest
 
-from pivot.align import (format_pharaoh, grow_diag_final_and, parse_pharaoh, read_pharaoh,
+from pivot.pipeline.align import (format_pharaoh, grow_diag_final_and, parse_pharaoh, read_pharaoh,
                          run_eflomal, symmetrize, write_pharaoh)
 from pivot.errors import InputError
 

@@ -19,7 +19,7 @@ import sqlite3
 import pytest
 
 from pivot.cli import main
-from pivot.db import ParaphraseDB
+from pivot.store.db import ParaphraseDB
 
 EN = ["the cell divides", "the cell splits", "the cell grows", "the cell expands", "the protein binds",
       "the protein attaches", "we eat pizza", "we devour bread", "they like music", "they love music",

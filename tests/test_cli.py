@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from pivot.cli import main
-from pivot.db import ParaphraseDB
+from pivot.store.db import ParaphraseDB
 
 EN = ["we treat it", "we cure it", "they treat it"]
 FR = ["nous soignons le", "nous soignons le", "ils traitent le"]

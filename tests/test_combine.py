@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from pivot.combine import FLOOR_LOG_P, Combination, features, fit_combination
+from pivot.pipeline.combine import FLOOR_LOG_P, Combination, features, fit_combination
 
 
 def test_features_by_hand():

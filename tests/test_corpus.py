@@ -1,11 +1,11 @@
-"""Unit tests of pivot.corpus on tiny synthetic files written here (never the real data)."""
+"""Unit tests of pivot.pipeline.corpus on tiny synthetic files written here (never the real data)."""
 import gzip
 import zipfile
 
 import numpy as np
 import pytest
 
-from pivot.corpus import (Bitext, Vocab, clean_pairs, is_section_header, load_bitext,
+from pivot.pipeline.corpus import (Bitext, Vocab, clean_pairs, is_section_header, load_bitext,
                           normalize, normalize_many, read_parallel, read_tsv_zip)
 from pivot.errors import InputError
 

@@ -5,7 +5,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from pivot.db import ParaphraseDB, _rank_within_e1, _reverse_lookup, export_ppdb, ppdb_line, write_database
+from pivot.store.db import ParaphraseDB, _rank_within_e1, _reverse_lookup, export_ppdb, ppdb_line, write_database
 from pivot.errors import InputError
 
 # Phrases 0..3; pairs and two models. Model "general" scores every pair, "dom" only some.

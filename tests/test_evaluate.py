@@ -9,13 +9,13 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from pivot.db import ParaphraseDB, write_database
+from pivot.store.db import ParaphraseDB, write_database
 from pivot.errors import InputError
-from pivot.evaluate import (
+from pivot.eval.evaluate import (
     average_precision, bootstrap_ap, bootstrap_replicates, evaluate_db, paired_bootstrap_delta,
     pr_curve, precision_at_recall, trapezoid_auc, wilson_interval, write_report,
 )
-from pivot.plots import DPI, FIGSIZE, _step_points, figure_models, plot_paper_figures
+from pivot.eval.plots import DPI, FIGSIZE, _step_points, figure_models, plot_paper_figures
 
 TOL = 1e-4
 
@@ -246,7 +246,7 @@ def test_evaluate_db_by_hand(db):
 
 def test_labels_from_gold_binarize(db):
     # binarize at 7: 9→1, 3→0, 8.5→1, 2→0, 7.5→1, 9.9→1, i.e. LABELS; labels=None reads the third field.
-    from pivot.gold import binarize
+    from pivot.eval.gold import binarize
 
     res = evaluate_db(db, binarize(GOLD, 7.0), models=[], n_boot=20)
     assert res.labels.tolist() == [1, 0, 1, 0, 1]

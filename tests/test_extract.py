@@ -6,7 +6,7 @@ are 10, 11, 12 ... Links are (English position, foreign position), 0-based.
 import numpy as np
 import pytest
 
-from pivot.extract import MAX_TOKEN_ID, PhraseTable, extract_phrase_pairs
+from pivot.pipeline.extract import MAX_TOKEN_ID, PhraseTable, extract_phrase_pairs
 
 
 def make_bitext(sentences, weights=None):

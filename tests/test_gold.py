@@ -4,7 +4,7 @@ import random
 import pytest
 
 from pivot.errors import InputError
-from pivot.gold import (assert_disjoint, binarize, pair_key, read_pairs, read_ppdb_human,
+from pivot.eval.gold import (assert_disjoint, binarize, pair_key, read_pairs, read_ppdb_human,
                         read_scored_pairs, tuning_test_split)
 
 

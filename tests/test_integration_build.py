@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pivot.cli import main
-from pivot.db import ParaphraseDB
+from pivot.store.db import ParaphraseDB
 
 DATA = Path(os.environ.get("PIVOT_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 pytestmark = [

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pivot.align import run_eflomal, symmetrize
-from pivot.corpus import HEADER_WORDS, load_bitext
+from pivot.pipeline.align import run_eflomal, symmetrize
+from pivot.pipeline.corpus import HEADER_WORDS, load_bitext
 
 DATA_ROOT = Path(os.environ.get("PIVOT_DATA",
                                 Path(__file__).resolve().parents[1].parent / "shared" / "data"))

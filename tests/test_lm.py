@@ -15,7 +15,7 @@ import pytest
 
 kenlm = pytest.importorskip("kenlm")
 
-from pivot import lm  # noqa: E402
+from pivot.pipeline import lm  # noqa: E402
 
 L = math.log10
 TOL = 1e-6

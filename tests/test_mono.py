@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pivot import mono
+from pivot.pipeline import mono
 from pivot.errors import InputError
 
 GENIA = ("UI\tLS\n-\t:\n95369245\tCD\n\n"

@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pivot.extract import PhraseTable
-from pivot.pivoting import (DEFAULT_MAX_E_PER_F, DEFAULT_MIN_P_E_GIVEN_F, DEFAULT_MIN_P_F_GIVEN_E,
+from pivot.pipeline.extract import PhraseTable
+from pivot.pipeline.pivoting import (DEFAULT_MAX_E_PER_F, DEFAULT_MIN_P_E_GIVEN_F, DEFAULT_MIN_P_F_GIVEN_E,
                             DEFAULT_TOP_N, Paraphrases, pivot_paraphrases, prune)
 
 NO_PRUNING = dict(min_p_f_given_e=0.0, min_p_e_given_f=0.0, max_e_per_f=0, top_n=0)
@@ -352,7 +352,7 @@ def test_many_small_waves_give_the_same_result(top_n):
     # The kernel runs rows in waves of about equal work; force hundreds of tiny waves (and
     # waves of a single row) and compare with one big wave, at 1 and 3 threads.
     from pivot._native import _counts
-    from pivot.pivoting import translation_probabilities
+    from pivot.pipeline.pivoting import translation_probabilities
 
     table = random_table(seed=4)
     s = prune(table, **RANDOM_PRUNING)
@@ -376,7 +376,7 @@ def test_refuses_negative_or_nan_counts():
 def test_kernel_refuses_broken_layouts():
     # The kernel trusts its indices in the hot loop, so it checks them once up front.
     from pivot._native import _counts
-    from pivot.pivoting import translation_probabilities
+    from pivot.pipeline.pivoting import translation_probabilities
 
     s = prune(hand_table(), min_p_f_given_e=0, min_p_e_given_f=0, max_e_per_f=0)
     p_fe, p_ef = translation_probabilities(hand_table(), s, n_threads=1)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from pivot.errors import InputError
-from pivot.score import LOG2_10, count_words, cross_entropy, moore_lewis, ranking, write_ranked
+from pivot.pipeline.score import LOG2_10, count_words, cross_entropy, moore_lewis, ranking, write_ranked
 
 # In-domain LM. Backoff weights in the third column; log10 throughout.
 TGT_ARPA = """\\data\\

@@ -4,8 +4,8 @@ import json
 import numpy as np
 import pytest
 
-from pivot.score import MooreLewisScores
-from pivot.weights import (auc_mann_whitney, change_point, default_taus, general, ml_weighted,
+from pivot.pipeline.score import MooreLewisScores
+from pivot.pipeline.weights import (auc_mann_whitney, change_point, default_taus, general, ml_weighted,
                            ml_weighted_ppl, model_columns, top_tau, weight_report, words_label)
 
 SIGMA = np.array([0.5, -1.0, 0.0, -2.0, -1.0])

@@ -8,7 +8,7 @@ Each stage writes its artifact into `<work>/<stage>-<key>/`, where the key hashe
 stage's parameters, the keys of the stages it reads and the fingerprints of the data
 files. The folder is built under a temporary name and renamed when complete, so an
 interrupted build resumes at the first unfinished stage and a rerun with unchanged
-inputs reuses everything. The database itself is written the same way (see pivot.db).
+inputs reuses everything. The database itself is written the same way (see pivot.store.db).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-import pivot
+from pivot._version import __version__
 from pivot import recipes
 from pivot.errors import InputError
 
@@ -77,7 +77,7 @@ class Workdir:
 def _versions() -> dict:
     import importlib.metadata as md
 
-    out = {"pivot": pivot.__version__, "python": platform.python_version()}
+    out = {"pivot": __version__, "python": platform.python_version()}
     for dist in ("numpy", "scipy", "ufal.kenlm", "sqlite-utils", "statsmodels", "eflomal",
                  "opus-fast-mosestokenizer", "Cython"):
         try:
@@ -106,7 +106,7 @@ class Pipeline:
         self.langs = [spec["lang"] for spec in self.rec["bitext"]]
         self.fingerprints: dict[str, str] = {}
         self.started = time.perf_counter()
-        log.info("pivot %s: %s", pivot.__version__, " ".join(sys.argv))
+        log.info("pivot %s: %s", __version__, " ".join(sys.argv))
         log.info("recipe %s, data root %s, work dir %s", self.recipe_file, self.data_root, self.wd.root)
 
     def _fingerprint(self, files) -> list[str]:
@@ -119,7 +119,8 @@ class Pipeline:
     @cached_property
     def bitexts(self) -> list[tuple[Path, Path, list[str]]]:
         """Per language: (corpus dir, alignment dir, keys)."""
-        from pivot import align, corpus
+        from pivot.pipeline import align
+        from pivot.pipeline import corpus
 
         out = []
         for spec in self.rec["bitext"]:
@@ -175,7 +176,7 @@ class Pipeline:
 
     def english_sentences(self) -> list[str]:
         """The bitext's English side in build order (all languages), as normalised text."""
-        from pivot.corpus import Bitext
+        from pivot.pipeline.corpus import Bitext
 
         return [s for corpus_dir, _, _ in self.bitexts for s in Bitext.load(corpus_dir).en]
 
@@ -199,7 +200,7 @@ class Pipeline:
         With a named general corpus (e.g. Brown), which holds no bitext sentence, one general
         LM scores everything.
         """
-        from pivot import mono
+        from pivot.pipeline import mono
 
         dom = self.domain
         files = []
@@ -242,7 +243,7 @@ class Pipeline:
     @cached_property
     def lms(self) -> tuple[Path, str]:
         """The modified Kneser-Ney LMs (ARPA, binarised when kenlm's build_binary is installed)."""
-        from pivot import lm
+        from pivot.pipeline import lm
 
         order = self.domain["order"]
         estimator = "lmplz" if self.lmplz else self.domain["estimator"]
@@ -279,7 +280,7 @@ class Pipeline:
     def scores(self) -> tuple[Path, str]:
         """sigma = H_tgt - H_gen (bits per word, </s> counted) for every English sentence;
         H_gen from the general LM that did not see the sentence (see lm_texts)."""
-        from pivot import score
+        from pivot.pipeline import score
 
         def produce(tmp):
             sentences = self.english_sentences()
@@ -299,7 +300,7 @@ class Pipeline:
         return self.wd.stage("score", {"lm": self.lms[1], "encode": self.encoded[1]}, produce)
 
     def ml_scores(self):
-        from pivot.score import MooreLewisScores
+        from pivot.pipeline.score import MooreLewisScores
 
         z = np.load(self.scores[0] / "scores.npz")
         return MooreLewisScores(h_tgt=z["h_tgt"], h_gen=z["h_gen"], sigma=z["sigma"], n_words=z["n_words"])
@@ -308,7 +309,7 @@ class Pipeline:
 
     @cached_property
     def weights(self) -> tuple[Path, str]:
-        from pivot import weights as W
+        from pivot.pipeline import weights as W
 
         dom = self.domain
         parts = {"encode": self.encoded[1]}
@@ -334,7 +335,7 @@ class Pipeline:
 
     def in_domain_origin(self) -> np.ndarray | None:
         """True for sentences from a source the recipe names as in-domain (for the report only)."""
-        from pivot.corpus import Bitext
+        from pivot.pipeline.corpus import Bitext
 
         names = set((self.domain or {}).get("report_in_domain_sources", []))
         if not names:
@@ -354,7 +355,7 @@ class Pipeline:
 
     @cached_property
     def table_dir(self) -> tuple[Path, str]:
-        from pivot import extract
+        from pivot.pipeline import extract
 
         max_len = self.rec["extract"]["max_phrase_len"]
 
@@ -370,13 +371,13 @@ class Pipeline:
 
     @cached_property
     def table(self):
-        from pivot.extract import PhraseTable
+        from pivot.pipeline.extract import PhraseTable
 
         return PhraseTable.load(self.table_dir[0] / "table.npz")
 
     @cached_property
     def pivot_dir(self) -> tuple[Path, str]:
-        from pivot import pivoting
+        from pivot.pipeline import pivoting
 
         prune = dict(self.rec["pivot"])
         min_count = prune.pop("min_phrase_count")
@@ -396,7 +397,7 @@ class Pipeline:
 
     @cached_property
     def paraphrases(self):
-        from pivot.pivoting import Paraphrases
+        from pivot.pipeline.pivoting import Paraphrases
 
         return Paraphrases.load(self.pivot_dir[0] / "paraphrases.npz")
 
@@ -409,7 +410,8 @@ class Pipeline:
         comb = self.rec.get("combine")
         if not comb or len(self.models) < 2:
             return None
-        from pivot import combine, gold
+        from pivot.pipeline import combine
+        from pivot.eval import gold
 
         gold_files = [self.data_root / g for g in comb["gold"]]
         for g in gold_files:
@@ -446,7 +448,7 @@ class Pipeline:
 
     def phrase_ids(self, texts) -> dict[str, int]:
         """English phrase id of each normalised text that the paraphrase table holds."""
-        from pivot.corpus import Vocab, normalize_many
+        from pivot.pipeline.corpus import Vocab, normalize_many
 
         vocab = Vocab.load(self.encoded[0] / "vocab.en")
         table = self.table
@@ -466,8 +468,8 @@ class Pipeline:
     # ------------------------------------------------------------ store
 
     def store(self) -> Path:
-        from pivot import corpus
-        from pivot.db import write_database
+        from pivot.pipeline import corpus
+        from pivot.store.db import write_database
 
         para, table = self.paraphrases, self.table
         models = [dict(m) for m in self.models]
@@ -495,7 +497,7 @@ class Pipeline:
         prune = self.rec["pivot"]
         final_key = _key([self.pivot_dir[1], self.combination[1] if self.combination else None])
         signature = "|".join([
-            f"pivot:{pivot.__version__}", f"recipe:{self.name}@{self.rec['_sha256'][:12]}",
+            f"pivot:{__version__}", f"recipe:{self.name}@{self.rec['_sha256'][:12]}",
             f"data:{_key(self.fingerprints)[:12]}", f"align:{self.rec['align']['method']}",
             f"maxlen:{self.rec['extract']['max_phrase_len']}",
             "prune:{min_p_f_given_e}/{min_p_e_given_f}/{max_e_per_f}/top{top_n}".format(**prune),
@@ -557,9 +559,9 @@ def symmetric_scores(para, id_pairs) -> np.ndarray:
     """Per model, max(p(b|a), p(a|b)) for each pair of phrase ids (0 where absent or unknown).
 
     Gold similarity pairs are unordered, so a pair counts as proposed in either direction;
-    pivot.evaluate ranks with the same convention.
+    pivot.eval.evaluate ranks with the same convention.
     """
-    from pivot.db import find_pairs
+    from pivot.store.db import find_pairs
 
     a = np.array([-1 if x is None or y is None else x for x, y in id_pairs], dtype=np.int64)
     b = np.array([-1 if x is None or y is None else y for x, y in id_pairs], dtype=np.int64)
@@ -580,7 +582,7 @@ def encode_bitexts(bitext_dirs, align_dirs, langs, out_dir: Path) -> None:
     the union of foreign phrases, and p(f|e) is normalised over all languages' phrases of e:
     a language's share of the pivot mass is its share of e's extracted phrase pairs.
     """
-    from pivot.corpus import Bitext, Vocab
+    from pivot.pipeline.corpus import Bitext, Vocab
 
     bitexts = [Bitext.load(d) for d in bitext_dirs]
     e_vocab = Vocab()

@@ -54,7 +54,7 @@ def _write_lines(path, lines):
 
 
 def _read_lines(path):
-    """Lines of a UTF-8 file, split on ``\\n`` only (see pivot.corpus), line ends removed."""
+    """Lines of a UTF-8 file, split on ``\\n`` only (see pivot.pipeline.corpus), line ends removed."""
     with open(path, "rb") as fh:
         data = fh.read()
     try:
@@ -299,7 +299,7 @@ def read_pharaoh(path, e_lengths, f_lengths):
 # ----------------------------------------------------------------------------- stage entry
 
 def align_bitext(bitext, workdir, method="eflomal", pharaoh_path=None, quiet=True, model=3, length=1.0):
-    """Word-align a :class:`pivot.corpus.Bitext`: ragged (link_e, link_f, link_offsets).
+    """Word-align a :class:`pivot.pipeline.corpus.Bitext`: ragged (link_e, link_f, link_offsets).
 
     ``method="eflomal"``: run eflomal both ways in ``workdir`` and symmetrise with
     grow-diag-final-and. ``method="pharaoh"``: read precomputed, already symmetrised

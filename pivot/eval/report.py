@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pivot import evaluate, gold
-from pivot.db import ParaphraseDB
+from pivot.eval import evaluate
+from pivot.eval import gold
+from pivot.store.db import ParaphraseDB
 from pivot.errors import InputError
 
 
@@ -67,7 +68,7 @@ def evaluate_recipe_sets(db, rec: dict, data_root: Path, *, models=None, n_boot:
         results[spec["name"]] = res
     if report is None:
         return results, None
-    from pivot.plots import plot_paper_figures
+    from pivot.eval.plots import plot_paper_figures
 
     report = Path(report)
     figures = plot_paper_figures(results, report.parent / "figures", stem=report.stem)

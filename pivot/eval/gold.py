@@ -1,7 +1,7 @@
 """Gold paraphrase pairs: readers, binarisation, and the tuning/test split.
 
 Every reader returns a list of ``(e1, e2, score)`` tuples (score None where the file has none),
-with the phrases as written in the file; normalise them with :func:`pivot.corpus.normalize`
+with the phrases as written in the file; normalise them with :func:`pivot.text.normalize`
 before looking them up, as every other English text of the project is. Bad lines raise
 :class:`pivot.errors.InputError` naming the file and line.
 
@@ -19,7 +19,7 @@ from pivot.errors import InputError
 
 def _lines(path):
     """(line_number, text) of the non-blank lines of a UTF-8 file; InputError on bad bytes."""
-    from pivot.corpus import numbered_lines
+    from pivot.text import numbered_lines
 
     for number, line in numbered_lines(path):
         if line.strip():

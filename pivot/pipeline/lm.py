@@ -1,6 +1,6 @@
 """Language-model stage: 5-gram modified Kneser-Ney LMs written as ARPA, queried with kenlm.
 
-Moore-Lewis scoring (``pivot.score``) needs an in-domain and a general n-gram
+Moore-Lewis scoring (``pivot.pipeline.score``) needs an in-domain and a general n-gram
 LM. kenlm on PyPI only *queries* models and no PyPI package ships kenlm's
 estimator ``lmplz``, so :func:`estimate_arpa` estimates the model itself, the
 way ``lmplz`` does, and writes an ARPA file that ``kenlm.Model`` loads.

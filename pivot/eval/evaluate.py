@@ -350,7 +350,7 @@ def evaluate_db(db, gold_pairs, labels=None, models=None, *, exclude=None, name:
     """Evaluate the models of a paraphrase database on labelled gold pairs (paper §4).
 
     db: a ParaphraseDB or its path. gold_pairs: (e1, e2, ...) tuples; labels: 0/1 per gold
-    pair, or None to take the third field of each pair (the output of pivot.gold.binarize).
+    pair, or None to take the third field of each pair (the output of pivot.eval.gold.binarize).
     models: names to evaluate (default all); the database's first model (General) is the
     baseline and is always evaluated. exclude: pairs that must not be tested (the regression's
     tuning pairs); the pairs in the database's meta["combination"]["tuning_pairs"] are always
@@ -358,11 +358,11 @@ def evaluate_db(db, gold_pairs, labels=None, models=None, *, exclude=None, name:
     for the report (gold file, binarisation threshold, split).
 
     Steps: normalise both phrases like the corpus; drop repeated pairs (unordered, keyed by
-    pivot.gold.pair_key; the first occurrence wins); candidates = pairs the baseline proposes in either direction; every model
+    pivot.eval.gold.pair_key; the first occurrence wins); candidates = pairs the baseline proposes in either direction; every model
     scores each candidate by max over the two directions (NaN = not proposed = ranks last).
     """
-    from pivot.db import ParaphraseDB
-    from pivot.gold import assert_disjoint, pair_key
+    from pivot.store.db import ParaphraseDB
+    from pivot.eval.gold import assert_disjoint, pair_key
 
     if not isinstance(db, ParaphraseDB):
         db = ParaphraseDB(db)
@@ -498,7 +498,7 @@ def write_report(path_md, results: dict[str, EvalResult], db, figures=()) -> Pat
     results maps a gold-set name to its EvalResult; figures are image paths (linked relative
     to the report); db is the ParaphraseDB (or path) evaluated, for its signature.
     """
-    from pivot.db import ParaphraseDB
+    from pivot.store.db import ParaphraseDB
 
     path_md = Path(path_md)
     if not isinstance(db, ParaphraseDB):

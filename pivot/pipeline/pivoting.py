@@ -1,6 +1,6 @@
 """Bilingual pivoting (the method behind PPDB): p(e2|e1) = sum_f p(e2|f) p(f|e1), per model.
 
-From a :class:`~pivot.extract.PhraseTable` with one weighted count column per model k,
+From a :class:`~pivot.pipeline.extract.PhraseTable` with one weighted count column per model k,
 
     p_k(f|e) = c_k(e,f) / sum_f' c_k(e,f')      p_k(e|f) = c_k(e,f) / sum_e' c_k(e',f)
 
@@ -32,7 +32,7 @@ any ``n_threads`` (and equals scipy's ``R_k @ K_k.T`` entry for entry; see
 entries each rule removed, for the database's build record.
 
 >>> import numpy as np
->>> from pivot.extract import PhraseTable
+>>> from pivot.pipeline.extract import PhraseTable
 >>> t = PhraseTable(e_phrases=np.array([[0], [1]], np.int32), f_phrases=np.array([[0]], np.int32),
 ...                 e_id=np.array([0, 1], np.int32), f_id=np.array([0, 0], np.int32),
 ...                 counts=np.array([[3.0], [1.0]]), support=np.array([3, 1]),
@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot._native import _counts
-from pivot.extract import PhraseTable
+from pivot.pipeline.extract import PhraseTable
 
 # Defaults follow PPDB/Thrax practice: the cost of the product is sum_f deg(f)^2, so the few
 # foreign phrases aligned to thousands of English phrases ("de", ",", "la") would dominate

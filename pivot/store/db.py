@@ -127,7 +127,7 @@ def write_database(
     `models` are dicts {name, kind, description, params}; `scores` has one column per model
     whose kind is not "combined", in order. A zero (or NaN) score means the model does not
     propose the pair, and the row is not stored. A combined model's params hold
-    {"base": name, "other": name, "fit": pivot.combine.Combination.to_meta()}.
+    {"base": name, "other": name, "fit": pivot.store.combined.Combination.to_meta()}.
     """
     import sqlite_utils  # imports pandas: kept off the lookup path, where it would triple start-up
     from tqdm import tqdm
@@ -258,7 +258,7 @@ class ParaphraseDB:
             ) from None
 
     def normalize(self, phrase: str) -> str:
-        from pivot.corpus import normalize
+        from pivot.text import normalize
 
         return normalize(phrase, self._lang)
 
@@ -271,7 +271,7 @@ class ParaphraseDB:
 
     def _combination(self, info: dict):
         """(base model id, other model id, fitted Combination) of a combined model."""
-        from pivot.combine import Combination
+        from pivot.store.combined import Combination
 
         params = info["params"]
         return (self._model(params["base"])["id"], self._model(params["other"])["id"],

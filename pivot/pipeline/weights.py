@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pivot.score import ranking
+from pivot.pipeline.score import ranking
 
 # The paper's top-tau subsamples, in English words of its 828M-word bitext.
 PAPER_TOTAL_WORDS = 828_000_000
@@ -38,7 +38,7 @@ def general(n):
 def top_tau(sigma, n_words, tau):
     """1 for the top-ranked sentences holding at most ``tau`` English words, 0 for the rest.
 
-    Boundary rule: sentences are taken in :func:`pivot.score.ranking` order (sigma ascending,
+    Boundary rule: sentences are taken in :func:`pivot.pipeline.score.ranking` order (sigma ascending,
     ties in corpus order) while the running word total stays <= tau; the first sentence that
     would push it above tau ends the subsample (no later, shorter sentence is taken instead,
     so the subsample is always a prefix of the ranking). Hence sum(n_words[w == 1]) <= tau,
@@ -122,7 +122,7 @@ def _tau_names(taus):
 def model_columns(scores, n_words=None, taus=None, extra_taus=()):
     """The weight matrix and model descriptions of every Moore-Lewis model.
 
-    ``scores``: :class:`pivot.score.MooreLewisScores` of the bitext's English side;
+    ``scores``: :class:`pivot.pipeline.score.MooreLewisScores` of the bitext's English side;
     ``n_words``: English words per sentence (default ``scores.n_words``); ``taus``: a list from
     :func:`default_taus` (default: the paper's scaled to this corpus, plus ``extra_taus``).
 

@@ -2,7 +2,7 @@
 
 Each figure has two panels side by side: the biology gold set and the general-domain control
 (the paper's Figure 2(a) and 2(b)). Curves are step plots (``drawstyle="steps-post"``) of the
-points `pivot.evaluate.pr_curve` returns, drawn from full recall back to recall 0, so the area
+points `pivot.eval.evaluate.pr_curve` returns, drawn from full recall back to recall 0, so the area
 under each drawn step curve is exactly the AP in its legend label.
 """
 from __future__ import annotations

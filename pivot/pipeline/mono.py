@@ -6,7 +6,7 @@ the general LM on a seeded random sample of the bitext's own English side holdin
 many tokens as the in-domain text (the classic Moore-Lewis choice), or on Brown.
 
 Readers yield *raw* sentences; :func:`in_domain_text` and :func:`general_text` pass them
-through :func:`pivot.corpus.normalize_many` (NFC, Moses tokens, lowercase), so an n-gram of
+through :func:`pivot.text.normalize_many` (NFC, Moses tokens, lowercase), so an n-gram of
 an LM is spelt exactly as the same n-gram of the bitext it will score.
 
 Already-tokenised sources (CoNLL, Brown) are PTB-tokenised. :func:`ptb_join` maps the PTB
@@ -260,7 +260,7 @@ def read_openstax(tar_gz_path):
 
 def read_lines(path):
     """Yield the non-blank lines of a UTF-8 text file, one raw sentence each."""
-    from pivot.corpus import numbered_lines
+    from pivot.text import numbered_lines
 
     for _, line in numbered_lines(path):
         if line.strip():
@@ -312,9 +312,9 @@ def dedup(sentences):
 
 
 def _normalized(raw, normalize):
-    """Normalised, non-empty sentences (the caller's normaliser or pivot.corpus's)."""
+    """Normalised, non-empty sentences (the caller's normaliser or pivot.pipeline.corpus's)."""
     if normalize:
-        from pivot.corpus import normalize_many
+        from pivot.text import normalize_many
         raw = normalize_many(list(raw), "en")
     return [s for s in raw if s.strip()]
 

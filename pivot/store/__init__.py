@@ -1,0 +1,1 @@
+"""The SQLite paraphrase database: the writer (`db.write_database`) and the reader (`db.ParaphraseDB`)."""
