@@ -49,29 +49,58 @@ class Workdir:
     reused: list = field(default_factory=list)
     built: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
+    contents: dict = field(default_factory=dict)  # stage name -> content key of its artifact
 
     def stage(self, name: str, parts: dict, produce) -> tuple[Path, str]:
-        """Run `produce(tmp_dir)` unless an artifact with the same key is complete."""
+        """Run `produce(tmp_dir)` unless an artifact with the same key is complete.
+
+        Returns (artifact folder, content key). The folder is named by the key of the
+        stage's inputs and parameters (so a rerun finds it); the key handed downstream is
+        the hash of what the stage actually wrote. Downstream keys, and the database
+        signature built from them, therefore change whenever an artifact's bytes change,
+        e.g. when an aligner produces different links from the same corpus.
+        """
         parts = {"stage": name, "version": STAGE_VERSIONS[name.split(".")[0]], **parts}
         key = _key(parts)
         final = self.root / f"{name}-{key}"
         if (final / "DONE").is_file():
-            log.info("stage %-12s reused  %s", name, final)
-            self.reused.append(name)
-            return final, key
+            done = json.loads((final / "DONE").read_text())
+            if "content" in done:
+                log.info("stage %-12s reused  %s", name, final)
+                self.reused.append(name)
+                self.contents[name] = done["content"]
+                return final, done["content"]
         tmp = self.root / f".{name}-{key}.partial"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         t0 = time.perf_counter()
         log.info("stage %-12s running -> %s", name, final)
         produce(tmp)
-        (tmp / "DONE").write_text(json.dumps(parts, sort_keys=True, indent=1, default=str))
+        content = content_key(tmp)
+        self.contents[name] = content
+        (tmp / "DONE").write_text(json.dumps({**parts, "content": content}, sort_keys=True, indent=1, default=str))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         self.timings[name] = round(time.perf_counter() - t0, 2)
         self.built.append(name)
         log.info("stage %-12s done in %.1f s", name, self.timings[name])
-        return final, key
+        return final, content
+
+
+#: A file an artifact may hold that is not part of its content (timings).
+VOLATILE = "timings.json"
+
+
+def content_key(folder: Path) -> str:
+    """sha256 over the names and bytes of every file in an artifact folder, in name order."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name not in ("DONE", VOLATILE)):
+        h.update(str(path.relative_to(folder)).encode() + b"\0")
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        h.update(b"\0")
+    return h.hexdigest()[:16]
 
 
 def _versions() -> dict:
@@ -250,7 +279,7 @@ class Pipeline:
         text_dir, text_key = self.lm_texts
 
         def produce(tmp):
-            stats = {}
+            stats, seconds = {}, {}
             for name in self.lm_names:
                 with open(text_dir / f"{name}.txt", encoding="utf-8") as fh:
                     sentences = [line.split() for line in fh]
@@ -264,8 +293,11 @@ class Pipeline:
                 if binary is not None:
                     arpa.unlink()  # the binary holds the same model and loads in a fraction of the time
                 fitted = {k: v for k, v in s.to_json().items() if k != "arpa_path"}  # a temporary path
-                stats[name] = {"seconds": round(time.perf_counter() - t0, 2), "binary": binary is not None, **fitted}
+                stats[name] = {"binary": binary is not None, **fitted}
+                seconds[name] = round(time.perf_counter() - t0, 2)
             (tmp / "stats.json").write_text(json.dumps(stats, indent=1, default=str))
+            # Timings vary run to run: kept beside the artifact, outside its content key.
+            (tmp / VOLATILE).write_text(json.dumps(seconds, indent=1))
 
         return self.wd.stage("lm", {"text": text_key, "order": order, "estimator": estimator}, produce)
 
@@ -498,7 +530,7 @@ class Pipeline:
         final_key = _key([self.pivot_dir[1], self.combination[1] if self.combination else None])
         signature = "|".join([
             f"pivot:{__version__}", f"recipe:{self.name}@{self.rec['_sha256'][:12]}",
-            f"data:{_key(self.fingerprints)[:12]}", f"align:{self.rec['align']['method']}",
+            f"data:{_key(self.fingerprints)[:12]}", f"align:{self.rec['align']['method']}@" + "+".join(self.wd.contents[f"align.{lang}"][:8] for lang in self.langs),
             f"maxlen:{self.rec['extract']['max_phrase_len']}",
             "prune:{min_p_f_given_e}/{min_p_e_given_f}/{max_e_per_f}/top{top_n}".format(**prune),
             f"models:{len(models)}", f"build:{final_key[:12]}",
