@@ -13,6 +13,13 @@ extensions = [
         extra_link_args=openmp,
     ),
     Extension(
+        "pivot._align",
+        ["pivot/_align.pyx"],
+        language="c++",
+        extra_compile_args=["-O3", "-std=c++17", *openmp],
+        extra_link_args=openmp,
+    ),
+    Extension(
         "pivot._lm",
         ["pivot/_lm.pyx"],
         language="c++",

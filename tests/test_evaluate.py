@@ -202,7 +202,8 @@ def _write(path, meta=None):
     e1, e2 = (np.array([p[i] for p in PAIRS], dtype=np.int32) for i in (0, 1))
     write_database(
         path, phrases=PHRASES, phrase_counts=np.ones(len(PHRASES), dtype=np.int64), e1=e1, e2=e2,
-        n_pivots=np.ones(len(PAIRS), dtype=np.int64), pivots=["fr:x"] * len(PAIRS), models=MODELS,
+        n_pivots=np.ones(len(PAIRS), dtype=np.int64),
+        pivots=np.array([[0, -1, -1]] * len(PAIRS)), foreign={0: "fr:x"}, models=MODELS,
         scores=np.array([p[2:] for p in PAIRS]),
         meta={"signature": "sig-test", "normalization": {"lang": "en"}, **(meta or {})},
     )

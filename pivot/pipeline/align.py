@@ -298,15 +298,36 @@ def read_pharaoh(path, e_lengths, f_lengths):
 
 # ----------------------------------------------------------------------------- stage entry
 
-def align_bitext(bitext, workdir, method="eflomal", pharaoh_path=None, quiet=True, model=3, length=1.0):
+def align_ibm2(bitext, n_threads=1):
+    """The project's own aligner: IBM Model 2 with a diagonal prior, trained by EM both ways.
+
+    EM has no random step and its expected counts are summed in fixed point, so the links
+    are the same bytes for any thread count, run and machine (see ``pivot.pipeline.ibm``).
+    """
+    from pivot.pipeline import ibm
+    from pivot.pipeline.corpus import Vocab
+
+    e_vocab, f_vocab = Vocab(), Vocab()
+    e_tokens, e_offsets = e_vocab.encode(bitext.en)
+    f_tokens, f_offsets = f_vocab.encode(bitext.f)
+    return ibm.align_both(e_tokens, e_offsets, f_tokens, f_offsets, len(e_vocab), len(f_vocab),
+                          n_threads=n_threads)
+
+
+def align_bitext(bitext, workdir, method="ibm2", pharaoh_path=None, quiet=True, model=3, length=1.0,
+                 n_threads=1):
     """Word-align a :class:`pivot.pipeline.corpus.Bitext`: ragged (link_e, link_f, link_offsets).
 
-    ``method="eflomal"``: run eflomal both ways in ``workdir`` and symmetrise with
+    ``method="ibm2"`` (the default): the project's deterministic aligner (:func:`align_ibm2`).
+    ``method="eflomal"``: run eflomal both ways (its sampler seeds itself from the operating
+    system: two runs give different links) in ``workdir`` and symmetrise with
     grow-diag-final-and. ``method="pharaoh"``: read precomputed, already symmetrised
     links from ``pharaoh_path``, line-aligned with the bitext as saved (``bitext.en``),
     and validate them against the sentence lengths. Nothing is cached here.
     """
     e_lengths, f_lengths = bitext.lengths()
+    if method == "ibm2":
+        return align_ibm2(bitext, n_threads=n_threads)
     if method == "eflomal":
         forward, reverse = run_eflomal(bitext.en, bitext.f, workdir, quiet=quiet, model=model,
                                        length=length)
@@ -316,4 +337,4 @@ def align_bitext(bitext, workdir, method="eflomal", pharaoh_path=None, quiet=Tru
         if pharaoh_path is None:
             raise InputError("align method 'pharaoh' needs a path to the alignment file")
         return read_pharaoh(pharaoh_path, e_lengths, f_lengths)
-    raise InputError(f"unknown align method {method!r} (eflomal or pharaoh)")
+    raise InputError(f"unknown align method {method!r} (ibm2, eflomal or pharaoh)")

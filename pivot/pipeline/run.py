@@ -29,6 +29,7 @@ import numpy as np
 from pivot._version import __version__
 from pivot import recipes
 from pivot.errors import InputError
+from pivot.pipeline.pivoting import resolve_threads
 
 log = logging.getLogger("pivot")
 
@@ -179,7 +180,7 @@ class Pipeline:
                 bitext = corpus.Bitext.load(corpus_dir)
                 link_e, link_f, link_offsets = align.align_bitext(
                     bitext, tmp, method=params["method"], pharaoh_path=pharaoh_path, quiet=self.quiet,
-                    model=params["model"], length=params["length"],
+                    model=params["model"], length=params["length"], n_threads=resolve_threads(self.threads),
                 )
                 np.savez(tmp / "links.npz", link_e=link_e, link_f=link_f, link_offsets=link_offsets)
 
@@ -524,7 +525,6 @@ class Pipeline:
         f_used = np.unique(para.pivots[para.pivots >= 0])
         f_text = dict(zip(f_used.tolist(), foreign_phrase_texts(table.f_phrases[f_used], f_vocabs,
                                                                self.langs, f_lang_of_token)))
-        pivots_text = ["|".join(f_text[f] for f in row if f >= 0) for row in para.pivots.tolist()]
 
         prune = self.rec["pivot"]
         final_key = _key([self.pivot_dir[1], self.combination[1] if self.combination else None])
@@ -562,7 +562,7 @@ class Pipeline:
             meta["combination"] = comb_meta
         write_database(
             self.out_path, phrases=e_text, phrase_counts=table.e_count, e1=para.e1, e2=para.e2,
-            n_pivots=para.n_pivots, pivots=pivots_text, models=models, scores=para.p, meta=meta,
+            n_pivots=para.n_pivots, pivots=para.pivots, foreign=f_text, models=models, scores=para.p, meta=meta,
             progress=not self.quiet and sys.stderr.isatty(),
         )
         log.info("wrote %s (%d pairs, %d models) in %.1f s; signature %s", self.out_path, len(para.e1),

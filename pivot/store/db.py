@@ -1,34 +1,36 @@
 """The paraphrase database: one SQLite file per build, written whole or not at all.
 
-Schema (every lookup is a primary-key range scan, never a table scan):
+Schema (version 2; every lookup is a primary-key range scan, never a table scan):
 
     meta(key PRIMARY KEY, value)            build signature, parameters, pruning, versions (JSON values)
-    model(id PRIMARY KEY, name UNIQUE, kind, description, params)
+    model(id PRIMARY KEY, name UNIQUE, kind, description, params, score_column, n_pairs)
+                                            `score_column` names the model's column of `pair`
+                                            ("p_0", ...), NULL for a combined model
     phrase(id PRIMARY KEY, text UNIQUE, n_words, count)
                                             English phrases; `count` is the phrase's support in the bitext
-    pair(e1, e2, n_pivots, pivots)          PRIMARY KEY (e1, e2), WITHOUT ROWID; `pivots` names the
-                                            foreign phrases behind the pair ("fr:traiter|de:behandeln")
-    score(model, e1, rank, e2, p, p_rev)    PRIMARY KEY (model, e1, rank), WITHOUT ROWID: the paraphrases
-                                            of e1 under a model are stored in rank order, best first,
-                                            so "top k of e1" reads k consecutive rows.
+    foreign_phrase(id PRIMARY KEY, text)    pivot phrases, "fr:traiter"
+    pair(e1, e2, n_pivots, pivot1, pivot2, pivot3, p_0, p_1, ...)
+                                            PRIMARY KEY (e1, e2), WITHOUT ROWID: one row per pair, the
+                                            ids of its best foreign phrases (NULL: none) and one column
+                                            per stored model
 
-`p` is the model's score of the pair, p(e2|e1). `p_rev` is p(e1|e2) when the reverse pair
-survived pruning (NULL otherwise). Pairs a model gives zero are absent for that model.
+`p_j` is model j's score of the pair, p(e2|e1), NULL where the model gives the pair zero.
+Neither the rank nor the reverse probability is stored: a phrase has a few dozen pairs, all
+in consecutive rows of `pair`, so the reader sorts them by the model's column (descending,
+ties by e2 id ascending) and takes p(e1|e2) from the reverse pair's row through the primary
+key (NULL when the reverse pair did not survive pruning or the model gives it zero). One row
+per pair instead of one per (model, pair) keeps the file and the write several times smaller.
 
-Combined models (General+X, kind "combined") store no rows: their score is a logistic
-regression over the stored p_general and p_X of the same pair, whose coefficients are in
-`model.params`, so the reader computes it exactly (`lookup`, `scores`, `iter_pairs`). That
-keeps the file one pivot model's size per combination smaller (each would repeat every
-General pair) at the cost of scoring a phrase's General candidates at lookup time.
+Combined models (General+X, kind "combined") store no column: their score is a logistic
+regression over p_general and p_X of the same row, whose coefficients are in `model.params`,
+so the reader computes it exactly (`lookup`, `scores`, `iter_pairs`).
 
-The writer builds the file under a temporary name in the destination folder and renames
-it into place only after the last index is built, so a reader never sees half a database.
+The writer is `pivot.store.write.write_database` (re-exported here).
 """
 from __future__ import annotations
 
 import json
 import math
-import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,24 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot.errors import InputError
-
-SCHEMA_VERSION = 1
-
-SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE model (
-    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, kind TEXT NOT NULL,
-    description TEXT NOT NULL, params TEXT NOT NULL);
-CREATE TABLE phrase (
-    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL);
-CREATE TABLE pair (
-    e1 INTEGER NOT NULL, e2 INTEGER NOT NULL, n_pivots INTEGER NOT NULL, pivots TEXT NOT NULL,
-    PRIMARY KEY (e1, e2)) WITHOUT ROWID;
-CREATE TABLE score (
-    model INTEGER NOT NULL, e1 INTEGER NOT NULL, rank INTEGER NOT NULL, e2 INTEGER NOT NULL,
-    p REAL NOT NULL, p_rev REAL,
-    PRIMARY KEY (model, e1, rank)) WITHOUT ROWID;
-"""
+from pivot.store.write import SCHEMA_VERSION, schema_sql, write_database  # noqa: F401  (re-exported)
 
 
 @dataclass(frozen=True)
@@ -66,20 +51,6 @@ class Paraphrase:
     rank: int
     n_pivots: int
     pivots: tuple[str, ...]
-
-
-# ------------------------------------------------------------------------------------ writing
-
-
-def _rank_within_e1(e1: np.ndarray, e2: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Rank of each row inside its e1 group by descending p, ties by ascending e2 (0 = best)."""
-    order = np.lexsort((e2, -p, e1))
-    sorted_e1 = e1[order]
-    starts = np.flatnonzero(np.r_[True, sorted_e1[1:] != sorted_e1[:-1]])
-    group_start = np.repeat(starts, np.diff(np.r_[starts, len(order)]))
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order)) - group_start
-    return rank
 
 
 def find_pairs(e1: np.ndarray, e2: np.ndarray, q1: np.ndarray, q2: np.ndarray) -> np.ndarray:
@@ -97,107 +68,6 @@ def find_pairs(e1: np.ndarray, e2: np.ndarray, q1: np.ndarray, q2: np.ndarray) -
     hit = key[order[pos]] == query
     out[hit] = order[pos[hit]]
     return out
-
-
-def _reverse_lookup(e1: np.ndarray, e2: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """values[(e2, e1)] for each (e1, e2) where the reverse pair exists, NaN elsewhere."""
-    row = find_pairs(e1, e2, e2, e1)
-    out = np.full(len(e1), np.nan)
-    out[row >= 0] = values[row[row >= 0]]
-    return out
-
-
-def write_database(
-    path,
-    *,
-    phrases,
-    phrase_counts: np.ndarray,
-    e1: np.ndarray,
-    e2: np.ndarray,
-    n_pivots: np.ndarray,
-    pivots: list[str],
-    models: list[dict],
-    scores: np.ndarray,
-    meta: dict,
-    progress: bool = False,
-) -> Path:
-    """Write a complete database to `path` atomically.
-
-    phrases maps an English phrase id to its text (list or dict; only ids in e1/e2 are read).
-    `models` are dicts {name, kind, description, params}; `scores` has one column per model
-    whose kind is not "combined", in order. A zero (or NaN) score means the model does not
-    propose the pair, and the row is not stored. A combined model's params hold
-    {"base": name, "other": name, "fit": pivot.store.combined.Combination.to_meta()}.
-    """
-    import sqlite_utils  # imports pandas: kept off the lookup path, where it would triple start-up
-    from tqdm import tqdm
-
-    def bar(rows, total, what):
-        return tqdm(rows, total=total, desc=f"database: {what}", unit="row", unit_scale=True,
-                    disable=not progress, mininterval=1.0)
-
-    path = Path(path)
-    stored = [m for m in models if m["kind"] != "combined"]
-    if scores.shape != (len(e1), len(stored)):
-        raise ValueError(f"scores has shape {scores.shape}, expected ({len(e1)}, {len(stored)})")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        tmp.unlink()
-    conn = sqlite3.connect(tmp)
-    try:
-        # The file is private until renamed: durability tricks are unnecessary while writing.
-        conn.execute("PRAGMA journal_mode=OFF")
-        conn.execute("PRAGMA synchronous=OFF")
-        conn.executescript(SCHEMA)
-        db = sqlite_utils.Database(conn)
-
-        used = np.unique(np.concatenate([e1, e2])).astype(np.int64)
-        db.conn.executemany(
-            "INSERT INTO phrase VALUES (?, ?, ?, ?)",
-            ((int(i), phrases[i], phrases[i].count(" ") + 1, int(phrase_counts[i])) for i in used),
-        )
-        db.conn.executemany(
-            "INSERT INTO pair VALUES (?, ?, ?, ?)",
-            bar(zip(e1.tolist(), e2.tolist(), n_pivots.tolist(), pivots), len(e1), "pairs"),
-        )
-        column = 0
-        for model_id, spec in enumerate(models):
-            db.conn.execute(
-                "INSERT INTO model VALUES (?, ?, ?, ?, ?)",
-                (model_id, spec["name"], spec["kind"], spec.get("description", ""),
-                 json.dumps(spec.get("params", {}), sort_keys=True)),
-            )
-            if spec["kind"] == "combined":
-                continue
-            p = scores[:, column]
-            column += 1
-            keep = np.flatnonzero(np.nan_to_num(p) > 0)
-            k_e1, k_e2, k_p = e1[keep], e2[keep], p[keep]
-            rank = _rank_within_e1(k_e1, k_e2, k_p)
-            p_rev = _reverse_lookup(k_e1, k_e2, k_p)
-            rows = zip(
-                [model_id] * len(keep), k_e1.tolist(), rank.tolist(), k_e2.tolist(),
-                k_p.tolist(), [None if math.isnan(v) else v for v in p_rev.tolist()],
-            )
-            db.conn.executemany("INSERT INTO score VALUES (?, ?, ?, ?, ?, ?)", bar(rows, len(keep), spec["name"]))
-        meta = {"schema_version": SCHEMA_VERSION, **meta}
-        db.conn.executemany(
-            "INSERT INTO meta VALUES (?, ?)",
-            ((k, json.dumps(v, sort_keys=True)) for k, v in meta.items()),
-        )
-        # Lookups by text go through this index; pairs and scores are clustered by their keys.
-        db["phrase"].create_index(["text"], unique=True)
-        conn.commit()
-        conn.execute("ANALYZE")
-        conn.commit()
-    except BaseException:
-        conn.close()
-        tmp.unlink(missing_ok=True)
-        raise
-    conn.close()
-    os.replace(tmp, path)
-    return path
 
 
 # ------------------------------------------------------------------------------------ reading
@@ -221,13 +91,35 @@ class ParaphraseDB:
         self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
         try:
             self.meta = {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
-            rows = self._conn.execute("SELECT id, name, kind, description, params FROM model ORDER BY id")
+            version = self.meta.get("schema_version")
+            if version != SCHEMA_VERSION:
+                raise InputError(f"database schema version {version}, this pivot reads version {SCHEMA_VERSION}: "
+                                 "rebuild it with `pivot build`", path)
+            rows = self._conn.execute(
+                "SELECT id, name, kind, description, params, score_column, n_pairs FROM model ORDER BY id").fetchall()
+            pair_columns = [r[1] for r in self._conn.execute("PRAGMA table_info(pair)")]
         except sqlite3.DatabaseError as exc:
+            self._conn.close()
             raise InputError(f"not a pivot paraphrase database ({exc})", path) from exc
+        except InputError:
+            self._conn.close()
+            raise
         self._models = {
-            name: {"id": i, "name": name, "kind": kind, "description": desc, "params": json.loads(params)}
-            for i, name, kind, desc, params in rows
+            name: {"id": i, "name": name, "kind": kind, "description": desc, "params": json.loads(params),
+                   "column": column, "n_pairs": n}
+            for i, name, kind, desc, params, column, n in rows
         }
+        # Column names are spliced into SQL text (a column cannot be a parameter): accept only
+        # columns the table really has.
+        for info in self._models.values():
+            if info["kind"] != "combined" and info["column"] not in pair_columns:
+                raise InputError(f"model {info['name']!r} names a missing column {info['column']!r}", path)
+        pivots = [c for c in pair_columns if c.startswith("pivot") and c[5:].isdigit()]
+        self._pivot_select = ", ".join(f"f{j}.text" for j in range(len(pivots)))
+        self._pivot_join = " ".join(f"LEFT JOIN foreign_phrase f{j} ON f{j}.id = t.{c}"
+                                    for j, c in enumerate(pivots))
+        self._pivot_columns = ", ".join(pivots)
+        self._n_pivot_columns = len(pivots)
         self._lang = self.meta.get("normalization", {}).get("lang", "en")
 
     def close(self):
@@ -270,52 +162,67 @@ class ParaphraseDB:
     # -- queries
 
     def _combination(self, info: dict):
-        """(base model id, other model id, fitted Combination) of a combined model."""
+        """(base model column, other model column, fitted Combination) of a combined model."""
         from pivot.store.combined import Combination
 
         params = info["params"]
-        return (self._model(params["base"])["id"], self._model(params["other"])["id"],
+        return (self._model(params["base"])["column"], self._model(params["other"])["column"],
                 Combination.from_meta(params["fit"]))
+
+    def _details(self, e1: int, e2s) -> dict:
+        """{e2: (text, n_pivots, pivots tuple)} of the pairs (e1, e2) for e2 in e2s."""
+        out = {}
+        for e2 in e2s:
+            row = self._conn.execute(
+                f"""SELECT ph.text, t.n_pivots{', ' if self._pivot_select else ''}{self._pivot_select}
+                      FROM pair t JOIN phrase ph ON ph.id = t.e2 {self._pivot_join}
+                     WHERE t.e1 = ? AND t.e2 = ?""", (e1, e2)).fetchone()
+            out[e2] = (row[0], row[1], tuple(f for f in row[2:] if f is not None))
+        return out
 
     def _combined_rows(self, info: dict, e1: int):
         """(e2, score) of every pair of e1 that the base model proposes, best first."""
         base, other, fit = self._combination(info)
-        rows = self._conn.execute("SELECT e2, p FROM score WHERE model = ? AND e1 = ?", (base, e1)).fetchall()
+        rows = self._conn.execute(
+            f"SELECT e2, {base}, {other} FROM pair WHERE e1 = ? AND {base} IS NOT NULL", (e1,)).fetchall()
         if not rows:
             return []
-        p_x = dict(self._conn.execute("SELECT e2, p FROM score WHERE model = ? AND e1 = ?", (other, e1)))
-        e2 = [r[0] for r in rows]
-        score = fit.predict(np.array([r[1] for r in rows]), np.array([p_x.get(e, 0.0) for e in e2]))
-        return sorted(zip(e2, score.tolist()), key=lambda r: (-r[1], r[0]))
+        return self._rank_combined(fit, rows)
+
+    @staticmethod
+    def _rank_combined(fit, rows):
+        """rows (e2, p_base, p_other or None, ...) -> [(e2, score, *rest)] best first, ties by e2."""
+        score = fit.predict(np.array([r[1] for r in rows], dtype=np.float64),
+                            np.array([0.0 if r[2] is None else r[2] for r in rows], dtype=np.float64))
+        return sorted(((r[0], s, *r[3:]) for r, s in zip(rows, score.tolist())), key=lambda r: (-r[1], r[0]))
 
     def lookup(self, phrase: str, k: int = 10, model: str = "general", *, normalize: bool = True) -> list[Paraphrase]:
         """The k best paraphrases of `phrase` under `model`, best first ([] if it has none)."""
         info = self._model(model)
-        model_id = info["id"]
         e1 = self.phrase_id(phrase, normalize=normalize)
-        if e1 is None:
+        if e1 is None or k <= 0:
             return []
         if info["kind"] == "combined":
-            out = []
-            for rank, (e2, score) in enumerate(self._combined_rows(info, e1)[:k]):
-                text, n_piv, pivots = self._conn.execute(
-                    "SELECT ph.text, pr.n_pivots, pr.pivots FROM phrase ph JOIN pair pr ON pr.e1 = ? AND pr.e2 = ph.id"
-                    " WHERE ph.id = ?", (e1, e2)).fetchone()
-                out.append(Paraphrase(text, score, None, rank, n_piv, tuple(pivots.split("|")) if pivots else ()))
-            return out
+            best = self._combined_rows(info, e1)[:k]
+            details = self._details(e1, [e2 for e2, _ in best])
+            return [Paraphrase(details[e2][0], score, None, rank, details[e2][1], details[e2][2])
+                    for rank, (e2, score) in enumerate(best)]
+        col = info["column"]
+        # The inner query picks the k best rows of e1 (a primary-key range of a few dozen rows,
+        # sorted); only those k are joined to their text, reverse pair and pivots.
+        piv = f", {self._pivot_columns}" if self._pivot_columns else ""
         rows = self._conn.execute(
-            """SELECT ph.text, s.p, s.p_rev, s.rank, pr.n_pivots, pr.pivots
-                 FROM score s
-                 JOIN phrase ph ON ph.id = s.e2
-                 JOIN pair pr ON pr.e1 = s.e1 AND pr.e2 = s.e2
-                WHERE s.model = ? AND s.e1 = ? AND s.rank < ?
-                ORDER BY s.rank""",
-            (model_id, e1, k),
+            f"""SELECT ph.text, t.p, rv.{col}, t.n_pivots{', ' if self._pivot_select else ''}{self._pivot_select}
+                  FROM (SELECT e2, {col} AS p, n_pivots{piv} FROM pair
+                         WHERE e1 = ?1 AND {col} IS NOT NULL ORDER BY {col} DESC, e2 LIMIT ?2) t
+                  JOIN phrase ph ON ph.id = t.e2
+                  LEFT JOIN pair rv ON rv.e1 = t.e2 AND rv.e2 = ?1
+                  {self._pivot_join}
+                 ORDER BY t.p DESC, t.e2""",
+            (e1, k),
         )
-        return [
-            Paraphrase(text, p, p_rev, rank, n_piv, tuple(pivots.split("|")) if pivots else ())
-            for text, p, p_rev, rank, n_piv, pivots in rows
-        ]
+        return [Paraphrase(text, p, p_rev, rank, n_piv, tuple(f for f in piv_text if f is not None))
+                for rank, (text, p, p_rev, n_piv, *piv_text) in enumerate(rows)]
 
     def scores(self, pairs, model: str = "general", *, normalize: bool = True) -> np.ndarray:
         """The model's score of each (e1, e2) pair; NaN where the model does not propose it."""
@@ -328,56 +235,62 @@ class ParaphraseDB:
             has = ~np.isnan(base)
             out[has] = fit.predict(base[has], np.nan_to_num(other[has]))
             return out
-        model_id = info["id"]
+        col = info["column"]
         out = np.full(len(pairs), np.nan)
         for i, (a, b) in enumerate(pairs):
             e1, e2 = self.phrase_id(a, normalize=normalize), self.phrase_id(b, normalize=normalize)
             if e1 is None or e2 is None:
                 continue
-            row = self._conn.execute(
-                "SELECT p FROM score WHERE model = ? AND e1 = ? AND e2 = ?", (model_id, e1, e2)
-            ).fetchone()
-            if row is not None:
+            row = self._conn.execute(f"SELECT {col} FROM pair WHERE e1 = ? AND e2 = ?", (e1, e2)).fetchone()
+            if row is not None and row[0] is not None:
                 out[i] = row[0]
         return out
 
     def n_pairs(self, model: str = "general") -> int:
-        info = self._model(model)
-        if info["kind"] == "combined":
-            return self.n_pairs(info["params"]["base"])
-        model_id = info["id"]
-        return self._conn.execute("SELECT count(*) FROM score WHERE model = ?", (model_id,)).fetchone()[0]
+        """Pairs the model proposes (a combined model: its base model's); counted at write time."""
+        return self._model(model)["n_pairs"]
 
     def n_phrases(self) -> int:
         return self._conn.execute("SELECT count(*) FROM phrase").fetchone()[0]
 
     def iter_pairs(self, model: str = "general"):
-        """Every (e1, e2, p, p_rev, n_pivots, pivots) of a model, grouped by e1, best first."""
+        """Every (e1, e2, p, p_rev, n_pivots, pivots) of a model, grouped by e1, best first.
+
+        `pivots` is the pair's foreign phrases joined by "|" ("fr:traiter|fr:soigner").
+        """
         info = self._model(model)
         if info["kind"] == "combined":
             yield from self._iter_combined(info)
             return
-        model_id = info["id"]
-        yield from self._conn.execute(
-            """SELECT a.text, b.text, s.p, s.p_rev, pr.n_pivots, pr.pivots
-                 FROM score s
-                 JOIN phrase a ON a.id = s.e1
-                 JOIN phrase b ON b.id = s.e2
-                 JOIN pair pr ON pr.e1 = s.e1 AND pr.e2 = s.e2
-                WHERE s.model = ?
-                ORDER BY s.e1, s.rank""",
-            (model_id,),
-        )
+        col = info["column"]
+        rows = self._conn.execute(
+            f"""SELECT a.text, b.text, t.{col}, rv.{col}, t.n_pivots{', ' if self._pivot_select else ''}{self._pivot_select}
+                  FROM pair t
+                  JOIN phrase a ON a.id = t.e1
+                  JOIN phrase b ON b.id = t.e2
+                  LEFT JOIN pair rv ON rv.e1 = t.e2 AND rv.e2 = t.e1
+                  {self._pivot_join}
+                 WHERE t.{col} IS NOT NULL
+                 ORDER BY t.e1, t.{col} DESC, t.e2""")
+        for a, b, p, p_rev, n_piv, *piv in rows:
+            yield a, b, p, p_rev, n_piv, "|".join(f for f in piv if f is not None)
 
     def _iter_combined(self, info):
-        base = self._combination(info)[0]
-        text = dict(self._conn.execute("SELECT id, text FROM phrase"))
-        e1s = [r[0] for r in self._conn.execute("SELECT DISTINCT e1 FROM score WHERE model = ?", (base,))]
-        for e1 in e1s:
-            for e2, score in self._combined_rows(info, e1):
-                n_piv, pivots = self._conn.execute("SELECT n_pivots, pivots FROM pair WHERE e1 = ? AND e2 = ?",
-                                                   (e1, e2)).fetchone()
-                yield text[e1], text[e2], score, None, n_piv, pivots
+        """One pass over the base model's pairs in key order, scored and sorted one e1 at a time."""
+        from itertools import groupby
+
+        base, other, fit = self._combination(info)
+        rows = self._conn.execute(
+            f"""SELECT t.e1, t.e2, t.{base}, t.{other}, a.text, b.text, t.n_pivots{', ' if self._pivot_select else ''}{self._pivot_select}
+                  FROM pair t
+                  JOIN phrase a ON a.id = t.e1
+                  JOIN phrase b ON b.id = t.e2
+                  {self._pivot_join}
+                 WHERE t.{base} IS NOT NULL
+                 ORDER BY t.e1, t.e2""")
+        for _, group in groupby(rows, key=lambda r: r[0]):
+            for _, score, a, b, n_piv, *piv in self._rank_combined(fit, [r[1:] for r in group]):
+                yield a, b, score, None, n_piv, "|".join(f for f in piv if f is not None)
 
     @property
     def signature(self) -> str:

@@ -1,0 +1,459 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, embedsignature=True
+"""The hot loops of pivot's word aligner (fast_align-style IBM Model 2, EM, no sampling).
+
+The Python API and the full statement of the model live in ``pivot/ibm.py``, which validates
+shapes, dtypes and id ranges before calling anything here. Notation (one direction):
+
+    source sentence e = e_1..e_n plus the NULL word e_0, target sentence f = f_1..f_m,
+    alignment a_i in {0, 1..n} for each target position i,
+    p(a_i = j | i, m, n) = p_null                                           j = 0
+                         = (1 - p_null) exp(-lambda h(i,j)) / sum_j' exp(-lambda h(i,j'))  j >= 1
+    h(i, j) = |i/m - j/n|  (1-based i and j: the diagonal prior),
+    p(f, a | e) = prod_i p(a_i | i, m, n) t(f_i | e_{a_i}).
+
+The translation table t is sparse, CSR over source words: row r (source word r; the NULL
+word is the last row, ``n_src_vocab``) holds the sorted target ids ``col[row_ptr[r]:
+row_ptr[r+1]]`` and their probabilities ``prob[...]``; a lookup is a binary search in the row.
+
+Entry points:
+
+``cooccurrence_csr``   the CSR structure: every (source word or NULL, target word) pair that
+                       co-occurs in some sentence pair.
+``e_step``             expected counts c(e, f) = sum over corpus of p(a_i = j | e, f) for
+                       e = e_j, f = f_i, as fixed-point int64 (posterior * 2^32, rounded).
+                       Threads over sentences add with atomic integer adds: integer addition
+                       is associative, so the counts are the same to the bit for any number
+                       of threads and any schedule.
+``m_step``             t(f | e) = c(e, f) / sum_f' c(e, f'), divided in float64.
+``viterbi_argmax``     a_i = argmax_j p(a_i = j) t(f_i | e_j) per target position.
+``grow_diag_final_and``  symmetrisation of two directional alignments, the textbook
+                       procedure pinned in pivot's align stage (row-major matrix scan).
+"""
+from cython.parallel cimport parallel, prange
+from libc.math cimport exp, fabs, log, llround
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdlib cimport free, malloc, calloc
+from libcpp.vector cimport vector
+
+import numpy as np
+
+cdef extern from * nogil:
+    """
+    #include <algorithm>
+    #include <cstdint>
+    #include <vector>
+
+    /* Relaxed atomic add: only the final sum matters, and integer addition commutes. */
+    static inline void pivot_atomic_add_i64(int64_t *p, int64_t v) {
+        __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+    }
+
+    /* Sort a vector and drop repeats (the co-occurrence rows). */
+    static const double PIVOT_FIXED_ONE = 4294967296.0;  /* 2^32 */
+
+    static inline void pivot_sort_unique(std::vector<int32_t>& v) {
+        std::sort(v.begin(), v.end());
+        v.erase(std::unique(v.begin(), v.end()), v.end());
+    }
+    """
+    void atomic_add_i64 "pivot_atomic_add_i64"(int64_t *p, int64_t v) noexcept nogil
+    void sort_unique "pivot_sort_unique"(vector[int32_t]& v) noexcept nogil
+    const double FIXED_ONE "PIVOT_FIXED_ONE"
+
+# Fixed-point unit of the expected counts: a posterior p adds llround(p * 2^32). The total of
+# all counts is at most (target tokens) * (2^32 + longest sentence), so int64 cannot overflow
+# below ~2^31 target tokens (ibm.py checks this).
+COUNT_SCALE = FIXED_ONE
+
+
+cdef inline int64_t _find(const int32_t* col, int64_t lo, int64_t hi, int32_t f) noexcept nogil:
+    """Index k in [lo, hi) with col[k] == f (col sorted ascending there), else -1."""
+    cdef int64_t end = hi, mid
+    while lo < hi:
+        mid = lo + (hi - lo) // 2
+        if col[mid] < f:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < end and col[lo] == f:
+        return lo
+    return -1
+
+
+cdef inline void _diagonal_prior(double* w, int64_t i, int64_t m, int64_t n,
+                                 double p_null, double tension) noexcept nogil:
+    """w[j] = p(a_i = j+1) for the n real source words (0-based i, j; 1-based in the math).
+
+    exp(-tension |i/m - j/n|) is geometric in j on each side of the diagonal, with ratio
+    r = exp(-tension / n) per step away from it; so each side costs one exp and then one
+    multiplication per position (the same sequence of operations on every thread, hence
+    deterministic). j_up = floor(i n / m), in integers, is the last 1-based j with j/n <= i/m.
+    """
+    cdef int64_t j, j_up = ((i + 1) * n) // m
+    cdef double fi = <double>(i + 1) / <double>m, r, v, z = 0.0
+    if n <= 0:
+        return
+    r = exp(-tension / <double>n)
+    if j_up >= 1:                         # j = j_up down to 1: exp(-tension (i/m - j/n))
+        v = exp(-tension * (fi - <double>j_up / <double>n))
+        for j in range(j_up - 1, -1, -1):
+            w[j] = v
+            z += v
+            v *= r
+    if j_up < n:                          # j = j_up + 1 up to n: exp(-tension (j/n - i/m))
+        v = exp(-tension * (<double>(j_up + 1) / <double>n - fi))
+        for j in range(j_up, n):
+            w[j] = v
+            z += v
+            v *= r
+    z = (1.0 - p_null) / z
+    for j in range(n):
+        w[j] *= z
+
+
+cdef double _em_sentence(const int32_t* src, int64_t n, const int32_t* tgt, int64_t m,
+                         const int64_t* row_ptr, const int32_t* col, const double* prob,
+                         int64_t null_row, int64_t* counts, double p_null, double tension,
+                         double* w, int64_t* idx, int32_t* cache, int cache_mode) noexcept nogil:
+    """Add one sentence pair's posteriors to ``counts``; return its log-likelihood.
+
+    log p(f | e) = sum_i log sum_j p(a_i = j) t(f_i | e_j), and the posterior of a link is
+    p(a_i = j | e, f) = p(a_i = j) t(f_i | e_j) / sum_j' p(a_i = j') t(f_i | e_j').
+    ``w`` and ``idx`` are per-thread buffers of n + 1 entries (slot n is NULL).
+    ``cache`` ((n + 1) * m int32, row-major by target position) remembers the table index
+    of every (target position, source slot) so that later iterations skip the binary
+    searches: cache_mode 0 = not used, 1 = search and fill, 2 = read.
+    """
+    cdef int64_t i, j, k, r
+    cdef int32_t f
+    cdef double z, ll = 0.0, post
+    cdef int64_t c
+    for i in range(m):
+        f = tgt[i]
+        _diagonal_prior(w, i, m, n, p_null, tension)
+        if cache_mode == 2:
+            for j in range(n + 1):
+                idx[j] = cache[i * (n + 1) + j]
+        else:
+            idx[n] = _find(col, row_ptr[null_row], row_ptr[null_row + 1], f)
+            for j in range(n):
+                r = src[j]
+                idx[j] = _find(col, row_ptr[r], row_ptr[r + 1], f)
+            if cache_mode == 1:
+                for j in range(n + 1):
+                    cache[i * (n + 1) + j] = <int32_t> idx[j]
+        k = idx[n]
+        w[n] = p_null * prob[k] if k >= 0 else 0.0
+        z = w[n]
+        for j in range(n):
+            k = idx[j]
+            w[j] = w[j] * prob[k] if k >= 0 else 0.0
+            z += w[j]
+        if z <= 0.0:
+            continue          # every t is 0 (cannot happen on the training corpus): no evidence
+        ll += log(z)
+        for j in range(n + 1):
+            if idx[j] >= 0:
+                post = w[j] / z
+                c = llround(post * FIXED_ONE)
+                if c != 0:
+                    atomic_add_i64(&counts[idx[j]], c)
+    return ll
+
+
+def cooccurrence_csr(const int32_t[::1] src_tokens, const int64_t[::1] src_offsets,
+                     const int32_t[::1] tgt_tokens, const int64_t[::1] tgt_offsets,
+                     int32_t n_src_vocab, int32_t n_tgt_vocab):
+    """CSR (row_ptr int64 [n_src_vocab + 2], col int32) of co-occurring (source, target) pairs.
+
+    Row r < n_src_vocab lists the target ids seen in a sentence pair together with source
+    word r; row n_src_vocab (NULL) lists every target id of the corpus. Rows are sorted and
+    unique. Each row is deduplicated whenever it doubles past its last unique size, so the
+    working memory stays within a small factor of the final table.
+    """
+    cdef int64_t n_sent = src_offsets.shape[0] - 1
+    cdef vector[vector[int32_t]] rows
+    cdef vector[int64_t] last_unique
+    cdef uint8_t* seen_null = <uint8_t*> calloc(n_tgt_vocab + 1, 1)
+    cdef int64_t s, a, b, c, d, j, i, r, total = 0, k
+    cdef int32_t e, f
+    if seen_null == NULL:
+        raise MemoryError()
+    rows.resize(n_src_vocab)
+    last_unique.resize(n_src_vocab, 0)
+    with nogil:
+        for s in range(n_sent):
+            a, b = src_offsets[s], src_offsets[s + 1]
+            c, d = tgt_offsets[s], tgt_offsets[s + 1]
+            for i in range(c, d):
+                seen_null[tgt_tokens[i]] = 1
+            for j in range(a, b):
+                e = src_tokens[j]
+                for i in range(c, d):
+                    rows[e].push_back(tgt_tokens[i])
+                if <int64_t> rows[e].size() > 2 * last_unique[e] + 64:
+                    sort_unique(rows[e])
+                    last_unique[e] = rows[e].size()
+        for r in range(n_src_vocab):
+            sort_unique(rows[r])
+            total += rows[r].size()
+        for f in range(n_tgt_vocab):
+            total += seen_null[f]
+    row_ptr_arr = np.empty(n_src_vocab + 2, dtype=np.int64)
+    col_arr = np.empty(total, dtype=np.int32)
+    cdef int64_t[::1] row_ptr = row_ptr_arr
+    cdef int32_t[::1] col = col_arr
+    with nogil:
+        k = 0
+        for r in range(n_src_vocab):
+            row_ptr[r] = k
+            for j in range(<int64_t> rows[r].size()):
+                col[k] = rows[r][j]
+                k += 1
+            rows[r].clear()
+            rows[r].shrink_to_fit()
+        row_ptr[n_src_vocab] = k
+        for f in range(n_tgt_vocab):
+            if seen_null[f]:
+                col[k] = f
+                k += 1
+        row_ptr[n_src_vocab + 1] = k
+    free(seen_null)
+    return row_ptr_arr, col_arr
+
+
+def e_step(const int32_t[::1] src_tokens, const int64_t[::1] src_offsets,
+           const int32_t[::1] tgt_tokens, const int64_t[::1] tgt_offsets,
+           const int64_t[::1] row_ptr, const int32_t[::1] col, const double[::1] prob,
+           int64_t[::1] counts, double[::1] loglik, double p_null, double tension,
+           int max_src_len, int n_threads, int32_t[::1] cache=None,
+           const int64_t[::1] cache_offsets=None, int cache_mode=0):
+    """Add every sentence pair's expected counts to ``counts`` (fixed point, 2^32 = 1).
+
+    ``loglik[s]`` receives log p(f_s | e_s) (summed by the caller in sentence order, so the
+    total is deterministic too). ``counts`` must be zeroed by the caller. With cache_mode
+    1 (fill) or 2 (read), sentence s uses ``cache[cache_offsets[s]:cache_offsets[s+1]]``,
+    of (n_s + 1) m_s table indices (int32, -1 = pair absent).
+    """
+    cdef int64_t n_sent = src_offsets.shape[0] - 1
+    cdef int64_t null_row = row_ptr.shape[0] - 2
+    cdef int64_t s
+    cdef double* w
+    cdef int64_t* idx
+    cdef int32_t* cache_ptr = NULL
+    cdef const int64_t* cache_off = NULL
+    if cache_mode != 0:
+        if cache is None or cache_offsets is None or cache_offsets.shape[0] != n_sent + 1:
+            raise ValueError("cache_mode needs cache and cache_offsets (n_sent + 1)")
+        if cache.shape[0] > 0:
+            cache_ptr = &cache[0]
+        cache_off = &cache_offsets[0]
+    w = NULL              # assigned per thread below; set here so no copy is uninitialised
+    idx = NULL
+    if n_sent <= 0:
+        return
+    with nogil, parallel(num_threads=n_threads):
+        w = <double*> malloc((max_src_len + 1) * sizeof(double))
+        idx = <int64_t*> malloc((max_src_len + 1) * sizeof(int64_t))
+        for s in prange(n_sent, schedule="dynamic", chunksize=64):
+            loglik[s] = _em_sentence(
+                &src_tokens[0] + src_offsets[s], src_offsets[s + 1] - src_offsets[s],
+                &tgt_tokens[0] + tgt_offsets[s], tgt_offsets[s + 1] - tgt_offsets[s],
+                &row_ptr[0], &col[0], &prob[0], null_row, &counts[0], p_null, tension,
+                w, idx, cache_ptr + cache_off[s] if cache_mode != 0 else NULL, cache_mode)
+        free(w)
+        free(idx)
+
+
+def m_step(const int64_t[::1] row_ptr, const int64_t[::1] counts, double[::1] prob,
+           int n_threads):
+    """t(f | e) = c(e, f) / sum_f' c(e, f') for every row with positive mass.
+
+    The row total is an exact int64 sum, the division float64: the result does not depend on
+    the thread count. A row without mass (a source word that never occurs) keeps its values.
+    """
+    cdef int64_t n_rows = row_ptr.shape[0] - 1
+    cdef int64_t r, k, total
+    cdef double inv
+    with nogil:
+        for r in prange(n_rows, schedule="static", num_threads=n_threads):
+            total = 0
+            for k in range(row_ptr[r], row_ptr[r + 1]):
+                total = total + counts[k]
+            if total > 0:
+                for k in range(row_ptr[r], row_ptr[r + 1]):
+                    prob[k] = <double> counts[k] / <double> total
+
+
+cdef void _viterbi_sentence(const int32_t* src, int64_t n, const int32_t* tgt, int64_t m,
+                            const int64_t* row_ptr, const int32_t* col, const double* prob,
+                            int64_t n_rows, double p_null, double tension, double floor,
+                            double* w, int32_t* out) noexcept nogil:
+    """out[i] = argmax_j p(a_i = j) t(f_i | e_j), 0-based source position, -1 for NULL.
+
+    A pair missing from the table (or with t = 0) scores with t = ``floor``. Ties go to NULL,
+    then to the leftmost source position (strict > in the scan).
+    """
+    cdef int64_t i, j, k, r, null_row = n_rows - 1
+    cdef double best, score, t
+    cdef int32_t f, arg
+    for i in range(m):
+        f = tgt[i]
+        _diagonal_prior(w, i, m, n, p_null, tension)
+        k = _find(col, row_ptr[null_row], row_ptr[null_row + 1], f)
+        t = prob[k] if k >= 0 else 0.0
+        best = p_null * (t if t > floor else floor)
+        arg = -1
+        for j in range(n):
+            r = src[j]
+            k = -1
+            if r < null_row:
+                k = _find(col, row_ptr[r], row_ptr[r + 1], f)
+            t = prob[k] if k >= 0 else 0.0
+            score = w[j] * (t if t > floor else floor)
+            if score > best:
+                best = score
+                arg = <int32_t> j
+        out[i] = arg
+
+
+def viterbi_argmax(const int32_t[::1] src_tokens, const int64_t[::1] src_offsets,
+                   const int32_t[::1] tgt_tokens, const int64_t[::1] tgt_offsets,
+                   const int64_t[::1] row_ptr, const int32_t[::1] col, const double[::1] prob,
+                   int32_t[::1] out, double p_null, double tension, double floor,
+                   int max_src_len, int n_threads):
+    """out[tgt_offsets[s] + i] = Viterbi source position of target word i of sentence s (-1 NULL)."""
+    cdef int64_t n_sent = src_offsets.shape[0] - 1
+    cdef int64_t n_rows = row_ptr.shape[0] - 1
+    cdef int64_t s
+    cdef double* w
+    w = NULL
+    if n_sent <= 0:
+        return
+    with nogil, parallel(num_threads=n_threads):
+        w = <double*> malloc((max_src_len + 1) * sizeof(double))
+        for s in prange(n_sent, schedule="dynamic", chunksize=64):
+            _viterbi_sentence(
+                &src_tokens[0] + src_offsets[s], src_offsets[s + 1] - src_offsets[s],
+                &tgt_tokens[0] + tgt_offsets[s], tgt_offsets[s + 1] - tgt_offsets[s],
+                &row_ptr[0], &col[0], &prob[0], n_rows, p_null, tension, floor,
+                w, &out[0] + tgt_offsets[s])
+        free(w)
+
+
+# Neighbour order of the grow step: the 4 sides, then the 4 diagonals (as pivot's align stage).
+cdef int _DI[8]
+cdef int _DJ[8]
+_DI[:] = [-1, 0, 1, 0, -1, -1, 1, 1]
+_DJ[:] = [0, -1, 0, 1, -1, 1, -1, 1]
+
+# Cell flags of the per-sentence alignment matrix.
+cdef enum:
+    IN_FWD = 1
+    IN_REV = 2
+    IN_A = 4
+
+
+cdef int64_t _gdfa_sentence(const int32_t* fe, const int32_t* ff, int64_t n_fwd,
+                            const int32_t* re, const int32_t* rf, int64_t n_rev,
+                            int64_t le, int64_t lf, uint8_t* mat, uint8_t* ae, uint8_t* af,
+                            int32_t* out_e, int32_t* out_f) noexcept nogil:
+    """grow-diag-final-and of one sentence; writes the sorted links, returns their number.
+
+    1. A = F & R.  2. Repeat passes until none adds a link: scan (i, j) row-major; at each
+    cell in A at the moment the scan reaches it, for each neighbour in _DI/_DJ order, add it
+    if it is in F | R, not in A, and its English or its foreign word is unaligned in A.
+    3. For F, then R, in (i, j) order: add (i, j) if both words are unaligned in A.
+    """
+    cdef int64_t x, i, j, ii, jj, d, n_out = 0
+    cdef bint added = True
+    for x in range(le * lf):
+        mat[x] = 0
+    for i in range(le):
+        ae[i] = 0
+    for j in range(lf):
+        af[j] = 0
+    for x in range(n_fwd):
+        mat[fe[x] * lf + ff[x]] |= IN_FWD
+    for x in range(n_rev):
+        mat[re[x] * lf + rf[x]] |= IN_REV
+    for x in range(le * lf):
+        if mat[x] == (IN_FWD | IN_REV):
+            mat[x] |= IN_A
+            ae[x // lf] = 1
+            af[x % lf] = 1
+    while added:
+        added = False
+        for i in range(le):
+            for j in range(lf):
+                if not (mat[i * lf + j] & IN_A):
+                    continue
+                for d in range(8):
+                    ii = i + _DI[d]
+                    jj = j + _DJ[d]
+                    if ii < 0 or ii >= le or jj < 0 or jj >= lf:
+                        continue
+                    x = ii * lf + jj
+                    if mat[x] != 0 and not (mat[x] & IN_A) and (not ae[ii] or not af[jj]):
+                        mat[x] |= IN_A
+                        ae[ii] = 1
+                        af[jj] = 1
+                        added = True
+    # FINAL-AND: each direction's links in (i, j) order (they arrive sorted).
+    for x in range(n_fwd):
+        i, j = fe[x], ff[x]
+        if not ae[i] and not af[j]:
+            mat[i * lf + j] |= IN_A
+            ae[i] = 1
+            af[j] = 1
+    for x in range(n_rev):
+        i, j = re[x], rf[x]
+        if not ae[i] and not af[j]:
+            mat[i * lf + j] |= IN_A
+            ae[i] = 1
+            af[j] = 1
+    for i in range(le):
+        for j in range(lf):
+            if mat[i * lf + j] & IN_A:
+                out_e[n_out] = <int32_t> i
+                out_f[n_out] = <int32_t> j
+                n_out += 1
+    return n_out
+
+
+def grow_diag_final_and(const int32_t[::1] fwd_e, const int32_t[::1] fwd_f,
+                        const int64_t[::1] fwd_offsets,
+                        const int32_t[::1] rev_e, const int32_t[::1] rev_f,
+                        const int64_t[::1] rev_offsets,
+                        const int64_t[::1] e_lengths, const int64_t[::1] f_lengths,
+                        int32_t[::1] out_e, int32_t[::1] out_f, int64_t[::1] out_count,
+                        int64_t max_cells, int64_t max_len, int n_threads):
+    """Symmetrise a bitext; sentence s writes its links at fwd_offsets[s] + rev_offsets[s].
+
+    Both inputs are ragged, sorted by (i, j), unique and inside the sentence (the caller
+    checks). ``out_count[s]`` receives the number of links of sentence s; the caller compacts.
+    """
+    cdef int64_t n_sent = fwd_offsets.shape[0] - 1
+    cdef int64_t s, base
+    cdef uint8_t* mat
+    cdef uint8_t* ae
+    cdef uint8_t* af
+    mat = ae = af = NULL
+    if n_sent <= 0:
+        return
+    with nogil, parallel(num_threads=n_threads):
+        mat = <uint8_t*> malloc(max_cells + 1)
+        ae = <uint8_t*> malloc(max_len + 1)
+        af = <uint8_t*> malloc(max_len + 1)
+        for s in prange(n_sent, schedule="dynamic", chunksize=256):
+            base = fwd_offsets[s] + rev_offsets[s]
+            out_count[s] = _gdfa_sentence(
+                &fwd_e[0] + fwd_offsets[s], &fwd_f[0] + fwd_offsets[s],
+                fwd_offsets[s + 1] - fwd_offsets[s],
+                &rev_e[0] + rev_offsets[s], &rev_f[0] + rev_offsets[s],
+                rev_offsets[s + 1] - rev_offsets[s],
+                e_lengths[s], f_lengths[s], mat, ae, af,
+                &out_e[0] + base, &out_f[0] + base)
+        free(mat)
+        free(ae)
+        free(af)

@@ -1,0 +1,202 @@
+"""The streaming database writer (schema in `pivot.store.db`).
+
+A real build stores millions of pairs under a handful of models, so the writer never holds a
+Python object per pair for the whole table: it sorts the pairs once with numpy (rows go in
+primary-key order, which lets SQLite append to the WITHOUT ROWID b-tree instead of splitting
+pages all over it) and converts one batch of rows at a time to Python values for
+`executemany`. Ranks and reverse probabilities are not stored; the reader derives them from
+the pair rows of one phrase, which are few.
+
+The file is built under a temporary name in the destination folder and renamed into place
+only when complete, so a reader never sees half a database; any exception removes it. Equal
+inputs give a byte-identical file: nothing time- or process-dependent is written.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+SCHEMA_VERSION = 2
+
+
+def schema_sql(n_models: int, n_pivot_columns: int = 3) -> str:
+    """The DDL of a database with `n_models` stored models and `n_pivot_columns` pivots per pair.
+
+    Model columns are named by position (p_0, p_1, ...), never by model name, so no user text
+    reaches the DDL; `model.score_column` maps names to columns. The foreign phrase table is
+    not called "foreign": FOREIGN is an SQL keyword and would need quoting in every query.
+    """
+    pivots = "".join(f"pivot{j + 1} INTEGER, " for j in range(n_pivot_columns))
+    probs = "".join(f"p_{j} REAL, " for j in range(n_models))
+    return f"""
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE model (
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, kind TEXT NOT NULL,
+    description TEXT NOT NULL, params TEXT NOT NULL, score_column TEXT, n_pairs INTEGER NOT NULL);
+CREATE TABLE phrase (
+    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL);
+CREATE TABLE foreign_phrase (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
+CREATE TABLE pair (
+    e1 INTEGER NOT NULL, e2 INTEGER NOT NULL, n_pivots INTEGER NOT NULL, {pivots}{probs}
+    PRIMARY KEY (e1, e2)) WITHOUT ROWID;
+"""
+
+
+def _masked(values: np.ndarray, absent: np.ndarray) -> list:
+    """values as Python scalars, None where `absent` (SQL NULL)."""
+    if not absent.any():
+        return values.tolist()
+    out = values.astype(object)
+    out[absent] = None
+    return out.tolist()
+
+
+def _integers(a) -> np.ndarray:
+    a = np.asarray(a)
+    return a if a.dtype.kind in "iu" else a.astype(np.int64)
+
+
+def _used_ids(*ids: np.ndarray) -> np.ndarray:
+    """The distinct non-negative ids of the arrays, ascending.
+
+    Ids are dense vocabulary indices, so a presence mask is several times faster than
+    np.unique's hashing or sorting of millions of values.
+    """
+    size = max((int(a.max()) + 1 for a in ids if len(a)), default=0)
+    seen = np.zeros(size, dtype=bool)
+    for a in ids:
+        seen[a] = True
+    return np.flatnonzero(seen)
+
+
+def write_database(
+    path,
+    *,
+    phrases,
+    phrase_counts: np.ndarray,
+    e1: np.ndarray,
+    e2: np.ndarray,
+    n_pivots: np.ndarray,
+    pivots: np.ndarray,
+    foreign: dict,
+    models: list[dict],
+    scores: np.ndarray,
+    meta: dict,
+    progress: bool = False,
+    batch_rows: int = 200_000,
+) -> Path:
+    """Write a complete database to `path` atomically.
+
+    phrases maps an English phrase id to its text (list or dict; only ids in e1/e2 are read).
+    `pivots` is an int (n, k) array of foreign phrase ids per pair, best first, -1 for none;
+    `foreign` maps each of those ids to its text ("fr:traiter").
+    `models` are dicts {name, kind, description, params}; `scores` has one column per model
+    whose kind is not "combined", in order. A zero (or NaN) score means the model does not
+    propose the pair and is stored as NULL. A combined model's params hold
+    {"base": name, "other": name, "fit": pivot.store.combined.Combination.to_meta()}.
+    """
+    from tqdm import tqdm
+
+    path = Path(path)
+    # Integer arrays keep their dtype (the pipeline's are int32): a copy per column would cost
+    # hundreds of MB at a real build's size, and .tolist() gives Python ints either way.
+    e1, e2, n_pivots, pivots = (_integers(a) for a in (e1, e2, n_pivots, pivots))
+    scores = np.asarray(scores, dtype=np.float64)
+    n = len(e1)
+    if pivots.ndim == 1 and n == 0:
+        pivots = pivots.reshape(0, 3)
+    stored = [m for m in models if m["kind"] != "combined"]
+    if scores.shape != (n, len(stored)):
+        raise ValueError(f"scores has shape {scores.shape}, expected ({n}, {len(stored)})")
+    if len(e2) != n or len(n_pivots) != n or pivots.ndim != 2 or len(pivots) != n:
+        raise ValueError(f"e2 {e2.shape}, n_pivots {n_pivots.shape} and pivots {pivots.shape} must have "
+                         f"{n} rows")
+    names = [m["name"] for m in models]
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate model names: {names}")
+    stored_names = {m["name"] for m in stored}
+    for m in models:
+        if m["kind"] == "combined" and not {m["params"].get("base"), m["params"].get("other")} <= stored_names:
+            raise ValueError(f"combined model {m['name']!r} must name two stored models as base and other")
+    used_f = _used_ids(pivots[pivots >= 0])
+    missing = [f for f in used_f.tolist() if f not in foreign]
+    if missing:
+        raise ValueError(f"{len(missing)} pivot id(s) have no text in `foreign`, e.g. {missing[:5]}")
+    n_piv_cols = pivots.shape[1]
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    conn = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        # The file is private until renamed: durability is unnecessary while writing, and a
+        # large cache keeps the b-tree's interior pages in memory during the load.
+        conn.execute("PRAGMA journal_mode=OFF")
+        conn.execute("PRAGMA synchronous=OFF")
+        conn.execute("PRAGMA cache_size=-262144")  # KiB: 256 MiB
+        conn.execute("PRAGMA temp_store=MEMORY")
+        conn.executescript(schema_sql(len(stored), n_piv_cols))
+        conn.execute("BEGIN")  # one transaction for the whole load
+
+        used = _used_ids(e1, e2)
+        conn.executemany(
+            "INSERT INTO phrase VALUES (?, ?, ?, ?)",
+            ((i, phrases[i], phrases[i].count(" ") + 1, int(phrase_counts[i])) for i in used.tolist()),
+        )
+        conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)",
+                         ((int(f), foreign[f]) for f in sorted(foreign)))
+
+        # Primary-key order; a duplicate pair fails the insert (and the write) below.
+        order = np.lexsort((e2, e1))
+        absent = ~(scores > 0)  # 0 and NaN: the model does not propose the pair
+        n_pairs = (n - absent.sum(axis=0)).tolist() if n else [0] * len(stored)
+        insert = f"INSERT INTO pair VALUES ({', '.join('?' * (3 + n_piv_cols + len(stored)))})"
+        with tqdm(total=n, desc="database: pairs", unit="row", unit_scale=True,
+                  disable=not progress, mininterval=1.0) as bar:
+            for start in range(0, n, batch_rows):
+                idx = order[start:start + batch_rows]
+                piv = pivots[idx]
+                sc = scores[idx]
+                ab = absent[idx]
+                columns = [e1[idx].tolist(), e2[idx].tolist(), n_pivots[idx].tolist()]
+                columns += [_masked(piv[:, j], piv[:, j] < 0) for j in range(n_piv_cols)]
+                columns += [_masked(sc[:, j], ab[:, j]) for j in range(len(stored))]
+                conn.executemany(insert, zip(*columns))
+                bar.update(len(idx))
+
+        # A model's pair count is stored so that n_pairs() need not scan the table; a combined
+        # model proposes exactly its base model's pairs.
+        column_of = {m["name"]: j for j, m in enumerate(stored)}
+        for model_id, spec in enumerate(models):
+            if spec["kind"] == "combined":
+                col, count = None, n_pairs[column_of[spec["params"]["base"]]]
+            else:
+                col, count = f"p_{column_of[spec['name']]}", n_pairs[column_of[spec["name"]]]
+            conn.execute(
+                "INSERT INTO model VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (model_id, spec["name"], spec["kind"], spec.get("description", ""),
+                 json.dumps(spec.get("params", {}), sort_keys=True), col, int(count)),
+            )
+        meta = {"schema_version": SCHEMA_VERSION, **meta}
+        conn.executemany("INSERT INTO meta VALUES (?, ?)",
+                         ((k, json.dumps(v, sort_keys=True)) for k, v in meta.items()))
+        # Lookups by text go through this index; pairs are clustered by their key. Built after
+        # the load: one sort instead of an index update per row.
+        conn.execute("CREATE UNIQUE INDEX phrase_text ON phrase(text)")
+        conn.execute("COMMIT")
+        conn.execute("ANALYZE")
+    except BaseException:
+        conn.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    conn.close()
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

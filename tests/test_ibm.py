@@ -1,0 +1,241 @@
+"""Tests of pivot.pipeline.ibm, the deterministic fast_align-style IBM Model 2 aligner.
+
+Toy vocabularies: source a=0, b=1; target x=0, y=1. Expected values are traced by hand in
+the comments (notation of pivot/ibm.py: t(f | e), prior p(a_i = j), posteriors, counts c).
+"""
+import math
+
+import numpy as np
+import pytest
+
+from pivot.pipeline import ibm
+
+
+def ragged(sentences):
+    """(int32 tokens, int64 offsets) of a list of id lists."""
+    offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
+    np.cumsum([len(s) for s in sentences], out=offsets[1:])
+    tokens = np.array([t for s in sentences for t in s], dtype=np.int32)
+    return tokens, offsets
+
+
+# s0: "a b" -> "x y";  s1: "a" -> "x"
+SRC = ragged([[0, 1], [0]])
+TGT = ragged([[0, 1], [0]])
+NULL = None
+
+
+def test_cooccurrence_table():
+    row_ptr, col = ibm.cooccurrence(*SRC, *TGT, 2, 2)
+    # a: {x, y}; b: {x, y}; NULL: every target word {x, y}
+    assert row_ptr.tolist() == [0, 2, 4, 6]
+    assert col.tolist() == [0, 1, 0, 1, 0, 1]
+    assert row_ptr.dtype == np.int64 and col.dtype == np.int32
+
+
+def test_one_iteration_model1_no_null():
+    # tension = 0: uniform prior over the n real words; p_null = 0: NULL never used. So this is
+    # IBM Model 1 from the uniform start t = 1/2 (each row has 2 co-occurring targets).
+    # s0, f = x: p(a=a) t(x|a) = 1/2 * 1/2 = 1/4, same for b -> posteriors 1/2, 1/2; same for y.
+    # s1, f = x: only a -> posterior 1.
+    # c(a,x) = 1/2 + 1 = 3/2, c(a,y) = 1/2, c(b,x) = 1/2, c(b,y) = 1/2.
+    # t(x|a) = (3/2) / 2 = 3/4, t(y|a) = 1/4, t(x|b) = t(y|b) = 1/2; NULL has no mass, stays 1/2.
+    # All posteriors are dyadic, so the fixed-point counts and the t values are exact.
+    m = ibm.fit(*SRC, *TGT, 2, 2, iterations=1, p_null=0.0, tension=0.0)
+    assert m.t(0, 0) == 0.75
+    assert m.t(0, 1) == 0.25
+    assert m.t(1, 0) == 0.5
+    assert m.t(1, 1) == 0.5
+    assert m.t(NULL, 0) == 0.5
+    # log-likelihood of the uniform start: s0: 2 * log(1/2), s1: log(1/2)
+    assert m.log_likelihood.tolist() == [3 * math.log(0.5)]
+
+
+def test_one_iteration_with_null():
+    # tension = 0, p_null = 0.2; start t = 1/2 everywhere.
+    # s0 (n = 2), f = x: NULL 0.2 * 1/2 = 0.1; a 0.4 * 1/2 = 0.2; b 0.2; Z = 0.5
+    #   -> posteriors NULL 0.2, a 0.4, b 0.4; the same for f = y.
+    # s1 (n = 1), f = x: NULL 0.1; a 0.8 * 1/2 = 0.4; Z = 0.5 -> NULL 0.2, a 0.8.
+    # c(a,x) = 0.4 + 0.8 = 1.2, c(a,y) = 0.4       -> t(x|a) = 1.2/1.6 = 3/4, t(y|a) = 1/4
+    # c(b,x) = c(b,y) = 0.4                        -> t(x|b) = t(y|b) = 1/2
+    # c(NULL,x) = 0.2 + 0.2 = 0.4, c(NULL,y) = 0.2 -> t(x|NULL) = 2/3, t(y|NULL) = 1/3
+    m = ibm.fit(*SRC, *TGT, 2, 2, iterations=1, p_null=0.2, tension=0.0)
+    # Fixed point: each posterior is rounded to a multiple of 2^-32, so agreement is to ~1e-9.
+    assert m.t(0, 0) == pytest.approx(0.75, abs=1e-9)
+    assert m.t(0, 1) == pytest.approx(0.25, abs=1e-9)
+    assert m.t(1, 0) == pytest.approx(0.5, abs=1e-9)
+    assert m.t(NULL, 0) == pytest.approx(2 / 3, abs=1e-9)
+    assert m.t(NULL, 1) == pytest.approx(1 / 3, abs=1e-9)
+    # Exactly: c(a,x) = round(0.4 * 2^32) + round(0.8 * 2^32) = 1717986918 + 3435973837,
+    # c(a,y) = 1717986918, and the M-step divides the int64 counts in float64.
+    assert m.t(0, 0) == 5153960755 / (5153960755 + 1717986918)
+
+
+def test_one_iteration_diagonal_prior():
+    # s0 only, tension = 1, p_null = 0, m = n = 2. h(i, j) = |i/m - j/n| (1-based):
+    #   i = 1: h(1,1) = 0, h(1,2) = 1/2 -> p(a_1 = 1) = q = 1 / (1 + e^{-1/2}), p(a_1 = 2) = 1 - q
+    #   i = 2: h(2,1) = 1/2, h(2,2) = 0 -> p(a_2 = 1) = 1 - q, p(a_2 = 2) = q
+    # t starts at 1/2 everywhere, so posteriors = prior:
+    #   c(a,x) = q, c(a,y) = 1 - q, c(b,x) = 1 - q, c(b,y) = q, each row sums to 1,
+    #   t(x|a) = q = 0.62245933..., t(y|a) = 1 - q, t(x|b) = 1 - q, t(y|b) = q.
+    src, tgt = ragged([[0, 1]]), ragged([[0, 1]])
+    m = ibm.fit(*src, *tgt, 2, 2, iterations=1, p_null=0.0, tension=1.0)
+    q = 1.0 / (1.0 + math.exp(-0.5))
+    assert m.t(0, 0) == pytest.approx(q, abs=1e-9)
+    assert m.t(0, 1) == pytest.approx(1 - q, abs=1e-9)
+    assert m.t(1, 0) == pytest.approx(1 - q, abs=1e-9)
+    assert m.t(1, 1) == pytest.approx(q, abs=1e-9)
+
+
+def random_corpus(n_sent=300, vocab=40, seed=7):
+    rng = np.random.RandomState(seed)
+    src, tgt = [], []
+    for _ in range(n_sent):
+        n = rng.randint(0, 12)
+        e = rng.randint(0, vocab, size=n).tolist()
+        # a noisy "translation": word w -> (3 w + 1) mod vocab, shuffled a little, plus noise
+        f = [(3 * w + 1) % vocab for w in e if rng.rand() < 0.9] + \
+            rng.randint(0, vocab, size=rng.randint(0, 3)).tolist()
+        if len(f) > 2 and rng.rand() < 0.3:
+            f[0], f[1] = f[1], f[0]
+        src.append(e)
+        tgt.append(f)
+    return ragged(src), ragged(tgt), vocab
+
+
+def test_threads_give_identical_bytes():
+    (s, so), (t, to), v = random_corpus()
+    one = ibm.fit(s, so, t, to, v, v, iterations=4, n_threads=1)
+    two = ibm.fit(s, so, t, to, v, v, iterations=4, n_threads=2)
+    assert one.prob.tobytes() == two.prob.tobytes()
+    assert one.col.tobytes() == two.col.tobytes()
+    assert one.log_likelihood.tobytes() == two.log_likelihood.tobytes()
+    links1 = ibm.viterbi(one, s, so, t, to, n_threads=1)
+    links2 = ibm.viterbi(two, s, so, t, to, n_threads=2)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(links1, links2))
+    both1 = ibm.align_both(s, so, t, to, v, v, iterations=3, n_threads=1)
+    both2 = ibm.align_both(s, so, t, to, v, v, iterations=3, n_threads=2)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(both1, both2))
+
+
+def test_em_increases_likelihood():
+    (s, so), (t, to), v = random_corpus()
+    m = ibm.fit(s, so, t, to, v, v, iterations=5)
+    assert np.all(np.diff(m.log_likelihood) > 0)
+
+
+def test_posteriors_normalise():
+    # Every target word spreads a posterior mass of exactly 1 over its n + 1 candidates; in
+    # fixed point each of the n + 1 roundings is off by at most 1/2 unit.
+    (s, so), (t, to), v = random_corpus()
+    m = ibm.fit(s, so, t, to, v, v, iterations=2)
+    counts, _ = ibm.expected_counts(m, s, so, t, to)
+    slack = int(((np.diff(so) + 1) * np.diff(to)).sum()) // 2 + 1
+    assert abs(int(counts.sum()) - len(t) * 2 ** 32) <= slack
+    # per sentence pair, on a one-sentence corpus
+    for k in range(5):
+        a, b, c, d = so[k], so[k + 1], to[k], to[k + 1]
+        one, _ = ibm.expected_counts(m, s[a:b], [0, b - a], t[c:d], [0, d - c])
+        assert abs(int(one.sum()) - (d - c) * 2 ** 32) <= (b - a + 1) * (d - c)
+
+
+def test_viterbi_obvious():
+    # "a b" -> "x y", "a" -> "x", "b" -> "y": after EM t(x|a) and t(y|b) dominate.
+    src = ragged([[0, 1], [0], [1], [0, 1]])
+    tgt = ragged([[0, 1], [0], [1], [1, 0]])
+    m = ibm.fit(*src, *tgt, 2, 2, iterations=5, tension=0.0)
+    e, f, off = ibm.viterbi(m, *src, *tgt)
+    links = [list(zip(e[off[k]:off[k + 1]].tolist(), f[off[k]:off[k + 1]].tolist()))
+             for k in range(4)]
+    assert links == [[(0, 0), (1, 1)], [(0, 0)], [(0, 0)], [(0, 1), (1, 0)]]
+    assert e.dtype == np.int32 and f.dtype == np.int32 and off.dtype == np.int64
+
+
+def test_viterbi_unknown_words_follow_the_diagonal():
+    # Words never seen in training: every t is the floor, so the diagonal prior decides
+    # (p_null * floor < (1 - p_null) * prior * floor whenever the best prior > p_null).
+    m = ibm.fit(*SRC, *TGT, 2, 2, iterations=1)
+    src, tgt = ragged([[5, 6, 7]]), ragged([[9, 8, 9]])
+    e, f, off = ibm.viterbi(m, *src, *tgt)
+    assert list(zip(e.tolist(), f.tolist())) == [(0, 0), (1, 1), (2, 2)]
+
+
+def test_align_both_native_equals_project_symmetrize():
+    (s, so), (t, to), v = random_corpus(n_sent=200)
+    native = ibm.align_both(s, so, t, to, v, v, iterations=3, symmetrizer="native")
+    python = ibm.align_both(s, so, t, to, v, v, iterations=3, symmetrizer="python")
+    assert all(np.array_equal(a, b) for a, b in zip(native, python))
+
+
+def test_native_gdfa_matches_reference_on_random_links():
+    from pivot.pipeline.align import grow_diag_final_and
+    rng = np.random.RandomState(3)
+    fwd_l, rev_l, le_l, lf_l = [], [], [], []
+    for _ in range(500):
+        le, lf = rng.randint(1, 8), rng.randint(1, 8)
+        cells = [(i, j) for i in range(le) for j in range(lf)]
+        fwd = sorted({cells[k] for k in rng.randint(0, len(cells), size=rng.randint(0, 8))})
+        rev = sorted({cells[k] for k in rng.randint(0, len(cells), size=rng.randint(0, 8))})
+        fwd_l.append(fwd), rev_l.append(rev), le_l.append(le), lf_l.append(lf)
+
+    def pack(sets):
+        off = np.zeros(len(sets) + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in sets], out=off[1:])
+        e = np.array([i for x in sets for i, _ in x], dtype=np.int32)
+        f = np.array([j for x in sets for _, j in x], dtype=np.int32)
+        return e, f, off
+
+    e, f, off = ibm.symmetrize_links(pack(fwd_l), pack(rev_l), le_l, lf_l, n_threads=2)
+    for k in range(500):
+        got = list(zip(e[off[k]:off[k + 1]].tolist(), f[off[k]:off[k + 1]].tolist()))
+        assert got == grow_diag_final_and(fwd_l[k], rev_l[k], le_l[k], lf_l[k])
+    # the reference docstring example
+    e, f, off = ibm.symmetrize_links(pack([[(0, 0), (1, 1)]]), pack([[(0, 0), (1, 0)]]), [2], [2])
+    assert list(zip(e.tolist(), f.tolist())) == [(0, 0), (1, 0), (1, 1)]
+
+
+def test_save_load_roundtrip(tmp_path):
+    m = ibm.fit(*SRC, *TGT, 2, 2, iterations=2)
+    m.save(tmp_path / "m.npz")
+    back = ibm.Model.load(tmp_path / "m.npz")
+    assert back.row_ptr.tobytes() == m.row_ptr.tobytes()
+    assert back.col.tobytes() == m.col.tobytes()
+    assert back.prob.tobytes() == m.prob.tobytes()
+    assert (back.p_null, back.tension, back.n_tgt_vocab) == (m.p_null, m.tension, 2)
+
+
+def test_empty_sentences_and_validation():
+    src, tgt = ragged([[0], [], [1]]), ragged([[], [0], [1]])
+    m = ibm.fit(*src, *tgt, 2, 2, iterations=2)
+    e, f, off = ibm.viterbi(m, *src, *tgt)
+    assert off.tolist()[0] == 0 and len(off) == 4 and off[1] == 0 and off[2] == 0
+    with pytest.raises(ValueError):
+        ibm.fit(*SRC, *TGT, 1, 2)                           # source id 1 >= n_src_vocab
+    with pytest.raises(ValueError):
+        ibm.fit(SRC[0], np.array([0, 1, 2]), *TGT, 2, 2)    # offsets do not end at len(tokens)
+    with pytest.raises(ValueError):
+        ibm.fit(*SRC, *TGT, 2, 2, p_null=1.0)
+    with pytest.raises(ValueError):
+        ibm.fit(*SRC, *TGT, 2, 2, n_threads=0)
+
+
+def test_aer_hand_example():
+    # A = {(0,0,0), (0,1,0)}, S = {(0,0,0)}, P = {(0,0,0), (0,1,1)}
+    # |A & S| = 1, |A & P| = 1 (only (0,0,0)), |A| = 2, |S| = 1
+    # AER = 1 - (1 + 1) / (2 + 1) = 1/3, precision = 1/2, recall = 1/1
+    err, prec, rec = ibm.aer({(0, 0, 0), (0, 1, 0)}, {(0, 0, 0)}, {(0, 0, 0), (0, 1, 1)})
+    assert err == pytest.approx(1 / 3)
+    assert (prec, rec) == (0.5, 1.0)
+    # perfect sure-only answer: AER 0
+    assert ibm.aer({(0, 0, 0)}, {(0, 0, 0)}, {(0, 0, 0), (0, 1, 1)}) == (0.0, 1.0, 1.0)
+
+
+def test_index_cache_changes_nothing(monkeypatch):
+    # Iterations 2.. read the table indices stored by iteration 1 instead of searching again;
+    # the arithmetic is the same, so the bytes must be too.
+    (s, so), (t, to), v = random_corpus()
+    cached = ibm.fit(s, so, t, to, v, v, iterations=4, n_threads=2)
+    monkeypatch.setattr(ibm, "INDEX_CACHE_BYTES", 0)
+    searched = ibm.fit(s, so, t, to, v, v, iterations=4, n_threads=2)
+    assert cached.prob.tobytes() == searched.prob.tobytes()
+    assert cached.log_likelihood.tobytes() == searched.log_likelihood.tobytes()
