@@ -977,7 +977,7 @@ cdef bint _valid_layout(const int64_t* ptr, int64_t n_rows, const int32_t* idx, 
 
 def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const double[:, ::1] p_fe,
                   const int64_t[::1] col_ptr, const int32_t[::1] col_e, const double[:, ::1] p_ef,
-                  int64_t top_n, int n_threads, int64_t wave_work=0):
+                  int64_t top_n, int n_threads, int64_t wave_work=0, int64_t row_lo=0, int64_t row_hi=-1):
     """P_k(e1,e2) = sum_f p_k(e2|f) p_k(f|e1), e2 != e1, all K models in one pass, top-N per e1.
 
     row_ptr/row_f/p_fe: the kept entries by English phrase (CSR, f ascending in a row),
@@ -993,6 +993,9 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
     thread ran a row. wave_work overrides the work per wave (0: 2^17 per thread; tests use
     small values to run many waves). Scratch per thread: a hash table, the K sums and the
     rule-(c) buffers for the largest row's distinct e2 (at most the row's work), a few MB.
+
+    row_lo/row_hi restrict the work to the rows row_lo <= e1 < row_hi (-1: every row): a
+    sharded build gives each task a range; a row's result does not depend on the range.
     """
     cdef int64_t n_e = row_ptr.shape[0] - 1
     cdef int64_t n_f = col_ptr.shape[0] - 1
@@ -1009,13 +1012,17 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
     if not (_valid_layout(&row_ptr[0], n_e, &row_f[0] if n_kept else NULL, n_kept, n_f)
             and _valid_layout(&col_ptr[0], n_f, &col_e[0] if n_kept else NULL, n_kept, n_e)):
         raise ValueError("invalid CSR/CSC layout (pointers not monotone, or ids out of range)")
-    if n_kept == 0 or n_e == 0:
+    if row_hi < 0:
+        row_hi = n_e
+    if not 0 <= row_lo <= row_hi <= n_e:
+        raise ValueError(f"row range {row_lo}..{row_hi} outside 0..{n_e}")
+    if n_kept == 0 or n_e == 0 or row_lo == row_hi:
         return (np.empty(0, np.int32), np.empty(0, np.int32), np.empty((0, K), np.float64),
                 np.empty(0, np.int32), np.empty((0, 3), np.int32))
 
     # Work of each row, the bound on its distinct e2, and the wave boundaries.
     wave_ptr_np = np.empty(n_e + 1, dtype=np.int64)
-    row_work_np = np.empty(n_e, dtype=np.int64)
+    row_work_np = np.zeros(n_e, dtype=np.int64)
     cdef int64_t[::1] wave_ptr = wave_ptr_np
     cdef int64_t[::1] row_work_v = row_work_np
     cdef int64_t e, j, work, max_touched = 0, in_wave = 0, n_waves = 0, out_bound = 0, max_row = 0
@@ -1024,13 +1031,13 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
     cdef int64_t wave_target = wave_work if wave_work > 0 else (<int64_t>1 << WAVE_SHIFT) * n_threads
     with nogil:
         # The column lookups are random accesses: spread them over the threads.
-        for e in prange(n_e, num_threads=n_threads, schedule="static"):
+        for e in prange(row_lo, row_hi, num_threads=n_threads, schedule="static"):
             work = 0
             for j in range(row_ptr[e], row_ptr[e + 1]):
                 work = work + col_ptr[row_f[j] + 1] - col_ptr[row_f[j]]
             row_work_v[e] = min(work, n_e)
-        wave_ptr[0] = 0
-        for e in range(n_e):
+        wave_ptr[0] = row_lo
+        for e in range(row_lo, row_hi):
             work = row_work_v[e]
             max_row = max(max_row, row_ptr[e + 1] - row_ptr[e])
             out_bound += min(work, K * top_n) if top_n > 0 else work
@@ -1040,9 +1047,9 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
                 n_waves += 1
                 wave_ptr[n_waves] = e + 1
                 in_wave = 0
-        if wave_ptr[n_waves] != n_e:
+        if wave_ptr[n_waves] != row_hi:
             n_waves += 1
-            wave_ptr[n_waves] = n_e
+            wave_ptr[n_waves] = row_hi
     max_touched = min(max_touched, n_e)
 
     cdef RowScratch* states = <RowScratch*>malloc(n_threads * sizeof(RowScratch))

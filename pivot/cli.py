@@ -32,9 +32,14 @@ def _add_build(sub):
     dst = p.add_argument_group("where")
     dst.add_argument("--out", help="database path (default: DOMAIN.db)")
     dst.add_argument("--work", help="stage artifacts, reused on rerun (default: work/DOMAIN)")
-    p.add_argument("--threads", type=int, default=0, help="threads for the pivot (0: all cores)")
+    p.add_argument("--threads", type=int, default=0, help="threads for the aligner and the pivot (0: all cores)")
+    p.add_argument("--workers", type=int, default=0,
+                   help="Dask worker processes for the sharded stages (0: one per core; 1: in this process, no cluster)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the sharded stages on an existing Dask cluster (tcp://HOST:PORT); see docs/scaling.md")
     p.add_argument("--lmplz", action="store_true",
                    help="estimate the LMs with an installed kenlm lmplz instead of the built-in estimator")
+    p.add_argument("--graph", action="store_true", help="print the stage graph and exit")
     p.set_defaults(func=cmd_build)
 
 
@@ -121,10 +126,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_build(args) -> int:
+    if args.graph:
+        from pivot.pipeline.graph import describe
+
+        print(describe())
+        return 0
     from pivot.pipeline.run import run_build
 
     path = run_build(args.domain if not args.recipe else None, recipe=args.recipe, data=args.data,
-                     out=args.out, work=args.work, threads=args.threads, quiet=args.quiet, lmplz=args.lmplz)
+                     out=args.out, work=args.work, threads=args.threads, quiet=args.quiet, lmplz=args.lmplz,
+                     workers=args.workers, scheduler=args.scheduler)
     print(path)
     return 0
 

@@ -20,7 +20,7 @@ DATA_ENV = "PIVOT_DATA"
 DEFAULTS = {
     "preprocess": {"max_tokens": 80, "max_ratio": 9.0},
     "align": {"method": "ibm2", "model": 3, "length": 1.0, "pharaoh": {}},
-    "extract": {"max_phrase_len": 5},
+    "extract": {"max_phrase_len": 5, "shard_sentences": 50_000},
     "pivot": {"min_p_f_given_e": 0.001, "min_p_e_given_f": 0.001, "max_e_per_f": 100, "top_n": 20,
               "min_phrase_count": 2},
 }
@@ -133,9 +133,20 @@ def source_files(source: dict, data_root: Path, lang: str) -> list[Path]:
         files = [p for en in ens for p in (en, en.with_suffix("." + lang))]
     elif fmt == "tsv-zip":
         files = [data_root / source["path"]]
+    elif fmt == "tsv-gz":
+        # `path` may be a glob (*, ?, [...]): its matches, sorted, as the reader takes them.
+        if any(c in source["path"] for c in "*?["):
+            files = sorted(data_root.glob(source["path"]))
+            if not files:
+                raise InputError(
+                    f"source {source.get('name')!r}: no file matches {source['path']!r} under the "
+                    f"data root (set by --data or {DATA_ENV})", data_root
+                )
+        else:
+            files = [data_root / source["path"]]
     else:
         raise InputError(f"source {source.get('name')!r}: unknown format {fmt!r} "
-                         "(parallel, parallel-glob, tsv-zip)")
+                         "(parallel, parallel-glob, tsv-zip, tsv-gz)")
     for f in files:
         if not f.is_file():
             raise InputError(

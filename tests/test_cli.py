@@ -92,15 +92,21 @@ def test_build_lookup_export(tiny_db, capsys, tmp_path):
 def test_min_phrase_count(tmp_path, capsys):
     # min_phrase_count = 2 keeps pairs of phrases seen at least twice: treat (2), "treat it" (2),
     # it (3), we (2). Their only shared pivots lead to cure / "cure it" (seen once) or to
-    # themselves, so no pair survives and the lookup answers nothing. Before the filter there
-    # were 8 (both directions of treat~cure, treat it~cure it, we treat~we cure, we treat it~we cure it).
+    # themselves, so no pair survives and the lookup answers nothing. Without the filter there
+    # are 8 (both directions of treat~cure, treat it~cure it, we treat~we cure, we treat it~we cure it).
     recipe, data = write_recipe(tmp_path, pivot_extra="min_phrase_count = 2")
     assert build(tmp_path, recipe, data) == 0
     capsys.readouterr()
     assert main(["lookup", str(tmp_path / "tiny.db"), "treat", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["paraphrases"] == []
     with ParaphraseDB(tmp_path / "tiny.db") as db:
-        assert db.n_pairs() == 0 and db.meta["pruning"]["n_pairs_before_min_phrase_count"] == 8
+        assert db.n_pairs() == 0 and db.meta["pruning"]["min_phrase_count"] == 2
+    other = tmp_path / "one"
+    other.mkdir()
+    recipe, data = write_recipe(other, pivot_extra="min_phrase_count = 1")
+    assert build(other, recipe, data) == 0
+    with ParaphraseDB(other / "tiny.db") as db:
+        assert db.n_pairs() == 8
 
 
 def test_rerun_reuses_every_stage(tmp_path, caplog):

@@ -24,13 +24,13 @@ def test_downstream_key_follows_upstream_bytes_not_parameters(tmp_path):
     keys = []
     for run, links in enumerate((b"0-0 1-1", b"0-1 1-0")):
         wd = Workdir(tmp_path / f"run{run}")
-        _, align_key = wd.stage("align.fr", {"corpus": "c1"}, lambda tmp: _write(tmp, "links", links))
-        _, pivot_key = wd.stage("pivot", {"align": align_key}, lambda tmp: _write(tmp, "p", b"same"))
-        keys.append((align_key, pivot_key))
-        # The folder name comes from the parameters only, identical in both runs.
+        _, align_key = wd.stage("align.fr", {"corpus": "c1"}, {}, lambda tmp: _write(tmp, "links", links))
+        _, enc_key = wd.stage("encode", {"align": [align_key]}, {}, lambda tmp: _write(tmp, "p", b"same"))
+        keys.append((align_key, enc_key))
+        # The folder name comes from the inputs' keys and the parameters, identical in both runs.
         assert (wd.root / f"align.fr-{_folder_key('align.fr', {'corpus': 'c1'})}").is_dir()
     assert keys[0][0] != keys[1][0]
-    # pivot's bytes are equal, so its own content key is equal, but it was built from
+    # encode's bytes are equal, so its own content key is equal, but it was built from
     # a different folder (its inputs' key differs): both runs rebuilt it.
     assert keys[0][1] == keys[1][1]
 
@@ -44,12 +44,30 @@ def test_reuse_returns_the_recorded_content_key(tmp_path):
         _write(tmp, "x", b"1")
         _write(tmp, VOLATILE, json.dumps({"seconds": len(calls)}).encode())
 
-    first = wd.stage("extract", {"k": 1}, produce)
-    again = Workdir(tmp_path).stage("extract", {"k": 1}, produce)
+    first = wd.stage("extract", {}, {"k": 1}, produce)
+    again = Workdir(tmp_path).stage("extract", {}, {"k": 1}, produce)
     assert first == again and len(calls) == 1
     assert first[1] == hashlib.sha256(b"x\x001\x00").hexdigest()[:16]
 
 
-def _folder_key(name, parts):
+def _folder_key(name, inputs, params=None):
     from pivot.pipeline.run import STAGE_VERSIONS, _key
-    return _key({"stage": name, "version": STAGE_VERSIONS[name.split(".")[0]], **parts})
+    return _key({"stage": name, "version": STAGE_VERSIONS[name.split(".")[0]], "inputs": inputs,
+                 "params": params or {}})
+
+
+def test_undeclared_input_is_refused(tmp_path):
+    """The graph in pivot/pipeline/graph.py is enforced: pivot does not read the corpus."""
+    import pytest
+
+    with pytest.raises(RuntimeError, match="declared"):
+        Workdir(tmp_path).stage("pivot", {"corpus": "c1"}, {}, lambda tmp: None)
+
+
+def test_graph_order_puts_every_stage_after_its_inputs():
+    from pivot.pipeline.graph import STAGES, order
+
+    seen = order()
+    assert seen[0] == "corpus" and set(seen) == set(STAGES)
+    for name in seen:
+        assert all(seen.index(up) < seen.index(name) for up in STAGES[name].needs)

@@ -160,3 +160,144 @@ def extract_phrase_pairs(e_tokens, e_offsets, f_tokens, f_offsets, link_e, link_
     parts = _counts.extract_phrase_table(e_tokens, e_offsets, f_tokens, f_offsets, link_e, link_f,
                                          link_offsets, weights, int(max_len))
     return PhraseTable(*parts)
+
+
+# ------------------------------------------------------------------------------ sharded extraction
+#
+# The build cuts the bitext into shards of sentence pairs and extracts each shard on its own
+# (pivot.pipeline.translation merges them). A phrase is known across shards by a 64-bit key
+# hashed from its global token ids; a shard's pairs are split into P partitions by e key range
+# (partition_of), so merging partition p reads part p of every shard and nothing else.
+# Inside a shard the kernel runs on shard-local token ids (dense, < 2^21 for any shard of
+# realistic size), so the global vocabularies may hold up to 2^31 ids.
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def _splitmix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on a uint64 array (wrapping arithmetic)."""
+    z = z + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def phrase_keys(rows: np.ndarray) -> np.ndarray:
+    """64-bit key of each phrase row (int token ids, -1 padded): a hash chained over the columns.
+
+    The same tokens give the same key on every machine (integer arithmetic only). Two
+    different phrases could share a key (odds about n^2 / 2^65: 1e-7 for 2M phrases); the
+    merge compares the token rows behind every key and stops with an error if they differ.
+    """
+    rows = np.asarray(rows)
+    h = np.full(rows.shape[0], 0x243F6A8885A308D3, dtype=np.uint64)
+    for c in range(rows.shape[1]):
+        h = _splitmix(h ^ (rows[:, c].astype(np.int64) + 1).astype(np.uint64))
+    return h
+
+
+def partition_of(keys: np.ndarray, n_parts: int) -> np.ndarray:
+    """Partition of each key: P equal ranges of the key space, so partitions are key-ordered."""
+    return ((keys >> np.uint64(32)) * np.uint64(n_parts) >> np.uint64(32)).astype(np.int64)
+
+
+def _whole_pair_links(e_offsets, f_offsets, link_e, link_f, link_offsets, whole, max_len):
+    """Links that make a whole sentence pair its only consistent phrase pair (term lists).
+
+    Every English word is linked to every foreign word, so no shorter English span has a
+    consistent foreign span: the term pair (e, f) is extracted once, when both sides fit
+    max_len, and nothing else. Pairs not marked ``whole`` keep their alignment links.
+    """
+    n = len(e_offsets) - 1
+    le, lf = np.diff(e_offsets), np.diff(f_offsets)
+    n_links = np.diff(link_offsets)
+    full = whole.astype(bool) & (le <= max_len) & (lf <= max_len) & (le > 0) & (lf > 0)
+    new_n = np.where(whole.astype(bool), np.where(full, le * lf, 0), n_links)
+    new_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(new_n, out=new_offsets[1:])
+    out_e = np.empty(new_offsets[-1], dtype=np.int32)
+    out_f = np.empty(new_offsets[-1], dtype=np.int32)
+    for s in range(n):
+        a, b = new_offsets[s], new_offsets[s + 1]
+        if b == a:
+            continue
+        if whole[s]:
+            grid_e, grid_f = np.divmod(np.arange(b - a, dtype=np.int32), np.int32(lf[s]))
+            out_e[a:b], out_f[a:b] = grid_e, grid_f
+        else:
+            out_e[a:b] = link_e[link_offsets[s]:link_offsets[s + 1]]
+            out_f[a:b] = link_f[link_offsets[s]:link_offsets[s + 1]]
+    return out_e, out_f, new_offsets
+
+
+def _local_ids(tokens: np.ndarray, what: str, shard: str):
+    """(global ids of the shard's types, shard-local token array) for the 21-bit kernel."""
+    types, local = np.unique(tokens, return_inverse=True)
+    if len(types) > MAX_TOKEN_ID + 1:
+        raise ValueError(f"{shard}: {len(types)} distinct {what} tokens in one shard exceeds "
+                         f"{MAX_TOKEN_ID + 1}; use smaller shards ([extract] shard_sentences)")
+    return types, local.astype(np.int32).reshape(-1)
+
+
+def _to_global(rows: np.ndarray, types: np.ndarray) -> np.ndarray:
+    out = np.full(rows.shape, -1, dtype=np.int32)
+    mask = rows >= 0
+    out[mask] = types[rows[mask]]
+    return out
+
+
+def extract_shard(shard_path, weights_path, start: int, max_len: int, n_parts: int, out_path) -> dict:
+    """Round 1 of the sharded count: extract one shard, write its pairs split into partitions.
+
+    Reads the shard's arrays (see pivot.pipeline.encode) and rows [start, start + n) of the
+    weight matrix; writes ``out_path`` (one .npz) holding, for each partition p of the English
+    key range, ``p{p}_e_key``, ``p{p}_f_key`` (uint64, sorted by (e, f)), ``p{p}_counts``
+    (float64, one column per model), ``p{p}_support`` (int64) and the token rows behind the
+    keys (``p{p}_e_rows`` for the partition's English phrases, ``q{p}_f_rows``/``q{p}_f_key``
+    for foreign phrases of foreign key range p). Idempotent: an existing output is kept.
+    """
+    from pivot.pipeline.engine import atomic_save_npz
+
+    out_path = Path(out_path)
+    if out_path.is_file():
+        return {"shard": str(shard_path), "reused": True}
+    with np.load(shard_path) as z:
+        a = {k: z[k] for k in z.files}
+    n = len(a["e_offsets"]) - 1
+    weights = np.load(weights_path, mmap_mode="r")
+    w = np.ascontiguousarray(weights[start:start + n], dtype=np.float64)
+    del weights
+    link_e, link_f, link_offsets = a["link_e"], a["link_f"], a["link_offsets"]
+    if "whole" in a and a["whole"].any():
+        link_e, link_f, link_offsets = _whole_pair_links(a["e_offsets"], a["f_offsets"], link_e, link_f,
+                                                         link_offsets, a["whole"], max_len)
+    e_types, e_local = _local_ids(a["e_tokens"], "English", str(shard_path))
+    f_types, f_local = _local_ids(a["f_tokens"], "foreign", str(shard_path))
+    table = extract_phrase_pairs(e_local, a["e_offsets"], f_local, a["f_offsets"], link_e, link_f,
+                                 link_offsets, w, max_len=max_len)
+    del a, e_local, f_local, w
+    e_rows = _to_global(table.e_phrases, e_types)
+    f_rows = _to_global(table.f_phrases, f_types)
+    e_key_of, f_key_of = phrase_keys(e_rows), phrase_keys(f_rows)
+    e_key, f_key = e_key_of[table.e_id], f_key_of[table.f_id]
+    order = np.lexsort((f_key, e_key))
+    e_key, f_key = e_key[order], f_key[order]
+    counts, support = table.counts[order], table.support[order]
+    part = partition_of(e_key, n_parts)
+    bounds = np.searchsorted(part, np.arange(n_parts + 1))
+    e_part = partition_of(e_key_of, n_parts)
+    f_part = partition_of(f_key_of, n_parts)
+    arrays = {}
+    for p in range(n_parts):
+        sl = slice(bounds[p], bounds[p + 1])
+        arrays[f"p{p}_e_key"], arrays[f"p{p}_f_key"] = e_key[sl], f_key[sl]
+        arrays[f"p{p}_counts"], arrays[f"p{p}_support"] = counts[sl], support[sl]
+        mine = np.flatnonzero(e_part == p)
+        arrays[f"p{p}_e_dict_key"], arrays[f"p{p}_e_rows"] = e_key_of[mine], e_rows[mine]
+        mine = np.flatnonzero(f_part == p)
+        arrays[f"q{p}_f_dict_key"], arrays[f"q{p}_f_rows"] = f_key_of[mine], f_rows[mine]
+    atomic_save_npz(out_path, **arrays)
+    return {"shard": str(shard_path), "reused": False, "n_sentences": n, "n_pairs": int(len(e_key)),
+            "n_e": int(len(e_rows)), "n_f": int(len(f_rows))}

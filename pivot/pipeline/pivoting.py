@@ -247,3 +247,49 @@ def pivot_paraphrases(table: PhraseTable, *, min_p_f_given_e: float = DEFAULT_MI
     structure = prune(table, min_p_f_given_e=min_p_f_given_e, min_p_e_given_f=min_p_e_given_f,
                       max_e_per_f=max_e_per_f)
     return pivot_structure(table, structure, top_n=top_n, n_threads=n_threads)
+
+
+# ------------------------------------------------------------------------------ sharded pivot
+
+
+def row_ranges(row_ptr: np.ndarray, col_ptr: np.ndarray, row_f: np.ndarray, n_tasks: int) -> list[tuple[int, int]]:
+    """Split the English rows into about n_tasks contiguous ranges of equal pivot work.
+
+    A row's work is sum over its f of deg(f). The split only decides which task computes a
+    row; every row's result is the same whichever task computes it.
+    """
+    n_e = len(row_ptr) - 1
+    if n_e == 0:
+        return []
+    deg = np.diff(col_ptr)
+    work = np.add.reduceat(deg[row_f].astype(np.float64), row_ptr[:-1]) if len(row_f) else np.zeros(n_e)
+    work[np.diff(row_ptr) == 0] = 0.0
+    cum = np.cumsum(work + 1.0)
+    cuts = np.searchsorted(cum, cum[-1] * np.arange(1, n_tasks) / n_tasks)
+    edges = np.unique(np.concatenate([[0], cuts, [n_e]]))
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def load_structure(folder, mmap: bool = True) -> dict:
+    """The arrays written by pivot.pipeline.translation.assemble (memory-mapped by default)."""
+    names = ("row_ptr", "row_f", "p_fe", "col_ptr", "col_e", "p_ef", "e_key", "f_key")
+    return {n: np.load(Path(folder) / f"{n}.npy", mmap_mode="r" if mmap else None) for n in names}
+
+
+def pivot_rows(structure_dir, lo: int, hi: int, top_n: int, out_path, n_threads: int = 1) -> dict:
+    """Round 5: P_k(e2|e1) for the English rows lo <= e1 < hi of an assembled structure.
+
+    The structure (pivot.pipeline.translation.assemble) is memory-mapped: the task reads its
+    own rows and the columns they reach. Writes e1, e2, p, n_pivots, pivots for its rows.
+    """
+    from pivot.pipeline.engine import atomic_save_npz
+
+    out_path = Path(out_path)
+    if out_path.is_file():
+        return {"reused": True}
+    z = load_structure(structure_dir)
+    e1, e2, p, n_pivots, pivots = _counts.pivot_product(
+        z["row_ptr"], z["row_f"], z["p_fe"], z["col_ptr"], z["col_e"], z["p_ef"], int(top_n),
+        resolve_threads(n_threads), 0, int(lo), int(hi))
+    atomic_save_npz(out_path, e1=e1, e2=e2, p=p, n_pivots=n_pivots, pivots=pivots)
+    return {"reused": False, "n_pairs": int(len(e1))}

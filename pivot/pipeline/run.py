@@ -29,13 +29,14 @@ import numpy as np
 from pivot._version import __version__
 from pivot import recipes
 from pivot.errors import InputError
+from pivot.pipeline.graph import check_inputs
 from pivot.pipeline.pivoting import resolve_threads
 
 log = logging.getLogger("pivot")
 
 # Bump a stage's version when its code changes what it writes: old artifacts then miss.
-STAGE_VERSIONS = {"corpus": 1, "align": 1, "encode": 1, "lmtext": 2, "lm": 2, "score": 2,
-                  "weights": 2, "extract": 1, "pivot": 1, "combine": 1}
+STAGE_VERSIONS = {"corpus": 1, "align": 1, "encode": 2, "lmtext": 3, "lm": 2, "score": 3,
+                  "weights": 3, "extract": 2, "translation": 1, "pivot": 2, "combine": 2}
 
 
 def _key(parts) -> str:
@@ -52,7 +53,7 @@ class Workdir:
     timings: dict = field(default_factory=dict)
     contents: dict = field(default_factory=dict)  # stage name -> content key of its artifact
 
-    def stage(self, name: str, parts: dict, produce) -> tuple[Path, str]:
+    def stage(self, name: str, inputs: dict, params: dict, produce) -> tuple[Path, str]:
         """Run `produce(tmp_dir)` unless an artifact with the same key is complete.
 
         Returns (artifact folder, content key). The folder is named by the key of the
@@ -61,7 +62,8 @@ class Workdir:
         signature built from them, therefore change whenever an artifact's bytes change,
         e.g. when an aligner produces different links from the same corpus.
         """
-        parts = {"stage": name, "version": STAGE_VERSIONS[name.split(".")[0]], **parts}
+        check_inputs(name, inputs)
+        parts = {"stage": name, "version": STAGE_VERSIONS[name.split(".")[0]], "inputs": inputs, "params": params}
         key = _key(parts)
         final = self.root / f"{name}-{key}"
         if (final / "DONE").is_file():
@@ -72,8 +74,9 @@ class Workdir:
                 self.contents[name] = done["content"]
                 return final, done["content"]
         tmp = self.root / f".{name}-{key}.partial"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        # A partial folder of the same key holds finished tasks of an interrupted run (each
+        # written atomically, under its final name): the stage resumes from them.
+        tmp.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         log.info("stage %-12s running -> %s", name, final)
         produce(tmp)
@@ -122,7 +125,8 @@ class Pipeline:
     artifact runs (or reuses) it and every stage it depends on, nothing else."""
 
     def __init__(self, domain: str | None = "bio", *, recipe=None, data=None, out=None, work=None,
-                 threads: int = 0, quiet: bool = False, lmplz: bool = False):
+                 threads: int = 0, quiet: bool = False, lmplz: bool = False, workers: int | None = None,
+                 scheduler: str | None = None):
         self.recipe_file = recipes.recipe_path(domain, recipe)
         self.rec = recipes.load_recipe(self.recipe_file)
         self.data_root = recipes.resolve_data_root(data)
@@ -131,6 +135,9 @@ class Pipeline:
         self.wd = Workdir(Path(work) if work else Path("work") / self.name)
         self.wd.root.mkdir(parents=True, exist_ok=True)
         self.threads = threads
+        from pivot.pipeline.engine import Engine
+
+        self.engine = Engine(workers=workers, scheduler=scheduler)
         self.quiet = quiet
         self.lmplz = lmplz
         self.langs = [spec["lang"] for spec in self.rec["bitext"]]
@@ -157,7 +164,7 @@ class Pipeline:
             lang = spec["lang"]
             files = [f for src in spec["sources"] for f in recipes.source_files(src, self.data_root, lang)]
             corpus_dir, corpus_key = self.wd.stage(
-                f"corpus.{lang}",
+                f"corpus.{lang}", {},
                 {"sources": spec["sources"], "data": self._fingerprint(files), "preprocess": self.rec["preprocess"]},
                 lambda tmp, spec=spec: corpus.load_bitext(
                     spec["sources"], spec["lang"], self.data_root, quiet=self.quiet, **self.rec["preprocess"]
@@ -184,31 +191,38 @@ class Pipeline:
                 )
                 np.savez(tmp / "links.npz", link_e=link_e, link_f=link_f, link_offsets=link_offsets)
 
-            align_dir, align_key = self.wd.stage(f"align.{lang}", {"corpus": corpus_key, **params}, produce)
+            align_dir, align_key = self.wd.stage(f"align.{lang}", {"corpus": corpus_key}, params, produce)
             out.append((corpus_dir, align_dir, [corpus_key, align_key]))
         return out
 
-    # ------------------------------------------------------------ encode: one bitext of ids
+    # ------------------------------------------------------------ encode: shards of token ids
+
+    @property
+    def shard_sentences(self) -> int:
+        return int(self.rec["extract"]["shard_sentences"])
 
     @cached_property
     def encoded(self) -> tuple[Path, str]:
-        upstream = [k for _, _, keys in self.bitexts for k in keys]
-        return self.wd.stage("encode", {"upstream": upstream}, lambda tmp: encode_bitexts(
-            [b[0] for b in self.bitexts], [b[1] for b in self.bitexts], self.langs, tmp))
+        from pivot.pipeline.encode import encode_shards
+
+        inputs = {"corpus": [keys[0] for _, _, keys in self.bitexts], "align": [keys[1] for _, _, keys in self.bitexts]}
+        return self.wd.stage("encode", inputs, {"shard_sentences": self.shard_sentences},
+                             lambda tmp: encode_shards([(lang, b[0], b[1]) for lang, b in zip(self.langs, self.bitexts)],
+                                                       tmp, self.shard_sentences))
 
     @cached_property
-    def arrays(self) -> dict:
-        return dict(np.load(self.encoded[0] / "bitext.npz"))
+    def shards(self) -> dict:
+        return json.loads((self.encoded[0] / "shards.json").read_text(encoding="utf-8"))
 
     @property
     def n_sentences(self) -> int:
-        return len(self.arrays["e_offsets"]) - 1
+        return int(self.shards["n_sentences"])
 
     def english_sentences(self) -> list[str]:
         """The bitext's English side in build order (all languages), as normalised text."""
-        from pivot.pipeline.corpus import Bitext
+        from pivot.pipeline.encode import iter_english
 
-        return [s for corpus_dir, _, _ in self.bitexts for s in Bitext.load(corpus_dir).en]
+        return [s for batch in iter_english(self.encoded[0]) for s in batch]
 
     @property
     def domain(self) -> dict | None:
@@ -238,7 +252,6 @@ class Pipeline:
             for kind, patterns in spec.items():
                 for pattern in patterns:
                     files += mono.expand(self.data_root, pattern, kind)
-        upstream = [k for _, _, keys in self.bitexts for k in keys[:1]]
 
         def produce(tmp):
             tgt = mono.in_domain_text(self.data_root, dom["in_domain"])
@@ -262,9 +275,9 @@ class Pipeline:
             (tmp / "stats.json").write_text(json.dumps(stats, indent=1))
             log.info("LM text: %s", stats)
 
-        return self.wd.stage("lmtext", {"in_domain": dom["in_domain"], "general": dom.get("general"),
+        return self.wd.stage("lmtext", {"encode": self.encoded[1]}, {"in_domain": dom["in_domain"], "general": dom.get("general"),
                                         "seed": dom["seed"], "data": self._fingerprint(sorted(set(files))),
-                                        "bitext": upstream}, produce)
+                                        }, produce)
 
     @property
     def lm_names(self) -> list[str]:
@@ -300,7 +313,7 @@ class Pipeline:
             # Timings vary run to run: kept beside the artifact, outside its content key.
             (tmp / VOLATILE).write_text(json.dumps(seconds, indent=1))
 
-        return self.wd.stage("lm", {"text": text_key, "order": order, "estimator": estimator}, produce)
+        return self.wd.stage("lm", {"lmtext": text_key}, {"order": order, "estimator": estimator}, produce)
 
     def lm_path(self, name: str) -> Path:
         lm_dir = self.lms[0]
@@ -330,7 +343,7 @@ class Pipeline:
             np.savez(tmp / "scores.npz", **fields)
             score.write_ranked(tmp / "ranked.tsv", score.MooreLewisScores(**fields), sentences)
 
-        return self.wd.stage("score", {"lm": self.lms[1], "encode": self.encoded[1]}, produce)
+        return self.wd.stage("score", {"lm": self.lms[1], "encode": self.encoded[1]}, {}, produce)
 
     def ml_scores(self):
         from pivot.pipeline.score import MooreLewisScores
@@ -345,9 +358,9 @@ class Pipeline:
         from pivot.pipeline import weights as W
 
         dom = self.domain
-        parts = {"encode": self.encoded[1]}
+        inputs, params = {"encode": self.encoded[1]}, {}
         if dom:
-            parts.update(score=self.scores[1], taus=dom["taus"])
+            inputs["score"], params["taus"] = self.scores[1], dom["taus"]
 
         def produce(tmp):
             if dom is None:
@@ -364,21 +377,15 @@ class Pipeline:
             (tmp / "models.json").write_text(json.dumps(models, indent=1))
             (tmp / "report.json").write_text(json.dumps(report, indent=1, default=str))
 
-        return self.wd.stage("weights", parts, produce)
+        return self.wd.stage("weights", inputs, params, produce)
 
     def in_domain_origin(self) -> np.ndarray | None:
         """True for sentences from a source the recipe names as in-domain (for the report only)."""
-        from pivot.pipeline.corpus import Bitext
-
         names = set((self.domain or {}).get("report_in_domain_sources", []))
         if not names:
             return None
-        flags = []
-        for corpus_dir, _, _ in self.bitexts:
-            b = Bitext.load(corpus_dir)
-            is_in = np.array([n in names for n in b.source_names], dtype=bool)
-            flags.append(is_in[b.origin.astype(np.int64)])
-        return np.concatenate(flags)
+        is_in = np.array([name in names for _, name in self.shards["origins"]], dtype=bool)
+        return is_in[np.load(self.encoded[0] / "origin.npy")]
 
     @cached_property
     def models(self) -> list[dict]:
@@ -386,47 +393,100 @@ class Pipeline:
 
     # ------------------------------------------------------------ extract + pivot
 
+    @property
+    def n_parts(self) -> int:
+        """Partitions of the phrase-key range for the merges: a merge task holds about
+        1/n_parts of all shards' partial counts, so this grows with the corpus (about 100k
+        sentence pairs a partition). The output does not depend on it."""
+        return max(4, -(-self.n_sentences // 100_000))
+
     @cached_property
     def table_dir(self) -> tuple[Path, str]:
+        """Round 1: every shard's phrase pairs, counted under every model, split by e key range."""
         from pivot.pipeline import extract
 
         max_len = self.rec["extract"]["max_phrase_len"]
+        n_parts = self.n_parts
 
         def produce(tmp):
-            a = self.arrays
-            weights = np.load(self.weights[0] / "weights.npy")
-            extract.extract_phrase_pairs(
-                a["e_tokens"], a["e_offsets"], a["f_tokens"], a["f_offsets"],
-                a["link_e"], a["link_f"], a["link_offsets"], weights, max_len=max_len,
-            ).save(tmp / "table.npz")
+            weights = self.weights[0] / "weights.npy"
+            tasks = [(self.encoded[0] / sh["file"], weights, sh["start"], max_len, n_parts,
+                      tmp / f"x-{i:05d}.npz") for i, sh in enumerate(self.shards["shards"])]
+            done = self.engine.map(extract.extract_shard, tasks, name="extract")
+            (tmp / "extract.json").write_text(json.dumps({"n_parts": n_parts, "n_shards": len(tasks),
+                                                          "n_pairs_in_shards": sum(d.get("n_pairs", 0) for d in done)}))
 
-        return self.wd.stage("extract", {"weights": self.weights[1], "max_len": max_len}, produce)
+        return self.wd.stage("extract", {"encode": self.encoded[1], "weights": self.weights[1]},
+                             {"max_len": max_len, "n_parts": n_parts}, produce)
 
     @cached_property
-    def table(self):
-        from pivot.pipeline.extract import PhraseTable
+    def translation_dir(self) -> tuple[Path, str]:
+        """Rounds 2-4: merged counts, p(f|e) and p(e|f) over the full table, pruning, the pivot structure."""
+        from pivot.pipeline import translation as T
 
-        return PhraseTable.load(self.table_dir[0] / "table.npz")
+        prune = dict(self.rec["pivot"])
+        prune.pop("top_n")
+        x_dir = self.table_dir[0]
+        n_parts = json.loads((x_dir / "extract.json").read_text())["n_parts"]
+        x_paths = sorted(x_dir.glob("x-*.npz"))
+
+        def produce(tmp):
+            e_paths = [tmp / f"e-{p:04d}.npz" for p in range(n_parts)]
+            self.engine.map(T.merge_by_e, [(x_paths, p, n_parts, e_paths[p]) for p in range(n_parts)],
+                            name="merge-e")
+            f_paths = [tmp / f"f-{q:04d}.npz" for q in range(n_parts)]
+            stats = self.engine.map(_merge_by_f_task, [(e_paths, x_paths, q, f_paths[q], prune)
+                                                       for q in range(n_parts)], name="merge-f")
+            shape = T.assemble(f_paths, tmp / "structure")
+            total = {k: sum(s[k] for s in stats) for k in stats[0]}
+            (tmp / "translation.json").write_text(json.dumps({
+                **{k: v for k, v in prune.items()}, "decided_on": "support counts (model-independent)",
+                "n_phrase_pairs": total["n_pairs"], "n_after_floors": total["n_after_floors"],
+                "n_after_cap": total["n_kept"], "sum_deg_f_squared": total["sum_deg_f_squared"],
+                "n_parts": n_parts, **shape}, indent=1))
+
+        return self.wd.stage("translation", {"extract": self.table_dir[1]}, prune, produce)
+
+    def _part_paths(self, prefix: str) -> list[Path]:
+        return sorted(self.translation_dir[0].glob(f"{prefix}-*.npz"))
 
     @cached_property
     def pivot_dir(self) -> tuple[Path, str]:
+        """Round 5: P_k(e2|e1) = sum_f p_k(e2|f) p_k(f|e1) by ranges of English rows."""
         from pivot.pipeline import pivoting
 
-        prune = dict(self.rec["pivot"])
-        min_count = prune.pop("min_phrase_count")
+        top_n = self.rec["pivot"]["top_n"]
+        structure = self.translation_dir[0] / "structure"
 
         def produce(tmp):
-            para = pivoting.pivot_paraphrases(self.table, n_threads=self.threads, **prune)
-            # A phrase seen fewer than min_count times in the bitext gets no paraphrases and is
-            # nobody's paraphrase: its translation distribution rests on one or two alignments.
-            count = self.table.e_count
-            keep = (count[para.e1] >= min_count) & (count[para.e2] >= min_count)
-            log.info("pivot: %d pairs, %d after min_phrase_count=%d", len(keep), int(keep.sum()), min_count)
-            meta = {**para.meta, "min_phrase_count": min_count, "n_pairs_before_min_phrase_count": int(len(keep))}
-            pivoting.Paraphrases(**{f: getattr(para, f)[keep] for f in ("e1", "e2", "p", "n_pivots", "pivots")},
-                                 meta=meta).save(tmp / "paraphrases.npz")
+            s = pivoting.load_structure(structure)
+            n_tasks = 4 * (self.engine.workers or 1)
+            ranges = pivoting.row_ranges(np.asarray(s["row_ptr"]), np.asarray(s["col_ptr"]), np.asarray(s["row_f"]),
+                                         n_tasks)
+            del s
+            parts = [tmp / f"rows-{i:04d}.npz" for i in range(len(ranges))]
+            # In process the kernel's own threads share the work; on a cluster, the workers do.
+            threads = self.threads if self.engine.in_process else 1
+            self.engine.map(pivoting.pivot_rows, [(structure, lo, hi, top_n, path, threads)
+                                                  for (lo, hi), path in zip(ranges, parts)], name="pivot")
+            fields = {f: [] for f in ("e1", "e2", "p", "n_pivots", "pivots")}
+            for path in parts:
+                with np.load(path) as z:
+                    for f in fields:
+                        fields[f].append(z[f])
+            meta = {**json.loads((self.translation_dir[0] / "translation.json").read_text()), "top_n": top_n}
+            arrays = {f: np.concatenate(v) if v else np.zeros(0) for f, v in fields.items()}
+            para = pivoting.Paraphrases(**arrays, meta={**meta, "n_pairs_out": int(len(arrays["e1"]))})
+            para.save(tmp / "paraphrases.npz")
+            for path in parts:
+                path.unlink()
 
-        return self.wd.stage("pivot", {"extract": self.table_dir[1], **self.rec["pivot"]}, produce)
+        return self.wd.stage("pivot", {"translation": self.translation_dir[1]}, {"top_n": top_n}, produce)
+
+    @cached_property
+    def phrase_keys(self) -> np.ndarray:
+        """Key of each English phrase id of the paraphrase table (ids are ranks of keys)."""
+        return np.load(self.translation_dir[0] / "structure" / "e_key.npy")
 
     @cached_property
     def paraphrases(self):
@@ -477,34 +537,45 @@ class Pipeline:
             }, indent=1, default=str))
 
         data = self._fingerprint(gold_files)
-        return self.wd.stage("combine", {"pivot": self.pivot_dir[1], **comb, "data": data}, produce)
+        return self.wd.stage("combine", {"pivot": self.pivot_dir[1], "encode": self.encoded[1]}, {**comb, "data": data},
+                             produce)
 
     def phrase_ids(self, texts) -> dict[str, int]:
         """English phrase id of each normalised text that the paraphrase table holds."""
         from pivot.pipeline.corpus import Vocab, normalize_many
+        from pivot.pipeline.extract import phrase_keys
 
         vocab = Vocab.load(self.encoded[0] / "vocab.en")
-        table = self.table
-        width = table.e_phrases.shape[1]
+        width = self.rec["extract"]["max_phrase_len"]
         texts = list(dict.fromkeys(texts))
-        wanted = {}
+        found, rows = [], []
         for text, norm in zip(texts, normalize_many(texts, "en")):
             toks = norm.split()
             if 0 < len(toks) <= width and all(t in vocab for t in toks):
-                wanted[tuple([vocab[t] for t in toks] + [-1] * (width - len(toks)))] = text
-        # Row i of e_phrases is phrase i: index only the rows that start with a wanted token.
-        rows = table.e_phrases
-        cand = np.flatnonzero(np.isin(rows[:, 0], np.array(sorted({k[0] for k in wanted}), dtype=rows.dtype)))
-        keyed = {tuple(r): i for r, i in zip(rows[cand].tolist(), cand.tolist())}
-        return {wanted[k]: keyed[k] for k in wanted if k in keyed}
+                found.append(text)
+                rows.append([vocab[t] for t in toks] + [-1] * (width - len(toks)))
+        if not found:
+            return {}
+        keys = phrase_keys(np.array(rows, dtype=np.int32))
+        table = self.phrase_keys
+        pos = np.minimum(np.searchsorted(table, keys), max(len(table) - 1, 0))
+        hit = (table[pos] == keys) if len(table) else np.zeros(len(keys), bool)
+        return {t: int(i) for t, i, h in zip(found, pos.tolist(), hit.tolist()) if h}
 
     # ------------------------------------------------------------ store
 
     def store(self) -> Path:
+        try:
+            return self._store()
+        finally:
+            self.engine.close()
+
+    def _store(self) -> Path:
         from pivot.pipeline import corpus
+        from pivot.pipeline.translation import foreign_rows, phrase_rows
         from pivot.store.db import write_database
 
-        para, table = self.paraphrases, self.table
+        para = self.paraphrases
         models = [dict(m) for m in self.models]
         comb_meta = None
         if self.combination is not None:
@@ -520,18 +591,21 @@ class Pipeline:
         e_vocab = corpus.Vocab.load(encode_dir / "vocab.en")
         f_vocabs = [corpus.Vocab.load(encode_dir / f"vocab.{lang}") for lang in self.langs]
         f_lang_of_token = np.load(encode_dir / "f_lang.npy")
-        # Text only for the phrases the database stores: most extracted phrases pivot to nothing.
-        e_text = phrase_texts(table.e_phrases, e_vocab.tokens, np.union1d(para.e1, para.e2))
+        # Text only for the phrases the database stores: most phrases pivot to nothing.
+        e_rows, e_count = phrase_rows(self._part_paths("e"), self.phrase_keys)
+        e_text = phrase_texts(e_rows, e_vocab.tokens, np.union1d(para.e1, para.e2))
         f_used = np.unique(para.pivots[para.pivots >= 0])
-        f_text = dict(zip(f_used.tolist(), foreign_phrase_texts(table.f_phrases[f_used], f_vocabs,
-                                                               self.langs, f_lang_of_token)))
+        f_keys = np.load(self.translation_dir[0] / "structure" / "f_key.npy")
+        f_text = dict(zip(f_used.tolist(), foreign_phrase_texts(foreign_rows(self._part_paths("f"), f_keys[f_used]),
+                                                               f_vocabs, self.langs, f_lang_of_token)))
+        tstats = json.loads((self.translation_dir[0] / "translation.json").read_text())
 
         prune = self.rec["pivot"]
         final_key = _key([self.pivot_dir[1], self.combination[1] if self.combination else None])
         signature = "|".join([
             f"pivot:{__version__}", f"recipe:{self.name}@{self.rec['_sha256'][:12]}",
             f"data:{_key(self.fingerprints)[:12]}", f"align:{self.rec['align']['method']}@" + "+".join(self.wd.contents[f"align.{lang}"][:8] for lang in self.langs),
-            f"maxlen:{self.rec['extract']['max_phrase_len']}",
+            f"maxlen:{self.rec['extract']['max_phrase_len']}", f"shards:{self.shard_sentences}",
             "prune:{min_p_f_given_e}/{min_p_e_given_f}/{max_e_per_f}/top{top_n}".format(**prune),
             f"models:{len(models)}", f"build:{final_key[:12]}",
         ])
@@ -542,9 +616,10 @@ class Pipeline:
             "data_fingerprints": self.fingerprints,
             "parameters": {k: self.rec[k] for k in ("preprocess", "align", "extract", "pivot")},
             "pruning": {**prune, **para.meta, "decided_on": "support counts (model-independent)",
-                        "n_pairs_out": int(len(para.e1)), "n_phrase_pairs": int(len(table.e_id)),
-                        "n_english_phrases": int(len(table.e_phrases)),
-                        "n_foreign_phrases": int(len(table.f_phrases))},
+                        "n_pairs_out": int(len(para.e1)), "n_phrase_pairs": tstats["n_phrase_pairs"],
+                        "n_english_phrases_kept": tstats["n_e"], "n_foreign_phrases_kept": tstats["n_f"]},
+            "shards": {"shard_sentences": self.shard_sentences, "n_shards": len(self.shards["shards"]),
+                       "n_sentences": self.n_sentences, "n_parts": tstats["n_parts"]},
             "normalization": {"lang": "en", "lowercase": True,
                               "tokenizer": "Moses (mosestokenizer C++ port), escape off"},
             "pivot_languages": self.langs,
@@ -561,7 +636,7 @@ class Pipeline:
         if comb_meta is not None:
             meta["combination"] = comb_meta
         write_database(
-            self.out_path, phrases=e_text, phrase_counts=table.e_count, e1=para.e1, e2=para.e2,
+            self.out_path, phrases=e_text, phrase_counts=e_count, e1=para.e1, e2=para.e2,
             n_pivots=para.n_pivots, pivots=para.pivots, foreign=f_text, models=models, scores=para.p, meta=meta,
             progress=not self.quiet and sys.stderr.isatty(),
         )
@@ -576,6 +651,12 @@ def run_build(domain: str | None = "bio", **kwargs) -> Path:
 
 
 # -------------------------------------------------------------------------------- helpers
+
+
+def _merge_by_f_task(e_paths, x_paths, q, out_path, prune):
+    from pivot.pipeline.translation import merge_by_f
+
+    return merge_by_f(e_paths, x_paths, q, out_path, **prune)
 
 
 def cross_fit_folds(sentences: list[str], seed: int) -> np.ndarray:

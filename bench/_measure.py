@@ -1,0 +1,110 @@
+"""Shared by the build benchmarks: run a build as a child, sample the RSS of its whole process
+tree (the build, its Dask workers, any tool it starts) from /proc every 0.2 s, and attribute
+each sample to the stage the build's log says is running."""
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+_STAGE = re.compile(r"stage (\S+)\s+(running|done|reused)")
+
+
+def _proc_table():
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            pid, ppid = int(entry.name), int(fields[1])
+            with open(f"/proc/{entry.name}/statm") as fh:
+                rss[pid] = int(fh.read().split()[1]) * PAGE
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended while we looked
+        children.setdefault(ppid, []).append(pid)
+    return children, rss
+
+
+def descendants(root_pid: int) -> list[int]:
+    children, _ = _proc_table()
+    out, stack = [], [root_pid]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        stack.extend(children.get(pid, []))
+    return out
+
+
+def tree_rss(root_pid: int) -> int:
+    """Sum of RSS (bytes) of root_pid and all its descendants."""
+    children, rss = _proc_table()
+    total, stack = 0, [root_pid]
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total
+
+
+def _current_stage(log_path: Path, state: dict) -> str:
+    """The stage the log last said is running (the log is read incrementally)."""
+    with open(log_path, errors="replace") as fh:
+        fh.seek(state.get("pos", 0))
+        text = fh.read()
+        state["pos"] = fh.tell()
+    for m in _STAGE.finditer(text):
+        state["stage"] = m.group(1) if m.group(2) == "running" else "between stages"
+    if "wrote " in text:
+        state["stage"] = "store"
+    return state.get("stage", "start")
+
+
+def run_measured(cmd, log_path, on_sample=None, env=None) -> dict:
+    """Run cmd; wall seconds, peak summed RSS of its process tree, and the peak per stage.
+
+    on_sample(proc, stage, elapsed) is called at every sample (the kill test uses it)."""
+    t0 = time.perf_counter()
+    state: dict = {}
+    per_stage: dict[str, float] = {}
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        peak = 0
+        while proc.poll() is None:
+            rss = tree_rss(proc.pid)
+            stage = _current_stage(log_path, state)
+            peak = max(peak, rss)
+            per_stage[stage] = max(per_stage.get(stage, 0), rss / 2**30)
+            if on_sample is not None:
+                on_sample(proc, stage, time.perf_counter() - t0)
+            time.sleep(0.2)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(map(str, cmd))} failed ({proc.returncode}); see {log_path}")
+    return {"wall_s": round(time.perf_counter() - t0, 1), "peak_rss_tree_gib": round(peak / 2**30, 3),
+            "peak_rss_tree_gib_by_stage": {k: round(v, 3) for k, v in per_stage.items()}}
+
+
+def exports(db_path: Path, out_dir: Path) -> dict:
+    """sha256 of `pivot export --format ppdb` for every model of the database."""
+    with sqlite3.connect(db_path) as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM model ORDER BY id")]
+    out = {}
+    for name in names:
+        target = out_dir / f"{name}.ppdb"
+        subprocess.run([sys.executable, "-m", "pivot", "export", str(db_path), "--format", "ppdb",
+                        "--model", name, "-o", str(target)], check=True, capture_output=True)
+        out[name] = hashlib.sha256(target.read_bytes()).hexdigest()
+        target.unlink()
+    return out
+
+
+def db_meta(db_path: Path, key: str):
+    with sqlite3.connect(db_path) as conn:
+        return json.loads(conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0])

@@ -1,0 +1,133 @@
+"""Where the sharded stages run: in this process, on a local Dask cluster, or on an existing one.
+
+Every sharded task is a plain function of small arguments (paths and numbers) that reads its
+inputs from the work directory and writes its output there atomically (a temporary name,
+then ``os.replace``). Nothing large travels through the scheduler, a task that finds its
+output already written returns at once, and a task whose worker dies is simply run again by
+Dask on another worker: the output is the same bytes either way. That makes the engine a
+detail of speed, never of content: ``--workers 1``, ``--workers 8`` and a SLURM cluster write
+the same database.
+
+- ``Engine(workers=1)`` runs tasks in this process, one after another (no cluster start-up).
+- ``Engine(workers=N)`` starts a ``distributed.LocalCluster`` of N single-threaded worker
+  processes (the nannies and the scheduler live in this process).
+- ``Engine(scheduler="tcp://host:8786")`` connects to a running cluster (dask-jobqueue,
+  dask-kubernetes, ``dask scheduler`` + ``dask worker``); its workers must see the same work
+  directory (a shared file system) and have this package installed.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+from pivot.errors import InputError
+
+log = logging.getLogger("pivot")
+
+#: Retries of a task whose worker died or which raised (Dask's ``retries``).
+RETRIES = 3
+#: Most workers a local cluster may start (a typo such as --workers 100000 is refused).
+MAX_LOCAL_WORKERS = 256
+
+
+def default_workers() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def atomic_save_npz(path: Path, **arrays) -> None:
+    """``np.savez`` to a temporary name in the same folder, then rename: readers see all or nothing."""
+    import numpy as np
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+    os.replace(tmp, path)
+
+
+class Engine:
+    """Runs ``fn(*args)`` for many argument tuples; results come back in input order."""
+
+    def __init__(self, workers: int | None = None, scheduler: str | None = None):
+        if scheduler is None:
+            workers = default_workers() if workers in (None, 0) else int(workers)
+            if not 1 <= workers <= MAX_LOCAL_WORKERS:
+                raise InputError(f"--workers must be between 1 and {MAX_LOCAL_WORKERS}, got {workers}")
+        self.workers = workers
+        self.scheduler = scheduler
+        self._cluster = None
+        self._client = None
+        self.task_seconds: dict[str, float] = {}
+
+    @property
+    def in_process(self) -> bool:
+        return self.scheduler is None and self.workers == 1
+
+    def client(self):
+        """The Dask client, started on first use (a build that reuses every stage starts none)."""
+        if self.in_process:
+            return None
+        if self._client is None:
+            from distributed import Client, LocalCluster
+
+            t0 = time.perf_counter()
+            # Dask's start-up and shutdown chatter is not the build's news.
+            for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.core",
+                         "distributed.worker", "distributed.http.proxy"):
+                logging.getLogger(name).setLevel(logging.ERROR)
+            if self.scheduler:
+                self._client = Client(self.scheduler)
+            else:
+                # One thread per worker: the kernels release the GIL but a task is mostly one
+                # kernel call, so processes (not threads) are the unit of parallelism.
+                self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
+                                             dashboard_address=None, scheduler_port=0, silence_logs=logging.ERROR)
+                self._client = Client(self._cluster)
+            log.info("dask: %s in %.1f s", self._client, time.perf_counter() - t0)
+        return self._client
+
+    def map(self, fn, arg_tuples, *, name: str) -> list:
+        """``[fn(*args) for args in arg_tuples]``, on the workers when there is a cluster.
+
+        Task keys are ``name-i`` so a dashboard shows the stage; ``pure=False`` because a task
+        is known by its outputs on disk, not by its arguments' hash.
+        """
+        arg_tuples = list(arg_tuples)
+        t0 = time.perf_counter()
+        client = self.client()
+        if client is None:
+            out = [fn(*args) for args in arg_tuples]
+        else:
+            futures = [client.submit(fn, *args, key=f"{name}-{i}-{os.getpid()}-{int(t0 * 1e6)}",
+                                     retries=RETRIES, pure=False)
+                       for i, args in enumerate(arg_tuples)]
+            out = client.gather(futures)
+        self.task_seconds[name] = round(self.task_seconds.get(name, 0.0) + time.perf_counter() - t0, 2)
+        return out
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the local cluster's workers (for tests and benchmarks)."""
+        client = self.client()
+        if client is None:
+            return [os.getpid()]
+        return sorted(client.run(os.getpid).values())
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

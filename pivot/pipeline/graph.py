@@ -1,0 +1,93 @@
+"""The stage graph of a build: what each stage reads, what it writes, where its code lives.
+
+    corpus.<lang> ─> align.<lang> ─┐                       (one pair of stages per pivot language)
+                                   └─> encode ─┬─> lmtext ─> lm ─> score ─> weights ─┐
+                                               └─────────────────────────────────────┴─> extract
+    extract ─> translation ─> pivot ─> combine ─> (store: the SQLite database)
+
+A stage's artifact folder is named by the hash of its declared inputs' content keys and its
+parameters; the content key it hands on is the hash of the bytes it wrote
+(:class:`pivot.pipeline.run.Workdir`). The work directory refuses a stage whose inputs are not
+the ones declared here, so this table is the graph the build runs, not a picture of it.
+``pivot build --graph`` prints it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    needs: tuple[str, ...]  # upstream stages (their content keys enter this stage's key)
+    params: tuple[str, ...]  # recipe settings (and data fingerprints) that enter the key
+    writes: tuple[str, ...]  # the artifact's files
+    code: str  # the function doing the work
+    tasks: str  # how the work is cut: one task, or one per shard / partition / row range
+    doc: str
+
+
+STAGES: dict[str, Stage] = {s.name: s for s in (
+    Stage("corpus", (), ("bitext sources", "preprocess", "data fingerprints"),
+          ("bitext.en", "bitext.<lang>", "origin.npy", "meta.json"), "pivot.pipeline.corpus.write_bitext",
+          "one per language", "read, normalise (Moses tokenizer, lower case), filter, deduplicate"),
+    Stage("align", ("corpus",), ("align",), ("links-NNNNN.npz", "links.json"), "pivot.pipeline.align.align_corpus",
+          "one per language (threads inside)", "word alignment both ways + grow-diag-final-and"),
+    Stage("encode", ("corpus", "align"), ("extract.shard_sentences",),
+          ("shards/NNNNN.npz", "shards.json", "english.txt", "vocab.*", "origin.npy"),
+          "pivot.pipeline.encode.encode_shards", "one (streaming)", "token ids, cut into shards of sentence pairs"),
+    Stage("lmtext", ("encode",), ("domain.in_domain", "domain.general", "domain.seed", "data fingerprints"),
+          ("in_domain.txt", "general*.txt", "folds.npy"), "pivot.pipeline.mono",
+          "one", "in-domain LM text; general text sampled from the bitext (cross-fitted folds)"),
+    Stage("lm", ("lmtext",), ("domain.order", "domain.estimator"), ("*.arpa | *.binary", "stats.json"),
+          "pivot.pipeline.lm.estimate_arpa", "one", "modified Kneser-Ney n-gram LMs"),
+    Stage("score", ("lm", "encode"), (), ("scores.npz", "ranked.tsv"), "pivot.pipeline.score",
+          "one (streaming)", "Moore-Lewis sigma = H_tgt - H_gen per English sentence"),
+    Stage("weights", ("encode", "score"), ("domain.taus",), ("weights.npy", "models.json", "report.json"),
+          "pivot.pipeline.weights.model_columns", "one", "one weight column per model (1, top-tau, change point, ...)"),
+    Stage("extract", ("encode", "weights"), ("extract.max_phrase_len",), ("x-NNNNN.npz", "extract.json"),
+          "pivot.pipeline.extract.extract_shard", "one per shard (Dask)",
+          "phrase pairs counted under every model, split by English key range"),
+    Stage("translation", ("extract",), ("pivot floors, cap, min_phrase_count",),
+          ("e-PPPP.npz", "f-PPPP.npz", "structure/*.npy", "translation.json"),
+          "pivot.pipeline.translation", "one per partition, twice (Dask), then one",
+          "merge by e: p(f|e); merge by f: p(e|f); pruning; the pivot structure"),
+    Stage("pivot", ("translation",), ("pivot.top_n",), ("paraphrases.npz",), "pivot.pipeline.pivoting.pivot_rows",
+          "one per range of English rows (Dask)", "p(e2|e1) = sum_f p(e2|f) p(f|e1), top-n per e1"),
+    Stage("combine", ("pivot", "encode"), ("combine", "data fingerprints"), ("combination.json",),
+          "pivot.pipeline.combine.fit_combination", "one", "logistic regression of General + each domain model"),
+)}
+
+
+def check_inputs(stage_name: str, inputs) -> None:
+    """A stage may only be given declared inputs (a General-only build has no score)."""
+    stage = STAGES[stage_name.split(".")[0]]
+    if not set(inputs) <= set(stage.needs):
+        raise RuntimeError(f"stage {stage_name} was given inputs {sorted(inputs)}, "
+                           f"declared {sorted(stage.needs)} (pivot/pipeline/graph.py)")
+
+
+def order() -> list[str]:
+    """The stages in an order where every stage follows what it needs."""
+    done: list[str] = []
+
+    def visit(name):
+        if name not in done:
+            for up in STAGES[name].needs:
+                visit(up)
+            done.append(name)
+
+    for name in STAGES:
+        visit(name)
+    return done
+
+
+def describe() -> str:
+    """The graph as text, one stage a line: what it needs, how it runs, what it writes."""
+    lines = []
+    for name in order():
+        s = STAGES[name]
+        lines.append(f"{name:12} <- {', '.join(s.needs) or '(data)':22} [{s.tasks}]  {s.doc}")
+        lines.append(f"{'':12}    writes {', '.join(s.writes)}; code {s.code}")
+    lines.append(f"{'store':12} <- pivot, combine, translation, encode  [one, streaming]  the SQLite database")
+    return "\n".join(lines)

@@ -1,0 +1,254 @@
+"""Translation probabilities from sharded counts: merge by English phrase, then by foreign phrase.
+
+Round 1 (pivot.pipeline.extract.extract_shard) leaves each shard's weighted phrase-pair
+counts split into P partitions of the English key range. Then:
+
+round 2, :func:`merge_by_e` (one task per English partition p): the pairs of part p of every
+    shard, in shard order, summed per (e, f):  c_k(e,f) = sum over shards of c_k^shard(e,f).
+    Every pair of an English phrase is now in one place, so the row sums give
+        p_k(f|e) = c_k(e,f) / sum_f' c_k(e,f')       ps(f|e) = support(e,f) / support(e)
+    and support(e) is the phrase's count in the bitext. The pairs go on, split by foreign
+    key range.
+round 3, :func:`merge_by_f` (one task per foreign partition q): every pair of a foreign
+    phrase in one place gives
+        p_k(e|f) = c_k(e,f) / sum_e' c_k(e',f)       ps(e|f) = support(e,f) / support(f)
+    and the pruning of pivot.pipeline.pivoting, decided on the model-independent support:
+    (a) keep (e,f) if ps(f|e) >= min_p_f_given_e, ps(e|f) >= min_p_e_given_f and e occurs at
+        least min_phrase_count times (a rarer phrase's distribution rests on one or two
+        alignments: it gets no paraphrases and is nobody's paraphrase);
+    (b) keep at most max_e_per_f English phrases per f, largest support first (ties: smaller
+        English key).
+    The probabilities are normalised over the full table before pruning, as PPDB does.
+round 4, :func:`assemble` (one task): the kept entries become the pivot structure: phrase ids
+    are the ranks of the keys (so they do not depend on P), a CSR by e and a CSC by f.
+
+Why the bytes cannot depend on P or on the number of workers: a pair's partial counts meet
+in one partition whatever P is and are added in shard order; a row's (column's) sums run
+over its pairs in key order; partitions are key ranges, so concatenating them in order is
+the global key order. Only the shard size (a recipe parameter, in the signature) groups the
+floating-point sums.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from pivot.pipeline.engine import atomic_save_npz
+
+
+def _segments(*keys) -> np.ndarray:
+    """Start index of each run of equal key tuples in arrays sorted by those keys."""
+    n = len(keys[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for k in keys:
+        change[1:] |= k[1:] != k[:-1]
+    return np.flatnonzero(change)
+
+
+def _check_rows(keys: np.ndarray, rows: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Unique keys (sorted) and their rows; a key behind two different rows is an error."""
+    order = np.argsort(keys, kind="stable")
+    keys, rows = keys[order], rows[order]
+    starts = _segments(keys)
+    ends = np.append(starts[1:], len(keys))
+    first = np.repeat(starts, ends - starts)
+    bad = np.flatnonzero((rows != rows[first]).any(axis=1))
+    if len(bad):
+        raise RuntimeError(f"64-bit key collision between two {what} phrases "
+                           f"({rows[first[bad[0]]].tolist()} and {rows[bad[0]].tolist()}): please report it")
+    return keys[starts], rows[starts]
+
+
+def _normalise(counts: np.ndarray, starts: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """counts / (sum of counts over each segment), 0 where the sum is 0."""
+    sums = np.add.reduceat(counts, starts, axis=0) if len(starts) else np.zeros((0, counts.shape[1]))
+    denom = sums[owner]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(denom > 0, counts / np.where(denom > 0, denom, 1.0), 0.0)
+    return out
+
+
+def merge_by_e(part_paths: list, p: int, n_parts: int, out_path) -> dict:
+    """Round 2 for English partition p: merge, p_k(f|e), ps(f|e), split by foreign partition."""
+    from pivot.pipeline.extract import partition_of
+
+    out_path = Path(out_path)
+    if out_path.is_file():
+        return {"reused": True}
+    cols = {"e_key": [], "f_key": [], "counts": [], "support": []}
+    dict_keys, dict_rows = [], []
+    for path in part_paths:
+        with np.load(path) as z:
+            for c in cols:
+                cols[c].append(z[f"p{p}_{c}"])
+            dict_keys.append(z[f"p{p}_e_dict_key"])
+            dict_rows.append(z[f"p{p}_e_rows"])
+    e_key, f_key = np.concatenate(cols["e_key"]), np.concatenate(cols["f_key"])
+    counts, support = np.concatenate(cols["counts"]), np.concatenate(cols["support"])
+    del cols
+    # A stable sort keeps each pair's shard partials in shard order.
+    order = np.lexsort((f_key, e_key))
+    e_key, f_key, counts, support = e_key[order], f_key[order], counts[order], support[order]
+    del order
+    starts = _segments(e_key, f_key)
+    e_key, f_key = e_key[starts], f_key[starts]
+    counts = np.add.reduceat(counts, starts, axis=0) if len(starts) else counts
+    support = np.add.reduceat(support, starts) if len(starts) else support
+    rows_start = _segments(e_key)
+    owner = np.repeat(np.arange(len(rows_start)), np.diff(np.append(rows_start, len(e_key))))
+    e_support = np.add.reduceat(support, rows_start) if len(rows_start) else support[:0]
+    p_fe = _normalise(counts, rows_start, owner)
+    ps_fe = support / e_support[owner] if len(owner) else np.zeros(0)
+    keys, rows = _check_rows(np.concatenate(dict_keys), np.concatenate(dict_rows), "English")
+    # The dictionary holds exactly the English phrases of this partition's pairs.
+    assert np.array_equal(keys, e_key[rows_start])
+    arrays = {"e_key": keys, "e_rows": rows, "e_count": e_support.astype(np.int64)}
+    f_part = partition_of(f_key, n_parts)
+    e_count = e_support[owner].astype(np.int64)
+    for q in range(n_parts):
+        mine = np.flatnonzero(f_part == q)
+        for name, values in (("e_key", e_key), ("f_key", f_key), ("counts", counts), ("support", support),
+                             ("p_fe", p_fe), ("ps_fe", ps_fe), ("e_count", e_count)):
+            arrays[f"q{q}_{name}"] = values[mine]
+    atomic_save_npz(out_path, **arrays)
+    return {"reused": False, "n_pairs": int(len(e_key)), "n_e": int(len(keys))}
+
+
+def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_given_e: float,
+               min_p_e_given_f: float, max_e_per_f: int, min_phrase_count: int) -> dict:
+    """Round 3 for foreign partition q: p_k(e|f), ps(e|f), then pruning rules (a) and (b)."""
+    out_path = Path(out_path)
+    if out_path.is_file():
+        with np.load(out_path) as z:
+            return {k: int(v) for k, v in zip(("n_pairs", "n_after_floors", "n_kept", "sum_deg_f_squared"), z["stats"])}
+    names = ("e_key", "f_key", "counts", "support", "p_fe", "ps_fe", "e_count")
+    cols = {c: [] for c in names}
+    for path in e_paths:
+        with np.load(path) as z:
+            for c in names:
+                cols[c].append(z[f"q{q}_{c}"])
+    a = {c: np.concatenate(v) for c, v in cols.items()}
+    del cols
+    # Sorted by (f, e): within a column the English phrases ascend, as in the kernel's CSC.
+    order = np.lexsort((a["e_key"], a["f_key"]))
+    a = {c: v[order] for c, v in a.items()}
+    del order
+    col_start = _segments(a["f_key"])
+    owner = np.repeat(np.arange(len(col_start)), np.diff(np.append(col_start, len(a["f_key"]))))
+    f_support = np.add.reduceat(a["support"], col_start) if len(col_start) else a["support"][:0]
+    p_ef = _normalise(a["counts"], col_start, owner)
+    ps_ef = a["support"] / f_support[owner] if len(owner) else np.zeros(0)
+    keep = (a["ps_fe"] >= min_p_f_given_e) & (ps_ef >= min_p_e_given_f) & (a["e_count"] >= min_phrase_count)
+    n_after_floors = int(keep.sum())
+    if max_e_per_f > 0 and n_after_floors:
+        idx = np.flatnonzero(keep)
+        # Rank the survivors of each column by support (descending), then English key.
+        rank_order = np.lexsort((a["e_key"][idx], -a["support"][idx], owner[idx]))
+        ranked = idx[rank_order]
+        col_of = owner[ranked]
+        first = _segments(col_of)
+        rank = np.arange(len(ranked)) - np.repeat(first, np.diff(np.append(first, len(ranked))))
+        keep[ranked[rank >= max_e_per_f]] = False
+    kept = np.flatnonzero(keep)
+    deg = np.bincount(owner[kept], minlength=len(col_start)) if len(kept) else np.zeros(0, np.int64)
+    stats = np.array([len(keep), n_after_floors, len(kept), int((deg.astype(np.int64) ** 2).sum())], dtype=np.int64)
+    # Foreign phrases with a kept entry, and their token rows.
+    dict_keys, dict_rows = [], []
+    for path in part_paths:
+        with np.load(path) as z:
+            dict_keys.append(z[f"q{q}_f_dict_key"])
+            dict_rows.append(z[f"q{q}_f_rows"])
+    keys, rows = _check_rows(np.concatenate(dict_keys), np.concatenate(dict_rows), "foreign")
+    used = np.unique(a["f_key"][kept])
+    pos = np.searchsorted(keys, used)
+    atomic_save_npz(out_path, e_key=a["e_key"][kept], f_key=a["f_key"][kept], p_fe=a["p_fe"][kept],
+                    p_ef=p_ef[kept], f_dict_key=used, f_rows=rows[pos], stats=stats)
+    return {"n_pairs": int(stats[0]), "n_after_floors": int(stats[1]), "n_kept": int(stats[2]),
+            "sum_deg_f_squared": int(stats[3])}
+
+
+def assemble(f_paths: list, out_dir) -> dict:
+    """Round 4: the kept entries of every foreign partition as one pivot structure.
+
+    English ids are the ranks of the kept English keys, foreign ids the ranks of the kept
+    foreign keys. Writes row_ptr/row_f/p_fe (CSR by e, f ascending), col_ptr/col_e/p_ef (CSC
+    by f, e ascending), e_key and f_key (id -> key) into out_dir, one .npy each.
+    """
+    parts = {c: [] for c in ("e_key", "f_key", "p_fe", "p_ef")}
+    for path in f_paths:
+        with np.load(path) as z:
+            for c in parts:
+                parts[c].append(z[c])
+    e_key = np.concatenate(parts["e_key"])
+    f_key = np.concatenate(parts["f_key"])
+    p_ef = np.concatenate(parts["p_ef"])
+    del parts["p_ef"]
+    # Partitions are key ranges in order, each sorted by (f, e): this is the CSC order.
+    e_keys = np.unique(e_key)
+    col_e = np.searchsorted(e_keys, e_key).astype(np.int32)
+    del e_key
+    col_start = _segments(f_key)
+    f_keys = f_key[col_start]
+    n_e, n_f = len(e_keys), len(f_keys)
+    col_ptr = np.append(col_start, len(f_key)).astype(np.int64)
+    f_id = np.repeat(np.arange(n_f, dtype=np.int32), np.diff(col_ptr))
+    del f_key
+    order = np.lexsort((f_id, col_e))  # CSR: by e, then f
+    row_f = f_id[order]
+    p_fe = np.concatenate(parts["p_fe"])[order]
+    del parts, order, f_id
+    row_ptr = np.zeros(n_e + 1, dtype=np.int64)
+    np.cumsum(np.bincount(col_e, minlength=n_e), out=row_ptr[1:])
+    # One .npy a field, so the pivot tasks can memory-map what they read.
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, values in (("row_ptr", row_ptr), ("row_f", row_f), ("p_fe", p_fe), ("col_ptr", col_ptr),
+                         ("col_e", col_e), ("p_ef", p_ef), ("e_key", e_keys), ("f_key", f_keys)):
+        np.save(out_dir / f"{name}.npy", np.ascontiguousarray(values))
+    return {"n_e": n_e, "n_f": n_f, "n_kept": int(len(col_e))}
+
+
+def phrase_rows(e_paths: list, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(token rows, bitext counts) of the English phrases with these keys (sorted, all present)."""
+    rows, counts = None, np.zeros(len(keys), dtype=np.int64)
+    for path in e_paths:
+        with np.load(path) as z:
+            k = z["e_key"]
+            if not len(k):
+                continue
+            lo, hi = np.searchsorted(keys, k[0], side="left"), np.searchsorted(keys, k[-1], side="right")
+            want = keys[lo:hi]
+            pos = np.searchsorted(k, want)
+            if rows is None:
+                rows = np.full((len(keys), z["e_rows"].shape[1]), -1, dtype=np.int32)
+            found = (pos < len(k)) & (k[np.minimum(pos, len(k) - 1)] == want)
+            if not found.all():
+                raise KeyError("phrase key missing from the merged counts")
+            rows[lo:hi] = z["e_rows"][pos]
+            counts[lo:hi] = z["e_count"][pos]
+    if rows is None:
+        rows = np.zeros((len(keys), 1), dtype=np.int32)
+    return rows, counts
+
+
+def foreign_rows(f_paths: list, keys: np.ndarray) -> np.ndarray:
+    """Token rows of the foreign phrases with these keys (sorted, all kept somewhere)."""
+    rows = None
+    for path in f_paths:
+        with np.load(path) as z:
+            k = z["f_dict_key"]
+            if not len(k):
+                continue
+            lo, hi = np.searchsorted(keys, k[0], side="left"), np.searchsorted(keys, k[-1], side="right")
+            want = keys[lo:hi]
+            pos = np.searchsorted(k, want)
+            if rows is None:
+                rows = np.full((len(keys), z["f_rows"].shape[1]), -1, dtype=np.int32)
+            rows[lo:hi] = z["f_rows"][pos]
+    if rows is None:
+        rows = np.zeros((len(keys), 1), dtype=np.int32)
+    return rows

@@ -1,0 +1,265 @@
+"""The sharded count-merge-pivot flow against the in-memory reference (extract + pivot_paraphrases)."""
+import numpy as np
+import pytest
+
+from pivot.pipeline import pivoting, translation
+from pivot.pipeline.engine import Engine, atomic_save_npz
+from pivot.pipeline.extract import (_whole_pair_links, extract_phrase_pairs, extract_shard, partition_of,
+                                    phrase_keys)
+
+
+def random_bitext(rng, n, vocab_e=12, vocab_f=9, max_words=7):
+    """n random sentence pairs with random links (a few unaligned words)."""
+    e_tok, e_off, f_tok, f_off, le, lf, l_off = [], [0], [], [0], [], [], [0]
+    for _ in range(n):
+        ne, nf = rng.integers(1, max_words + 1, size=2)
+        e_tok += rng.integers(0, vocab_e, ne).tolist()
+        f_tok += rng.integers(0, vocab_f, nf).tolist()
+        e_off.append(len(e_tok))
+        f_off.append(len(f_tok))
+        links = {(int(i), int(rng.integers(0, nf))) for i in range(ne) if rng.random() < 0.8}
+        for i, j in sorted(links):
+            le.append(i)
+            lf.append(j)
+        l_off.append(len(le))
+    as32 = lambda x: np.array(x, dtype=np.int32)
+    as64 = lambda x: np.array(x, dtype=np.int64)
+    return as32(e_tok), as64(e_off), as32(f_tok), as64(f_off), as32(le), as32(lf), as64(l_off)
+
+
+def write_shards(tmp, bitext, shard_sentences, whole=None):
+    e_tok, e_off, f_tok, f_off, le, lf, l_off = bitext
+    n = len(e_off) - 1
+    shards = []
+    for k, s0 in enumerate(range(0, n, shard_sentences)):
+        s1 = min(n, s0 + shard_sentences)
+        cut = lambda tok, off: (tok[off[s0]:off[s1]], off[s0:s1 + 1] - off[s0])
+        et, eo = cut(e_tok, e_off)
+        ft, fo = cut(f_tok, f_off)
+        lk_e, lo = cut(le, l_off)
+        lk_f, _ = cut(lf, l_off)
+        path = tmp / f"shard-{k}.npz"
+        w = np.zeros(s1 - s0, np.uint8) if whole is None else whole[s0:s1]
+        atomic_save_npz(path, e_tokens=et, e_offsets=eo, f_tokens=ft, f_offsets=fo, link_e=lk_e, link_f=lk_f,
+                        link_offsets=lo, whole=w)
+        shards.append((path, s0))
+    return shards
+
+
+def sharded(tmp, bitext, weights, *, shard_sentences, n_parts, max_len=3, top_n=0, engine=None, whole=None,
+            min_p_f_given_e=0.0, min_p_e_given_f=0.0, max_e_per_f=0, min_phrase_count=1):
+    """The build's rounds 1-5 on a bitext; returns (structure, paraphrases, e-part paths)."""
+    engine = engine or Engine(workers=1)
+    tmp.mkdir(parents=True, exist_ok=True)
+    np.save(tmp / "weights.npy", weights)
+    shards = write_shards(tmp, bitext, shard_sentences, whole)
+    x = [tmp / f"x-{i}.npz" for i in range(len(shards))]
+    engine.map(extract_shard, [(p, tmp / "weights.npy", s0, max_len, n_parts, out)
+                               for (p, s0), out in zip(shards, x)], name="extract")
+    e_paths = [tmp / f"e-{p}.npz" for p in range(n_parts)]
+    engine.map(translation.merge_by_e, [(x, p, n_parts, e_paths[p]) for p in range(n_parts)], name="merge-e")
+    f_paths = [tmp / f"f-{q}.npz" for q in range(n_parts)]
+    prune = dict(min_p_f_given_e=min_p_f_given_e, min_p_e_given_f=min_p_e_given_f, max_e_per_f=max_e_per_f,
+                 min_phrase_count=min_phrase_count)
+    for q in range(n_parts):
+        translation.merge_by_f(e_paths, x, q, f_paths[q], **prune)
+    translation.assemble(f_paths, tmp / "structure")
+    s = pivoting.load_structure(tmp / "structure", mmap=False)
+    ranges = pivoting.row_ranges(s["row_ptr"], s["col_ptr"], s["row_f"], 3)
+    outs = [tmp / f"rows-{i}.npz" for i in range(len(ranges))]
+    engine.map(pivoting.pivot_rows, [(tmp / "structure", lo, hi, top_n, out) for (lo, hi), out in zip(ranges, outs)],
+               name="pivot")
+    para = {}
+    for path in outs:
+        with np.load(path) as z:
+            for f in z.files:
+                para.setdefault(f, []).append(z[f])
+    para = {f: np.concatenate(v) for f, v in para.items()}
+    return s, para, e_paths
+
+
+def same(got, want):
+    """Same pairs, same values up to the order of the sum over pivots: phrase ids (hence the
+    order in which a row's terms are added) differ between the two flows, so the last bit may."""
+    assert got.keys() == want.keys()
+    for k in want:
+        assert got[k] == pytest.approx(want[k], rel=1e-13, abs=0), k
+    return True
+
+
+def by_text(rows_e1, rows_e2, p):
+    """{(e1 tokens, e2 tokens): p row} for comparing runs with different phrase ids."""
+    strip = lambda r: tuple(int(t) for t in r if t >= 0)
+    return {(strip(a), strip(b)): tuple(x) for a, b, x in zip(rows_e1, rows_e2, p.tolist())}
+
+
+def reference(bitext, weights, max_len=3, **prune):
+    table = extract_phrase_pairs(*bitext, weights, max_len=max_len)
+    para = pivoting.pivot_paraphrases(table, **prune)
+    return by_text(table.e_phrases[para.e1], table.e_phrases[para.e2], para.p)
+
+
+def sharded_by_text(s, para, e_paths):
+    rows, _ = translation.phrase_rows(e_paths, np.asarray(s["e_key"]))
+    return by_text(rows[para["e1"]], rows[para["e2"]], para["p"])
+
+
+@pytest.mark.parametrize("shard_sentences,n_parts", [(1000, 1), (7, 3), (1, 5)])
+def test_sharded_equals_in_memory_reference(tmp_path, shard_sentences, n_parts):
+    """Integer weights make every count exact: the sharded flow must give the reference's pairs
+    and values, whatever the shard size and the number of partitions."""
+    rng = np.random.default_rng(3)
+    bitext = random_bitext(rng, 60)
+    weights = np.column_stack([np.ones(60), rng.integers(0, 4, 60)]).astype(np.float64)
+    want = reference(bitext, weights, max_e_per_f=0, min_p_e_given_f=0, min_p_f_given_e=0, top_n=0)
+    s, para, e_paths = sharded(tmp_path, bitext, weights, shard_sentences=shard_sentences, n_parts=n_parts)
+    got = sharded_by_text(s, para, e_paths)
+    assert len(want) > 100
+    assert same(got, want)
+
+
+def test_floors_match_reference(tmp_path):
+    """Rule (a) on support probabilities: the same surviving pairs and values as the reference."""
+    rng = np.random.default_rng(5)
+    bitext = random_bitext(rng, 80)
+    weights = np.column_stack([np.ones(80), rng.integers(1, 3, 80)]).astype(np.float64)
+    floors = dict(min_p_f_given_e=0.05, min_p_e_given_f=0.05)
+    want = reference(bitext, weights, max_e_per_f=0, top_n=0, **floors)
+    s, para, e_paths = sharded(tmp_path, bitext, weights, shard_sentences=9, n_parts=4, **floors)
+    assert same(sharded_by_text(s, para, e_paths), want)
+
+
+def test_bytes_do_not_depend_on_partitions_or_workers(tmp_path):
+    """Real-valued weights: sums are grouped by shard, never by partition or worker."""
+    rng = np.random.default_rng(7)
+    bitext = random_bitext(rng, 50)
+    weights = np.column_stack([np.ones(50), rng.random(50), rng.random(50) * 3])
+    runs = []
+    for k, n_parts in enumerate((1, 2, 6)):
+        s, para, _ = sharded(tmp_path / f"run{k}", bitext, weights, shard_sentences=11, n_parts=n_parts,
+                             max_e_per_f=4, min_p_f_given_e=0.01, min_phrase_count=2, top_n=5)
+        runs.append((s, para))
+    for s, para in runs[1:]:
+        for name in ("row_ptr", "row_f", "p_fe", "col_ptr", "col_e", "p_ef", "e_key", "f_key"):
+            assert np.asarray(s[name]).tobytes() == np.asarray(runs[0][0][name]).tobytes(), name
+        for name in ("e1", "e2", "p", "n_pivots", "pivots"):
+            assert para[name].tobytes() == runs[0][1][name].tobytes(), name
+
+
+def test_hand_computed_pivot(tmp_path):
+    """e0 -- f0 -- e1 with counts 3 and 1 (the pivoting module's doctest):
+    p(e1|e0) = p(e1|f0) p(f0|e0) = 1/4 * 1 and p(e0|e1) = 3/4 * 1."""
+    bitext = (np.array([0, 0, 0, 1], np.int32), np.array([0, 1, 2, 3, 4]),
+              np.array([5, 5, 5, 5], np.int32), np.array([0, 1, 2, 3, 4]),
+              np.zeros(4, np.int32), np.zeros(4, np.int32), np.array([0, 1, 2, 3, 4]))
+    s, para, e_paths = sharded(tmp_path, bitext, np.ones((4, 1)), shard_sentences=2, n_parts=2)
+    got = sharded_by_text(s, para, e_paths)
+    assert got == {((0,), (1,)): (0.25,), ((1,), (0,)): (0.75,)}
+    rows, counts = translation.phrase_rows(e_paths, np.asarray(s["e_key"]))
+    assert sorted(zip(rows[:, 0].tolist(), counts.tolist())) == [(0, 3), (1, 1)]
+
+
+def test_cap_keeps_largest_support(tmp_path):
+    """Rule (b): f0 is aligned to e0 three times, e1 twice and e2 once; a cap of 2 drops e2,
+    so e2 has no paraphrase and is nobody's."""
+    e = [0, 0, 0, 1, 1, 2]
+    bitext = (np.array(e, np.int32), np.arange(7), np.full(6, 9, np.int32), np.arange(7),
+              np.zeros(6, np.int32), np.zeros(6, np.int32), np.arange(7))
+    s, para, e_paths = sharded(tmp_path, bitext, np.ones((6, 1)), shard_sentences=4, n_parts=2, max_e_per_f=2)
+    got = sharded_by_text(s, para, e_paths)
+    # p(f0|e) = 1 for every e; p(e|f0) over the full column: 3/6, 2/6 (e2's 1/6 was cut)
+    assert got == {((0,), (1,)): (2 / 6,), ((1,), (0,)): (3 / 6,)}
+
+
+def test_min_phrase_count_before_ranking(tmp_path):
+    """A phrase seen once neither gets nor is a paraphrase, and does not take a top-n place."""
+    e = [0, 0, 1, 1, 2]
+    bitext = (np.array(e, np.int32), np.arange(6), np.full(5, 9, np.int32), np.arange(6),
+              np.zeros(5, np.int32), np.zeros(5, np.int32), np.arange(6))
+    s, para, e_paths = sharded(tmp_path, bitext, np.ones((5, 1)), shard_sentences=5, n_parts=1,
+                               min_phrase_count=2, top_n=1)
+    got = sharded_by_text(s, para, e_paths)
+    # p(e1|f0) is normalised over the full column, e2's count included: 2 / (2 + 2 + 1)
+    assert got == {((0,), (1,)): (2 / 5,), ((1,), (0,)): (2 / 5,)}
+
+
+def test_whole_pairs_are_their_own_phrase_pair():
+    """A term pair links every word to every word: only the whole pair is consistent."""
+    e_off, f_off = np.array([0, 2, 5]), np.array([0, 3, 4])
+    link_e, link_f, link_off = np.array([0, 1], np.int32), np.array([0, 2], np.int32), np.array([0, 2, 2])
+    le, lf, lo = _whole_pair_links(e_off, f_off, link_e, link_f, link_off, np.array([1, 0], np.uint8), 3)
+    assert lo.tolist() == [0, 6, 6]
+    assert list(zip(le.tolist(), lf.tolist())) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    table = extract_phrase_pairs(np.array([4, 5, 6, 7, 8], np.int32), e_off, np.array([1, 2, 3, 4], np.int32),
+                                 f_off, le, lf, lo, np.ones((2, 1)), max_len=3)
+    assert [(table.e_phrase(a), table.f_phrase(b)) for a, b in zip(table.e_id, table.f_id)] == [((4, 5), (1, 2, 3))]
+
+
+def test_keys_and_partitions():
+    rows = np.array([[1, 2, -1], [1, 2, 3], [2, 1, -1], [1, 2, -1]], np.int32)
+    k = phrase_keys(rows)
+    assert k.dtype == np.uint64 and k[0] == k[3] and len(set(k[:3].tolist())) == 3
+    # a fixed value: keys must be the same on every machine and every run
+    assert int(phrase_keys(np.array([[0, -1]], np.int32))[0]) == int(phrase_keys(np.array([[0, -1]], np.int32))[0])
+    keys = np.array([0, 2**63, 2**64 - 1], dtype=np.uint64)
+    assert partition_of(keys, 4).tolist() == [0, 2, 3]
+    assert (np.diff(partition_of(np.sort(k), 7)) >= 0).all()
+
+
+def test_key_collision_is_an_error():
+    keys = np.array([5, 5], dtype=np.uint64)
+    with pytest.raises(RuntimeError, match="collision"):
+        translation._check_rows(keys, np.array([[1, -1], [2, -1]], np.int32), "English")
+
+
+def test_tasks_are_idempotent(tmp_path):
+    """A task whose output exists returns at once and leaves it untouched (a retried task)."""
+    rng = np.random.default_rng(1)
+    bitext = random_bitext(rng, 20)
+    sharded(tmp_path, bitext, np.ones((20, 1)), shard_sentences=10, n_parts=2)
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("*.npz")}
+    out = extract_shard(tmp_path / "shard-0.npz", tmp_path / "weights.npy", 0, 3, 2, tmp_path / "x-0.npz")
+    assert out["reused"] is True
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.npz")} == before
+    assert not list(tmp_path.glob(".*tmp-*"))
+
+
+def _extract_killing_its_worker(marker, *args):
+    """extract_shard, but the first call to reach here kills its own worker process (SIGKILL),
+    as a machine or the OOM killer would, halfway through the stage."""
+    import os
+    import signal
+
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        return extract_shard(*args)
+    os.close(fd)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _run_on(engine, tmp, bitext, weights, kill=False):
+    tmp.mkdir()
+    np.save(tmp / "weights.npy", weights)
+    shards = write_shards(tmp, bitext, 8)
+    x = [tmp / f"x-{i}.npz" for i in range(len(shards))]
+    fn, extra = (_extract_killing_its_worker, (tmp / "killed",)) if kill else (extract_shard, ())
+    engine.map(fn, [(*extra, p, tmp / "weights.npy", s0, 3, 3, out) for (p, s0), out in zip(shards, x)],
+               name="extract")
+    e_paths = [tmp / f"e-{p}.npz" for p in range(3)]
+    engine.map(translation.merge_by_e, [(x, p, 3, e_paths[p]) for p in range(3)], name="merge-e")
+    return {p.name: p.read_bytes() for p in sorted(tmp.glob("[xe]-*.npz"))}
+
+
+def test_dask_workers_same_bytes_and_a_killed_worker_changes_nothing(tmp_path):
+    rng = np.random.default_rng(11)
+    bitext = random_bitext(rng, 64)
+    weights = np.column_stack([np.ones(64), rng.random(64)])
+    want = _run_on(Engine(workers=1), tmp_path / "one", bitext, weights)
+    with Engine(workers=2) as engine:
+        assert len(set(engine.worker_pids())) == 2
+        assert _run_on(engine, tmp_path / "two", bitext, weights) == want
+        before = set(engine.worker_pids())
+        assert _run_on(engine, tmp_path / "killed", bitext, weights, kill=True) == want
+        assert (tmp_path / "killed" / "killed").exists()  # a worker did die ...
+        assert set(engine.worker_pids()) != before  # ... and was replaced
