@@ -18,7 +18,7 @@ DATA_ENV = "PIVOT_DATA"
 
 # Every parameter a recipe may omit, with its default. The build records the merged values.
 DEFAULTS = {
-    "preprocess": {"max_tokens": 80, "max_ratio": 9.0},
+    "preprocess": {"max_tokens": 80, "max_ratio": 9.0, "dedup": True},
     "align": {"method": "ibm2", "model": 3, "length": 1.0, "pharaoh": {}},
     "extract": {"max_phrase_len": 5, "shard_sentences": 50_000},
     "pivot": {"min_p_f_given_e": 0.001, "min_p_e_given_f": 0.001, "max_e_per_f": 100, "top_n": 20,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pivot.pipeline.corpus import (Bitext, Vocab, clean_pairs, is_section_header, load_bitext,
-                          normalize, normalize_many, read_parallel, read_tsv_zip)
+                          normalize, normalize_many, read_parallel, read_tsv_zip, write_bitext)
 from pivot.errors import InputError
 
 
@@ -326,3 +326,16 @@ def test_load_bitext_glob_needs_partner(tmp_path):
 def test_load_bitext_unknown_format(tmp_path):
     with pytest.raises(InputError, match="unknown format 'csv'"):
         load_bitext([{"name": "x", "format": "csv"}], "fr", tmp_path, quiet=True)
+
+
+def test_write_bitext_streams_the_same_bytes_as_load_bitext_save(tmp_path):
+    # The streaming writer (batches of 2 lines here) and the in-memory Bitext agree byte
+    # for byte on the first-batch formats; tests/test_corpus_multi.py covers tsv-gz.
+    root = make_root(tmp_path)
+    load_bitext(SOURCES, "fr", root, quiet=True).save(tmp_path / "a")
+    meta = write_bitext(SOURCES, "fr", root, tmp_path / "b", quiet=True, batch_lines=2)
+    names = ["bitext.en", "bitext.fr", "meta.json", "origin.npy"]
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == names
+    for name in names:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    assert meta["n_pairs"] == 7 and meta["source_kinds"] == ["sentences"] * 3

@@ -5,29 +5,66 @@ language-model text, gold phrases) goes through :func:`normalize`, so a phrase i
 paraphrase database, a word in a gold pair and an n-gram in a language model are spelt
 the same way.
 
-Data flow of :func:`load_bitext` for one pivot language:
+Data flow for one pivot language (:func:`write_bitext` streams it to a folder in bounded
+memory; :func:`load_bitext` builds the same result in memory as a :class:`Bitext`):
 
-    recipe sources --read_parallel / read_tsv_zip--> raw (line, english, foreign)
-                   --is_section_header, blanks------> dropped, counted
-                   --normalize_many------------------> NFC, Moses tokens, lowercase
-                   --clean_pairs---------------------> length / ratio filter, exact dedup
-                   --> Bitext (en, f, origin)
+    recipe sources --read_parallel / read_tsv_zip / read_tsv_gz--> raw (line, english, foreign)
+                   --row filters, blanks, is_section_header------> dropped, counted
+                   --normalize_many (batches)--------------------> NFC, Moses tokens, lowercase
+                   --length / ratio filter, dedup----------------> dropped, counted
+                   --> bitext.en, bitext.<lang>, origin.npy, meta.json
+
+Recipe sources (one ``[[bitext]]`` block per pivot language holds a list of them; paths are
+relative to the data root). Keys every format accepts: ``name`` (unique within the block),
+``format``, and ``kind`` = ``"sentences"`` (the default) or ``"terms"`` (a term list: short
+noun phrases, one translation each; recorded per source in ``meta.json["source_kinds"]`` so
+the build can take such pairs as phrase pairs directly).
+
+* ``format = "parallel"``: ``en``, ``f`` = two line-aligned files (``.gz`` read through
+  gzip); ``drop_headers`` (default true) drops abstract section headers.
+* ``format = "parallel-glob"``: ``en`` = a pattern ending in ``.en``; each match ``X.en``
+  pairs with ``X.<lang>``; ``drop_headers`` as above.
+* ``format = "tsv-zip"``: ``path`` = a zip holding ``english<TAB>foreign[<TAB>...]`` lines
+  (Tatoeba/manythings.org); ``member`` names the text member when there is more than one.
+* ``format = "tsv-gz"``: ``path`` = a TSV file, gzip when it ends in ``.gz``, no header line,
+  English in column 1, the foreign sentence in column 2, further columns free (the layout
+  of every ``*.tsv.gz`` of the data's second batch). ``path`` may be a glob (``*``, ``?``,
+  ``[...]``): the matches are read in sorted order. Optional row filters, columns numbered
+  from 1 (1 = English, 2 = foreign), values compared with the field trimmed of surrounding
+  spaces, a ``*`` in a value matching any run of characters (a value without ``*`` must
+  match exactly), a list meaning any of its values:
+
+      where = { 4 = "rdfs:label" }                 # keep a row only if EVERY listed column matches
+      exclude = { 6 = "machine", 3 = ["x", "y*"] } # drop a row if ANY listed column matches
+
+  Rows dropped by the filters are counted as ``filtered``; ``drop_headers`` (default false)
+  drops abstract section headers as for ``parallel``.
+
+The foreign side is tokenised with the Moses rules of :func:`tokenizer_lang` ``(lang)``: the
+block's code itself when Moses knows it (``fr``, ``de``), its ISO 639-1 equivalent for an ISO
+639-3 code (``fra`` -> ``fr``, ``por_BR`` -> ``pt``), else English rules (which is what the
+Moses scripts fall back to for a language without a non-breaking-prefix list).
 
 Readers split lines on ``\\n`` only (never on ``\\r``, U+2028 or U+0085, which Python's
 universal-newline mode and ``str.splitlines`` treat as line ends): line-aligned corpora
 must be read with the same line boundaries on both sides, and with the same numbering
-that ``wc -l`` and ``sed -n Np`` show to a user following an error message.
+that ``wc -l`` and ``sed -n Np`` show to a user following an error message. A damaged gzip
+or zip stream raises InputError naming the file and the line where reading broke.
 """
 from __future__ import annotations
 
 import glob
 import gzip
+import hashlib
+import itertools
 import json
 import os
 import re
 import sys
 import unicodedata
 import zipfile
+import zlib
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,12 +76,64 @@ from pivot.text import (_PUNCT_MAP, _count_lines, _iter_lines, _open_binary, nor
 
 # The reasons a raw line or pair is not kept, in the order clean_pairs tests them.
 STAT_KEYS = ("read", "blank", "header", "empty", "too_long", "ratio", "duplicate", "kept")
+# Rows a tsv-gz source's where/exclude filters drop; only tsv-gz sources (and the total of a
+# language that has one) carry this count, right after "read", so the statistics of the
+# other formats are as they always were.
+FILTERED = "filtered"
+
+# Kinds of recipe source: sentence bitext, or a term list (dictionary of names).
+SOURCE_KINDS = ("sentences", "terms")
 
 DATA_ROOT_HINT = "the data root is set by `--data DIR` or the PIVOT_DATA environment variable"
 
+# Lines read and normalised at a time by write_bitext / load_bitext.
+BATCH_LINES = 20_000
 
-def _new_stats():
-    return {k: 0 for k in STAT_KEYS}
+
+def _new_stats(filtered=False):
+    keys = STAT_KEYS[:1] + (FILTERED,) + STAT_KEYS[1:] if filtered else STAT_KEYS
+    return {k: 0 for k in keys}
+
+
+# ----------------------------------------------------------------------------- damaged files
+
+# What reading a damaged compressed stream raises: a bad gzip header or CRC (BadGzipFile, an
+# OSError), a truncated stream (EOFError), a corrupt deflate block (zlib.error), a bad zip
+# member (BadZipFile, e.g. "Bad CRC-32").
+_DAMAGED = (OSError, EOFError, zlib.error, zipfile.BadZipFile)
+
+
+def _damaged(path, line, exc):
+    return InputError(f"corrupt or truncated compressed data at or after this line "
+                      f"({type(exc).__name__}: {exc}); the file is damaged: fetch it again",
+                      path=path, line=line)
+
+
+def _checked_lines(fh, path):
+    """``_iter_lines`` (number, line), a damaged stream raised as InputError at its line."""
+    number = 0
+    try:
+        for number, line in _iter_lines(fh, path):
+            yield number, line
+    except _DAMAGED as exc:
+        raise _damaged(path, number + 1, exc) from None
+
+
+def _count_lines_checked(path):
+    """``_count_lines`` (as ``wc -l``, plus an unterminated last line); a damaged stream
+    raises InputError naming the file and the first line of the block that failed."""
+    n_lines, last = 0, b"\n"
+    with _open_binary(path) as fh:
+        try:
+            while True:
+                chunk = fh.read(1 << 20)
+                if not chunk:
+                    break
+                n_lines += chunk.count(b"\n")
+                last = chunk[-1:]
+        except _DAMAGED as exc:
+            raise _damaged(path, n_lines + 1, exc) from None
+    return n_lines + (last != b"\n")
 
 
 # ----------------------------------------------------------------------------- readers
@@ -147,14 +236,15 @@ def read_parallel(en_path, f_path, drop_headers=True, stats=None):
     ``stats``, when given, is a dict whose "read", "blank" and "header" entries are
     incremented (lines read, blank separators, headers dropped).
     """
-    n_en, n_f = _count_lines(en_path), _count_lines(f_path)
+    n_en, n_f = _count_lines_checked(en_path), _count_lines_checked(f_path)
     if n_en != n_f:
         raise InputError(
             f"line counts differ: {en_path} has {n_en} lines, {f_path} has {n_f}; "
             "the two sides of a parallel corpus must be line-aligned", path=en_path)
     stats = stats if stats is not None else _new_stats()
     with _open_binary(en_path) as fe, _open_binary(f_path) as ff:
-        for (number, en), (_, f) in zip(_iter_lines(fe, en_path), _iter_lines(ff, f_path)):
+        for (number, en), (_, f) in zip(_checked_lines(fe, en_path),
+                                        _checked_lines(ff, f_path)):
             stats["read"] += 1
             en, f = en.rstrip(), f.rstrip()
             if not en and not f:
@@ -194,11 +284,16 @@ def read_tsv_zip(zip_path, member=None, stats=None):
     stats = stats if stats is not None else _new_stats()
     if not Path(zip_path).is_file():
         raise InputError("file not found", path=zip_path)
-    with zipfile.ZipFile(zip_path) as zf:
+    try:
+        zf = zipfile.ZipFile(zip_path)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise InputError(f"not a readable zip file ({type(exc).__name__}: {exc})",
+                         path=zip_path) from None
+    with zf:
         member = _zip_text_member(zf, zip_path, member)
         where = f"{zip_path}:{member}"
         with zf.open(member) as fh:
-            for number, line in _iter_lines(fh, where):
+            for number, line in _checked_lines(fh, where):
                 stats["read"] += 1
                 fields = line.split("\t")
                 if len(fields) < 2:
@@ -206,6 +301,112 @@ def read_tsv_zip(zip_path, member=None, stats=None):
                         f"expected english<TAB>foreign, found {len(fields)} field: {line[:60]!r}",
                         path=where, line=number)
                 yield number, fields[0].strip(), fields[1].strip()
+
+
+def _value_matcher(values):
+    """A predicate on one field: equal to a value, or matching a value with ``*`` wildcards."""
+    literals = frozenset(v for v in values if "*" not in v)
+    patterns = [v for v in values if "*" in v]
+    if not patterns:
+        return literals.__contains__
+    rx = re.compile("|".join("(?:" + ".*".join(map(re.escape, p.split("*"))) + ")"
+                             for p in patterns), re.DOTALL)
+    return lambda value: value in literals or rx.fullmatch(value) is not None
+
+
+def compile_row_filter(where=None, exclude=None, name="?"):
+    """The row predicate of a tsv-gz source's ``where`` / ``exclude`` tables, or None.
+
+    Each table maps a column number (1-based; an int, or a string of digits as TOML bare
+    keys give them) to a value or a list of values; a value with ``*`` is a pattern (``*``
+    = any run of characters, everything else literal), any other value must match
+    exactly; fields are trimmed of surrounding spaces before matching. A row is kept when
+    every ``where`` column matches one of its values and no ``exclude`` column matches
+    one of its values. Returns ``(n_columns, keep)``: ``keep(fields)`` -> bool for a row
+    of at least ``n_columns`` fields. A malformed table raises InputError naming the source.
+
+    >>> n, keep = compile_row_filter({"4": "rdfs:label"}, {6: ["machine", "auto*"]})
+    >>> n, keep(["a", "b", "HP:1", "rdfs:label", "OK", "human"]), keep(["a", "b", "", "rdfs:label", "", "automatic"])
+    (6, True, False)
+    """
+    tables = []
+    for key, table in (("where", where), ("exclude", exclude)):
+        if table is None:
+            tables.append([])
+            continue
+        if not isinstance(table, dict) or not table:
+            raise InputError(f"recipe source {name!r}: {key} must be a table of column number "
+                             f"= value(s), e.g. {key} = {{ 4 = \"rdfs:label\" }} (got {table!r})")
+        rules = []
+        for column, values in table.items():
+            text = str(column).strip()
+            if not text.isdigit() or int(text) < 1:
+                raise InputError(f"recipe source {name!r}: {key} column {column!r} is not a "
+                                 "column number (1 = english, 2 = foreign, 3 = the first "
+                                 "extra column, ...)")
+            values = [values] if isinstance(values, str) else values
+            if not isinstance(values, list) or not values or \
+                    not all(isinstance(v, str) for v in values):
+                raise InputError(f"recipe source {name!r}: {key} column {text} needs a string "
+                                 f"or a non-empty list of strings (got {values!r})")
+            rules.append((int(text) - 1, _value_matcher(values)))
+        tables.append(rules)
+    keep_rules, drop_rules = tables
+    if not keep_rules and not drop_rules:
+        return None
+    n_columns = 1 + max(i for i, _ in keep_rules + drop_rules)
+
+    def keep(fields):
+        for i, match in keep_rules:
+            if not match(fields[i].strip()):
+                return False
+        for i, match in drop_rules:
+            if match(fields[i].strip()):
+                return False
+        return True
+    return n_columns, keep
+
+
+def read_tsv_gz(path, where=None, exclude=None, drop_headers=False, stats=None, name="?"):
+    """Yield (line_number, english, foreign) from a TSV file, gzip when it ends in ``.gz``.
+
+    The layout of the data's second batch: no header line, ``english<TAB>foreign`` then any
+    further columns. ``where`` / ``exclude`` are row filters (see :func:`compile_row_filter`);
+    an empty line, or a row whose two sides are blank, is counted "blank" and skipped; with
+    ``drop_headers`` a pair for which :func:`is_section_header` holds is skipped. A row with
+    fewer than two fields, or fewer than a filter's column, raises InputError naming the file
+    and the line; so do bytes that are not UTF-8 and a corrupt or truncated gzip stream.
+
+    ``stats``: the "read", "filtered", "blank" and "header" entries are incremented.
+    """
+    stats = stats if stats is not None else _new_stats(filtered=True)
+    stats.setdefault(FILTERED, 0)
+    rule = compile_row_filter(where, exclude, name)
+    n_columns, keep = rule if rule is not None else (2, None)
+    with _open_binary(path) as fh:
+        for number, line in _checked_lines(fh, path):
+            stats["read"] += 1
+            if not line.strip():
+                stats["blank"] += 1
+                continue
+            fields = line.split("\t")
+            if len(fields) < n_columns:
+                need = ("english<TAB>foreign" if len(fields) < 2 else
+                        f"{n_columns} columns for the source's where/exclude filters")
+                raise InputError(f"expected {need}, found {len(fields)} field"
+                                 f"{'s' if len(fields) != 1 else ''}: {line[:60]!r}",
+                                 path=path, line=number)
+            if keep is not None and not keep(fields):
+                stats[FILTERED] += 1
+                continue
+            en, f = fields[0].strip(), fields[1].strip()
+            if not en and not f:
+                stats["blank"] += 1
+                continue
+            if drop_headers and is_section_header(en, f):
+                stats["header"] += 1
+                continue
+            yield number, en, f
 
 
 # ----------------------------------------------------------------------------- cleaning
@@ -223,18 +424,26 @@ def _clean_reasons(pairs, max_tokens, max_ratio):
     seen = set()
     for pair in pairs:
         en, f = pair[0], pair[1]
-        n_en, n_f = _n_tokens(en), _n_tokens(f)
-        if n_en == 0 or n_f == 0:
-            yield "empty"
-        elif n_en > max_tokens or n_f > max_tokens:
-            yield "too_long"
-        elif n_en > max_ratio * n_f or n_f > max_ratio * n_en:
-            yield "ratio"
+        reason = _filter_reason(en, f, max_tokens, max_ratio)
+        if reason is not None:
+            yield reason
         elif (en, f) in seen:
             yield "duplicate"
         else:
             seen.add((en, f))
             yield "kept"
+
+
+def _filter_reason(en, f, max_tokens, max_ratio):
+    """"empty", "too_long" or "ratio" when a normalised pair fails the length rules, else None."""
+    n_en, n_f = _n_tokens(en), _n_tokens(f)
+    if n_en == 0 or n_f == 0:
+        return "empty"
+    if n_en > max_tokens or n_f > max_tokens:
+        return "too_long"
+    if n_en > max_ratio * n_f or n_f > max_ratio * n_en:
+        return "ratio"
+    return None
 
 
 def clean_pairs(pairs, max_tokens=80, max_ratio=9.0, stats=None):
@@ -341,13 +550,98 @@ class Vocab:
 
 # ----------------------------------------------------------------------------- bitext
 
+def _bitext_meta(lang, n_pairs, source_names, source_kinds, stats):
+    return {"lang": lang, "n_pairs": n_pairs, "source_names": list(source_names),
+            "source_kinds": list(source_kinds), "stats": stats}
+
+
+def _write_meta(directory, meta):
+    (Path(directory) / "meta.json").write_text(
+        json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def read_meta(corpus_dir):
+    """The ``meta.json`` of a saved bitext folder, as a dict.
+
+    Keys: ``lang``, ``n_pairs``, ``source_names`` (origin id k -> recipe source name),
+    ``source_kinds`` (origin id k -> "sentences" or "terms"; a folder written before kinds
+    were recorded reads as all "sentences") and ``stats`` (per source and "total": the
+    counts of :data:`STAT_KEYS`, plus "filtered" for tsv-gz sources; ``max_tokens``,
+    ``max_ratio``, ``tokenizer``, and ``dedup`` = false when written without dedup).
+    A missing or unreadable meta.json raises InputError.
+    """
+    d = Path(corpus_dir)
+    path = d / "meta.json"
+    if not path.is_file():
+        raise InputError("no meta.json: not a saved bitext directory", path=d)
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"meta.json is not valid JSON ({exc})", path=path) from None
+    missing = [k for k in ("lang", "n_pairs", "source_names", "stats") if k not in meta]
+    if missing:
+        raise InputError(f"meta.json lacks {missing}", path=path)
+    meta.setdefault("source_kinds", ["sentences"] * len(meta["source_names"]))
+    return meta
+
+
+def iter_bitext(corpus_dir, start=0, stop=None):
+    """Stream (english, foreign) of pairs ``start`` .. ``stop - 1`` of a saved bitext folder.
+
+    Reads ``bitext.en`` and ``bitext.<lang>`` line by line (constant memory); ``stop=None``
+    means to the end (``n_pairs`` of meta.json), a larger ``stop`` is clamped to it, and
+    ``start >= stop`` yields nothing. Pair k has origin ``origin.npy[k]``. The
+    folder is checked (meta.json, both files) before this returns; a file shorter than
+    meta.json says, or (when read to the end) longer, raises InputError while iterating.
+
+    >>> for en, f in iter_bitext(corpus_dir, 0, 2): ...      # doctest: +SKIP
+    """
+    d = Path(corpus_dir)
+    meta = read_meta(d)
+    n = meta["n_pairs"]
+    start = int(start)
+    stop = n if stop is None else min(int(stop), n)
+    if start < 0 or stop < 0:
+        raise ValueError(f"start and stop must be >= 0 (got {start}, {stop})")
+    paths = (d / "bitext.en", d / f"bitext.{meta['lang']}")
+    for p in paths:
+        if not p.is_file():
+            raise InputError("missing from the saved bitext directory", path=p)
+    return _iter_pairs(paths, n, start, stop)
+
+
+def _iter_pairs(paths, n, start, stop):
+    if start >= stop:
+        return
+    with _open_binary(paths[0]) as fe, _open_binary(paths[1]) as ff:
+        sides = itertools.zip_longest(_checked_lines(fe, paths[0]), _checked_lines(ff, paths[1]))
+        k = start
+        for a, b in itertools.islice(sides, start, stop):
+            if a is None or b is None:
+                short = paths[0] if a is None else paths[1]
+                raise InputError(f"ends after {k} lines, but meta.json says n_pairs={n}",
+                                 path=short)
+            yield a[1], b[1]
+            k += 1
+        if k < stop:
+            raise InputError(f"ends after {k} lines, but meta.json says n_pairs={n}",
+                             path=paths[0])
+        if stop == n:
+            extra = next(sides, None)
+            if extra is not None:
+                longer = paths[0] if extra[0] is not None else paths[1]
+                raise InputError(f"has more lines than meta.json's n_pairs={n}", path=longer)
+
+
 @dataclass
 class Bitext:
     """A normalised, cleaned bitext for one pivot language.
 
     ``en[k]`` and ``f[k]`` are space-tokenised sentences; ``origin[k]`` is the index into
-    ``source_names`` of the recipe source pair k came from; ``stats`` holds the counts of
-    :data:`STAT_KEYS` overall ("total") and per source ("sources").
+    ``source_names`` of the recipe source pair k came from, and ``source_kinds[origin[k]]``
+    says whether that source is sentence bitext ("sentences") or a term list ("terms");
+    ``stats`` holds the counts of :data:`STAT_KEYS` overall ("total") and per source
+    ("sources").
     """
 
     lang: str
@@ -356,12 +650,18 @@ class Bitext:
     origin: np.ndarray
     source_names: list
     stats: dict = field(default_factory=dict)
+    source_kinds: list | None = None
 
     def __post_init__(self):
         self.origin = np.asarray(self.origin, dtype=np.int16)
         if not (len(self.en) == len(self.f) == len(self.origin)):
             raise ValueError(f"en, f and origin differ in length: "
                              f"{len(self.en)}, {len(self.f)}, {len(self.origin)}")
+        if self.source_kinds is None:
+            self.source_kinds = ["sentences"] * len(self.source_names)
+        if len(self.source_kinds) != len(self.source_names):
+            raise ValueError(f"{len(self.source_kinds)} source kinds for "
+                             f"{len(self.source_names)} sources")
 
     def __len__(self):
         return len(self.en)
@@ -379,19 +679,14 @@ class Bitext:
             with open(d / name, "w", encoding="utf-8", newline="\n") as fh:
                 fh.writelines(s + "\n" for s in lines)
         np.save(d / "origin.npy", self.origin)
-        meta = {"lang": self.lang, "n_pairs": len(self), "source_names": self.source_names,
-                "stats": self.stats}
-        (d / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n",
-                                     encoding="utf-8")
+        _write_meta(d, _bitext_meta(self.lang, len(self), self.source_names, self.source_kinds,
+                                    self.stats))
 
     @classmethod
     def load(cls, directory):
         """Read a directory written by :meth:`save`, checking the files agree in length."""
         d = Path(directory)
-        meta_path = d / "meta.json"
-        if not meta_path.is_file():
-            raise InputError("no meta.json: not a saved bitext directory", path=d)
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = read_meta(d)
         lang = meta["lang"]
         sides = []
         for name in ("bitext.en", f"bitext.{lang}"):
@@ -403,7 +698,58 @@ class Bitext:
             if n != meta["n_pairs"]:
                 raise InputError(f"{n} entries but meta.json says n_pairs={meta['n_pairs']}",
                                  path=d / name)
-        return cls(lang, sides[0], sides[1], origin, meta["source_names"], meta["stats"])
+        return cls(lang, sides[0], sides[1], origin, meta["source_names"], meta["stats"],
+                   meta["source_kinds"])
+
+
+# ----------------------------------------------------------------------------- tokenizer language
+
+# Languages with a Moses non-breaking-prefix list in the C++ tokenizer (opus-fast-mosestokenizer
+# 0.0.8); the C++ port refuses any other code.
+MOSES_LANGS = frozenset("as bn ca cs de el en es et fi fr ga gu hi hu is it kn lt lv ml mni "
+                        "mr nl or pa pl pt ro ru sk sl sv ta te yue zh".split())
+# ISO 639-3 (and 639-2/B) codes of those languages, macro-language codes included.
+ISO3_TO_MOSES = {
+    "asm": "as", "ben": "bn", "cat": "ca", "ces": "cs", "cze": "cs", "deu": "de", "ger": "de",
+    "ell": "el", "gre": "el", "eng": "en", "spa": "es", "est": "et", "ekk": "et", "fin": "fi",
+    "fra": "fr", "fre": "fr", "gle": "ga", "guj": "gu", "hin": "hi", "hun": "hu", "isl": "is",
+    "ice": "is", "ita": "it", "kan": "kn", "lit": "lt", "lav": "lv", "lvs": "lv", "mal": "ml",
+    "mar": "mr", "nld": "nl", "dut": "nl", "ori": "or", "ory": "or", "pan": "pa", "pol": "pl",
+    "por": "pt", "ron": "ro", "rum": "ro", "rus": "ru", "slk": "sk", "slo": "sk", "slv": "sl",
+    "swe": "sv", "tam": "ta", "tel": "te", "zho": "zh", "chi": "zh", "cmn": "zh",
+}
+
+
+def tokenizer_lang(lang):
+    """The Moses language whose rules tokenise the foreign side of bitext ``lang``.
+
+    The code itself when Moses has rules for it (``fr``, ``de``, ``yue``); else the part
+    before ``_``/``-`` (``por_BR`` -> ``por``) mapped from ISO 639-3 to Moses' ISO 639-1
+    (``fra`` -> ``fr``, ``zho`` -> ``zh``); else ``en``, the Moses scripts' own fallback
+    for a language without a non-breaking-prefix list (``tur``, ``jpn``, ``tir``).
+
+    >>> [tokenizer_lang(x) for x in ("fr", "fra", "por_BR", "zho", "tur")]
+    ['fr', 'fr', 'pt', 'zh', 'en']
+    """
+    code = str(lang).strip()
+    if code in MOSES_LANGS:
+        return code
+    base = re.split(r"[_-]", code, maxsplit=1)[0].lower()
+    if base in MOSES_LANGS:
+        return base
+    return ISO3_TO_MOSES.get(base, "en")
+
+
+# ----------------------------------------------------------------------------- recipe sources
+
+# Keys each source format accepts (a misspelt filter would otherwise keep every row).
+_COMMON_KEYS = {"name", "format", "kind"}
+SOURCE_KEYS = {
+    "parallel": _COMMON_KEYS | {"en", "f", "drop_headers"},
+    "parallel-glob": _COMMON_KEYS | {"en", "drop_headers"},
+    "tsv-zip": _COMMON_KEYS | {"path", "member"},
+    "tsv-gz": _COMMON_KEYS | {"path", "where", "exclude", "drop_headers"},
+}
 
 
 def _need(source, key, index):
@@ -421,10 +767,23 @@ def _data_file(data_root, rel, name):
     return full
 
 
+def _is_glob(pattern):
+    return any(c in pattern for c in "*?[")
+
+
 def _source_readers(source, index, lang, data_root):
-    """The list of zero-argument reader factories (stats -> iterator) for one recipe source."""
+    """The list of reader factories (stats -> iterator) for one recipe source; every file the
+    source names is checked to exist, and its keys to be known, before anything is read."""
     name = _need(source, "name", index)
     fmt = _need(source, "format", index)
+    if fmt not in SOURCE_KEYS:
+        raise InputError(f"recipe source {name!r}: unknown format {fmt!r} "
+                         "(parallel, parallel-glob, tsv-zip or tsv-gz)")
+    unknown = sorted(set(source) - SOURCE_KEYS[fmt])
+    if unknown:
+        raise InputError(f"recipe source {name!r}: unknown keys {unknown} for format {fmt!r} "
+                         f"(known: {sorted(SOURCE_KEYS[fmt])})")
+    source_kind(source)
     if fmt == "parallel":
         en = _data_file(data_root, _need(source, "en", index), name)
         f = _data_file(data_root, _need(source, "f", index), name)
@@ -449,13 +808,102 @@ def _source_readers(source, index, lang, data_root):
         path = _data_file(data_root, _need(source, "path", index), name)
         member = source.get("member")
         return [lambda st, path=path: read_tsv_zip(path, member, stats=st)]
-    raise InputError(f"recipe source {name!r}: unknown format {fmt!r} "
-                     "(parallel, parallel-glob or tsv-zip)")
+    # tsv-gz
+    pattern = _need(source, "path", index)
+    where, exclude = source.get("where"), source.get("exclude")
+    compile_row_filter(where, exclude, name)          # a malformed filter fails here, early
+    drop = source.get("drop_headers", False)
+    if _is_glob(pattern):
+        paths = sorted(glob.glob(str(Path(data_root).absolute() / pattern)))
+        if not paths:
+            raise InputError(f"recipe source {name!r}: no file matches "
+                             f"{Path(data_root) / pattern} ({DATA_ROOT_HINT})")
+        paths = [Path(p) for p in paths]
+    else:
+        paths = [_data_file(data_root, pattern, name)]
+    return [lambda st, path=path: read_tsv_gz(path, where, exclude, drop_headers=drop, stats=st,
+                                              name=name)
+            for path in paths]
+
+
+def source_kind(source):
+    """``kind`` of a recipe source: "sentences" (the default) or "terms"."""
+    kind = source.get("kind", "sentences")
+    if kind not in SOURCE_KINDS:
+        raise InputError(f"recipe source {source.get('name', '?')!r}: kind must be one of "
+                         f"{list(SOURCE_KINDS)} (got {kind!r})")
+    return kind
+
+
+def _plan(sources, lang, data_root):
+    """(readers per source, names, kinds, fresh stats per source), all checked up front."""
+    data_root = Path(data_root)
+    if len(sources) > np.iinfo(np.int16).max:
+        raise InputError(f"too many sources ({len(sources)}) for int16 origin ids")
+    readers = [_source_readers(s, k, lang, data_root) for k, s in enumerate(sources)]
+    names = [s["name"] for s in sources]
+    if len(set(names)) != len(names):
+        raise InputError(f"recipe source names repeat: {names}")
+    kinds = [source_kind(s) for s in sources]
+    stats = [_new_stats(filtered=s["format"] == "tsv-gz") for s in sources]
+    return readers, names, kinds, stats
 
 
 def _progress(quiet, **kwargs):
     from tqdm import tqdm
     return tqdm(disable=quiet or not sys.stderr.isatty(), file=sys.stderr, **kwargs)
+
+
+def _kept_batches(readers, source_stats, lang, max_tokens, max_ratio, dedup, quiet, backend,
+                  batch_lines):
+    """Yield lists of kept (english, foreign, source index), in source order.
+
+    Reads ``batch_lines`` raw pairs at a time, normalises them, applies the length rules
+    and deduplication, and counts every reason in ``source_stats[k]``. ``dedup``: "exact"
+    (a set of the kept (english, foreign) strings), "digest" (a set of 8-byte blake2b
+    digests of "english<TAB>foreign": a fixed 8 bytes of key per kept pair; two different
+    pairs collide with probability about n^2 / 2^65, 3e-8 for a million pairs) or None.
+    """
+    seen = set()
+    f_lang = tokenizer_lang(lang)
+    blake2b = hashlib.blake2b
+    with _progress(quiet, desc=f"read {lang}-en", unit=" lines") as bar:
+        for k, source_readers in enumerate(readers):
+            st = source_stats[k]
+            for reader in source_readers:
+                pairs = reader(st)
+                while True:
+                    raw = list(itertools.islice(pairs, batch_lines))
+                    if not raw:
+                        break
+                    bar.update(len(raw))
+                    ens = normalize_many([r[1] for r in raw], "en", backend)
+                    fs = normalize_many([r[2] for r in raw], f_lang, backend)
+                    kept = []
+                    for en, f in zip(ens, fs):
+                        reason = _filter_reason(en, f, max_tokens, max_ratio)
+                        if reason is None and dedup is not None:
+                            key = (en, f) if dedup == "exact" else \
+                                blake2b(f"{en}\t{f}".encode("utf-8"), digest_size=8).digest()
+                            if key in seen:
+                                reason = "duplicate"
+                            else:
+                                seen.add(key)
+                        if reason is None:
+                            reason = "kept"
+                            kept.append((en, f, k))
+                        st[reason] += 1
+                    if kept:
+                        yield kept
+
+
+def _summary(names, source_stats, max_tokens, max_ratio, backend):
+    total = _new_stats(filtered=any(FILTERED in st for st in source_stats))
+    for st in source_stats:
+        for key, value in st.items():
+            total[key] += value
+    return {"total": total, "sources": dict(zip(names, source_stats)),
+            "max_tokens": max_tokens, "max_ratio": max_ratio, "tokenizer": backend}
 
 
 def load_bitext(sources, lang, data_root, max_tokens=80, max_ratio=9.0, quiet=False,
@@ -466,39 +914,50 @@ def load_bitext(sources, lang, data_root, max_tokens=80, max_ratio=9.0, quiet=Fa
     module docstring and ``recipes/bio.toml``); paths are relative to ``data_root``. All
     files are checked to exist before any is read. Deduplication runs across all sources
     of the language, so a pair present in two sources is credited to the first one.
+    The whole bitext is held in memory: for a large one, :func:`write_bitext` writes the
+    same folder as ``load_bitext(...).save(dir)`` in bounded memory.
     """
-    data_root = Path(data_root)
-    if len(sources) > np.iinfo(np.int16).max:
-        raise InputError(f"too many sources ({len(sources)}) for int16 origin ids")
-    readers = [_source_readers(s, k, lang, data_root) for k, s in enumerate(sources)]
-    names = [s["name"] for s in sources]
-    if len(set(names)) != len(names):
-        raise InputError(f"recipe source names repeat: {names}")
+    readers, names, kinds, source_stats = _plan(sources, lang, data_root)
+    en, f, origin = [], [], array("h")
+    for batch in _kept_batches(readers, source_stats, lang, max_tokens, max_ratio, "exact",
+                               quiet, backend, BATCH_LINES):
+        en.extend(t[0] for t in batch)
+        f.extend(t[1] for t in batch)
+        origin.extend(t[2] for t in batch)
+    stats = _summary(names, source_stats, max_tokens, max_ratio, backend)
+    return Bitext(lang, en, f, np.array(origin, dtype=np.int16), names, stats, kinds)
 
-    triples, source_stats = [], []
-    with _progress(quiet, desc=f"read {lang}-en", unit=" lines") as bar:
-        for k, source_readers in enumerate(readers):
-            st = _new_stats()
-            for reader in source_readers:
-                raw_en, raw_f = [], []
-                for _, en, f in reader(st):
-                    raw_en.append(en)
-                    raw_f.append(f)
-                bar.update(len(raw_en))
-                triples.extend(zip(normalize_many(raw_en, "en", backend),
-                                   normalize_many(raw_f, lang, backend), [k] * len(raw_en)))
-            source_stats.append(st)
 
-    kept = []
-    for triple, reason in zip(triples, _clean_reasons(triples, max_tokens, max_ratio)):
-        source_stats[triple[2]][reason] += 1
-        if reason == "kept":
-            kept.append(triple)
-    total = _new_stats()
-    for st in source_stats:
-        for key in STAT_KEYS:
-            total[key] += st[key]
-    stats = {"total": total, "sources": dict(zip(names, source_stats)),
-             "max_tokens": max_tokens, "max_ratio": max_ratio, "tokenizer": backend}
-    return Bitext(lang, [t[0] for t in kept], [t[1] for t in kept],
-                  np.fromiter((t[2] for t in kept), np.int16, len(kept)), names, stats)
+def write_bitext(sources, lang, data_root, out_dir, max_tokens=80, max_ratio=9.0, dedup=True,
+                 quiet=False, backend="moses-cpp", batch_lines=BATCH_LINES):
+    """Stream the corpus stage of one pivot language into ``out_dir``; return its meta dict.
+
+    Writes ``bitext.en``, ``bitext.<lang>``, ``origin.npy`` and ``meta.json``, byte for byte
+    what ``load_bitext(...).save(out_dir)`` writes (with ``dedup=True``), but in bounded
+    memory: raw lines are read and normalised ``batch_lines`` at a time and each kept pair
+    is written at once; what grows with the corpus is 2 bytes of origin id per kept pair
+    and, for deduplication, one 8-byte digest per kept pair in a set (about 70 bytes with
+    Python's overhead) instead of the sentences themselves.
+
+    ``dedup=False`` keeps repeated pairs (every "duplicate" count stays 0 and meta.json's
+    stats say ``"dedup": false``): the scale benchmark feeds one corpus several times.
+    Every file a source names is checked to exist before anything is written.
+    """
+    readers, names, kinds, source_stats = _plan(sources, lang, data_root)
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    origin = array("h")
+    with open(d / "bitext.en", "w", encoding="utf-8", newline="\n") as fe, \
+            open(d / f"bitext.{lang}", "w", encoding="utf-8", newline="\n") as ff:
+        for batch in _kept_batches(readers, source_stats, lang, max_tokens, max_ratio,
+                                   "digest" if dedup else None, quiet, backend, batch_lines):
+            fe.writelines(t[0] + "\n" for t in batch)
+            ff.writelines(t[1] + "\n" for t in batch)
+            origin.extend(t[2] for t in batch)
+    np.save(d / "origin.npy", np.array(origin, dtype=np.int16))
+    stats = _summary(names, source_stats, max_tokens, max_ratio, backend)
+    if not dedup:
+        stats["dedup"] = False
+    meta = _bitext_meta(lang, len(origin), names, kinds, stats)
+    _write_meta(d, meta)
+    return meta

@@ -166,9 +166,8 @@ class Pipeline:
             corpus_dir, corpus_key = self.wd.stage(
                 f"corpus.{lang}", {},
                 {"sources": spec["sources"], "data": self._fingerprint(files), "preprocess": self.rec["preprocess"]},
-                lambda tmp, spec=spec: corpus.load_bitext(
-                    spec["sources"], spec["lang"], self.data_root, quiet=self.quiet, **self.rec["preprocess"]
-                ).save(tmp),
+                lambda tmp, spec=spec: corpus.write_bitext(
+                    spec["sources"], spec["lang"], self.data_root, tmp, quiet=self.quiet, **self.rec["preprocess"]),
             )
             params = dict(self.rec["align"])
             pharaoh = params.pop("pharaoh", {}) or {}

@@ -134,7 +134,9 @@ def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_giv
     a = {c: np.concatenate(v) for c, v in cols.items()}
     del cols
     # Sorted by (f, e): within a column the English phrases ascend, as in the kernel's CSC.
-    order = np.lexsort((a["e_key"], a["f_key"]))
+    # The concatenation is already in e order (partitions are e key ranges, each sorted by
+    # (e, f)), so one stable sort by f gives (f, e).
+    order = np.argsort(a["f_key"], kind="stable")
     a = {c: v[order] for c, v in a.items()}
     del order
     col_start = _segments(a["f_key"])
@@ -163,7 +165,8 @@ def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_giv
             dict_keys.append(z[f"q{q}_f_dict_key"])
             dict_rows.append(z[f"q{q}_f_rows"])
     keys, rows = _check_rows(np.concatenate(dict_keys), np.concatenate(dict_rows), "foreign")
-    used = np.unique(a["f_key"][kept])
+    kept_f = a["f_key"][kept]  # sorted: the pairs are in (f, e) order
+    used = kept_f[_segments(kept_f)]
     pos = np.searchsorted(keys, used)
     atomic_save_npz(out_path, e_key=a["e_key"][kept], f_key=a["f_key"][kept], p_fe=a["p_fe"][kept],
                     p_ef=p_ef[kept], f_dict_key=used, f_rows=rows[pos], stats=stats)
@@ -188,21 +191,28 @@ def assemble(f_paths: list, out_dir) -> dict:
     p_ef = np.concatenate(parts["p_ef"])
     del parts["p_ef"]
     # Partitions are key ranges in order, each sorted by (f, e): this is the CSC order.
-    e_keys = np.unique(e_key)
-    col_e = np.searchsorted(e_keys, e_key).astype(np.int32)
-    del e_key
+    # English ids: the rank of each key among the distinct kept keys.
+    order = np.argsort(e_key)
+    sorted_keys = e_key[order]
+    new = np.ones(len(sorted_keys), dtype=bool)
+    new[1:] = sorted_keys[1:] != sorted_keys[:-1]
+    e_keys = sorted_keys[new]
+    col_e = np.empty(len(e_key), dtype=np.int32)
+    col_e[order] = np.cumsum(new, dtype=np.int64) - 1
+    del e_key, order, sorted_keys, new
     col_start = _segments(f_key)
     f_keys = f_key[col_start]
     n_e, n_f = len(e_keys), len(f_keys)
     col_ptr = np.append(col_start, len(f_key)).astype(np.int64)
     f_id = np.repeat(np.arange(n_f, dtype=np.int32), np.diff(col_ptr))
     del f_key
-    order = np.lexsort((f_id, col_e))  # CSR: by e, then f
+    # CSR: a stable bucket sort by e keeps f ascending within each row.
+    from pivot._native import _counts
+
+    row_ptr, order = _counts.bucket_by(col_e, n_e)
     row_f = f_id[order]
     p_fe = np.concatenate(parts["p_fe"])[order]
     del parts, order, f_id
-    row_ptr = np.zeros(n_e + 1, dtype=np.int64)
-    np.cumsum(np.bincount(col_e, minlength=n_e), out=row_ptr[1:])
     # One .npy a field, so the pivot tasks can memory-map what they read.
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
