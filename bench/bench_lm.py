@@ -1,17 +1,26 @@
 """Benchmark: pivot's modified Kneser-Ney estimator against kenlm's lmplz on the in-domain text.
 
     python bench/bench_lm.py --data ../shared/data [--order 5] [--json out.json]
+    python bench/bench_lm.py --text in_domain.txt [--order 5]
 
 Text: the first column of every CoNLL file ``mono/bio-ner/*/*.tsv`` (blank line ends a
 sentence), lowercased, duplicate sentences dropped (first occurrence kept): ~159k sentences,
-~4.4M tokens. Each estimator runs in a child process so its peak RSS (ru_maxrss of the
-child) is its own. lmplz gets the same sentences on stdin, the same order and the same
-``--discount_fallback``; it is skipped when not installed (scripts/install_lmplz.sh).
+~4.4M tokens; or, with ``--text``, a file of one sentence a line (tokens split on white
+space), e.g. the pipeline's ``lmtext-*/in_domain.txt``. Each estimator runs in a child
+process so its peak RSS (ru_maxrss of the child) is its own:
+
+* ``pivot``: ``lm.estimate_arpa`` on the list of token lists (the child is forked from the
+  parent holding the list, so its peak includes the list);
+* ``pivot_file``: ``lm.estimate_arpa_file`` on the text written one sentence a line (a
+  spawned child: nothing inherited), whose ARPA must be byte-identical to ``pivot``'s;
+* ``lmplz``: the same sentences on stdin, the same order and the same
+  ``--discount_fallback``; skipped when not installed (scripts/install_lmplz.sh).
 
 Prints wall seconds, peak RSS, n-gram counts, ratio = ours / lmplz (target <= 3) and the
 largest |log10 p| and |log10 backoff| difference over all n-grams of the two ARPA files.
 """
 import argparse
+import filecmp
 import glob
 import json
 import multiprocessing as mp
@@ -55,11 +64,19 @@ def read_bio_sentences(data_dir):
     return sentences
 
 
+def read_text_sentences(path):
+    """Token lists of a text file of one sentence a line (as the pipeline's lm stage reads it)."""
+    with open(path, encoding="utf-8") as f:
+        return [line.split() for line in f]
+
+
 def _child(which, sentences, arpa_path, order, queue):
     """Run one estimator; report (seconds, peak RSS MiB, n-gram counts) to the parent."""
     t0 = time.perf_counter()
     if which == "pivot":
         stats = lm.estimate_arpa(sentences, arpa_path, order)
+    elif which == "pivot_file":
+        stats = lm.estimate_arpa_file(sentences, arpa_path, order)   # sentences: a path
     else:
         stats = lm.estimate_with_lmplz(sentences, arpa_path, order, memory="4G")
     seconds = time.perf_counter() - t0
@@ -70,8 +87,9 @@ def _child(which, sentences, arpa_path, order, queue):
 
 def run_child(which, sentences, arpa_path, order):
     # fork: the child inherits the sentence list without pickling it, and its
-    # ru_maxrss starts from the parent's footprint (reported as such).
-    ctx = mp.get_context("fork")
+    # ru_maxrss starts from the parent's footprint (reported as such). The file
+    # estimator gets a path: a spawned child, whose peak is its own.
+    ctx = mp.get_context("spawn" if which == "pivot_file" else "fork")
     queue = ctx.Queue()
     proc = ctx.Process(target=_child, args=(which, sentences, arpa_path, order, queue))
     proc.start()
@@ -103,6 +121,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=os.environ.get("PIVOT_DATA", "../shared/data"),
                         help="data directory (default: %(default)s)")
+    parser.add_argument("--text", help="a text file of one sentence a line instead of the CoNLL files")
     parser.add_argument("--order", type=int, default=5, help="n-gram order (default: %(default)s)")
     parser.add_argument("--json", help="also write the results as JSON to this path")
     parser.add_argument("--no-lmplz", action="store_true", help="skip lmplz even when installed")
@@ -111,19 +130,28 @@ def main(argv=None):
 
     print(f"# {' '.join(sys.argv)}", file=sys.stderr)
     t0 = time.perf_counter()
-    sentences = read_bio_sentences(args.data)
+    sentences = read_text_sentences(args.text) if args.text else read_bio_sentences(args.data)
     n_tokens = sum(map(len, sentences))
     print(f"read {len(sentences)} sentences, {n_tokens} tokens in "
           f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
     parent_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
-    result = {"order": args.order, "sentences": len(sentences), "tokens": n_tokens,
-              "parent_rss_mib": round(parent_rss, 1)}
+    result = {"order": args.order, "text": args.text or "mono/bio-ner/*/*.tsv (lowercased, deduplicated)",
+              "sentences": len(sentences), "tokens": n_tokens, "parent_rss_mib": round(parent_rss, 1)}
     with tempfile.TemporaryDirectory() as tmp:
         ours_path = os.path.join(tmp, "pivot.arpa")
         sec, rss, counts = run_child("pivot", sentences, ours_path, args.order)
         result["pivot"] = {"seconds": round(sec, 2), "peak_rss_mib": round(rss, 1),
                            "ngrams": counts, "arpa_mib": round(os.path.getsize(ours_path) / 2**20, 1)}
+        text_path = os.path.join(tmp, "text.txt")
+        with open(text_path, "w", encoding="utf-8") as f:
+            for sentence in sentences:
+                f.write(" ".join(sentence) + "\n")
+        file_path = os.path.join(tmp, "pivot_file.arpa")
+        sec, rss, counts = run_child("pivot_file", text_path, file_path, args.order)
+        result["pivot_file"] = {"seconds": round(sec, 2), "peak_rss_mib": round(rss, 1), "ngrams": counts,
+                                "arpa_identical": filecmp.cmp(ours_path, file_path, shallow=False)}
+        os.unlink(file_path)
         lmplz = None if args.no_lmplz else lm.find_lmplz()
         if lmplz:
             theirs_path = os.path.join(tmp, "lmplz.arpa")
@@ -138,11 +166,13 @@ def main(argv=None):
                 result["ngrams_in_only_one"] = mismatched
 
     print(f"\n{'estimator':<10} {'wall s':>8} {'peak RSS MiB':>13}  n-grams per order")
-    for name in ("pivot", "lmplz"):
+    for name in ("pivot", "pivot_file", "lmplz"):
         if name in result:
             r = result[name]
             print(f"{name:<10} {r['seconds']:>8.2f} {r['peak_rss_mib']:>13.0f}  {r['ngrams']}")
-    print(f"(parent process holding the sentences: {parent_rss:.0f} MiB; children are forked from it)")
+    print(f"(parent process holding the sentences: {parent_rss:.0f} MiB; the pivot and lmplz "
+          "children are forked from it, pivot_file is spawned)")
+    print(f"pivot_file ARPA byte-identical to pivot's: {result['pivot_file']['arpa_identical']}")
     if "ratio_pivot_over_lmplz" in result:
         print(f"ratio pivot / lmplz wall time: {result['ratio_pivot_over_lmplz']:.2f} (target <= 3)")
     if "max_abs_diff_log10_prob" in result:

@@ -7,10 +7,12 @@ own reading of the ARPA file, and against kenlm's lmplz when it is installed.
 """
 import math
 import random
+import sys
 import warnings
 from collections import Counter, defaultdict
 from fractions import Fraction as F
 
+import numpy as np
 import pytest
 
 kenlm = pytest.importorskip("kenlm")
@@ -439,3 +441,123 @@ def test_empty_sentence_is_bos_eos_and_generator_input(tmp_path):
     stats, arpa, _ = estimate(tmp_path, (s for s in [["a"], []]), 2)
     assert ("<s>", "</s>") in arpa[2]
     assert stats.n_sentences == 2 and stats.n_tokens == 1
+
+
+# ---------------------------------------------------------------------------
+# Streaming input and the counting kernel
+# ---------------------------------------------------------------------------
+
+def small_chunks(monkeypatch):
+    """Chunk sizes small enough that every chunk boundary is crossed many times."""
+    monkeypatch.setattr(lm, "_READ_BYTES", 16)
+    monkeypatch.setattr(lm, "_READ_SENTENCES", 3)
+    monkeypatch.setattr(lm, "_WRITE_CHUNK", 7)
+    monkeypatch.setattr(lm, "_BLOCK", 5)
+
+
+# White space of every kind (str.split splits on U+00A0 and U+2003, too), empty lines,
+# specials, a CRLF line and a last line without its newline.
+TRICKY_TEXT = ("w1 w2  w3\n\n\tw2 w1\u00a0w4 w1 w2\r\n<s> w3 w1 w2 </s>\nw4\u2003w4 w4 w4 \n"
+               "\u00e9t\u00e9 w1 w2\n\n<unk>\nw1 w2 w3 w1 w2 w3")
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, 5])
+def test_file_input_is_byte_identical_to_the_list(tmp_path, monkeypatch, order):
+    text = "\n".join(" ".join(s) for s in zipf_corpus(30 + order, n_sentences=120)) + "\n"
+    for i, content in enumerate([text, TRICKY_TEXT, text + TRICKY_TEXT]):
+        path = tmp_path / f"text{i}.txt"
+        path.write_bytes(content.encode("utf-8"))
+        with open(path, encoding="utf-8") as fh:
+            listed = [line.split() for line in fh]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want_stats, _, want_path = estimate(tmp_path, listed, order)
+            want = want_path.read_bytes()
+            got_stats = lm.estimate_arpa_file(path, tmp_path / "file.arpa", order)
+            as_path = lm.estimate_arpa(str(path), tmp_path / "str.arpa", order)
+            with monkeypatch.context() as m:
+                small_chunks(m)
+                small_stats = lm.estimate_arpa_file(path, tmp_path / "small.arpa", order)
+                small_list = lm.estimate_arpa(iter(listed), tmp_path / "small_list.arpa", order)
+        for name in ("file", "str", "small", "small_list"):
+            assert (tmp_path / f"{name}.arpa").read_bytes() == want, (i, name)
+        for stats in (got_stats, as_path, small_stats, small_list):
+            assert {**stats.to_json(), "seconds": 0, "arpa_path": ""} == \
+                {**want_stats.to_json(), "seconds": 0, "arpa_path": ""}
+
+
+def test_file_input_warns_on_specials_and_refuses_empty(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("a b <s> c\na b\n", encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", lm.DiscountFallbackWarning)
+        with pytest.warns(UserWarning, match="whitespace"):
+            stats = lm.estimate_arpa_file(path, tmp_path / "x.arpa", 2)
+    assert (stats.n_sentences, stats.n_tokens) == (2, 5)
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(ValueError, match="no sentences"):
+        lm.estimate_arpa_file(tmp_path / "empty.txt", tmp_path / "y.arpa", 2)
+    with pytest.raises(FileNotFoundError):
+        lm.estimate_arpa_file(tmp_path / "missing.txt", tmp_path / "y.arpa", 2)
+    assert not (tmp_path / "y.arpa").exists()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_count_ngrams_kernel_equals_np_unique(seed):
+    from pivot._lm import count_ngrams
+
+    rng = np.random.default_rng(seed)
+    n, n_prefix, vocab = [(0, 1, 1), (1, 3, 4), (5000, 700, 90)][seed]
+    prefix_at = rng.integers(0, n_prefix, n).astype(np.int32)
+    last_at = rng.integers(0, vocab, n).astype(np.int32)
+    # the suffix is a function of the n-gram (prefix, last), as in the estimator
+    suffix_at = ((prefix_at.astype(np.int64) * 7 + last_at) % 1000).astype(np.int32)
+    prefix, last, suffix, raw, inverse = count_ngrams(prefix_at, last_at, suffix_at, n_prefix, vocab)
+    key = prefix_at.astype(np.int64) * vocab + last_at
+    uniq, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
+    assert all(a.dtype == np.int32 for a in (prefix, last, suffix, raw, inverse))
+    assert prefix.tolist() == (uniq // vocab).tolist()
+    assert last.tolist() == (uniq % vocab).tolist()
+    assert raw.tolist() == counts.tolist()
+    assert inverse.tolist() == inv.ravel().tolist()
+    expected_suffix = np.empty(len(uniq), dtype=np.int64)
+    expected_suffix[inv.ravel()] = suffix_at
+    assert suffix.tolist() == expected_suffix.tolist()
+    with pytest.raises(ValueError, match="out of range"):
+        count_ngrams(np.array([0], np.int32), np.array([vocab], np.int32),
+                     np.array([0], np.int32), n_prefix, vocab)
+
+
+def fake_lmplz(tmp_path):
+    """A stand-in for lmplz that copies its stdin to the --arpa path."""
+    script = tmp_path / "fake-lmplz"
+    script.write_text(f"#!{sys.executable}\n"
+                      "import shutil, sys\n"
+                      "path = sys.argv[sys.argv.index('--arpa') + 1]\n"
+                      "with open(path, 'wb') as out:\n"
+                      "    shutil.copyfileobj(sys.stdin.buffer, out)\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_lmplz_gets_the_same_text_from_a_file(tmp_path, monkeypatch):
+    tool = fake_lmplz(tmp_path)
+    path = tmp_path / "t.txt"
+    path.write_bytes(TRICKY_TEXT.encode("utf-8"))
+    with open(path, encoding="utf-8") as fh:
+        listed = [line.split() for line in fh]
+    want = lm.estimate_with_lmplz(listed, tmp_path / "list.txt", 3, lmplz=tool)
+    monkeypatch.setattr(lm, "_READ_BYTES", 16)
+    got = lm.estimate_with_lmplz(path, tmp_path / "file.txt", 3, lmplz=tool)
+    got_str = lm.estimate_with_lmplz(str(path), tmp_path / "str.txt", 3, lmplz=tool)
+    fed = (tmp_path / "list.txt").read_bytes()
+    assert fed == ("\n".join(" ".join(s) for s in listed) + "\n").encode("utf-8")
+    assert (tmp_path / "file.txt").read_bytes() == fed
+    assert (tmp_path / "str.txt").read_bytes() == fed
+    for stats in (got, got_str):
+        assert (stats.n_sentences, stats.n_tokens) == (want.n_sentences, want.n_tokens) == (
+            len(listed), sum(map(len, listed)))
+    with pytest.raises(TypeError, match="token lists"):
+        lm.estimate_with_lmplz(["a b"], tmp_path / "x.txt", 3, lmplz=tool)
+    with pytest.raises(FileNotFoundError):
+        lm.estimate_with_lmplz(tmp_path / "missing.txt", tmp_path / "x.txt", 3, lmplz=tool)

@@ -150,6 +150,50 @@ def test_sample_by_tokens():
         mono.general_text()
 
 
+def _old_sample_by_tokens(sentences, n_tokens, seed):
+    """sample_by_tokens as it was before sample_indices_by_tokens (the list-based rule)."""
+    import numpy as np
+    sentences = list(sentences)
+    order = np.random.default_rng(seed).permutation(len(sentences))
+    lengths = np.fromiter((len(s.split()) for s in sentences), dtype=np.int64,
+                          count=len(sentences))
+    running = np.cumsum(lengths[order])
+    n_take = int(np.searchsorted(running, n_tokens, side="left")) + 1 if n_tokens > 0 else 0
+    chosen = np.sort(order[:min(n_take, len(sentences))])
+    return [sentences[i] for i in chosen]
+
+
+def test_sample_indices_by_tokens_equals_the_list_sample(tmp_path):
+    import numpy as np
+    rng = np.random.default_rng(5)
+    for trial in range(40):
+        n = int(rng.integers(0, 60))
+        # empty sentences, repeats and white space of every kind (str.split counts)
+        sents = [" ".join(rng.choice(["a", "b", "c\u00a0d", "e"], rng.integers(0, 6)).tolist())
+                 for _ in range(n)]
+        lengths = np.array([len(s.split()) for s in sents], dtype=np.int64)
+        for n_tokens in (0, 1, 7, int(lengths.sum()), int(lengths.sum()) + 1, 10**6):
+            seed = int(rng.integers(0, 1000))
+            want = _old_sample_by_tokens(sents, n_tokens, seed)
+            idx = mono.sample_indices_by_tokens(lengths, n_tokens, seed)
+            assert idx.dtype == np.int64 and idx.tolist() == sorted(idx.tolist())
+            assert [sents[i] for i in idx] == want
+            assert mono.sample_by_tokens(sents, n_tokens, seed) == want
+            assert mono.sample_indices_by_tokens(lengths.tolist(), n_tokens, seed).tolist() == idx.tolist()
+    # the two-pass use on a file: token counts, then the chosen lines
+    sents = [" ".join(["w"] * k) + f" s{k}" for k in range(30)]
+    path = tmp_path / "en.txt"
+    path.write_text("\n".join(sents) + "\n", encoding="utf-8")
+    with open(path, encoding="utf-8") as fh:
+        lengths = np.fromiter((len(line.split()) for line in fh), dtype=np.int64)
+    chosen = set(mono.sample_indices_by_tokens(lengths, 50, seed=3).tolist())
+    with open(path, encoding="utf-8") as fh:
+        picked = [line.rstrip("\n") for i, line in enumerate(fh) if i in chosen]
+    assert picked == _old_sample_by_tokens(sents, 50, 3)
+    with pytest.raises(ValueError):
+        mono.sample_indices_by_tokens(lengths, -1, seed=3)
+
+
 DATA = Path(os.environ.get("PIVOT_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
 
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from pivot.errors import InputError
-from pivot.pipeline.score import LOG2_10, count_words, cross_entropy, moore_lewis, ranking, write_ranked
+from pivot.pipeline.score import (LOG2_10, MooreLewisScores, count_words, cross_entropy, moore_lewis,
+                                  moore_lewis_file, ranking, write_ranked, write_ranked_file)
 
 # In-domain LM. Backoff weights in the third column; log10 throughout.
 TGT_ARPA = """\\data\\
@@ -141,3 +142,124 @@ def test_write_ranked(tmp_path, lms):
     assert rows[0][0] == "-1.328771"            # -1.2 * log2(10) / 3 = -1.3287712...
     with pytest.raises(ValueError, match="TAB"):
         write_ranked(out, moore_lewis(["a\tb"], *lms), ["a\tb"])
+
+
+# ----------------------------------------------------------------------------- streaming
+
+
+def listed_scores(sentences, folds, lm_tgt, gen_of_fold):
+    """What Pipeline.scores computes: moore_lewis on each fold's list, scattered back."""
+    fields = {f: np.zeros(len(sentences)) for f in ("h_tgt", "h_gen", "sigma")}
+    fields["n_words"] = np.zeros(len(sentences), dtype=np.int64)
+    for k in np.unique(folds).tolist():
+        idx = np.flatnonzero(folds == k)
+        ml = moore_lewis([sentences[i] for i in idx], lm_tgt, gen_of_fold[k])
+        for f in fields:
+            fields[f][idx] = getattr(ml, f)
+    return MooreLewisScores(**fields)
+
+
+def assert_bit_identical(a, b):
+    for f in ("h_tgt", "h_gen", "sigma", "n_words"):
+        x, y = getattr(a, f), getattr(b, f)
+        assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), f
+
+
+def random_sentences(seed, n, vocab=("a", "b", "c", "d", "e", "f")):
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(vocab, rng.integers(0, 9)).tolist()) for _ in range(n)]
+
+
+@pytest.fixture
+def estimated_lms(tmp_path):
+    """An in-domain LM and two general LMs (one per fold) estimated on synthetic text."""
+    import warnings
+
+    from pivot.pipeline import lm
+
+    paths = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, seed, vocab in [("tgt", 1, "abcde"), ("gen.0", 2, "abcxyz"), ("gen.1", 3, "cdexyz")]:
+            paths[name] = str(tmp_path / f"{name}.arpa")
+            lm.estimate_arpa([s.split() for s in random_sentences(seed, 300, tuple(vocab))],
+                             paths[name], 3)
+    return paths
+
+
+# White space of every kind kenlm and count_words see, empty sentences, OOVs, repeats.
+ODD = ["", "a  b", " a b ", "a\u00a0b c", "q a\tb", "a\rb", "zz", "a b", "", "\u00e9 a"]
+
+
+def write_lines(path, sentences, final_newline=True):
+    path.write_bytes(("\n".join(sentences) + ("\n" if final_newline else "")).encode("utf-8"))
+    return path
+
+
+@pytest.mark.parametrize("chunk_lines", [1, 4, None])
+def test_moore_lewis_file_equals_the_per_fold_lists(tmp_path, estimated_lms, chunk_lines):
+    sentences = random_sentences(7, 200, tuple("abcdefxyz")) + ODD
+    folds = np.random.default_rng(8).integers(0, 2, len(sentences)).astype(np.int8)
+    # cross-fitted: fold k is scored by the general LM of the other fold
+    gen = {0: estimated_lms["gen.1"], 1: estimated_lms["gen.0"]}
+    want = listed_scores(sentences, folds, estimated_lms["tgt"], gen)
+    for final_newline in (True, False):
+        path = write_lines(tmp_path / "en.txt", sentences, final_newline)
+        got = moore_lewis_file(path, folds, estimated_lms["tgt"], gen, chunk_lines=chunk_lines)
+        assert_bit_identical(got, want)
+    # one general LM for every fold (a named general corpus), all sentences in fold 0
+    zeros = np.zeros(len(sentences), dtype=np.int8)
+    want = listed_scores(sentences, zeros, estimated_lms["tgt"], {0: estimated_lms["gen.0"]})
+    got = moore_lewis_file(path, zeros, estimated_lms["tgt"], estimated_lms["gen.0"],
+                           chunk_lines=chunk_lines)
+    assert_bit_identical(got, want)
+
+
+def test_moore_lewis_file_hand_values_and_errors(tmp_path, lms):
+    path = write_lines(tmp_path / "en.txt", SENTENCES)
+    folds = np.array([0, 1, 0, 1, 1], dtype=np.int8)
+    got = moore_lewis_file(path, folds, lms[0], {0: lms[1], 1: lms[1]}, chunk_lines=2)
+    assert got.sigma == pytest.approx(SIGMA, abs=1e-6)
+    assert_bit_identical(got, moore_lewis(SENTENCES, *lms))
+    with pytest.raises(ValueError, match="no general LM for fold"):
+        moore_lewis_file(path, folds, lms[0], {0: lms[1]})
+    with pytest.raises(ValueError, match="holds 5 lines but there are 6"):
+        moore_lewis_file(path, np.zeros(6, np.int8), *lms)
+    with pytest.raises(ValueError, match="more lines"):
+        moore_lewis_file(path, np.zeros(4, np.int8), *lms, chunk_lines=2)
+
+
+@pytest.mark.parametrize("chunk_lines", [1, 3, None])
+def test_write_ranked_file_is_byte_identical(tmp_path, estimated_lms, chunk_lines):
+    sentences = random_sentences(9, 150, tuple("abcdefxyz")) + [s for s in ODD if "\t" not in s
+                                                                  and "\r" not in s]
+    folds = np.random.default_rng(10).integers(0, 2, len(sentences)).astype(np.int8)
+    gen = {0: estimated_lms["gen.1"], 1: estimated_lms["gen.0"]}
+    scores = listed_scores(sentences, folds, estimated_lms["tgt"], gen)
+    assert len(np.unique(scores.sigma)) < len(sentences)           # ties (repeated sentences)
+    want = tmp_path / "want.tsv"
+    write_ranked(want, scores, sentences)
+    for final_newline in (True, False):
+        path = write_lines(tmp_path / "en.txt", sentences, final_newline)
+        got = tmp_path / "got.tsv"
+        write_ranked_file(got, scores, path, chunk_lines=chunk_lines)
+        assert got.read_bytes() == want.read_bytes()
+
+
+def test_write_ranked_file_errors(tmp_path, lms):
+    ml = moore_lewis(SENTENCES, *lms)
+    path = write_lines(tmp_path / "en.txt", SENTENCES)
+    with pytest.raises(ValueError, match="5 sentences but 4 scores"):
+        write_ranked_file(tmp_path / "x.tsv", MooreLewisScores(
+            ml.h_tgt[:4], ml.h_gen[:4], ml.sigma[:4], ml.n_words[:4]), path)
+    bad = ["a b", "a\tb", "a\rb"]
+    bad_scores = moore_lewis(bad, *lms)
+    with pytest.raises(ValueError, match="TAB") as want:
+        write_ranked(tmp_path / "x.tsv", bad_scores, bad)
+    with pytest.raises(ValueError, match="TAB") as got:
+        write_ranked_file(tmp_path / "y.tsv", bad_scores, write_lines(tmp_path / "bad.txt", bad))
+    assert str(got.value) == str(want.value)
+    (tmp_path / "empty.txt").write_bytes(b"")
+    empty = MooreLewisScores(*(np.zeros(0) for _ in range(3)), np.zeros(0, np.int64))
+    write_ranked_file(tmp_path / "e.tsv", empty, tmp_path / "empty.txt")
+    assert (tmp_path / "e.tsv").read_bytes() == b""

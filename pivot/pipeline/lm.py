@@ -24,7 +24,7 @@ Each sentence is padded ``<s> w1 .. wn </s>``; an empty sentence is ``<s> </s>``
   One lmplz detail is kept on purpose (``lmplz_statistics=True``): for one
   n-gram per lower order (the last of lmplz's suffix-sorted stream) the raw
   count, not the adjusted one, enters ``t_k``; see
-  :func:`_lmplz_statistics_counts`. Invisible on millions of tokens, it
+  :func:`_lmplz_statistics_corrections`. Invisible on millions of tokens, it
   decides agreement on small text.
   If ``t1``, ``t2`` or ``t3`` is 0, or some ``Dk`` falls outside ``[0, k]``,
   ``lmplz`` stops unless given ``--discount_fallback``; here the order falls
@@ -51,17 +51,24 @@ Each sentence is padded ``<s> w1 .. wn </s>``; an empty sentence is ``<s> </s>``
 Input tokens ``<s>``, ``</s>`` and ``<unk>`` are dropped with a warning, as
 ``lmplz`` treats them as whitespace.
 
-How it is fast
---------------
-Words become integer ids; the padded corpus is one int array. The n-gram
-starting at each position gets an id order by order: the key of an n-gram is
-``id(prefix (n-1)-gram) * |V| + last word`` (fits 64 bits), and ``np.unique``
-over the keys of all positions gives the types, their raw counts and, per
-position, the type id. The suffix (n-1)-gram of every type is the id of the
-position one to the right, so adjusted counts are one ``bincount`` over
-suffix ids, and the per-context sums ``S``, ``Nk`` are ``bincount`` over prefix
-ids. Probabilities follow order by order as array expressions. Only the text
-of the ARPA is written by a compiled kernel (``pivot/_lm.pyx``).
+How it is fast, and small
+-------------------------
+Words become integer ids; the padded corpus is one int32 array, built chunk by
+chunk (:func:`estimate_arpa_file` streams a text file, so no list of sentences
+is ever held). The n-gram starting at each position gets an id order by order:
+the occurrences of order n are grouped by (id of the prefix (n-1)-gram, last
+word) with two counting sorts in a compiled kernel (``count_ngrams`` in
+``pivot/_lm.pyx``; the same types, counts and per-position type ids as
+``np.unique`` over the int64 keys ``prefix * |V| + last``, in the same order).
+The suffix (n-1)-gram of every type is the id of the position one to the
+right, so adjusted counts are one ``bincount`` over suffix ids, and the
+per-context sums ``S``, ``Nk`` are ``bincount`` over prefix ids. All per-type
+arrays are int32. Probabilities follow order by order as array expressions,
+and each order is written as soon as the gammas of its contexts are known,
+then dropped: only the prefix links and last words of the written orders are
+kept, to spell the rows. The ARPA text is formatted by a compiled kernel in
+chunks. On 5.3M tokens at order 5 this peaks below 0.5 GB (1.4 GB with a
+list of token lists and int64 ids).
 
 >>> stats = estimate_arpa([["the", "cell"], ["a", "cell"]], "tiny.arpa", order=2)  # doctest: +SKIP
 >>> model = load_model("tiny.arpa")                                                  # doctest: +SKIP
@@ -77,7 +84,7 @@ import tempfile
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -87,6 +94,7 @@ __all__ = [
     "LMStats",
     "DiscountFallbackWarning",
     "estimate_arpa",
+    "estimate_arpa_file",
     "estimate_with_lmplz",
     "find_lmplz",
     "find_build_binary",
@@ -100,8 +108,15 @@ SPECIALS = ("<unk>", "<s>", "</s>")
 # The repository's own tool folder, where scripts/install_lmplz.sh puts lmplz.
 _TOOLS_BIN = Path(__file__).resolve().parent.parent / ".tools" / "bin"
 # Rows of ARPA text formatted per call of the kernel: bounds the text buffer
-# (~100 bytes a row) while keeping the per-call overhead negligible.
-_WRITE_CHUNK = 1 << 19
+# (~100 bytes a row, held twice while it becomes bytes) while keeping the
+# per-call overhead negligible.
+_WRITE_CHUNK = 1 << 17
+# Rows per block of the probability arithmetic (bounds its float64 temporaries).
+_BLOCK = 1 << 20
+# Text read per chunk from a file (estimate_arpa_file): ~350k tokens held as str.
+_READ_BYTES = 1 << 21
+# Sentences per chunk taken from a list or iterator of token lists.
+_READ_SENTENCES = 1 << 14
 
 
 class DiscountFallbackWarning(UserWarning):
@@ -141,127 +156,180 @@ class LMStats:
 # Corpus to ids
 # --------------------------------------------------------------------------
 
-def _encode(sentences: Iterable[Sequence[str]]):
-    """Map tokens to ids and build the padded corpus ``<s> w.. </s> <s> ..``.
-
-    Returns (seq int32 of length T, room int32: tokens left in the sentence from
-    each position (the n-gram at i exists iff room[i] >= n), vocabulary list,
-    n_sentences, n_tokens).
-    """
-    if not isinstance(sentences, (list, tuple)):
-        sentences = list(sentences)
-    if any(isinstance(sentence, (str, bytes)) for sentence in sentences):
+def _list_chunks(sentences):
+    """Token lists in chunks of ``_READ_SENTENCES``; refuses strings for sentences."""
+    if isinstance(sentences, (str, bytes)):
         raise TypeError("sentences must be token lists, not strings; split them first")
-    n_sentences = len(sentences)
+    it = iter(sentences)
+    while True:
+        chunk = list(islice(it, _READ_SENTENCES))
+        if not chunk:
+            return
+        if any(isinstance(sentence, (str, bytes)) for sentence in chunk):
+            raise TypeError("sentences must be token lists, not strings; split them first")
+        yield chunk
+
+
+def _file_chunks(text_path):
+    """Token lists of a text file, one sentence a line, ~``_READ_BYTES`` of text at a time.
+
+    Lines and tokens are exactly those of ``[line.split() for line in open(text_path,
+    encoding="utf-8")]`` (universal newlines, ``str.split`` on any white space).
+    """
+    with open(text_path, encoding="utf-8") as fh:
+        while True:
+            lines = fh.readlines(_READ_BYTES)
+            if not lines:
+                return
+            yield [line.split() for line in lines]
+
+
+def _encode(chunks, check_tokens=True):
+    """Map tokens to ids and build the padded corpus ``<s> w.. </s> <s> ..``, chunk by chunk.
+
+    ``chunks`` yields lists of token lists; only one chunk is held as Python
+    strings at a time. Ids go by first occurrence, specials first (0, 1, 2).
+    Returns (seq int32 of length T, vocabulary list, n_sentences, n_tokens,
+    whether special tokens were dropped).
+    """
+    vocab = {word: i for i, word in enumerate(SPECIALS)}
+    parts, n_sentences, n_tokens, saw_specials = [], 0, 0, False
+    for chunk in chunks:
+        n = len(chunk)
+        lengths = np.fromiter(map(len, chunk), dtype=np.int64, count=n)
+        n_flat = int(lengths.sum())
+        # New words in order of first occurrence: dict.fromkeys runs at C speed,
+        # the Python-level loop only visits the chunk's distinct words.
+        missing = [w for w in dict.fromkeys(chain.from_iterable(chunk)) if w not in vocab]
+        vocab.update(zip(missing, range(len(vocab), len(vocab) + len(missing))))
+        words = np.fromiter(map(vocab.__getitem__, chain.from_iterable(chunk)),
+                            dtype=np.int32, count=n_flat)
+        del chunk
+        special = words < len(SPECIALS)
+        if special.any():
+            saw_specials = True
+            keep = ~special
+            sentence_of = np.repeat(np.arange(n), lengths)
+            words = words[keep]
+            lengths = np.bincount(sentence_of[keep], minlength=n).astype(np.int64)
+        # Padded layout: sentence s occupies [start_s, start_s + len_s + 2).
+        padded = lengths + 2
+        ends = np.cumsum(padded)
+        starts = ends - padded
+        part = np.empty(int(ends[-1]) if n else 0, dtype=np.int32)
+        is_word = np.ones(len(part), dtype=bool)
+        is_word[starts] = False
+        is_word[ends - 1] = False
+        part[starts] = BOS
+        part[ends - 1] = EOS
+        part[is_word] = words
+        parts.append(part)
+        n_sentences += n
+        n_tokens += len(words)
     if n_sentences == 0:
         raise ValueError("no sentences to estimate a language model from")
-    lengths_arr = np.fromiter(map(len, sentences), dtype=np.int64, count=n_sentences)
-    n_flat = int(lengths_arr.sum())
-    # Ids by first occurrence, specials first: dict.fromkeys runs at C speed,
-    # a per-token Python loop would cost ~1 s per million tokens.
-    vocab = dict.fromkeys(SPECIALS)
-    vocab.update(dict.fromkeys(chain.from_iterable(sentences)))
-    for i, word in enumerate(vocab):
-        vocab[word] = i
-    words = np.fromiter(map(vocab.__getitem__, chain.from_iterable(sentences)),
-                        dtype=np.int32, count=n_flat)
-
-    special = words < len(SPECIALS)
-    if special.any():
-        warnings.warn(
-            "<s>, </s> or <unk> appear in the input; treating them as whitespace (as lmplz does)",
-            stacklevel=3,
-        )
-        sentence_of = np.repeat(np.arange(n_sentences), lengths_arr)
-        keep = ~special
-        words = words[keep]
-        lengths_arr = np.bincount(sentence_of[keep], minlength=n_sentences).astype(np.int64)
-
     vocab_list = list(vocab)
-    bad = [w for w in vocab_list[len(SPECIALS):] if not w or any(c.isspace() for c in w)]
-    if bad:
-        raise ValueError(f"tokens must be non-empty and contain no whitespace; got {bad[:5]!r}")
-
-    # Padded layout: sentence s occupies [start_s, start_s + len_s + 2).
-    padded = lengths_arr + 2
-    total = int(padded.sum())
-    ends = np.cumsum(padded)
-    starts = ends - padded
-    seq = np.empty(total, dtype=np.int32)
-    is_word = np.ones(total, dtype=bool)
-    is_word[starts] = False
-    is_word[ends - 1] = False
-    seq[starts] = BOS
-    seq[ends - 1] = EOS
-    seq[is_word] = words
-    room = (np.repeat(ends, padded) - np.arange(total)).astype(np.int32)
-    return seq, room, vocab_list, n_sentences, int(len(words))
+    del vocab
+    if check_tokens:
+        bad = [w for w in vocab_list[len(SPECIALS):] if not w or any(c.isspace() for c in w)]
+        if bad:
+            raise ValueError(f"tokens must be non-empty and contain no whitespace; got {bad[:5]!r}")
+    seq = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return seq, vocab_list, n_sentences, n_tokens, saw_specials
 
 
 # --------------------------------------------------------------------------
 # Counting
 # --------------------------------------------------------------------------
 
-def _count_orders(seq, room, vocab_size, order):
-    """Types of every order with raw counts, prefix/suffix links and first words.
+def _count_orders(seq, vocab_size, order):
+    """Types of every order with raw counts and prefix/suffix links.
 
     For order n the returned dict holds, per n-gram type t (sorted by
-    (prefix id, last word)): ``raw[t]``, ``last[t]``, ``prefix[t]`` (id of
-    w1..w_{n-1} in order n-1), ``suffix[t]`` (id of w2..wn in order n-1) and
-    ``first[t]`` (w1). Order 1 types are the word ids themselves.
+    (prefix id, last word)), int32 arrays ``raw[t]``, ``last[t]``,
+    ``prefix[t]`` (id of w1..w_{n-1} in order n-1), ``suffix[t]`` (id of
+    w2..wn in order n-1) and the bool ``bos[t]`` (w1 is <s>). Order 1 types
+    are the word ids themselves (``prefix`` and ``suffix`` None).
+
+    The n-gram at position i of ``seq`` lies inside its sentence iff no
+    ``</s>`` is among seq[i .. i+n-2]: the start positions of order n are those
+    of order n-1 whose (n-1)-gram does not end in ``</s>``.
     """
-    levels = []
-    raw1 = np.bincount(seq, minlength=vocab_size).astype(np.int64)
-    word_ids = np.arange(vocab_size, dtype=np.int64)
-    levels.append(dict(raw=raw1, last=word_ids, first=word_ids, prefix=None, suffix=None))
-    gid_prev = seq.astype(np.int64)          # id of the (n-1)-gram starting at each position
-    positions = np.arange(len(seq), dtype=np.int64)
+    from pivot._lm import count_ngrams
+
+    if len(seq) >= 2**31 - 1:
+        raise ValueError("the corpus is too large for the built-in estimator (2^31 positions); "
+                         "use estimate_with_lmplz")
+    raw1 = np.bincount(seq, minlength=vocab_size).astype(np.int32)
+    word_ids = np.arange(vocab_size, dtype=np.int32)
+    levels = [dict(raw=raw1, last=word_ids, prefix=None, suffix=None, bos=word_ids == BOS)]
+    gid_prev = seq                  # id of the (n-1)-gram starting at each position (-1: none)
+    positions = None
     for n in range(2, order + 1):
-        positions = positions[room[positions] >= n]     # n-gram at i inside its sentence
-        key = gid_prev[positions] * vocab_size + seq[positions + n - 1]
-        uniq, inverse, raw = np.unique(key, return_inverse=True, return_counts=True)
-        del key
-        inverse = inverse.ravel()
-        prefix = uniq // vocab_size
-        last = uniq % vocab_size
-        del uniq
-        suffix = np.empty(len(prefix), dtype=np.int64)
-        # Every occurrence of type t has the same suffix (n-1)-gram: the one at i+1.
-        suffix[inverse] = gid_prev[positions + 1]
-        first = levels[-1]["first"][prefix]
-        levels.append(dict(raw=raw.astype(np.int64), last=last, first=first,
-                           prefix=prefix, suffix=suffix))
+        if positions is None:
+            positions = np.flatnonzero(seq != EOS).astype(np.int32)
+        else:
+            positions = positions[seq[positions + (n - 2)] != EOS]
+        n_prefix = len(levels[-1]["raw"])
+        prefix, last, suffix, raw, inverse = count_ngrams(
+            gid_prev[positions], seq[positions + (n - 1)], gid_prev[positions + 1],
+            n_prefix, vocab_size)
+        levels.append(dict(raw=raw, last=last, prefix=prefix, suffix=suffix,
+                           bos=levels[-1]["bos"][prefix]))
         if n < order:
-            gid = np.full(len(seq), -1, dtype=np.int64)
+            gid = np.full(len(seq), -1, dtype=np.int32)
             gid[positions] = inverse
             gid_prev = gid
         del inverse
     return levels
 
 
-def _adjusted_counts(levels):
-    """Counts ``a`` used for discounting: raw at the top, continuation counts below.
+def _first_words(levels, n, index):
+    """First word id of the order-n n-grams ``index`` (following prefix links down)."""
+    for m in range(n, 1, -1):
+        index = levels[m - 1]["prefix"][index]
+    return index
+
+
+def _adjust_counts(levels, lmplz_statistics=True):
+    """Set ``a`` (the counts used for discounting) per level; return the counts-of-counts.
 
     a(g) = |{x : x g seen}| = number of order-(n+1) types whose suffix is g,
     except g starting with <s> (no left context exists: raw count), and the
-    unigrams <s>, <unk>, which lmplz sets to 0.
+    unigrams <s>, <unk>, which lmplz sets to 0; at the highest order a = raw.
+    ``raw`` and ``bos`` are dropped from the levels afterwards.
+
+    The counts-of-counts ``(t1, t2, t3, t4)`` per order are those of ``a``,
+    except that with ``lmplz_statistics`` one n-gram per lower order enters
+    with its raw count (see :func:`_lmplz_statistics_corrections`).
     """
     order = len(levels)
-    adjusted = [None] * order
-    adjusted[-1] = levels[-1]["raw"]
+    levels[-1]["a"] = levels[-1]["raw"]
     for n in range(order - 1, 0, -1):                 # n = order of g (1-based)
         lev = levels[n - 1]
-        continuation = np.bincount(levels[n]["suffix"], minlength=len(lev["raw"])).astype(np.int64)
-        starts_bos = lev["first"] == BOS
-        continuation[starts_bos] = lev["raw"][starts_bos]
-        adjusted[n - 1] = continuation
-    adjusted[0] = adjusted[0].copy()
-    adjusted[0][[UNK, BOS]] = 0
-    return adjusted
+        continuation = np.bincount(levels[n]["suffix"], minlength=len(lev["raw"]))
+        continuation[lev["bos"]] = lev["raw"][lev["bos"]]
+        lev["a"] = continuation.astype(np.int32)
+        del continuation
+    levels[0]["a"] = levels[0]["a"].copy()
+    levels[0]["a"][[UNK, BOS]] = 0
+    corrections = _lmplz_statistics_corrections(levels) if lmplz_statistics else {}
+    counts_of_counts = []
+    for n in range(1, order + 1):
+        a = levels[n - 1]["a"]
+        t = [int(np.count_nonzero(a == k)) for k in (1, 2, 3, 4)]
+        if n in corrections:
+            g, raw_g = corrections[n]
+            for k in (1, 2, 3, 4):
+                t[k - 1] += int(raw_g == k) - int(a[g] == k)
+        counts_of_counts.append(tuple(t))
+    for lev in levels:
+        del lev["raw"], lev["bos"]
+    return counts_of_counts
 
 
-def _lmplz_statistics_counts(levels, adjusted):
-    """The counts lmplz's counts-of-counts are taken from (not the probabilities').
+def _lmplz_statistics_corrections(levels):
+    """The n-grams whose raw count lmplz's counts-of-counts take: ``{order: (id, raw)}``.
 
     lmplz streams each lower order in suffix order (last word first, word ids
     by first appearance with <unk>, <s>, </s> = 0, 1, 2, as here) and, when it
@@ -272,25 +340,25 @@ def _lmplz_statistics_counts(levels, adjusted):
     extension of g_n with the largest first word, stopping at an n-gram that
     starts with <s> (it has no left extension). On large text this moves a
     discount by ~1/t_k; on small text it decides whether lmplz and we agree.
+    Orders whose n-gram has raw = adjusted count are left out.
     """
     order = len(levels)
-    stats_counts = list(adjusted)
+    corrections = {}
     g = len(levels[0]["raw"]) - 1                     # largest word id
     for n in range(1, order):                         # orders below N only
         lev = levels[n - 1]
-        if lev["raw"][g] != adjusted[n - 1][g]:
-            stats_counts[n - 1] = adjusted[n - 1].copy()
-            stats_counts[n - 1][g] = lev["raw"][g]
-        if lev["first"][g] == BOS or n + 1 == order:
+        if lev["raw"][g] != lev["a"][g]:
+            corrections[n] = (int(g), int(lev["raw"][g]))
+        if lev["bos"][g] or n + 1 == order:
             break
         extensions = np.flatnonzero(levels[n]["suffix"] == g)
-        g = extensions[np.argmax(levels[n]["first"][extensions])]
-    return stats_counts
+        g = extensions[np.argmax(_first_words(levels, n + 1, extensions))]
+    return corrections
 
 
-def _discounts(counts, n, fallback):
-    """(D1, D2, D3+) of order n from counts-of-counts, or the fallback."""
-    t = [int(np.count_nonzero(counts == k)) for k in (1, 2, 3, 4)]
+def _discounts(t, n, fallback):
+    """(D1, D2, D3+) of order n from counts-of-counts ``t = (t1, t2, t3, t4)``, or the fallback."""
+    t = list(t)
     reason = None
     if t[0] == 0 or t[1] == 0 or t[2] == 0:
         k = 1 + [t[0], t[1], t[2]].index(0)
@@ -304,7 +372,7 @@ def _discounts(counts, n, fallback):
                 reason = f"{n}-gram discount D{k}={dk:.4f} out of range [0, {k}]"
                 break
     if reason is None:
-        return d, tuple(t), False
+        return d, False
     if fallback is None:
         raise ValueError(
             f"cannot compute modified Kneser-Ney discounts: {reason}. Is the text small or "
@@ -316,9 +384,9 @@ def _discounts(counts, n, fallback):
     warnings.warn(
         f"{reason}; using fallback discounts D1={fb[0]} D2={fb[1]} D3+={fb[2]} for order {n}",
         DiscountFallbackWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
-    return fb, tuple(t), True
+    return fb, True
 
 
 def _discount_of(counts, d):
@@ -328,53 +396,79 @@ def _discount_of(counts, d):
 
 
 # --------------------------------------------------------------------------
-# Probabilities
+# Probabilities and ARPA output, one order at a time
 # --------------------------------------------------------------------------
 
-def _interpolate(levels, adjusted, discounts):
-    """Interpolated probabilities per order and gamma (backoff) per context.
-
-    Returns (prob list, gamma list) where gamma[n-1][g] is gamma of the order-n
-    n-gram g as a context (NaN when g is never a context).
-    """
-    order = len(levels)
-    vocab_size = len(levels[0]["raw"])
-    probs, gammas = [], []
-
-    # Unigrams: p(w) = (a(w) - D(a(w))) / S + gamma() / |V|, |V| excluding <s>.
-    a1 = adjusted[0]
-    d = discounts[0]
+def _unigram_probs(levels, d):
+    """p(w) = (a(w) - D(a(w))) / S + gamma() / |V|, |V| excluding <s>; p(<s>) = 1."""
+    a1 = levels[0]["a"]
+    vocab_size = len(a1)
     total = float(a1.sum())
     n_k = [np.count_nonzero(a1 == 1), np.count_nonzero(a1 == 2), np.count_nonzero(a1 >= 3)]
     gamma_empty = (d[0] * n_k[0] + d[1] * n_k[1] + d[2] * n_k[2]) / total
     p1 = (a1 - _discount_of(a1, d)) / total + gamma_empty / (vocab_size - 1)
     p1[BOS] = 1.0
-    probs.append(p1)
-
-    for n in range(2, order + 1):
-        lev = levels[n - 1]
-        a = adjusted[n - 1]
-        d = discounts[n - 1]
-        n_contexts = len(levels[n - 2]["raw"])
-        prefix = lev["prefix"]
-        # S(h) and the numerator of gamma(h), summed over the extensions hw.
-        s_h = np.bincount(prefix, weights=a, minlength=n_contexts)
-        d_of_a = _discount_of(a, d)
-        # D(a) summed over hw equals D1 N1(h) + D2 N2(h) + D3+ N3+(h).
-        gamma_num = np.bincount(prefix, weights=d_of_a, minlength=n_contexts)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            gamma_h = np.where(s_h > 0, gamma_num / s_h, np.nan)
-        gammas.append(gamma_h)
-        probs.append((a - d_of_a) / s_h[prefix] + gamma_h[prefix] * probs[n - 2][lev["suffix"]])
-    return probs, gammas
+    return p1
 
 
-# --------------------------------------------------------------------------
-# ARPA output
-# --------------------------------------------------------------------------
+def _context_gammas(levels, n, d):
+    """gamma(h) of the order-n n-grams as contexts (NaN when never a context), from order n+1.
 
-def _write_arpa(path, levels, probs, gammas, vocab_list):
-    """Write the ARPA file: header, then each order's rows through the kernel."""
+    Returns (gamma, S) with S(h) = sum_w a(hw) and gamma(h) = sum_w D(a(hw)) / S(h),
+    the sum of D(a) over the extensions hw being D1 N1(h) + D2 N2(h) + D3+ N3+(h).
+    """
+    nxt = levels[n]
+    n_contexts = len(levels[n - 1]["last"])
+    s_h = np.bincount(nxt["prefix"], weights=nxt["a"], minlength=n_contexts)
+    gamma_num = np.bincount(nxt["prefix"], weights=_discount_of(nxt["a"], d), minlength=n_contexts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gamma_num /= s_h
+    gamma_num[~(s_h > 0)] = np.nan
+    return gamma_num, s_h
+
+
+def _next_probs(levels, n, d, gamma_h, s_h, probs_prev):
+    """Interpolated p of the order-n n-grams from order n-1's p and gamma.
+
+    p(w | h) = (a(hw) - D(a(hw))) / S(h) + gamma(h) p(w | h'), evaluated in
+    blocks (the same element-wise operations as one whole-array expression).
+    """
+    lev = levels[n - 1]
+    a, prefix, suffix = lev["a"], lev["prefix"], lev["suffix"]
+    out = np.empty(len(a), dtype=np.float64)
+    for lo in range(0, len(a), _BLOCK):
+        hi = lo + _BLOCK
+        p = prefix[lo:hi]
+        x = a[lo:hi] - _discount_of(a[lo:hi], d)
+        x /= s_h[p]
+        y = gamma_h[p]
+        y *= probs_prev[suffix[lo:hi]]
+        np.add(x, y, out=out[lo:hi])
+    return out
+
+
+def _row_words(levels, n, lo, hi):
+    """Word-id matrix (int32, one row per n-gram) of the order-n n-grams lo..hi-1."""
+    lev = levels[n - 1]
+    words = np.empty((len(lev["last"][lo:hi]), n), dtype=np.int32)
+    words[:, n - 1] = lev["last"][lo:hi]
+    if n > 1:
+        index = lev["prefix"][lo:hi]
+        for m in range(n - 1, 1, -1):
+            words[:, m - 1] = levels[m - 1]["last"][index]
+            index = levels[m - 1]["prefix"][index]
+        words[:, 0] = index                   # unigram ids are word ids
+    return words
+
+
+def _write_arpa(path, levels, discounts, vocab_list):
+    """Write the ARPA file: header, then each order's rows through the kernel.
+
+    Order n's probabilities need order n-1's probabilities and gammas, and its
+    rows need the gammas taken from order n+1: so each order is interpolated,
+    written and dropped in turn (its counts, suffix links, probabilities), and
+    only the prefix links and last words stay until the end, to spell the rows.
+    """
     from pivot._lm import format_arpa_rows
 
     order = len(levels)
@@ -382,49 +476,57 @@ def _write_arpa(path, levels, probs, gammas, vocab_list):
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in encoded], out=offsets[1:])
     blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    del encoded
     if len(blob) == 0:
         blob = np.zeros(1, dtype=np.uint8)
     empty = np.zeros(0, dtype=np.float64)
 
     tmp_path = f"{path}.tmp{os.getpid()}"
-    with open(tmp_path, "wb") as out:
-        out.write(b"\\data\\\n")
-        for n in range(1, order + 1):
-            out.write(f"ngram {n}={len(levels[n - 1]['raw'])}\n".encode())
-        out.write(b"\n")
-        words = None
-        for n in range(1, order + 1):
-            lev = levels[n - 1]
-            # Word matrix of order n from order n-1's: [words(prefix) | last].
-            if n == 1:
-                words = lev["last"].astype(np.int32).reshape(-1, 1)
-            else:
-                words = np.concatenate(
-                    [words[lev["prefix"]], lev["last"].astype(np.int32).reshape(-1, 1)], axis=1
-                )
-            # lmplz clamps to <= 0 against rounding; log10 of p = 1 for <s> is 0.
-            with np.errstate(divide="ignore"):
-                log_prob = np.minimum(0.0, np.log10(probs[n - 1]))
-            if n < order:
-                g = gammas[n - 1]
-                log_backoff = np.where(np.isnan(g), 0.0, np.log10(np.where(np.isnan(g), 1.0, g)))
-            else:
-                log_backoff = empty
-            out.write(f"\\{n}-grams:\n".encode())
-            for lo in range(0, len(log_prob), _WRITE_CHUNK):
-                hi = lo + _WRITE_CHUNK
-                out.write(format_arpa_rows(
-                    np.ascontiguousarray(words[lo:hi]),
-                    np.ascontiguousarray(log_prob[lo:hi]),
-                    np.ascontiguousarray(log_backoff[lo:hi]) if n < order else empty,
-                    blob, offsets))
+    try:
+        with open(tmp_path, "wb") as out:
+            out.write(b"\\data\\\n")
+            for n in range(1, order + 1):
+                out.write(f"ngram {n}={len(levels[n - 1]['last'])}\n".encode())
             out.write(b"\n")
-        out.write(b"\\end\\\n")
-    os.replace(tmp_path, path)
+            probs = _unigram_probs(levels, discounts[0])
+            for n in range(1, order + 1):
+                if n < order:
+                    gamma_h, s_h = _context_gammas(levels, n, discounts[n])
+                out.write(f"\\{n}-grams:\n".encode())
+                for lo in range(0, len(probs), _WRITE_CHUNK):
+                    hi = lo + _WRITE_CHUNK
+                    # lmplz clamps to <= 0 against rounding; log10 of p = 1 for <s> is 0.
+                    with np.errstate(divide="ignore"):
+                        log_prob = np.minimum(0.0, np.log10(probs[lo:hi]))
+                    if n < order:
+                        g = gamma_h[lo:hi]
+                        log_backoff = np.where(np.isnan(g), 0.0,
+                                               np.log10(np.where(np.isnan(g), 1.0, g)))
+                    else:
+                        log_backoff = empty
+                    out.write(format_arpa_rows(_row_words(levels, n, lo, hi), log_prob,
+                                               log_backoff, blob, offsets))
+                    del log_prob, log_backoff
+                out.write(b"\n")
+                if n < order:
+                    probs = _next_probs(levels, n + 1, discounts[n], gamma_h, s_h, probs)
+                    del gamma_h, s_h
+                    nxt = levels[n]
+                    del nxt["a"], nxt["suffix"]
+            out.write(b"\\end\\\n")
+        os.replace(tmp_path, path)
+    except BaseException:
+        if os.path.exists(tmp_path):
+            os.unlink(tmp_path)
+        raise
+
+
+def _is_path(x):
+    return isinstance(x, (str, os.PathLike))
 
 
 def estimate_arpa(
-    sentences: Iterable[Sequence[str]],
+    sentences: Iterable[Sequence[str]] | str | os.PathLike,
     arpa_path,
     order: int = 5,
     *,
@@ -435,45 +537,82 @@ def estimate_arpa(
     """Estimate an interpolated modified Kneser-Ney LM as lmplz does; write it as ARPA.
 
     ``sentences``: token lists, already normalised, without ``<s>``/``</s>``
-    (``[["the", "cell"]]``, not ``["the cell"]``). Values are log10 in the file.
+    (``[["the", "cell"]]``, not ``["the cell"]``); or the path (str or
+    ``os.PathLike``) of a UTF-8 text file of one sentence a line, tokens
+    separated by white space, which is read as :func:`estimate_arpa_file` does
+    (the same model as for ``[line.split() for line in file]``, without
+    holding that list). Values are log10 in the file.
     ``discount_fallback``: (D1, D2, D3+) used, with a
     :class:`DiscountFallbackWarning`, for an order whose closed-form discounts
     fail (lmplz ``--discount_fallback``); ``None`` raises ``ValueError`` instead.
     ``prune``: count pruning is not implemented (lmplz ``--prune``); must be None.
     ``lmplz_statistics``: take the counts-of-counts the way lmplz does, with
-    one n-gram per lower order counted raw (see ``_lmplz_statistics_counts``);
+    one n-gram per lower order counted raw (see ``_lmplz_statistics_corrections``);
     False gives the textbook discounts from adjusted counts only.
     The file is written to a temporary name and renamed into place.
     """
+    if _is_path(sentences):
+        chunks, check_tokens = _file_chunks(sentences), False
+    else:
+        chunks, check_tokens = _list_chunks(sentences), True
+    return _estimate(chunks, check_tokens, arpa_path, order, discount_fallback, prune,
+                     lmplz_statistics)
+
+
+def estimate_arpa_file(
+    text_path: str | os.PathLike,
+    arpa_path,
+    order: int = 5,
+    *,
+    discount_fallback=(0.5, 1.0, 1.5),
+    prune=None,
+    lmplz_statistics: bool = True,
+) -> LMStats:
+    """:func:`estimate_arpa` on a text file of one sentence a line (UTF-8, white-space tokens).
+
+    The file is streamed in chunks of ~2 MB into one int32 id array; no list of
+    sentences is ever built. Lines and tokens are those of ``[line.split() for
+    line in open(text_path, encoding="utf-8")]`` (an empty line is an empty
+    sentence ``<s> </s>``), and the ARPA file is byte-identical to
+    ``estimate_arpa`` on that list.
+    """
+    return _estimate(_file_chunks(text_path), False, arpa_path, order, discount_fallback,
+                     prune, lmplz_statistics)
+
+
+def _estimate(chunks, check_tokens, arpa_path, order, discount_fallback, prune, lmplz_statistics):
     if prune:
         raise NotImplementedError("count pruning is not implemented; use estimate_with_lmplz(..., prune=...)")
     if not 1 <= int(order) <= 9:
         raise ValueError(f"order must be between 1 and 9, got {order}")
     order = int(order)
     t0 = time.perf_counter()
-    seq, room, vocab_list, n_sentences, n_tokens = _encode(sentences)
+    seq, vocab_list, n_sentences, n_tokens, saw_specials = _encode(chunks, check_tokens)
+    if saw_specials:
+        warnings.warn(
+            "<s>, </s> or <unk> appear in the input; treating them as whitespace (as lmplz does)",
+            stacklevel=3,
+        )
     vocab_size = len(vocab_list)
-    levels = _count_orders(seq, room, vocab_size, order)
-    del seq, room
-    adjusted = _adjusted_counts(levels)
-    stats_counts = _lmplz_statistics_counts(levels, adjusted) if lmplz_statistics else adjusted
-    discounts, counts_of_counts, fallback_orders = [], [], []
+    levels = _count_orders(seq, vocab_size, order)
+    del seq
+    ngram_counts = tuple(len(lev["last"]) for lev in levels)
+    counts_of_counts = _adjust_counts(levels, lmplz_statistics)
+    discounts, fallback_orders = [], []
     for n in range(1, order + 1):
-        d, t, fell_back = _discounts(stats_counts[n - 1], n, discount_fallback)
+        d, fell_back = _discounts(counts_of_counts[n - 1], n, discount_fallback)
         discounts.append(tuple(float(x) for x in d))
-        counts_of_counts.append(t)
         if fell_back:
             fallback_orders.append(n)
-    probs, gammas = _interpolate(levels, adjusted, discounts)
     arpa_path = str(arpa_path)
-    _write_arpa(arpa_path, levels, probs, gammas, vocab_list)
+    _write_arpa(arpa_path, levels, discounts, vocab_list)
     return LMStats(
         order=order,
         arpa_path=arpa_path,
         n_sentences=n_sentences,
         n_tokens=n_tokens,
         vocab_size=vocab_size,
-        ngram_counts=tuple(len(lev["raw"]) for lev in levels),
+        ngram_counts=ngram_counts,
         discounts=tuple(discounts),
         counts_of_counts=tuple(counts_of_counts),
         fallback_orders=tuple(fallback_orders),
@@ -527,7 +666,7 @@ def binarize(arpa_path, out_path, *, build_binary=None):
 
 
 def estimate_with_lmplz(
-    sentences: Iterable[Sequence[str]],
+    sentences: Iterable[Sequence[str]] | str | os.PathLike,
     arpa_path,
     order: int = 5,
     *,
@@ -539,6 +678,12 @@ def estimate_with_lmplz(
 ) -> LMStats:
     """Estimate with an installed ``lmplz`` (text piped on stdin, one sentence a line).
 
+    ``sentences``: token lists, or the path (str or ``os.PathLike``) of a UTF-8
+    text file of one sentence a line. A file is streamed to lmplz in chunks of
+    ~2 MB, each line re-spelt as its ``str.split()`` tokens joined by single
+    spaces: lmplz gets exactly the bytes it gets for the list ``[line.split()
+    for line in file]`` (for normalised text that is the file itself), and
+    ``n_sentences``/``n_tokens`` count the same, without holding the list.
     ``discount_fallback`` is passed as ``--discount_fallback D1 D2 D3+``
     (``None``: not passed, lmplz stops on bad discounts); ``prune`` as
     ``--prune`` thresholds; ``memory`` as ``-S`` (lmplz otherwise takes 80% of RAM).
@@ -546,6 +691,12 @@ def estimate_with_lmplz(
     tool = find_lmplz(lmplz)
     if tool is None:
         raise FileNotFoundError("lmplz not found on PATH or in .tools/bin; run scripts/install_lmplz.sh")
+    if _is_path(sentences):
+        if not os.path.isfile(sentences):
+            raise FileNotFoundError(f"text file not found: {sentences}")
+        chunks = _file_chunks(sentences)
+    else:
+        chunks = _list_chunks(sentences)
     arpa_path = str(arpa_path)
     cmd = [tool, "-o", str(int(order)), "-S", str(memory), "--arpa", arpa_path]
     if discount_fallback is not None:
@@ -559,18 +710,10 @@ def estimate_with_lmplz(
             proc = subprocess.Popen(cmd + ["-T", tmp], stdin=subprocess.PIPE,
                                     stdout=subprocess.DEVNULL, stderr=log)
             try:
-                lines = []
-                for sentence in sentences:
-                    if isinstance(sentence, (str, bytes)):
-                        raise TypeError("sentences must be token lists, not strings")
-                    lines.append(" ".join(sentence))
-                    n_sentences += 1
-                    n_tokens += len(sentence)
-                    if len(lines) >= 10000:
-                        proc.stdin.write(("\n".join(lines) + "\n").encode("utf-8"))
-                        lines = []
-                if lines:
-                    proc.stdin.write(("\n".join(lines) + "\n").encode("utf-8"))
+                for chunk in chunks:
+                    proc.stdin.write(("\n".join(map(" ".join, chunk)) + "\n").encode("utf-8"))
+                    n_sentences += len(chunk)
+                    n_tokens += sum(map(len, chunk))
             finally:
                 proc.stdin.close()
                 rc = proc.wait()

@@ -335,6 +335,28 @@ def n_tokens(sentences):
     return sum(len(s.split()) for s in sentences)
 
 
+def sample_indices_by_tokens(lengths, n_tokens, seed):
+    """Indices (sorted, int64) of a seeded random sample holding about ``n_tokens`` tokens.
+
+    ``lengths[i]`` is the number of tokens of sentence i (``len(s.split())``, as
+    :func:`sample_by_tokens` counts). Sentences are visited in the order of
+    ``numpy.random.default_rng(seed).permutation(len(lengths))`` and taken until the running
+    token count first reaches ``n_tokens`` (the sentence that reaches it is included; all of
+    them when the corpus holds fewer). The selection is exactly :func:`sample_by_tokens`'s,
+    so a caller can stream a file twice (token counts, then the chosen lines) without a list.
+    """
+    if n_tokens < 0:
+        raise ValueError(f"n_tokens must be >= 0, got {n_tokens}")
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if lengths.ndim != 1:
+        raise ValueError("lengths must be a 1-d array, one token count per sentence")
+    order = np.random.default_rng(seed).permutation(len(lengths))
+    running = np.cumsum(lengths[order])
+    # index of the first prefix whose total reaches n_tokens; all if none does
+    n_take = int(np.searchsorted(running, n_tokens, side="left")) + 1 if n_tokens > 0 else 0
+    return np.sort(order[:min(n_take, len(lengths))])
+
+
 def sample_by_tokens(sentences, n_tokens, seed):
     """A seeded random sample of ``sentences`` holding about ``n_tokens`` tokens.
 
@@ -343,19 +365,14 @@ def sample_by_tokens(sentences, n_tokens, seed):
     reaches it is included, so the sample holds at least ``n_tokens`` tokens unless the
     corpus holds fewer, in which case all of it is returned). The sample is returned in
     corpus order. Repeated sentences stay repeated: the general LM should see the general
-    distribution, repeats included.
+    distribution, repeats included. The selection is :func:`sample_indices_by_tokens`'s.
     """
     if n_tokens < 0:
         raise ValueError(f"n_tokens must be >= 0, got {n_tokens}")
     sentences = list(sentences)
-    order = np.random.default_rng(seed).permutation(len(sentences))
     lengths = np.fromiter((len(s.split()) for s in sentences), dtype=np.int64,
                           count=len(sentences))
-    running = np.cumsum(lengths[order])
-    # index of the first prefix whose total reaches n_tokens; all if none does
-    n_take = int(np.searchsorted(running, n_tokens, side="left")) + 1 if n_tokens > 0 else 0
-    chosen = np.sort(order[:min(n_take, len(sentences))])
-    return [sentences[i] for i in chosen]
+    return [sentences[i] for i in sample_indices_by_tokens(lengths, n_tokens, seed).tolist()]
 
 
 def general_text(data_root=None, spec=None, bitext_english=None, n_tokens=None, seed=0,

@@ -217,12 +217,6 @@ class Pipeline:
     def n_sentences(self) -> int:
         return int(self.shards["n_sentences"])
 
-    def english_sentences(self) -> list[str]:
-        """The bitext's English side in build order (all languages), as normalised text."""
-        from pivot.pipeline.encode import iter_english
-
-        return [s for batch in iter_english(self.encoded[0]) for s in batch]
-
     @property
     def domain(self) -> dict | None:
         return self.rec.get("domain")
@@ -253,24 +247,43 @@ class Pipeline:
                     files += mono.expand(self.data_root, pattern, kind)
 
         def produce(tmp):
+            from pivot.pipeline.encode import iter_english
+
             tgt = mono.in_domain_text(self.data_root, dom["in_domain"])
             n_tgt = mono.n_tokens(tgt)
-            texts = {"in_domain": tgt}
+            stats = {"in_domain": {"sentences": len(tgt), "tokens": n_tgt}}
+            (tmp / "in_domain.txt").write_text("\n".join(tgt) + "\n", encoding="utf-8")
+            del tgt
             if dom.get("general"):
-                texts["general"] = mono.general_text(self.data_root, dom["general"], n_tokens=n_tgt, seed=dom["seed"])
+                general = mono.general_text(self.data_root, dom["general"], n_tokens=n_tgt, seed=dom["seed"])
+                (tmp / "general.txt").write_text("\n".join(general) + "\n", encoding="utf-8")
+                stats["general"] = {"sentences": len(general), "tokens": mono.n_tokens(general)}
                 folds = np.zeros(self.n_sentences, dtype=np.int8)
             else:
-                english = self.english_sentences()
-                folds = cross_fit_folds(english, dom["seed"])
+                # Two passes over english.txt: folds and lengths, then the chosen lines.
+                folds = np.empty(self.n_sentences, dtype=np.int8)
+                lengths = np.empty(self.n_sentences, dtype=np.int64)
+                i = 0
+                for batch in iter_english(self.encoded[0]):
+                    folds[i:i + len(batch)] = cross_fit_folds(batch, dom["seed"])
+                    lengths[i:i + len(batch)] = [len(x.split()) for x in batch]
+                    i += len(batch)
+                chosen = {}
                 for k in (0, 1):
-                    texts[f"general.{k}"] = mono.general_text(
-                        bitext_english=[s for s, f in zip(english, folds) if f == k], n_tokens=n_tgt,
-                        seed=dom["seed"])
+                    members = np.flatnonzero(folds == k)
+                    picked = members[mono.sample_indices_by_tokens(lengths[members], n_tgt, dom["seed"])]
+                    chosen[k] = np.zeros(self.n_sentences, dtype=bool)
+                    chosen[k][picked] = True
+                    stats[f"general.{k}"] = {"sentences": int(len(picked)), "tokens": int(lengths[picked].sum())}
+                outs = {k: open(tmp / f"general.{k}.txt", "w", encoding="utf-8", newline="\n") for k in (0, 1)}
+                i = 0
+                for batch in iter_english(self.encoded[0]):
+                    for k in (0, 1):
+                        outs[k].writelines(x + "\n" for x, c in zip(batch, chosen[k][i:i + len(batch)]) if c)
+                    i += len(batch)
+                for fh in outs.values():
+                    fh.close()
             np.save(tmp / "folds.npy", folds)
-            stats = {}
-            for name, text in texts.items():
-                (tmp / f"{name}.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
-                stats[name] = {"sentences": len(text), "tokens": mono.n_tokens(text)}
             (tmp / "stats.json").write_text(json.dumps(stats, indent=1))
             log.info("LM text: %s", stats)
 
@@ -294,14 +307,13 @@ class Pipeline:
         def produce(tmp):
             stats, seconds = {}, {}
             for name in self.lm_names:
-                with open(text_dir / f"{name}.txt", encoding="utf-8") as fh:
-                    sentences = [line.split() for line in fh]
+                text = text_dir / f"{name}.txt"  # streamed: never a list of sentences
                 arpa = tmp / f"{name}.arpa"
                 t0 = time.perf_counter()
                 if estimator == "lmplz":
-                    s = lm.estimate_with_lmplz(sentences, arpa, order)
+                    s = lm.estimate_with_lmplz(text, arpa, order)
                 else:
-                    s = lm.estimate_arpa(sentences, arpa, order)
+                    s = lm.estimate_arpa_file(text, arpa, order)
                 binary = lm.binarize(arpa, tmp / f"{name}.binary")
                 if binary is not None:
                     arpa.unlink()  # the binary holds the same model and loads in a fraction of the time
@@ -328,19 +340,14 @@ class Pipeline:
         from pivot.pipeline import score
 
         def produce(tmp):
-            sentences = self.english_sentences()
             folds = np.load(self.lm_texts[0] / "folds.npy")
-            fields = {f: np.zeros(len(sentences)) for f in ("h_tgt", "h_gen", "sigma")}
-            fields["n_words"] = np.zeros(len(sentences), dtype=np.int64)
-            lm_tgt = str(self.lm_path("in_domain"))
-            for k in np.unique(folds).tolist():
-                idx = np.flatnonzero(folds == k)
-                general = "general" if self.domain.get("general") else f"general.{1 - k}"
-                ml = score.moore_lewis([sentences[i] for i in idx], lm_tgt, str(self.lm_path(general)))
-                for f in fields:
-                    fields[f][idx] = getattr(ml, f)
-            np.savez(tmp / "scores.npz", **fields)
-            score.write_ranked(tmp / "ranked.tsv", score.MooreLewisScores(**fields), sentences)
+            general = ({0: self.lm_path("general")} if self.domain.get("general")
+                       else {k: self.lm_path(f"general.{1 - k}") for k in (0, 1)})
+            english = self.encoded[0] / "english.txt"
+            ml = score.moore_lewis_file(english, folds, str(self.lm_path("in_domain")),
+                                        {k: str(v) for k, v in general.items()})
+            np.savez(tmp / "scores.npz", h_tgt=ml.h_tgt, h_gen=ml.h_gen, sigma=ml.sigma, n_words=ml.n_words)
+            score.write_ranked_file(tmp / "ranked.tsv", ml, english)
 
         return self.wd.stage("score", {"lm": self.lms[1], "encode": self.encoded[1]}, {}, produce)
 

@@ -33,12 +33,20 @@ Decisions (implementations differ on each; these are tested in tests/test_score.
   top-tau subsample are reproducible.
 * **Words** are the white-space tokens of the normalised sentence, exactly what kenlm splits
   on; ``n_words`` is returned so the top-tau subsamples count the same words.
+
+Streaming: :func:`moore_lewis_file` scores a text file of one sentence a line chunk by chunk,
+each sentence with the general LM of its fold, and :func:`write_ranked_file` writes the ranking
+reading the sentences back from that file; both give exactly (bit for bit, byte for byte) what
+the list-based :func:`moore_lewis` per fold and :func:`write_ranked` give, without a list of
+the corpus.
 """
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import islice
 
 import numpy as np
 
@@ -49,6 +57,11 @@ LOG2_10 = math.log2(10.0)
 
 # A token no LM vocabulary holds (kenlm splits on white space only, so it is one token).
 _OOV_PROBE = "\x01pivot-oov-probe\x01"
+
+# Sentences held at a time by the streaming scorer and ranked writer (~100 bytes each).
+_CHUNK_LINES = 1 << 16
+# Bytes read at a time when indexing the lines of a text file.
+_INDEX_BYTES = 1 << 24
 
 
 @dataclass
@@ -177,3 +190,136 @@ def write_ranked(path, scores, sentences):
             if "\t" in s or "\n" in s or "\r" in s:
                 raise ValueError(f"sentence {i} holds a TAB or line break: {s[:60]!r}")
             out.write(f"{scores.sigma[i]:.6f}\t{scores.h_tgt[i]:.6f}\t{scores.h_gen[i]:.6f}\t{s}\n")
+
+
+# ----------------------------------------------------------------------------- streaming
+
+def _line_chunks(text_path, chunk_lines):
+    """The lines of a UTF-8 text file without their "\\n", ``chunk_lines`` at a time.
+
+    Only "\\n" ends a line (a "\\r" stays in the sentence), so a file written as
+    ``"\\n".join(sentences) + "\\n"`` gives back exactly ``sentences`` (none may hold "\\n").
+    """
+    with open(text_path, encoding="utf-8", newline="\n") as fh:
+        while True:
+            lines = list(islice(fh, chunk_lines))
+            if not lines:
+                return
+            last = lines[-1]
+            lines = [line[:-1] for line in lines]
+            if not last.endswith("\n"):      # the file's last line, unterminated
+                lines[-1] = last
+            yield lines
+            del lines, last
+
+
+def moore_lewis_file(text_path, folds, lm_tgt, lm_gen, *, chunk_lines=None) -> MooreLewisScores:
+    """Moore-Lewis scores of the sentences of a text file, streamed ``chunk_lines`` at a time.
+
+    ``text_path``: UTF-8, one normalised sentence a line ("\\n" ends a line, see
+    :func:`_line_chunks`). ``folds``: one int per line (np.int8 0/1 in the pipeline):
+    sentence i is scored by the general LM ``lm_gen[folds[i]]``; ``lm_gen`` is a mapping
+    fold -> LM (kenlm.Model or path), or one LM for every fold. ``lm_tgt``: the in-domain LM.
+
+    Returns :class:`MooreLewisScores` aligned with the lines, each value bit-identical to
+    what :func:`moore_lewis` gives for the sentence when called on the list of the
+    sentences of its fold (every sentence's score depends on that sentence only). The
+    corpus is never held as a list: memory is the four result arrays plus one chunk.
+    """
+    folds = np.asarray(folds)
+    if folds.ndim != 1:
+        raise ValueError("folds must be a 1-d array, one fold per line")
+    n = len(folds)
+    chunk_lines = int(chunk_lines or _CHUNK_LINES)
+    fold_ids = np.unique(folds).tolist()
+    if not isinstance(lm_gen, Mapping):
+        lm_gen = {k: lm_gen for k in fold_ids}
+    missing = [k for k in fold_ids if k not in lm_gen]
+    if missing:
+        raise ValueError(f"no general LM for fold(s) {missing}")
+    model_tgt = load_lm(lm_tgt)
+    loaded = {}                   # one kenlm.Model per distinct path or model
+    models_gen = {}
+    for k in fold_ids:
+        key = os.fspath(lm_gen[k]) if isinstance(lm_gen[k], (str, os.PathLike)) else id(lm_gen[k])
+        if key not in loaded:
+            loaded[key] = load_lm(lm_gen[k])
+        models_gen[k] = loaded[key]
+    h_tgt, h_gen, sigma = np.zeros(n), np.zeros(n), np.zeros(n)
+    n_words = np.zeros(n, dtype=np.int64)
+    lo = 0
+    for chunk in _line_chunks(text_path, chunk_lines):
+        hi = lo + len(chunk)
+        if hi > n:
+            raise ValueError(f"{text_path} holds more lines than the {n} folds")
+        nw = count_words(chunk)
+        ht = -_log10_probs(chunk, model_tgt) * LOG2_10 / (nw + 1)
+        f = folds[lo:hi]
+        for k in fold_ids:
+            idx = np.flatnonzero(f == k)
+            if len(idx) == 0:
+                continue
+            sub = [chunk[i] for i in idx.tolist()]
+            hg = -_log10_probs(sub, models_gen[k]) * LOG2_10 / (nw[idx] + 1)
+            h_gen[lo + idx] = hg
+            sigma[lo + idx] = ht[idx] - hg
+        h_tgt[lo:hi] = ht
+        n_words[lo:hi] = nw
+        lo = hi
+        del chunk
+    if lo != n:
+        raise ValueError(f"{text_path} holds {lo} lines but there are {n} folds")
+    return MooreLewisScores(h_tgt=h_tgt, h_gen=h_gen, sigma=sigma, n_words=n_words)
+
+
+def _line_ends(text_path):
+    """Byte offset of the end of each line (its "\\n", or the end of a last unterminated line).
+
+    Line i spans bytes [ends[i-1] + 1, ends[i]) (line 0 starts at 0); int64.
+    """
+    parts, base = [], 0
+    with open(text_path, "rb") as fh:
+        while True:
+            buf = fh.read(_INDEX_BYTES)
+            if not buf:
+                break
+            parts.append(np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == 10) + base)
+            base += len(buf)
+            last = buf[-1:]
+            del buf
+    ends = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    if base and last != b"\n":
+        ends = np.append(ends, base)
+    return ends.astype(np.int64, copy=False)
+
+
+def write_ranked_file(path, scores, text_path, *, chunk_lines=None):
+    """:func:`write_ranked` with the sentences read from ``text_path`` (one a line, as in
+    :func:`moore_lewis_file`): the same ``ranked.tsv`` bytes, without a list of sentences.
+
+    One pass indexes where each line ends; then the output is written a block of
+    ``chunk_lines`` ranks at a time, reading the block's lines in file order with
+    ``os.pread``. Memory: the line index and the ranking (8 bytes a sentence each) and
+    one block of text.
+    """
+    ends = _line_ends(text_path)
+    if len(ends) != len(scores):
+        raise ValueError(f"{len(ends)} sentences but {len(scores)} scores")
+    chunk_lines = int(chunk_lines or _CHUNK_LINES)
+    order = ranking(scores.sigma)
+    with open(text_path, "rb", buffering=0) as src, open(path, "w", encoding="utf-8") as out:
+        fd = src.fileno()
+        for lo in range(0, len(order), chunk_lines):
+            idx = order[lo:lo + chunk_lines]
+            stop = ends[idx]
+            start = np.where(idx > 0, ends[np.maximum(idx - 1, 0)] + 1, 0)
+            text = [None] * len(idx)
+            for j in np.argsort(start, kind="stable").tolist():      # file order
+                text[j] = os.pread(fd, int(stop[j] - start[j]), int(start[j])).decode("utf-8")
+            rows = zip(idx.tolist(), text, scores.sigma[idx].tolist(), scores.h_tgt[idx].tolist(),
+                       scores.h_gen[idx].tolist())
+            for i, s, sg, ht, hg in rows:
+                if "\t" in s or "\n" in s or "\r" in s:
+                    raise ValueError(f"sentence {i} holds a TAB or line break: {s[:60]!r}")
+                out.write(f"{sg:.6f}\t{ht:.6f}\t{hg:.6f}\t{s}\n")
+            del text, rows
