@@ -16,6 +16,18 @@ counts only the 447 gold pairs. Also reported: each direction of ours alone, sec
 iteration and sentence pairs per second, peak RSS of each aligner (ours run in a child
 process; eflomal is a child program), and the native versus the align stage's Python
 grow-diag-final-and on the whole bitext. Writes bench/results/align_aer.json.
+
+Stage mode, the in-memory align stage against the chunked, out-of-core one on a saved corpus
+folder (``Bitext.save``: bitext.en, bitext.<lang>, meta.json):
+
+    python bench/bench_align.py --stage-corpus DIR [--concat 1 4] [--chunk 50000] [--threads 2]
+
+For each concatenation factor c (the corpus written c times over into a temporary folder
+under $TMPDIR, removed afterwards) it runs, each in a fresh Python process, (a) the old path
+(``Bitext.load`` + ``align_bitext(method="ibm2")`` + ``np.savez`` of the links) and (b)
+``align_corpus(chunk_sentences=..., n_threads=...)``, and reports wall seconds, user and
+system CPU seconds and peak RSS (``wait4``'s ru_maxrss, as ``/usr/bin/time -v``), and
+whether (b)'s links are byte-identical to (a)'s. Writes bench/results/align_stage.json.
 """
 import argparse
 import io
@@ -24,6 +36,8 @@ import multiprocessing as mp
 import os
 import re
 import resource
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -148,6 +162,89 @@ def run_ours(queue, en, fr, threads, iterations):
                [np.asarray(x) for x in sym]))
 
 
+STAGE_OLD = """
+import sys, numpy as np
+from pivot.pipeline.corpus import Bitext
+from pivot.pipeline import align
+corpus, out, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+links = align.align_bitext(Bitext.load(corpus), out, method="ibm2", n_threads=threads)
+np.savez(out + "/links.npz", link_e=links[0], link_f=links[1], link_offsets=links[2])
+"""
+
+STAGE_NEW = """
+import sys
+from pivot.pipeline import align
+align.align_corpus(sys.argv[1], sys.argv[2], chunk_sentences=int(sys.argv[4]),
+                   n_threads=int(sys.argv[3]))
+"""
+
+
+def _measured(code, *argv):
+    """Run ``python -c code argv`` in a fresh process: wall s, user s, sys s, peak RSS MB."""
+    env = dict(os.environ)
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", code, *map(str, argv)], env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"child failed with exit code {proc.returncode}")
+    return {"wall_s": round(wall, 2), "user_s": round(usage.ru_utime, 2),
+            "sys_s": round(usage.ru_stime, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+
+
+def _concat_corpus(src, dst, times):
+    """Write corpus folder ``src`` ``times`` times over into ``dst`` (streamed copy)."""
+    meta = json.loads(open(os.path.join(src, "meta.json"), encoding="utf-8").read())
+    os.makedirs(dst)
+    for name in ("bitext.en", f"bitext.{meta['lang']}"):
+        with open(os.path.join(dst, name), "wb") as out:
+            for _ in range(times):
+                with open(os.path.join(src, name), "rb") as fh:
+                    shutil.copyfileobj(fh, out, 1 << 20)
+    np.save(os.path.join(dst, "origin.npy"), np.tile(np.load(os.path.join(src, "origin.npy")),
+                                                     times))
+    meta["n_pairs"] *= times
+    with open(os.path.join(dst, "meta.json"), "w", encoding="utf-8") as fh:
+        json.dump(meta, fh)
+
+
+def stage_bench(args):
+    from pivot.pipeline import align
+
+    results = {"corpus": os.path.abspath(args.stage_corpus), "chunk_sentences": args.chunk,
+               "threads": args.threads, "runs": []}
+    for times in args.concat:
+        with tempfile.TemporaryDirectory(prefix="pivot-align-bench-") as work:
+            corpus = args.stage_corpus
+            if times != 1:
+                corpus = os.path.join(work, f"corpus.x{times}")
+                _concat_corpus(args.stage_corpus, corpus, times)
+            old_dir, new_dir = os.path.join(work, "old"), os.path.join(work, "new")
+            os.makedirs(old_dir)
+            run = {"concat": times}
+            run["in_memory"] = _measured(STAGE_OLD, corpus, old_dir, args.threads)
+            print(f"x{times} in-memory", json.dumps(run["in_memory"]), flush=True)
+            run["chunked"] = _measured(STAGE_NEW, corpus, new_dir, args.threads, args.chunk)
+            print(f"x{times} chunked  ", json.dumps(run["chunked"]), flush=True)
+            with np.load(os.path.join(old_dir, "links.npz")) as z:
+                ref = [z["link_e"], z["link_f"], z["link_offsets"]]
+            got = align.read_links(new_dir)
+            run["n_pairs"] = len(ref[2]) - 1
+            run["n_links"] = len(ref[0])
+            run["byte_identical"] = all(a.dtype == b.dtype and a.tobytes() == b.tobytes()
+                                        for a, b in zip(ref, got))
+            print(f"x{times} {run['n_pairs']} pairs, {run['n_links']} links, byte-identical: "
+                  f"{run['byte_identical']}", flush=True)
+            results["runs"].append(run)
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as fh:
+        json.dump(results, fh, indent=2)
+        fh.write("\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "..", "..",
@@ -155,9 +252,22 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--no-eflomal", action="store_true")
-    ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
-                                                   "align_aer.json"))
+    ap.add_argument("--json", default=None,
+                    help="output (default bench/results/align_aer.json, or align_stage.json "
+                         "with --stage-corpus)")
+    ap.add_argument("--stage-corpus", metavar="DIR",
+                    help="benchmark the align stage (in-memory vs chunked) on this corpus folder")
+    ap.add_argument("--concat", type=int, nargs="+", default=[1],
+                    help="with --stage-corpus: also on the corpus repeated this many times")
+    ap.add_argument("--chunk", type=int, default=50000,
+                    help="with --stage-corpus: chunk_sentences of align_corpus")
     args = ap.parse_args()
+    if args.json is None:
+        args.json = os.path.join(os.path.dirname(__file__), "results",
+                                 "align_stage.json" if args.stage_corpus else "align_aer.json")
+    if args.stage_corpus:
+        stage_bench(args)
+        return
 
     gold_en, gold_fr, sure, possible = read_gold(os.path.join(args.data, "gold", "hansards-align"))
     tat_en, tat_fr = read_tatoeba(os.path.join(args.data, "bitext", "tatoeba-fr-en",

@@ -18,7 +18,8 @@ row_ptr[r+1]]`` and their probabilities ``prob[...]``; a lookup is a binary sear
 Entry points:
 
 ``cooccurrence_csr``   the CSR structure: every (source word or NULL, target word) pair that
-                       co-occurs in some sentence pair.
+                       co-occurs in some sentence pair; ``CooccurrenceBuilder`` builds the
+                       same table from the corpus fed chunk by chunk.
 ``e_step``             expected counts c(e, f) = sum over corpus of p(a_i = j | e, f) for
                        e = e_j, f = f_i, as fixed-point int64 (posterior * 2^32, rounded).
                        Threads over sentences add with atomic integer adds: integer addition
@@ -161,6 +162,99 @@ cdef double _em_sentence(const int32_t* src, int64_t n, const int32_t* tgt, int6
     return ll
 
 
+cdef class CooccurrenceBuilder:
+    """The co-occurrence CSR built incrementally: ``add`` sentence pairs chunk by chunk, then
+    ``finish``.
+
+    The rows are per source word vectors of target ids, deduplicated (sorted, repeats
+    dropped) whenever a row doubles past its last unique size, so the working memory stays
+    within a small factor of the final table whatever the number of chunks, and holds no
+    token array of any chunk after ``add`` returns. The final rows are sorted and unique, so
+    the table is the same for any split of the corpus into chunks.
+    """
+    cdef vector[vector[int32_t]] rows
+    cdef vector[int64_t] last_unique
+    cdef uint8_t* seen_null
+    cdef int32_t n_src_vocab, n_tgt_vocab
+    cdef bint finished
+
+    def __cinit__(self, int32_t n_src_vocab, int32_t n_tgt_vocab):
+        if n_src_vocab < 0 or n_tgt_vocab < 0:
+            raise ValueError("vocabulary sizes must be >= 0")
+        self.n_src_vocab = n_src_vocab
+        self.n_tgt_vocab = n_tgt_vocab
+        self.finished = False
+        self.seen_null = <uint8_t*> calloc(n_tgt_vocab + 1, 1)
+        if self.seen_null == NULL:
+            raise MemoryError()
+        self.rows.resize(n_src_vocab)
+        self.last_unique.resize(n_src_vocab, 0)
+
+    def __dealloc__(self):
+        free(self.seen_null)
+
+    def add(self, const int32_t[::1] src_tokens, const int64_t[::1] src_offsets,
+            const int32_t[::1] tgt_tokens, const int64_t[::1] tgt_offsets):
+        """Add the (source, target) pairs of these sentence pairs (ids already validated)."""
+        cdef int64_t n_sent = src_offsets.shape[0] - 1
+        cdef int64_t s, a, b, c, d, j, i
+        cdef int32_t e
+        if self.finished:
+            raise RuntimeError("CooccurrenceBuilder.add after finish")
+        if n_sent <= 0:
+            return
+        with nogil:
+            for s in range(n_sent):
+                a, b = src_offsets[s], src_offsets[s + 1]
+                c, d = tgt_offsets[s], tgt_offsets[s + 1]
+                for i in range(c, d):
+                    self.seen_null[tgt_tokens[i]] = 1
+                for j in range(a, b):
+                    e = src_tokens[j]
+                    for i in range(c, d):
+                        self.rows[e].push_back(tgt_tokens[i])
+                    if <int64_t> self.rows[e].size() > 2 * self.last_unique[e] + 64:
+                        sort_unique(self.rows[e])
+                        self.last_unique[e] = self.rows[e].size()
+
+    def finish(self):
+        """(row_ptr int64 [n_src_vocab + 2], col int32); the builder is empty afterwards."""
+        cdef int32_t n_src_vocab = self.n_src_vocab, n_tgt_vocab = self.n_tgt_vocab
+        cdef int64_t r, j, k, total = 0
+        cdef int32_t f
+        if self.finished:
+            raise RuntimeError("CooccurrenceBuilder.finish called twice")
+        self.finished = True
+        with nogil:
+            for r in range(n_src_vocab):
+                sort_unique(self.rows[r])
+                total += self.rows[r].size()
+            for f in range(n_tgt_vocab):
+                total += self.seen_null[f]
+        row_ptr_arr = np.empty(n_src_vocab + 2, dtype=np.int64)
+        col_arr = np.empty(total, dtype=np.int32)
+        cdef int64_t[::1] row_ptr = row_ptr_arr
+        cdef int32_t[::1] col = col_arr
+        with nogil:
+            k = 0
+            for r in range(n_src_vocab):
+                row_ptr[r] = k
+                for j in range(<int64_t> self.rows[r].size()):
+                    col[k] = self.rows[r][j]
+                    k += 1
+                self.rows[r].clear()
+                self.rows[r].shrink_to_fit()
+            row_ptr[n_src_vocab] = k
+            for f in range(n_tgt_vocab):
+                if self.seen_null[f]:
+                    col[k] = f
+                    k += 1
+            row_ptr[n_src_vocab + 1] = k
+        self.rows.clear()
+        self.rows.shrink_to_fit()
+        return row_ptr_arr, col_arr
+
+
 def cooccurrence_csr(const int32_t[::1] src_tokens, const int64_t[::1] src_offsets,
                      const int32_t[::1] tgt_tokens, const int64_t[::1] tgt_offsets,
                      int32_t n_src_vocab, int32_t n_tgt_vocab):
@@ -169,57 +263,12 @@ def cooccurrence_csr(const int32_t[::1] src_tokens, const int64_t[::1] src_offse
     Row r < n_src_vocab lists the target ids seen in a sentence pair together with source
     word r; row n_src_vocab (NULL) lists every target id of the corpus. Rows are sorted and
     unique. Each row is deduplicated whenever it doubles past its last unique size, so the
-    working memory stays within a small factor of the final table.
+    working memory stays within a small factor of the final table. (One
+    :class:`CooccurrenceBuilder` fed the whole corpus at once.)
     """
-    cdef int64_t n_sent = src_offsets.shape[0] - 1
-    cdef vector[vector[int32_t]] rows
-    cdef vector[int64_t] last_unique
-    cdef uint8_t* seen_null = <uint8_t*> calloc(n_tgt_vocab + 1, 1)
-    cdef int64_t s, a, b, c, d, j, i, r, total = 0, k
-    cdef int32_t e, f
-    if seen_null == NULL:
-        raise MemoryError()
-    rows.resize(n_src_vocab)
-    last_unique.resize(n_src_vocab, 0)
-    with nogil:
-        for s in range(n_sent):
-            a, b = src_offsets[s], src_offsets[s + 1]
-            c, d = tgt_offsets[s], tgt_offsets[s + 1]
-            for i in range(c, d):
-                seen_null[tgt_tokens[i]] = 1
-            for j in range(a, b):
-                e = src_tokens[j]
-                for i in range(c, d):
-                    rows[e].push_back(tgt_tokens[i])
-                if <int64_t> rows[e].size() > 2 * last_unique[e] + 64:
-                    sort_unique(rows[e])
-                    last_unique[e] = rows[e].size()
-        for r in range(n_src_vocab):
-            sort_unique(rows[r])
-            total += rows[r].size()
-        for f in range(n_tgt_vocab):
-            total += seen_null[f]
-    row_ptr_arr = np.empty(n_src_vocab + 2, dtype=np.int64)
-    col_arr = np.empty(total, dtype=np.int32)
-    cdef int64_t[::1] row_ptr = row_ptr_arr
-    cdef int32_t[::1] col = col_arr
-    with nogil:
-        k = 0
-        for r in range(n_src_vocab):
-            row_ptr[r] = k
-            for j in range(<int64_t> rows[r].size()):
-                col[k] = rows[r][j]
-                k += 1
-            rows[r].clear()
-            rows[r].shrink_to_fit()
-        row_ptr[n_src_vocab] = k
-        for f in range(n_tgt_vocab):
-            if seen_null[f]:
-                col[k] = f
-                k += 1
-        row_ptr[n_src_vocab + 1] = k
-    free(seen_null)
-    return row_ptr_arr, col_arr
+    builder = CooccurrenceBuilder(n_src_vocab, n_tgt_vocab)
+    builder.add(src_tokens, src_offsets, tgt_tokens, tgt_offsets)
+    return builder.finish()
 
 
 def e_step(const int32_t[::1] src_tokens, const int64_t[::1] src_offsets,

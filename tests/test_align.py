@@ -1,4 +1,5 @@
 """Unit tests of pivot.pipeline.align: grow-diag-final-and by hand, Pharaoh IO, a real eflomal run."""
+import os
 import random
 
 import numpy as np
@@ -219,3 +220,200 @@ def test_eflomal_real_run(tmp_path, reverse_order):
 def test_run_eflomal_rejects_empty_sentence(tmp_path):
     with pytest.raises(ValueError, match="foreign sentence 2 is empty"):
         run_eflomal(["a b", "c"], ["x y", " "], tmp_path)
+
+
+# ----------------------------------------------------------------------------- chunked stage
+
+import json  # noqa: E402
+
+from pivot.pipeline import align as align_stage  # noqa: E402
+from pivot.pipeline.corpus import Bitext  # noqa: E402
+
+
+def noisy_corpus(n=120, seed=5):
+    """n pairs over a 30-word dictionary, with dropped, inserted and swapped words."""
+    rng = random.Random(seed)
+    en_words = [f"e{k}" for k in range(30)]
+    f_words = [f"f{k}" for k in range(30)] + ["le", "la", "de"]
+    en, f = [], []
+    for _ in range(n):
+        idx = [rng.randrange(30) for _ in range(rng.randint(1, 10))]
+        fr = [f_words[k] for k in idx if rng.random() < 0.9]
+        fr += [rng.choice(f_words) for _ in range(rng.randint(0, 2))]
+        if len(fr) > 2 and rng.random() < 0.3:
+            fr[0], fr[1] = fr[1], fr[0]
+        en.append(" ".join(en_words[k] for k in idx))
+        f.append(" ".join(fr or ["la"]))
+    return en, f
+
+
+@pytest.fixture(scope="module")
+def saved_corpus(tmp_path_factory):
+    """(corpus folder written by Bitext.save, the Bitext, align_bitext's ibm2 links)."""
+    d = tmp_path_factory.mktemp("corpus")
+    en, f = noisy_corpus()
+    bitext = Bitext("xx", en, f, np.zeros(len(en), dtype=np.int16), ["synthetic"])
+    bitext.save(d / "corpus.xx")
+    links = align_stage.align_bitext(bitext, d / "work", method="ibm2")
+    return d / "corpus.xx", bitext, links
+
+
+def same_bytes(a, b):
+    return all(x.dtype == y.dtype and x.tobytes() == y.tobytes() for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1000])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_align_corpus_equals_align_bitext(tmp_path, saved_corpus, chunk, threads):
+    corpus_dir, bitext, links = saved_corpus
+    info = align_stage.align_corpus(corpus_dir, tmp_path / "out", chunk_sentences=chunk,
+                                    n_threads=threads)
+    n = len(bitext)
+    assert info == {"n_pairs": n, "chunk_sentences": chunk, "n_chunks": -(-n // chunk)}
+    assert same_bytes(align_stage.read_links(tmp_path / "out"), links)
+
+
+def test_align_corpus_without_index_cache(tmp_path, saved_corpus):
+    corpus_dir, _, links = saved_corpus
+    align_stage.align_corpus(corpus_dir, tmp_path / "out", chunk_sentences=7, n_threads=2,
+                             index_cache=False)
+    assert same_bytes(align_stage.read_links(tmp_path / "out"), links)
+
+
+def test_align_corpus_layout(tmp_path, saved_corpus):
+    corpus_dir, bitext, links = saved_corpus
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "links-00099.npz").write_bytes(b"stale")         # an earlier run's extra chunk
+    info = align_stage.align_corpus(corpus_dir, out, chunk_sentences=50)
+    n = len(bitext)                                          # 120: chunks of 50, 50, 20
+    assert info == {"n_pairs": n, "chunk_sentences": 50, "n_chunks": 3}
+    assert json.loads((out / "links.json").read_text()) == info
+    assert sorted(p.name for p in out.iterdir()) == [
+        "links-00000.npz", "links-00001.npz", "links-00002.npz", "links.json"]
+    e_len, f_len = bitext.lengths()
+    link_e, link_f, offsets = links
+    for k, (a, b) in enumerate([(0, 50), (50, 100), (100, 120)]):
+        with np.load(out / f"links-{k:05d}.npz") as z:
+            assert sorted(z.files) == ["link_e", "link_f", "link_offsets"]
+            ce, cf, co = z["link_e"], z["link_f"], z["link_offsets"]
+        assert (ce.dtype, cf.dtype, co.dtype) == (np.int32, np.int32, np.int64)
+        assert len(co) == b - a + 1 and co[0] == 0 and co[-1] == len(ce) == len(cf)
+        sent = np.repeat(np.arange(a, b), np.diff(co))
+        assert (ce >= 0).all() and (cf >= 0).all()
+        assert (ce < e_len[sent]).all() and (cf < f_len[sent]).all()
+        lo, hi = offsets[a], offsets[b]
+        assert ce.tobytes() == link_e[lo:hi].tobytes() and cf.tobytes() == link_f[lo:hi].tobytes()
+        assert (co + lo).tobytes() == offsets[a:b + 1].tobytes()
+
+
+def test_align_corpus_streams_the_corpus(tmp_path, saved_corpus, monkeypatch):
+    # ibm2 never loads the whole bitext: it reads the files chunk by chunk.
+    corpus_dir, _, links = saved_corpus
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Bitext.load called")
+    monkeypatch.setattr(Bitext, "load", refuse)
+    seen = []
+    real = align_stage.iter_corpus_chunks
+
+    def spy(corpus, size):
+        for en, f in real(corpus, size):
+            seen.append(len(en))
+            yield en, f
+    monkeypatch.setattr(align_stage, "iter_corpus_chunks", spy)
+    align_stage.align_corpus(corpus_dir, tmp_path / "out", chunk_sentences=40,
+                             scratch_dir=tmp_path / "scratch")
+    assert seen == [40, 40, 40]
+    assert same_bytes(align_stage.read_links(tmp_path / "out"), links)
+    assert list((tmp_path / "scratch").iterdir()) == []     # scratch folder removed
+
+
+def test_align_corpus_atomic_writes(tmp_path, saved_corpus, monkeypatch):
+    # A failure while writing chunk 2 leaves chunks 0 and 1 complete, no partial or temporary
+    # file, no links.json (an earlier run's is removed first) and no scratch folder.
+    corpus_dir, _, links = saved_corpus
+    out = tmp_path / "out"
+    align_stage.align_corpus(corpus_dir, out, chunk_sentences=50)
+    assert (out / "links.json").is_file()
+    real_savez, calls = np.savez, []
+
+    def failing_savez(fh, **arrays):
+        if os.path.dirname(fh.name) == str(out):        # not the aligner's scratch files
+            calls.append(fh.name)
+            if len(calls) == 3:
+                fh.write(b"partial bytes")
+                raise OSError("disk full")
+        return real_savez(fh, **arrays)
+    monkeypatch.setattr(align_stage.np, "savez", failing_savez)
+    with pytest.raises(OSError, match="disk full"):
+        align_stage.align_corpus(corpus_dir, out, chunk_sentences=40)
+    # every chunk went to a temporary name in the output folder first
+    assert len(calls) == 3 and all(os.path.basename(c).endswith(".tmp") for c in calls)
+    assert sorted(p.name for p in out.iterdir()) == ["links-00000.npz", "links-00001.npz",
+                                                     "links-00002.npz"]
+    for k in (0, 1):          # the new run's chunks of 40, complete
+        with np.load(out / f"links-{k:05d}.npz") as z:
+            assert z["link_offsets"].tobytes() == (
+                links[2][40 * k:40 * k + 41] - links[2][40 * k]).tobytes()
+    with np.load(out / "links-00002.npz") as z:   # the earlier run's chunk 2 (of 50), intact
+        assert len(z["link_offsets"]) == 21
+
+
+def test_align_corpus_pharaoh(tmp_path, saved_corpus):
+    corpus_dir, bitext, links = saved_corpus
+    write_pharaoh(tmp_path / "gold.align", *links)
+    info = align_stage.align_corpus(corpus_dir, tmp_path / "out", method="pharaoh",
+                                    pharaoh_path=tmp_path / "gold.align", chunk_sentences=50)
+    assert info["n_chunks"] == 3
+    assert same_bytes(align_stage.read_links(tmp_path / "out"), links)
+    with pytest.raises(InputError, match="needs a path"):
+        align_stage.align_corpus(corpus_dir, tmp_path / "out2", method="pharaoh")
+
+
+def test_align_corpus_eflomal_layout(tmp_path):
+    en, f = synthetic_corpus(40, False)
+    Bitext("xx", en, f, np.zeros(40, dtype=np.int16), ["s"]).save(tmp_path / "c")
+    info = align_stage.align_corpus(tmp_path / "c", tmp_path / "out", method="eflomal",
+                                    chunk_sentences=15)
+    assert info == {"n_pairs": 40, "chunk_sentences": 15, "n_chunks": 3}
+    link_e, link_f, offsets = align_stage.read_links(tmp_path / "out")
+    assert len(offsets) == 41 and link_e.dtype == np.int32
+    assert np.mean(link_e == link_f) >= 0.9                  # same word order both sides
+    assert sorted(p.name for p in (tmp_path / "out").iterdir())[-1] == "links.json"
+
+
+def test_align_corpus_checks_the_corpus(tmp_path, saved_corpus):
+    corpus_dir, bitext, _ = saved_corpus
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for name in ("bitext.en", "bitext.xx", "meta.json"):
+        (bad / name).write_bytes((corpus_dir / name).read_bytes())
+    meta = json.loads((bad / "meta.json").read_text())
+    meta["n_pairs"] += 1
+    (bad / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(InputError, match="120 lines but meta.json says n_pairs=121"):
+        align_stage.align_corpus(bad, tmp_path / "out", chunk_sentences=50)
+    meta["n_pairs"] -= 2
+    (bad / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(InputError, match="at least 120 lines but meta.json says n_pairs=119"):
+        align_stage.align_corpus(bad, tmp_path / "out", chunk_sentences=50)
+    meta["n_pairs"] += 1
+    (bad / "meta.json").write_text(json.dumps(meta))
+    with open(bad / "bitext.xx", "a") as fh:
+        fh.write("f1 f2\n")
+    with pytest.raises(InputError, match="bitext.en has 120 lines but bitext.xx 121"):
+        align_stage.align_corpus(bad, tmp_path / "out", chunk_sentences=50)
+    assert not (tmp_path / "out" / "links.json").exists()
+    assert [p.name for p in (tmp_path / "out").iterdir() if p.name.startswith(".")] == []
+    with pytest.raises(ValueError):
+        align_stage.align_corpus(corpus_dir, tmp_path / "out", chunk_sentences=0)
+    with pytest.raises(InputError, match="unknown align method"):
+        align_stage.align_corpus(corpus_dir, tmp_path / "out", method="giza")
+
+
+def test_align_corpus_empty(tmp_path):
+    Bitext("xx", [], [], np.zeros(0, dtype=np.int16), ["s"]).save(tmp_path / "c")
+    info = align_stage.align_corpus(tmp_path / "c", tmp_path / "out")
+    assert info == {"n_pairs": 0, "chunk_sentences": 50000, "n_chunks": 0}
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["links.json"]

@@ -239,3 +239,91 @@ def test_index_cache_changes_nothing(monkeypatch):
     searched = ibm.fit(s, so, t, to, v, v, iterations=4, n_threads=2)
     assert cached.prob.tobytes() == searched.prob.tobytes()
     assert cached.log_likelihood.tobytes() == searched.log_likelihood.tobytes()
+
+
+# ----------------------------------------------------------------------------- chunked training
+
+def split_chunks(s, so, t, to, size):
+    """Chunk-local ragged arrays of consecutive runs of ``size`` sentence pairs."""
+    chunks = []
+    n = len(so) - 1
+    for a in range(0, n, size):
+        b = min(a + size, n)
+        chunks.append((s[so[a]:so[b]], so[a:b + 1] - so[a], t[to[a]:to[b]], to[a:b + 1] - to[a]))
+    return chunks
+
+
+@pytest.mark.parametrize("size", [1, 3, 17, 1000])
+def test_cooccurrence_builder_any_split(size):
+    (s, so), (t, to), v = random_corpus()
+    whole = ibm.cooccurrence(s, so, t, to, v, v)
+    builder = ibm._align.CooccurrenceBuilder(v, v)
+    for chunk in split_chunks(s, so, t, to, size):
+        builder.add(*chunk)
+    rp, col = builder.finish()
+    assert rp.tobytes() == whole[0].tobytes() and col.tobytes() == whole[1].tobytes()
+    with pytest.raises(RuntimeError):
+        builder.finish()
+
+
+@pytest.mark.parametrize("size", [1, 3, 1000])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("cached", [False, True])
+def test_fit_chunked_equals_fit(tmp_path, monkeypatch, size, threads, cached):
+    (s, so), (t, to), v = random_corpus()
+    whole = ibm.fit(s, so, t, to, v, v, iterations=4, n_threads=1)
+    chunks = split_chunks(s, so, t, to, size)
+    # tiny blocks: a chunk's cached indices pass through memory in several pieces
+    monkeypatch.setattr(ibm, "INDEX_CACHE_BLOCK_BYTES", 100)
+    got = ibm.fit_chunked(chunks.__getitem__, len(chunks), v, v, iterations=4, n_threads=threads,
+                          index_cache_dir=tmp_path if cached else None)
+    for name in ("row_ptr", "col", "prob"):
+        assert getattr(got, name).tobytes() == getattr(whole, name).tobytes(), name
+    assert got.log_likelihood == pytest.approx(whole.log_likelihood, rel=1e-12)
+    assert len(list(tmp_path.iterdir())) == (len(chunks) if cached else 0)
+
+
+@pytest.mark.parametrize("size", [1, 3, 1000])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_align_both_chunked_equals_align_both(tmp_path, size, threads):
+    (s, so), (t, to), v = random_corpus(n_sent=200)
+    whole = ibm.align_both(s, so, t, to, v, v, iterations=3, n_threads=1)
+    chunks = split_chunks(s, so, t, to, size)
+    written = []
+    ibm.align_both_chunked(chunks.__getitem__, len(chunks), v, v,
+                           lambda k, *links: written.append((k, links)), tmp_path / "scratch",
+                           iterations=3, n_threads=threads)
+    assert [k for k, _ in written] == list(range(len(chunks)))
+    for (k, (e, f, off)), chunk in zip(written, chunks):
+        assert off[0] == 0 and len(off) == len(chunk[1]) and off.dtype == np.int64
+    link_e = np.concatenate([links[0] for _, links in written])
+    link_f = np.concatenate([links[1] for _, links in written])
+    offsets, base = [0], 0
+    for _, (_, _, off) in written:
+        offsets.extend((off[1:] + base).tolist())
+        base += int(off[-1])
+    offsets = np.array(offsets, dtype=np.int64)
+    assert link_e.tobytes() == whole[0].tobytes() and link_f.tobytes() == whole[1].tobytes()
+    assert offsets.astype(np.int64).tobytes() == whole[2].tobytes()
+    assert list((tmp_path / "scratch").iterdir()) == []     # forward links and caches removed
+
+
+def test_fit_chunked_rejects_bad_chunks():
+    (s, so), (t, to), v = random_corpus(n_sent=10)
+    with pytest.raises(ValueError, match="chunk 0"):
+        ibm.fit_chunked(lambda k: (s, so, t, to), 1, 2, v)          # source id >= 2
+    with pytest.raises(ValueError, match="chunk 0: expected"):
+        ibm.fit_chunked(lambda k: (s, so), 1, v, v)
+
+
+def test_fit_chunked_two_threads_on_small_chunks(monkeypatch):
+    # _team runs a chunk smaller than a scheduling block on one thread; force both threads
+    # onto every chunk to check the bytes do not depend on that either.
+    (s, so), (t, to), v = random_corpus(n_sent=90)
+    whole = ibm.fit(s, so, t, to, v, v, iterations=3)
+    monkeypatch.setattr(ibm, "_team", lambda n_threads, n_items, grain=64: n_threads)
+    chunks = split_chunks(s, so, t, to, 3)
+    got = ibm.fit_chunked(chunks.__getitem__, len(chunks), v, v, iterations=3, n_threads=2)
+    assert got.prob.tobytes() == whole.prob.tobytes()
+    links = ibm.viterbi(got, s, so, t, to, n_threads=2)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(links, ibm.viterbi(whole, s, so, t, to)))

@@ -5,6 +5,10 @@ j = FOREIGN position. A bitext's links are ragged arrays ``(link_e, link_f,
 link_offsets)``: the links of sentence s are ``link_e[a:b], link_f[a:b]`` with
 ``a, b = link_offsets[s], link_offsets[s + 1]``, sorted by (i, j), no duplicates.
 
+:func:`align_corpus` is the out-of-core form of the stage: it reads a saved corpus folder
+line by line and writes the links in chunks of sentences (``links-00000.npz``, ...,
+``links.json``); with the default aligner its memory is one chunk plus the model's tables.
+
 eflomal is run as a separate program (its ``eflomal-align`` command line), never
 imported: eflomal is GPL-3.0 and pivot is MIT, and exchanging files with a separate
 program keeps the two works separate.
@@ -12,11 +16,13 @@ program keeps the two works separate.
 from __future__ import annotations
 
 import heapq
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -338,3 +344,240 @@ def align_bitext(bitext, workdir, method="ibm2", pharaoh_path=None, quiet=True, 
             raise InputError("align method 'pharaoh' needs a path to the alignment file")
         return read_pharaoh(pharaoh_path, e_lengths, f_lengths)
     raise InputError(f"unknown align method {method!r} (ibm2, eflomal or pharaoh)")
+
+
+# ----------------------------------------------------------------------------- chunked stage
+
+LINKS_MANIFEST = "links.json"
+
+
+def links_chunk_name(k):
+    """File name of chunk ``k`` of :func:`align_corpus`'s output."""
+    return f"links-{k:05d}.npz"
+
+
+def _atomic_npz(path, **arrays):
+    """Write an uncompressed .npz under a temporary name in the same folder, then rename it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _atomic_text(path, text):
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _corpus_meta(corpus_dir):
+    """(lang, n_pairs, English path, foreign path) of a folder written by Bitext.save."""
+    d = Path(corpus_dir)
+    meta_path = d / "meta.json"
+    if not meta_path.is_file():
+        raise InputError("no meta.json: not a saved bitext directory", path=d)
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    try:
+        lang, n_pairs = str(meta["lang"]), int(meta["n_pairs"])
+    except (KeyError, TypeError, ValueError):
+        raise InputError("meta.json lacks lang or n_pairs", path=meta_path) from None
+    return lang, n_pairs, d / "bitext.en", d / f"bitext.{lang}"
+
+
+def iter_corpus_chunks(corpus_dir, chunk_sentences):
+    """Yield lists (english lines, foreign lines) of up to ``chunk_sentences`` pairs, in order.
+
+    Reads the two files of a saved corpus folder line by line (the lines as
+    :meth:`pivot.pipeline.corpus.Bitext.load` reads them), never holding more than one chunk;
+    InputError when a file has a different number of lines than meta.json's n_pairs.
+    """
+    from pivot.text import _iter_lines, _open_binary
+
+    chunk_sentences = int(chunk_sentences)
+    if chunk_sentences < 1:
+        raise ValueError(f"chunk_sentences must be >= 1, got {chunk_sentences}")
+    _, n_pairs, en_path, f_path = _corpus_meta(corpus_dir)
+    with _open_binary(en_path) as fe, _open_binary(f_path) as ff:
+        lines_e, lines_f = _iter_lines(fe, en_path), _iter_lines(ff, f_path)
+        done = 0
+        while True:
+            en, f = [], []
+            ended = False
+            while len(en) < chunk_sentences:
+                e_item, f_item = next(lines_e, None), next(lines_f, None)
+                if e_item is None or f_item is None:
+                    if e_item is not None or f_item is not None:
+                        n_e = done + len(en) + (e_item is not None) + sum(1 for _ in lines_e)
+                        n_f = done + len(en) + (f_item is not None) + sum(1 for _ in lines_f)
+                        raise InputError(f"{en_path.name} has {n_e} lines but {f_path.name} "
+                                         f"{n_f}: the sides must be line-aligned", path=en_path)
+                    ended = True
+                    break
+                en.append(e_item[1])
+                f.append(f_item[1])
+            done += len(en)
+            if done > n_pairs or (ended and done != n_pairs):
+                raise InputError(f"{'at least ' if done > n_pairs else ''}{done} lines but "
+                                 f"meta.json says n_pairs={n_pairs}", path=en_path)
+            if en:
+                yield en, f
+            if ended:
+                return
+
+
+def _encode_corpus(corpus_dir, chunk_sentences, scratch):
+    """Encode a corpus folder into ``scratch/enc-<k>.npz`` chunks: (n_pairs, n_chunks, n_e, n_f).
+
+    Ids are given in order of first occurrence over the whole corpus (one
+    :class:`pivot.pipeline.corpus.Vocab` per side, grown chunk by chunk), hence the very ids
+    :func:`align_ibm2` gives; each file holds one chunk's int32 tokens and chunk-local int64
+    offsets of both sides. Only the vocabularies outlive a chunk.
+    """
+    from pivot.pipeline.corpus import Vocab
+
+    e_vocab, f_vocab = Vocab(), Vocab()
+    n_pairs = n_chunks = 0
+    for en, f in iter_corpus_chunks(corpus_dir, chunk_sentences):
+        e_tokens, e_offsets = e_vocab.encode(en)
+        f_tokens, f_offsets = f_vocab.encode(f)
+        n_pairs += len(en)
+        del en, f
+        _atomic_npz(Path(scratch) / f"enc-{n_chunks:05d}.npz", e_tokens=e_tokens,
+                    e_offsets=e_offsets, f_tokens=f_tokens, f_offsets=f_offsets)
+        n_chunks += 1
+    return n_pairs, n_chunks, len(e_vocab), len(f_vocab)
+
+
+def _split_links(link_e, link_f, link_offsets, n_pairs, chunk_sentences):
+    """Yield (k, link_e, link_f, chunk-local link_offsets) of whole-corpus ragged links."""
+    link_offsets = np.asarray(link_offsets, dtype=np.int64)
+    for k, a in enumerate(range(0, n_pairs, chunk_sentences)):
+        b = min(a + chunk_sentences, n_pairs)
+        lo, hi = int(link_offsets[a]), int(link_offsets[b])
+        yield (k, np.asarray(link_e[lo:hi], dtype=np.int32),
+               np.asarray(link_f[lo:hi], dtype=np.int32), link_offsets[a:b + 1] - lo)
+
+
+def align_corpus(corpus_dir, out_dir, *, method="ibm2", chunk_sentences=50000, n_threads=1,
+                 pharaoh_path=None, quiet=True, model=3, length=1.0, scratch_dir=None,
+                 index_cache=True):
+    """Word-align a saved corpus folder chunk by chunk; write the links in chunks of sentences.
+
+    ``corpus_dir`` is a folder written by :meth:`pivot.pipeline.corpus.Bitext.save`
+    (``bitext.en``, ``bitext.<lang>``, ``meta.json`` with "lang" and "n_pairs"). Writes to
+    ``out_dir``:
+
+    * ``links-00000.npz``, ``links-00001.npz``, ...: chunk k covers sentence pairs
+      [k * chunk_sentences, min((k + 1) * chunk_sentences, n_pairs)) and holds int32
+      ``link_e``, int32 ``link_f`` (0-based positions in the sentence, English first) and
+      int64 ``link_offsets`` (chunk-local: from 0, one more than the chunk's sentences);
+    * ``links.json``: {"n_pairs", "chunk_sentences", "n_chunks"}, written last (a folder
+      without it is unfinished; an earlier one is removed first).
+
+    Each file is written under a temporary name and renamed (``os.replace``); chunk files
+    left over from an earlier run with more chunks are removed. Returns the links.json dict.
+
+    ``method="ibm2"`` (default): the corpus is read line by line and encoded once into
+    chunked int32 arrays in a scratch folder, then both EM trainings stream those chunks in
+    every iteration (:func:`pivot.pipeline.ibm.align_both_chunked`); memory is one chunk plus
+    the model's tables. The links are the same bytes as :func:`align_bitext`'s (``ibm2``) on
+    the same corpus, for any ``chunk_sentences`` and ``n_threads``. ``index_cache`` keeps the
+    E-step's table indices on the scratch disk between EM iterations (faster, same links).
+    ``method="eflomal"`` or ``"pharaoh"``: the corpus is loaded whole and aligned as by
+    :func:`align_bitext`; only the output is chunked.
+
+    ``scratch_dir``: where the temporary folder goes (default ``out_dir``); it is removed
+    at the end, also on error.
+    """
+    chunk_sentences = int(chunk_sentences)
+    if chunk_sentences < 1:
+        raise ValueError(f"chunk_sentences must be >= 1, got {chunk_sentences}")
+    if method not in ("ibm2", "eflomal", "pharaoh"):
+        raise InputError(f"unknown align method {method!r} (ibm2, eflomal or pharaoh)")
+    _, n_pairs_meta, _, _ = _corpus_meta(corpus_dir)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = out / LINKS_MANIFEST
+    if manifest.exists():
+        manifest.unlink()
+    scratch_parent = Path(scratch_dir) if scratch_dir is not None else out
+    scratch_parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".align-scratch-", dir=scratch_parent))
+    written = []
+
+    def write(k, link_e, link_f, link_offsets):
+        if k != len(written):
+            raise RuntimeError(f"chunk {k} written out of order")
+        _atomic_npz(out / links_chunk_name(k), link_e=np.asarray(link_e, dtype=np.int32),
+                    link_f=np.asarray(link_f, dtype=np.int32),
+                    link_offsets=np.asarray(link_offsets, dtype=np.int64))
+        written.append(len(link_offsets) - 1)
+
+    try:
+        if method == "ibm2":
+            from pivot.pipeline import ibm
+
+            n_pairs, n_chunks, n_e, n_f = _encode_corpus(corpus_dir, chunk_sentences, scratch)
+
+            def load_chunk(k):
+                with np.load(scratch / f"enc-{k:05d}.npz", allow_pickle=False) as z:
+                    return z["e_tokens"], z["e_offsets"], z["f_tokens"], z["f_offsets"]
+
+            ibm.align_both_chunked(load_chunk, n_chunks, n_e, n_f, write, scratch,
+                                   n_threads=n_threads, index_cache=index_cache, quiet=quiet)
+        else:
+            from pivot.pipeline.corpus import Bitext
+
+            bitext = Bitext.load(corpus_dir)
+            n_pairs = len(bitext)
+            links = align_bitext(bitext, scratch / "work", method=method,
+                                 pharaoh_path=pharaoh_path, quiet=quiet, model=model,
+                                 length=length, n_threads=n_threads)
+            del bitext
+            for k, *chunk in _split_links(*links, n_pairs, chunk_sentences):
+                write(k, *chunk)
+            n_chunks = len(written)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    expected = [min(chunk_sentences, n_pairs - a) for a in range(0, n_pairs, chunk_sentences)]
+    if n_pairs != n_pairs_meta or written != expected:
+        raise RuntimeError(f"wrote chunks of {written} sentences for {n_pairs} pairs "
+                           f"(meta.json: {n_pairs_meta})")
+    for stale in out.glob("links-*.npz"):
+        suffix = stale.name[len("links-"):-len(".npz")]
+        if suffix.isdigit() and int(suffix) >= n_chunks:
+            stale.unlink()
+    info = {"n_pairs": n_pairs, "chunk_sentences": chunk_sentences, "n_chunks": n_chunks}
+    _atomic_text(manifest, json.dumps(info, indent=2) + "\n")
+    return info
+
+
+def read_links(out_dir):
+    """All links of an :func:`align_corpus` folder as whole-corpus ragged arrays (for tests and
+    small corpora: it holds everything in memory)."""
+    out = Path(out_dir)
+    info = json.loads((out / LINKS_MANIFEST).read_text(encoding="utf-8"))
+    es, fs, offs, base = [], [], [np.zeros(1, dtype=np.int64)], 0
+    for k in range(info["n_chunks"]):
+        with np.load(out / links_chunk_name(k), allow_pickle=False) as z:
+            es.append(z["link_e"])
+            fs.append(z["link_f"])
+            offs.append(z["link_offsets"][1:] + base)
+            base += int(z["link_offsets"][-1])
+    return (np.concatenate(es) if es else np.zeros(0, np.int32),
+            np.concatenate(fs) if fs else np.zeros(0, np.int32), np.concatenate(offs))

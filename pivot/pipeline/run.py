@@ -183,12 +183,10 @@ class Pipeline:
                 params["pharaoh"] = self._fingerprint([pharaoh_path])
 
             def produce(tmp, corpus_dir=corpus_dir, pharaoh_path=pharaoh_path, params=params):
-                bitext = corpus.Bitext.load(corpus_dir)
-                link_e, link_f, link_offsets = align.align_bitext(
-                    bitext, tmp, method=params["method"], pharaoh_path=pharaoh_path, quiet=self.quiet,
-                    model=params["model"], length=params["length"], n_threads=resolve_threads(self.threads),
-                )
-                np.savez(tmp / "links.npz", link_e=link_e, link_f=link_f, link_offsets=link_offsets)
+                # Chunks of the shard size: the links of shard k are one file.
+                align.align_corpus(corpus_dir, tmp, method=params["method"], chunk_sentences=self.shard_sentences,
+                                   n_threads=resolve_threads(self.threads), pharaoh_path=pharaoh_path,
+                                   quiet=self.quiet, model=params["model"], length=params["length"])
 
             align_dir, align_key = self.wd.stage(f"align.{lang}", {"corpus": corpus_key}, params, produce)
             out.append((corpus_dir, align_dir, [corpus_key, align_key]))
