@@ -61,8 +61,9 @@ def _current_stage(log_path: Path, state: dict) -> str:
         text = fh.read()
         state["pos"] = fh.tell()
     for m in _STAGE.finditer(text):
-        state["stage"] = m.group(1) if m.group(2) == "running" else "between stages"
-    if "wrote " in text:
+        # After the last stage is done (or reused) the build writes the database.
+        state["stage"] = m.group(1) if m.group(2) == "running" else f"after {m.group(1)}"
+    if state.get("stage") in ("after combine", "after pivot"):
         state["stage"] = "store"
     return state.get("stage", "start")
 

@@ -15,6 +15,9 @@ quick usage:
   pivot lookup bio.db treatment -k 10                 best paraphrases, best first
   pivot lookup bio.db treat --format json             the same as JSON (or ppdb)
   pivot export bio.db --format ppdb > bio.ppdb        every pair as PPDB 2.0 lines
+  pivot export bio.db --lhs tagged --data ../shared/data > bio.ppdb   ... with [NN]/[VB]/[NP] labels
+  pivot search bio.db 'tumo*r'                        phrases matching a pattern, counts, paraphrases
+  pivot serve bio.db --port 8001                      browse it with datasette
   pivot score --domain bio --data ../shared/data -o ranked.tsv   the bitext ranked by sigma
   pivot eval bio.db --gold Bio-SimLex.txt --exclude-tuning   AP per model on a gold set
   pivot eval bio.db --domain bio --data ../shared/data --report docs/results.md
@@ -102,23 +105,88 @@ def _add_export(sub):
     p.add_argument("--model", default="general")
     p.add_argument("--label", default="OtherRelated",
                    help="entailment label field (pivot does not classify entailment)")
+    p.add_argument("--lhs", choices=["x", "tagged"], default="x",
+                   help="LHS field: [X] on every line, or PPDB-style labels ([NN], [VBZ], [NP], [VP], ...) from a "
+                        "part-of-speech tagger trained on GENIA-pos from --data (cached; see docs/ecosystem.md)")
+    p.add_argument("--data", help="data root holding mono/bio-ner/GENIA-pos, for --lhs tagged (default: $PIVOT_DATA)")
+    p.add_argument("--agree", action="store_true",
+                   help="with --lhs tagged: keep only pairs whose two phrases' labels are of one class "
+                        "(noun, verb, adjective, adverb, preposition)")
     p.add_argument("-o", "--output", help="file to write (default: stdout)")
     p.set_defaults(func=cmd_export)
 
 
+def _add_search(sub):
+    p = sub.add_parser("search", help="phrases matching a glob-like pattern, with counts and paraphrase numbers",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("db", help="database written by `pivot build`")
+    p.add_argument("pattern", nargs="*",
+                   help="words matched against consecutive tokens of the stored phrases: * any run of characters "
+                        "within a token, ? one character ('tumo*r', 'tumor supp*')")
+    p.add_argument("--model", default="general", help="count the paraphrases of this model")
+    p.add_argument("-n", "--limit", type=int, default=50, help="show at most this many phrases (0: all)")
+    p.add_argument("--whole", action="store_true", help="the pattern must cover the whole phrase")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--build-index", action="store_true",
+                   help="add the FTS5 phrase index to the database (if missing) and exit; a search adds it too")
+    p.set_defaults(func=cmd_search)
+
+
+def _add_serve(sub):
+    p = sub.add_parser("serve", help="browse the database in a web browser (datasette)",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("db", help="database written by `pivot build`")
+    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=int, default=8001, help="port (0: any free port)")
+    p.add_argument("--metadata", metavar="FILE", help="write the generated datasette metadata JSON here and exit")
+    p.set_defaults(func=cmd_serve)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error: "pivot build: error: ... (see 'pivot build --help')", exit 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+# Options every command takes, before or after the command's name (`pivot -q build`, `pivot build -q`).
+GLOBAL_OPTIONS = [
+    (("-q", "--quiet"), {"action": "store_true", "help": "no progress bars or info logs"}),
+    (("-v", "--verbose"), {"action": "count", "help": "more log detail (debug messages)"}),
+    (("--debug",), {"action": "store_true", "help": "show the Python traceback of an error"}),
+]
+
+
+def _add_global_options(parser, sub=None) -> None:
+    """The global options on the main parser (sub=None), or on every command of `sub`: there with
+    argparse.SUPPRESS as the default, so that an option given before the command is kept."""
+    if sub is None:
+        for flags, kwargs in GLOBAL_OPTIONS:
+            parser.add_argument(*flags, **kwargs, default=0 if kwargs["action"] == "count" else False)
+        return
+    for command in dict.fromkeys(sub.choices.values()):
+        for flags, kwargs in GLOBAL_OPTIONS:
+            free = [f for f in flags if f not in command._option_string_actions]
+            if free:
+                command.add_argument(*free, **kwargs, default=argparse.SUPPRESS)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pivot", description="Domain-specific paraphrase databases by weighted bilingual pivoting.",
         epilog=QUICK_USAGE, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"pivot {__version__}")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars or info logs")
+    _add_global_options(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_build(sub)
     _add_lookup(sub)
     _add_export(sub)
+    _add_search(sub)
+    _add_serve(sub)
     _add_score(sub)
     _add_eval(sub)
+    _add_global_options(parser, sub)
     return parser
 
 
@@ -175,14 +243,65 @@ def cmd_lookup(args) -> int:
 def cmd_export(args) -> int:
     from pivot.store.db import ParaphraseDB, export_ppdb
 
+    labeler = None
+    if args.agree and args.lhs != "tagged":
+        raise InputError("--agree compares the phrases' labels: give --lhs tagged")
+    if args.lhs == "tagged":
+        from pivot.store.db import tagged_labeler
+
+        labeler = tagged_labeler(args.data)
+    stats = {}
     with ParaphraseDB(args.db) as db:
         out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
         try:
-            n = export_ppdb(db, out, model=args.model, label=args.label)
+            n = export_ppdb(db, out, model=args.model, label=args.label, labeler=labeler, agree=args.agree,
+                            stats=stats)
         finally:
             if args.output:
                 out.close()
-    logging.getLogger("pivot").info("exported %d pairs (model %s)", n, args.model)
+    logging.getLogger("pivot").info("exported %d pairs (model %s)%s", n, args.model,
+                                    f"; {stats['disagree']} dropped by --agree" if args.agree else "")
+    return 0
+
+
+def cmd_search(args) -> int:
+    from pivot.store.search import build_phrase_index, search
+
+    if args.build_index:
+        made = build_phrase_index(args.db)
+        print(f"{args.db}: phrase index {'built' if made else 'already present'}", file=sys.stderr)
+        if not args.pattern:
+            return 0
+    if not args.pattern:
+        raise InputError("give a pattern to search for (e.g. 'tumo*r'), or --build-index")
+    res = search(args.db, " ".join(args.pattern), model=args.model, limit=args.limit or None, whole=args.whole)
+    if args.format == "json":
+        json.dump({"pattern": res.pattern, "model": res.model, "n_matches": res.n_matches,
+                   "matches": [m.__dict__ for m in res.matches]}, sys.stdout, ensure_ascii=False, indent=1)
+        print()
+        return 0
+    if not res.matches:
+        print(f"no phrase matches {res.pattern!r}", file=sys.stderr)
+        return 1
+    width = max(len(m.phrase) for m in res.matches)
+    print(f"{'phrase':<{width}}  {'count':>8}  {'paraphrases':>11}")
+    for m in res.matches:
+        print(f"{m.phrase:<{width}}  {m.count:>8}  {m.n_paraphrases:>11}")
+    if res.n_matches > len(res.matches):
+        print(f"{res.n_matches} phrases match; showing the {len(res.matches)} most frequent (-n 0: all)",
+              file=sys.stderr)
+    return 0
+
+
+def cmd_serve(args) -> int:
+    from pivot.store.serve import metadata, serve
+
+    if args.metadata:
+        with open(args.metadata, "w", encoding="utf-8") as f:
+            json.dump(metadata(args.db), f, ensure_ascii=False, indent=1)
+        print(args.metadata)
+        return 0
+    serve(args.db, host=args.host, port=args.port)
     return 0
 
 
@@ -237,16 +356,47 @@ DEFAULT_THRESHOLDS = {"simlex": 6.0, "ppdb-human": 3.0, "pairs": 0.0}
 
 
 def main(argv=None) -> int:
+    """Run one command. Exit codes: 0 done, 1 nothing found (lookup, search) or an operating
+    system error (disk full, permission denied: one line, the traceback with --debug), 2 bad
+    input or usage (one line naming the file and line; the traceback with --debug), 130
+    interrupted."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    level = (logging.DEBUG if args.verbose or args.debug else
+             logging.WARNING if args.quiet else logging.INFO)
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    logging.getLogger("pivot").setLevel(level)
+    where = f"pivot {args.command}"
     try:
         return args.func(args)
     except InputError as exc:
-        print(f"pivot {args.command}: error: {exc}", file=sys.stderr)
+        if args.debug:
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+        print(f"{where}: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `pivot export db | head`
+        _silence_stdout()
         return 0
+    except KeyboardInterrupt:
+        print(f"{where}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:  # the machine's, not the input's: a full disk, a denied write
+        if args.debug:
+            raise
+        print(f"{where}: error: {InputError(exc)} (run with --debug for the traceback)", file=sys.stderr)
+        return 1
+
+
+def _silence_stdout() -> None:
+    """After a closed pipe, send what is left of stdout nowhere (no second error at exit)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (captured in tests)
+        pass
 
 
 if __name__ == "__main__":

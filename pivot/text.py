@@ -10,55 +10,124 @@ the same line boundaries on both sides, and with the numbering that ``wc -l`` sh
 from __future__ import annotations
 
 import gzip
+import lzma
 import unicodedata
+import zipfile
+import zlib
 from pathlib import Path
 
 from pivot.errors import InputError
 
 
 # ----------------------------------------------------------------------------- readers
+#
+# Bad input, decided once for every reader of external text (corpora, LM text, gold files):
+#
+# * bytes that are not UTF-8: InputError naming the file, the line and the byte;
+# * a NUL byte: InputError naming the line (a binary file, or UTF-16 text; NUL is never text,
+#   and the tokenizer would cut the line there);
+# * UTF-16 text (a file starting with the UTF-16 byte order mark FF FE or FE FF): InputError
+#   saying to convert it to UTF-8;
+# * a UTF-8 byte order mark (EF BB BF, U+FEFF) at the start of the file is dropped; at the
+#   start of a later line (files concatenated with their marks) it is dropped too. A U+FEFF
+#   inside a line is not a byte order mark but the ZERO WIDTH NO-BREAK SPACE, and stays, like
+#   the U+200E/U+200F marks real data holds around it (TICO-19 eng-prs.tsv.gz line 460);
+# * a damaged gzip/zip stream: InputError at the line where reading broke.
+#
+# Files the pipeline writes itself (bitext.en, vocabularies) are read with ``bom="file"``:
+# only a mark at the start of line 1 is dropped, every other character is data.
+
+_BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+# What reading a damaged compressed stream raises: a bad gzip header or CRC (BadGzipFile, an
+# OSError), a truncated stream (EOFError), a corrupt deflate block (zlib.error), a bad zip
+# member (BadZipFile, e.g. "Bad CRC-32"), a corrupt xz/lzma member of a zip (LZMAError).
+_DAMAGED = (OSError, EOFError, zlib.error, zipfile.BadZipFile, lzma.LZMAError)
+
+
+def _damaged(path, line, exc):
+    return InputError(f"corrupt or truncated compressed data at or after this line "
+                      f"({type(exc).__name__}: {exc}); the file is damaged: fetch it again",
+                      path=path, line=line)
+
 
 def _open_binary(path):
     """Open a file for reading bytes; gzip when the name ends in ``.gz``."""
     path = Path(path)
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except (OSError, ValueError) as exc:     # a name too long, or holding a NUL
+        raise InputError(f"cannot open ({exc})", path=path) from None
+    if not found:
         raise InputError("file not found", path=path)
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    try:
+        return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    except OSError as exc:
+        raise InputError(f"cannot open ({exc.strerror or exc})", path=path) from None
 
 
 def _count_lines(path):
-    """Number of lines as ``wc -l`` counts them, plus one for an unterminated last line."""
+    """Number of lines as ``wc -l`` counts them, plus one for an unterminated last line; a
+    damaged stream raises InputError naming the file and the first line of the failed block."""
     n_lines, last = 0, b"\n"
     with _open_binary(path) as fh:
-        while True:
-            chunk = fh.read(1 << 20)
-            if not chunk:
-                break
-            n_lines += chunk.count(b"\n")
-            last = chunk[-1:]
+        try:
+            while True:
+                chunk = fh.read(1 << 20)
+                if not chunk:
+                    break
+                n_lines += chunk.count(b"\n")
+                last = chunk[-1:]
+        except _DAMAGED as exc:
+            raise _damaged(path, n_lines + 1, exc) from None
     return n_lines + (last != b"\n")
 
 
-def _iter_lines(fh, path):
+_count_lines_checked = _count_lines
+
+
+def _iter_lines(fh, path, bom="file"):
     """Yield (1-based line number, decoded line without its end) from a binary file.
 
-    A UTF-8 byte order mark on line 1 is dropped; a trailing ``\\r`` (Windows line end) is
-    dropped. Bytes that are not UTF-8 raise InputError naming the file and line.
+    A trailing ``\\r`` (Windows line end) is dropped. ``bom="file"``: a UTF-8 byte order mark
+    at the start of line 1 is dropped; ``bom="lines"`` (external text): at the start of any
+    line. Bytes that are not UTF-8, a NUL byte, or UTF-16 text raise InputError naming the
+    file and line (see the notes above).
     """
+    every_line = bom == "lines"
     for number, raw in enumerate(fh, start=1):
         if raw.endswith(b"\n"):
             raw = raw[:-1]
         if raw.endswith(b"\r"):
             raw = raw[:-1]
-        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]
+        shift = 0
+        if (number == 1 or every_line) and raw.startswith(_BOM):
+            raw, shift = raw[3:], 3
+        elif number == 1 and raw[:2] in _UTF16_BOMS:
+            raise InputError("UTF-16 text (the file starts with a UTF-16 byte order mark); convert "
+                             "it to UTF-8, e.g. iconv -f UTF-16 -t UTF-8", path=path, line=number)
+        nul = raw.find(b"\0")
+        if nul >= 0:
+            raise InputError(f"NUL byte at byte {nul + shift + 1} of the line "
+                             "(a binary file, or UTF-16 text?)", path=path, line=number)
         try:
             yield number, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(
-                f"not UTF-8 (byte {exc.start + 1} of the line, "
+                f"not UTF-8 (byte {exc.start + shift + 1} of the line, "
                 f"{raw[exc.start:exc.start + 4]!r})",
                 path=path, line=number) from None
+
+
+def _checked_lines(fh, path, bom="file"):
+    """``_iter_lines`` (number, line), a damaged stream raised as InputError at its line."""
+    number = 0
+    try:
+        for number, line in _iter_lines(fh, path, bom):
+            yield number, line
+    except _DAMAGED as exc:
+        raise _damaged(path, number + 1, exc) from None
 
 
 def numbered_lines(path):
@@ -66,8 +135,7 @@ def numbered_lines(path):
     plain text lines in the project, so every format names a bad byte the same way."""
     path = Path(path)
     with _open_binary(path) as fh:
-        yield from _iter_lines(fh, path)
-
+        yield from _checked_lines(fh, path, bom="lines")
 
 
 # ----------------------------------------------------------------------------- normalisation

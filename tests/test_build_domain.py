@@ -76,14 +76,19 @@ def built(tmp_path_factory):
     return tmp, args
 
 
-def test_failed_build_resumes_where_it_stopped(tmp_path, caplog, capsys):
+def test_failed_build_resumes_where_it_stopped(tmp_path, caplog, capsys, monkeypatch):
     args = write_tiny(tmp_path)
-    gold = tmp_path / "data" / "gold.txt"
-    gold.rename(tmp_path / "gold.away")  # the build stops at the combination stage
-    assert main(["-q", "build", *args, "--out", str(tmp_path / "t.db")]) == 2
-    assert "gold.txt" in capsys.readouterr().err
+    from pivot.errors import InputError
+    from pivot.pipeline import combine
+
+    def fail(*a, **k):  # the build stops at the combination stage, after every other stage
+        raise InputError("the regression failed (injected)")
+
+    with monkeypatch.context() as m:
+        m.setattr(combine, "fit_combination", fail)
+        assert main(["-q", "build", *args, "--out", str(tmp_path / "t.db")]) == 2
+    assert "injected" in capsys.readouterr().err
     assert not (tmp_path / "t.db").exists()
-    (tmp_path / "gold.away").rename(gold)
     with caplog.at_level("INFO", logger="pivot"):
         assert main(["build", *args, "--out", str(tmp_path / "t.db")]) == 0
     messages = [r.getMessage() for r in caplog.records]

@@ -263,3 +263,33 @@ def test_dask_workers_same_bytes_and_a_killed_worker_changes_nothing(tmp_path):
         assert _run_on(engine, tmp_path / "killed", bitext, weights, kill=True) == want
         assert (tmp_path / "killed" / "killed").exists()  # a worker did die ...
         assert set(engine.worker_pids()) != before  # ... and was replaced
+
+
+def test_workers_die_with_a_killed_build(tmp_path):
+    """kill -9 of the process holding the cluster leaves no worker process behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "hold.py"
+    script.write_text(
+        "import sys, time\n"
+        "from pivot.pipeline.engine import Engine\n"
+        "if __name__ == '__main__':\n"
+        "    e = Engine(workers=2)\n"
+        "    print(' '.join(map(str, e.worker_pids())), flush=True)\n"
+        "    time.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 10
+    alive = pids
+    while alive and time.time() < deadline:
+        time.sleep(0.2)
+        alive = [p for p in pids if os.path.exists(f"/proc/{p}") and
+                 open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert alive == []

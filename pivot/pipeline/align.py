@@ -34,7 +34,8 @@ from pivot.errors import InputError
 # first, so it is part of the algorithm's definition here.
 NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
 
-_PHARAOH_LINE = re.compile(r"(?:\d+-\d+(?: \d+-\d+)*)?")
+# ASCII digits only (\d also takes other scripts' digits), at most 9 of them: no int64 overflow.
+_PHARAOH_LINE = re.compile(r"(?:[0-9]{1,9}-[0-9]{1,9}(?: [0-9]{1,9}-[0-9]{1,9})*)?")
 
 
 # ----------------------------------------------------------------------------- eflomal
@@ -251,8 +252,8 @@ def parse_pharaoh(lines, e_lengths, f_lengths, path="<alignment>"):
     for k, line in enumerate(lines):
         line = " ".join(line.split())
         if not _PHARAOH_LINE.fullmatch(line):
-            bad = next(t for t in line.split() if not re.fullmatch(r"\d+-\d+", t))
-            raise InputError(f"malformed link {bad!r} (expected i-j with 0-based integers)",
+            bad = next(t for t in line.split() if not re.fullmatch(r"[0-9]{1,9}-[0-9]{1,9}", t))
+            raise InputError(f"malformed link {bad!r} (expected i-j with 0-based integers below 10^9)",
                              path=path, line=k + 1)
         clean.append(line)
         counts[k] = line.count("-")

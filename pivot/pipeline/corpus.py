@@ -60,6 +60,7 @@ import itertools
 import json
 import os
 import re
+import struct
 import sys
 import unicodedata
 import zipfile
@@ -71,7 +72,8 @@ from pathlib import Path
 import numpy as np
 
 from pivot.errors import InputError
-from pivot.text import (_PUNCT_MAP, _count_lines, _iter_lines, _open_binary, normalize,  # noqa: F401
+from pivot.text import (_DAMAGED, _PUNCT_MAP, _checked_lines, _count_lines,  # noqa: F401
+                         _count_lines_checked, _damaged, _iter_lines, _open_binary, normalize,
                          normalize_many, numbered_lines)
 
 # The reasons a raw line or pair is not kept, in the order clean_pairs tests them.
@@ -97,43 +99,15 @@ def _new_stats(filtered=False):
 
 # ----------------------------------------------------------------------------- damaged files
 
-# What reading a damaged compressed stream raises: a bad gzip header or CRC (BadGzipFile, an
-# OSError), a truncated stream (EOFError), a corrupt deflate block (zlib.error), a bad zip
-# member (BadZipFile, e.g. "Bad CRC-32").
-_DAMAGED = (OSError, EOFError, zlib.error, zipfile.BadZipFile)
+# Reading a damaged compressed stream, and bad bytes in any text: pivot.text decides both for
+# every reader (see the notes at the top of its readers section): _DAMAGED, _damaged,
+# _checked_lines and _count_lines_checked are imported from there.
 
-
-def _damaged(path, line, exc):
-    return InputError(f"corrupt or truncated compressed data at or after this line "
-                      f"({type(exc).__name__}: {exc}); the file is damaged: fetch it again",
-                      path=path, line=line)
-
-
-def _checked_lines(fh, path):
-    """``_iter_lines`` (number, line), a damaged stream raised as InputError at its line."""
-    number = 0
-    try:
-        for number, line in _iter_lines(fh, path):
-            yield number, line
-    except _DAMAGED as exc:
-        raise _damaged(path, number + 1, exc) from None
-
-
-def _count_lines_checked(path):
-    """``_count_lines`` (as ``wc -l``, plus an unterminated last line); a damaged stream
-    raises InputError naming the file and the first line of the block that failed."""
-    n_lines, last = 0, b"\n"
-    with _open_binary(path) as fh:
-        try:
-            while True:
-                chunk = fh.read(1 << 20)
-                if not chunk:
-                    break
-                n_lines += chunk.count(b"\n")
-                last = chunk[-1:]
-        except _DAMAGED as exc:
-            raise _damaged(path, n_lines + 1, exc) from None
-    return n_lines + (last != b"\n")
+# What a damaged zip archive may raise before its member is read: a bad central directory or
+# local header (BadZipFile, ValueError, struct.error, EOFError, OSError), an unsupported
+# compression method (NotImplementedError), an encrypted member (RuntimeError).
+_ZIP_OPEN_ERRORS = (zipfile.BadZipFile, OSError, EOFError, ValueError, struct.error,
+                    NotImplementedError, RuntimeError, zlib.error)
 
 
 # ----------------------------------------------------------------------------- readers
@@ -243,8 +217,8 @@ def read_parallel(en_path, f_path, drop_headers=True, stats=None):
             "the two sides of a parallel corpus must be line-aligned", path=en_path)
     stats = stats if stats is not None else _new_stats()
     with _open_binary(en_path) as fe, _open_binary(f_path) as ff:
-        for (number, en), (_, f) in zip(_checked_lines(fe, en_path),
-                                        _checked_lines(ff, f_path)):
+        for (number, en), (_, f) in zip(_checked_lines(fe, en_path, bom="lines"),
+                                        _checked_lines(ff, f_path, bom="lines")):
             stats["read"] += 1
             en, f = en.rstrip(), f.rstrip()
             if not en and not f:
@@ -286,14 +260,19 @@ def read_tsv_zip(zip_path, member=None, stats=None):
         raise InputError("file not found", path=zip_path)
     try:
         zf = zipfile.ZipFile(zip_path)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+    except _ZIP_OPEN_ERRORS as exc:
         raise InputError(f"not a readable zip file ({type(exc).__name__}: {exc})",
                          path=zip_path) from None
     with zf:
         member = _zip_text_member(zf, zip_path, member)
         where = f"{zip_path}:{member}"
-        with zf.open(member) as fh:
-            for number, line in _checked_lines(fh, where):
+        try:
+            fh = zf.open(member)
+        except _ZIP_OPEN_ERRORS as exc:
+            raise InputError(f"cannot read member {member!r} of the zip ({type(exc).__name__}: "
+                             f"{exc}); the file is damaged: fetch it again", path=zip_path) from None
+        with fh:
+            for number, line in _checked_lines(fh, where, bom="lines"):
                 stats["read"] += 1
                 fields = line.split("\t")
                 if len(fields) < 2:
@@ -384,7 +363,7 @@ def read_tsv_gz(path, where=None, exclude=None, drop_headers=False, stats=None, 
     rule = compile_row_filter(where, exclude, name)
     n_columns, keep = rule if rule is not None else (2, None)
     with _open_binary(path) as fh:
-        for number, line in _checked_lines(fh, path):
+        for number, line in _checked_lines(fh, path, bom="lines"):
             stats["read"] += 1
             if not line.strip():
                 stats["blank"] += 1

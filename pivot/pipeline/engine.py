@@ -89,6 +89,10 @@ class Engine:
                 self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
                                              dashboard_address=None, scheduler_port=0, silence_logs=logging.ERROR)
                 self._client = Client(self._cluster)
+                # Workers die with the build, even when it is killed (-9): no orphans.
+                from pivot.pipeline._dask_plugins import DieWithParent
+
+                self._client.register_plugin(DieWithParent(), name="pivot-die-with-parent")
             log.info("dask: %s in %.1f s", self._client, time.perf_counter() - t0)
         return self._client
 
@@ -131,3 +135,4 @@ class Engine:
 
     def __exit__(self, *exc):
         self.close()
+

@@ -30,14 +30,24 @@ from __future__ import annotations
 
 import glob
 import html
+import lzma
 import os
 import re
+import struct
 import tarfile
 import zipfile
+import zlib
 
 import numpy as np
 
 from pivot.errors import InputError
+from pivot.text import _checked_lines, numbered_lines
+
+# What a damaged archive raises before or while a member is read (a member's bad bytes are
+# InputErrors of the line reader, which catches damaged compressed streams itself).
+_ZIP_ERRORS = (zipfile.BadZipFile, OSError, EOFError, ValueError, struct.error, NotImplementedError,
+               RuntimeError, zlib.error, lzma.LZMAError)
+_TAR_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, ValueError, struct.error)
 
 # ----------------------------------------------------------------------------- CoNLL
 
@@ -79,32 +89,25 @@ def read_conll_sentences(path):
 
     Layout: ``token<TAB>tag`` a line, a blank line after each sentence. GENIA's ``UI -``
     sentences and ``-DOCSTART-`` lines are dropped, the ``TI -`` / ``AB -`` prefixes
-    stripped (see ``_strip_genia``). Bytes that are not UTF-8, or a non-blank line without
-    a TAB, raise InputError naming the file and the 1-based line.
+    stripped (see ``_strip_genia``). Bytes that are not UTF-8, a NUL byte, or a non-blank
+    line without a TAB raise InputError naming the file and the 1-based line (the line
+    reader of :mod:`pivot.text`, which also drops byte order marks at line starts).
     """
     path = str(path)
-    if not os.path.isfile(path):
-        raise InputError("file not found", path=path)
     tokens = []
-    with open(path, "rb") as fh:
-        for number, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"not UTF-8 ({exc.reason} at byte {exc.start})",
-                                 path=path, line=number) from None
-            if not line.strip():
-                if tokens:
-                    kept = _strip_genia(tokens)
-                    if kept:
-                        yield kept
-                    tokens = []
-                continue
-            token, tab, _tag = line.partition("\t")
-            if not tab or not token:
-                raise InputError(f"expected token<TAB>tag, found {line[:60]!r}",
-                                 path=path, line=number)
-            tokens.append(token)
+    for number, line in numbered_lines(path):
+        if not line.strip():
+            if tokens:
+                kept = _strip_genia(tokens)
+                if kept:
+                    yield kept
+                tokens = []
+            continue
+        token, tab, _tag = line.partition("\t")
+        if not tab or not token:
+            raise InputError(f"expected token<TAB>tag, found {line[:60]!r}",
+                             path=path, line=number)
+        tokens.append(token)
     if tokens:                      # a last sentence without a trailing blank line
         kept = _strip_genia(tokens)
         if kept:
@@ -124,15 +127,22 @@ def read_brown(zip_path):
     if not os.path.isfile(zip_path):
         raise InputError("file not found", path=zip_path)
     member_re = re.compile(r"^(?:.*/)?brown/c[a-z]\d\d$")
-    with zipfile.ZipFile(zip_path) as zf:
+    try:
+        zf = zipfile.ZipFile(zip_path)
+    except _ZIP_ERRORS as exc:
+        raise InputError(f"not a readable zip file ({type(exc).__name__}: {exc})",
+                         path=zip_path) from None
+    with zf:
         for member in sorted(n for n in zf.namelist() if member_re.match(n)):
             where = f"{zip_path}:{member}"
             try:
-                text = zf.read(member).decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"not UTF-8 ({exc.reason} at byte {exc.start})",
-                                 path=where) from None
-            for number, line in enumerate(text.split("\n"), 1):
+                fh = zf.open(member)
+            except _ZIP_ERRORS as exc:
+                raise InputError(f"cannot read this member ({type(exc).__name__}: {exc}); the "
+                                 "file is damaged: fetch it again", path=where) from None
+            with fh:
+                lines = list(_checked_lines(fh, where, bom="lines"))
+            for number, line in lines:
                 items = line.split()
                 if not items:
                     continue
@@ -242,16 +252,31 @@ def read_openstax(tar_gz_path):
     tar_gz_path = str(tar_gz_path)
     if not os.path.isfile(tar_gz_path):
         raise InputError("file not found", path=tar_gz_path)
-    with tarfile.open(tar_gz_path, "r:gz") as tf:
-        members = sorted((m for m in tf.getmembers() if m.isfile() and m.name.endswith(".md")),
-                         key=lambda m: m.name)
+    def unreadable(exc):
+        return InputError(f"not a readable tar.gz archive ({type(exc).__name__}: {exc}); the file "
+                          "is damaged: fetch it again", path=tar_gz_path)
+
+    try:
+        tf = tarfile.open(tar_gz_path, "r:gz")
+    except _TAR_ERRORS as exc:
+        raise unreadable(exc) from None
+    with tf:
+        try:
+            members = sorted((m for m in tf.getmembers() if m.isfile() and m.name.endswith(".md")),
+                             key=lambda m: m.name)
+        except _TAR_ERRORS as exc:
+            raise unreadable(exc) from None
         for member in members:
             where = f"{tar_gz_path}:{member.name}"
             try:
-                text = tf.extractfile(member).read().decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"not UTF-8 ({exc.reason} at byte {exc.start})",
-                                 path=where) from None
+                lines = [line for _, line in _checked_lines(tf.extractfile(member), where, bom="lines")]
+            except InputError:
+                raise
+            except _TAR_ERRORS as exc:
+                raise InputError(f"corrupt or truncated archive data in this member "
+                                 f"({type(exc).__name__}: {exc}); the file is damaged: fetch it "
+                                 "again", path=where) from None
+            text = "\n".join(lines)
             for paragraph in clean_openstax_page(text):
                 for sentence in split_sentences(paragraph):
                     if any(c.isalpha() for c in sentence):

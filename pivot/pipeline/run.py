@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot._version import __version__
-from pivot import recipes
+from pivot import preflight, recipes
 from pivot.errors import InputError
 from pivot.pipeline.graph import check_inputs
 from pivot.pipeline.pivoting import resolve_threads
@@ -131,7 +131,13 @@ class Pipeline:
         self.rec = recipes.load_recipe(self.recipe_file)
         self.data_root = recipes.resolve_data_root(data)
         self.name = self.rec["name"]
-        self.out_path = Path(out) if out else Path(f"{self.name}.db")
+        # Every input opened and checked, every output checked writable and not an input,
+        # before anything is written (pivot/preflight.py; docs/bad-input.md).
+        self.plan = preflight.check(self.recipe_file, self.data_root,
+                                    Path(out) if out else Path(f"{self.name}.db"),
+                                    Path(work) if work else Path("work") / self.name,
+                                    threads=threads, workers=workers, scheduler=scheduler, lmplz=lmplz)
+        self.out_path = self.plan.out_path  # absolute: SQLite never reads "file:..." as a URI
         self.wd = Workdir(Path(work) if work else Path("work") / self.name)
         self.wd.root.mkdir(parents=True, exist_ok=True)
         self.threads = threads
@@ -145,6 +151,7 @@ class Pipeline:
         self.started = time.perf_counter()
         log.info("pivot %s: %s", __version__, " ".join(sys.argv))
         log.info("recipe %s, data root %s, work dir %s", self.recipe_file, self.data_root, self.wd.root)
+        log.info("%s", self.plan.summary())
 
     def _fingerprint(self, files) -> list[str]:
         prints = recipes.fingerprint_files(files)
@@ -651,7 +658,13 @@ class Pipeline:
 
 def run_build(domain: str | None = "bio", **kwargs) -> Path:
     """Build the paraphrase database of a recipe; returns the database path."""
-    return Pipeline(domain, **kwargs).store()
+    from pivot.locking import WorkdirLock, sweep_stale
+
+    pipe = Pipeline(domain, **kwargs)
+    with WorkdirLock(pipe.wd.root):  # a second build on the same work dir stops: "in use by PID N"
+        if pipe.engine.scheduler is None:  # process ids mean something on this host only
+            sweep_stale(pipe.wd.root, outputs=[pipe.out_path])
+        return pipe.store()
 
 
 # -------------------------------------------------------------------------------- helpers

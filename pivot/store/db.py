@@ -88,7 +88,9 @@ class ParaphraseDB:
         self.path = Path(path)
         if not self.path.is_file():
             raise InputError("no such paraphrase database (build one with `pivot build`)", path)
-        self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+        # A URI built from the resolved path (percent-encoded by pathlib): a file named
+        # "a#b?.db" or "50%.db" opens that file, read-only, never another one.
+        self._conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
         try:
             self.meta = {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
             version = self.meta.get("schema_version")
@@ -318,11 +320,49 @@ def ppdb_line(e1: str, e2: str, p: float, p_rev: float | None, n_pivots: int, *,
     return " ||| ".join([lhs, e1, e2, " ".join(feats), alignment, label])
 
 
-def export_ppdb(db: ParaphraseDB, out, model: str = "general", **kwargs) -> int:
-    """Write every pair of `model` as PPDB 2.0 lines to the text stream `out`; returns the count."""
-    n = 0
+def tagged_labeler(data=None, *, cache=None):
+    """A PhraseLabeler whose tagger is trained on GENIA-pos under the data root `data`
+    (default $PIVOT_DATA), or read from the cache; InputError when that is impossible."""
+    from pivot import recipes
+
+    try:
+        from pivot.store.labels import PhraseLabeler, genia_tagger
+        import nltk  # noqa: F401
+    except ImportError as exc:
+        raise InputError(f"PPDB labels need NLTK ({exc}): pip install 'pivot-paraphrase[labels]'") from None
+    try:
+        root = recipes.resolve_data_root(data)
+    except InputError as exc:
+        raise InputError(f"--lhs tagged trains a part-of-speech tagger on the data root's GENIA-pos: {exc}") from None
+    tagger, _ = genia_tagger(root, cache=cache)
+    return PhraseLabeler(tagger)
+
+
+def export_ppdb(db: ParaphraseDB, out, model: str = "general", *, labeler=None, agree: bool = False,
+                stats: dict | None = None, **kwargs) -> int:
+    """Write every pair of `model` as PPDB 2.0 lines to the text stream `out`; returns the count.
+
+    `labeler` (pivot.store.labels.PhraseLabeler, or anything with .label(phrase) -> "[NN]")
+    gives each line's LHS: the label of e1 (see pivot.store.labels); without one every line
+    is [X]. `agree` keeps only the pairs whose e1 and e2 labels are of one broad class (noun,
+    verb, adjective, adverb, preposition); `stats`, if given, receives the counts written and
+    dropped ("written", "disagree").
+    """
+    if agree and labeler is None:
+        raise ValueError("agree=True compares labels: pass a labeler")
+    if agree:
+        from pivot.store.labels import same_class
+    n = dropped = 0
     for e1, e2, p, p_rev, n_pivots, _ in db.iter_pairs(model):
+        if labeler is not None:
+            lhs = labeler.label(e1)
+            if agree and not same_class(lhs, labeler.label(e2)):
+                dropped += 1
+                continue
+            kwargs["lhs"] = lhs
         out.write(ppdb_line(e1, e2, p, p_rev, n_pivots, model=model, **kwargs))
         out.write("\n")
         n += 1
+    if stats is not None:
+        stats.update(written=n, disagree=dropped)
     return n

@@ -1,0 +1,402 @@
+"""Preflight: everything a build needs, checked before any stage runs or anything is written.
+
+:func:`check` (called by the build before its first stage) refuses, with one
+:class:`pivot.errors.InputError` naming the file (and the line), any of:
+
+1. a recipe that does not match the schema (:func:`pivot.recipes.validate`: unknown sections
+   and keys with a "did you mean", types, ranges, formats, cross-references);
+2. ``--threads`` / ``--workers`` below 0 or above 4 x the cores (:mod:`pivot.locking`);
+3. an input that is missing, or damaged, or not what its reader expects: every bitext file is
+   read once through the build's own reader (gzip, zip and tar checksums verified, UTF-8, NUL
+   bytes, field counts, equal line counts of line-aligned files); every in-domain (and
+   general) text file must hold at least one word; every gold file must parse and hold pairs;
+   Pharaoh alignment files must hold ``i-j`` links; the tools the recipe asks for (eflomal,
+   lmplz) must be installed;
+4. an output that cannot be written or would destroy an input: ``--out`` (symbolic links
+   resolved) naming an input file, the recipe, a directory or a file that is not an SQLite
+   database; ``--work`` being a file, holding input files, or in use by another build; a
+   folder along either path that is not writable.
+
+Nothing is written: the checks only read (a lock is probed, not taken). A database path is a
+plain file name, so ``#``, ``?`` and ``%`` in it are fine; :attr:`Plan.out_path` is absolute,
+which keeps SQLite from reading a name that starts with ``file:`` as a URI.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pivot import locking, recipes
+from pivot.errors import InputError
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_LINK = re.compile(rb"[0-9]+-[0-9]+")
+
+
+@dataclass
+class InputFile:
+    """One file the build reads: its path, what it is for, its size in bytes."""
+
+    path: Path
+    role: str          # "bitext", "alignments", "in-domain text", "general text", "gold"
+    size: int
+    lang: str | None = None
+
+
+@dataclass
+class Plan:
+    """What a build will read and write, as checked by :func:`check` (log :meth:`summary`)."""
+
+    recipe_path: Path
+    name: str
+    data_root: Path
+    out_path: Path | None
+    work_dir: Path | None
+    recipe: dict
+    inputs: list[InputFile] = field(default_factory=list)
+    counts: dict = field(default_factory=dict)   # role -> lines / sentences / pairs read
+    seconds: float = 0.0
+
+    @property
+    def n_bytes(self) -> int:
+        return sum(f.size for f in self.inputs)
+
+    def roles(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.inputs:
+            out[f.role] = out.get(f.role, 0) + 1
+        return out
+
+    @property
+    def languages(self) -> list[str]:
+        return list(dict.fromkeys(f.lang for f in self.inputs if f.lang))
+
+    def summary(self) -> str:
+        """One line for the build log."""
+        roles = ", ".join(f"{n} {role}" for role, n in self.roles().items())
+        read = ", ".join(f"{v:,} {k}" for k, v in self.counts.items())
+        return (f"preflight: recipe {self.recipe_path} ({self.name}, {len(self.languages)} pivot languages): "
+                f"{len(self.inputs)} input files ({self.n_bytes / 1e6:.1f} MB: {roles}) read through in "
+                f"{self.seconds:.1f} s ({read}); out {self.out_path}; work {self.work_dir}")
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def check(recipe_path, data_root, out_path=None, work_dir=None, *, threads=None, workers=None,
+          scheduler=None, lmplz: bool = False, read_inputs: bool = True) -> Plan:
+    """Check a build before it starts; return its :class:`Plan` or raise InputError.
+
+    ``recipe_path``: the recipe file; ``data_root``: the resolved data root; ``out_path``:
+    the database (None: not checked, e.g. ``pivot score``); ``work_dir``: the stage folder
+    root (None: not checked); ``threads`` / ``workers``: the command-line counts (None: not
+    checked; ``workers`` is not checked with a ``scheduler``); ``lmplz``: the build was asked
+    to use lmplz whatever the recipe says. ``read_inputs=False`` skips reading the inputs
+    through (existence, outputs and the recipe are still checked).
+    """
+    t0 = time.perf_counter()
+    recipe_path = Path(recipe_path)
+    rec = recipes.load_recipe(recipe_path)
+    data_root = Path(data_root)
+    if not data_root.is_dir():
+        raise InputError("data root does not exist; point --data (or PIVOT_DATA) at the folder "
+                         "holding the recipe's files", data_root)
+    if threads is not None:
+        locking.bounded_threads(threads)
+    if workers is not None and scheduler is None:
+        locking.bounded_workers(workers)
+    plan = Plan(recipe_path=recipe_path, name=rec["name"], data_root=data_root, out_path=None,
+                work_dir=None, recipe=rec)
+
+    checks = _collect_inputs(rec, data_root, plan, lmplz)
+    _check_tools(rec, lmplz)
+    protected = {_real(f.path) for f in plan.inputs} | {_real(recipe_path)}
+    if work_dir is not None:
+        plan.work_dir = _check_work(Path(work_dir), data_root, protected, plan)
+    if out_path is not None:
+        plan.out_path = _check_out(Path(out_path), protected, plan.work_dir)
+    if read_inputs:
+        for run in checks:
+            run()
+    plan.seconds = time.perf_counter() - t0
+    return plan
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def _real(path) -> Path:
+    return Path(os.path.realpath(os.path.abspath(os.path.expanduser(str(path)))))
+
+
+def _size(path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _collect_inputs(rec: dict, root: Path, plan: Plan, lmplz: bool) -> list:
+    """Every input file (existence checked, globs expanded) into plan.inputs; returns the
+    deferred read-through checks, in the order the build reads."""
+    from pivot.pipeline import corpus, mono
+
+    import glob
+
+    checks = []
+    listed: set = set()
+
+    def add(item: InputFile) -> None:
+        if item.path not in listed:
+            listed.add(item.path)
+            plan.inputs.append(item)
+
+    # -- bitext: the build's own planner (same keys, same globs, same messages), then one read
+    # of each distinct file; a tsv-gz file named by several sources is read once, with the
+    # largest column count their row filters need.
+    tsv_columns: dict[Path, int] = {}
+    seen: set = set()
+    for block in rec["bitext"]:
+        lang = block["lang"]
+        corpus._plan(block["sources"], lang, root)   # keys, names, files exist, globs match
+        for k, src in enumerate(block["sources"]):
+            fmt = src["format"]
+            if fmt == "parallel":
+                pairs = [(corpus._data_file(root, src["en"], src["name"]),
+                          corpus._data_file(root, src["f"], src["name"]))]
+            elif fmt == "parallel-glob":
+                ens = sorted(glob.glob(str(root.absolute() / src["en"])))
+                pairs = [(Path(en), corpus._data_file(root, en[:-3] + "." + lang, src["name"])) for en in ens]
+            else:
+                pairs = []
+            for en, f in pairs:
+                for p in (en, f):
+                    add(InputFile(Path(p), "bitext", _size(p), lang))
+                if (en, f) not in seen:
+                    seen.add((en, f))
+                    checks.append(lambda en=en, f=f: _read_parallel(plan, en, f))
+            if fmt == "tsv-zip":
+                path = corpus._data_file(root, src["path"], src["name"])
+                add(InputFile(path, "bitext", _size(path), lang))
+                key = (path, src.get("member"))
+                if key not in seen:
+                    seen.add(key)
+                    checks.append(lambda path=path, member=src.get("member"):
+                                  _count(plan, "bitext lines", corpus.read_tsv_zip(path, member)))
+            elif fmt == "tsv-gz":
+                if corpus._is_glob(src["path"]):
+                    paths = [Path(p) for p in sorted(glob.glob(str(root.absolute() / src["path"])))]
+                else:
+                    paths = [corpus._data_file(root, src["path"], src["name"])]
+                rule = corpus.compile_row_filter(src.get("where"), src.get("exclude"), src["name"])
+                n_columns = rule[0] if rule else 2
+                for path in paths:
+                    add(InputFile(path, "bitext", _size(path), lang))
+                    if path not in tsv_columns:
+                        checks.append(lambda path=path: _read_tsv(plan, path, tsv_columns[path]))
+                    tsv_columns[path] = max(tsv_columns.get(path, 2), n_columns)
+
+    # -- pharaoh alignments
+    align = rec["align"]
+    if align["method"] == "pharaoh":
+        for lang in (b["lang"] for b in rec["bitext"]):
+            path = root / align["pharaoh"][lang]
+            if not path.is_file():
+                raise InputError(f"[align] pharaoh {lang}: alignment file missing; the data root is set by "
+                                 f"--data DIR or {recipes.DATA_ENV}", path)
+            add(InputFile(path, "alignments", _size(path)))
+            checks.append(lambda path=path: _read_pharaoh(plan, path))
+
+    # -- monolingual text of the language models
+    dom = rec.get("domain")
+    if dom:
+        for key, role in (("in_domain", "in-domain text"), ("general", "general text")):
+            for kind, patterns in (dom.get(key) or {}).items():
+                for pattern in [patterns] if isinstance(patterns, str) else patterns:
+                    for path in mono.expand(root, pattern, kind):
+                        add(InputFile(Path(path), role, _size(path)))
+                        checks.append(lambda path=path, kind=kind, role=role: _read_mono(plan, path, kind, role))
+
+    # -- gold pairs: the combination's and the evaluation's
+    comb = rec.get("combine")
+    if comb:
+        files = [root / g for g in comb["gold"]]
+        for g in files:
+            if not g.is_file():
+                raise InputError(f"[combine] gold file missing; the data root is set by --data DIR or "
+                                 f"{recipes.DATA_ENV}", g)
+            add(InputFile(g, "gold", _size(g)))
+        checks.append(lambda files=files, fmt=comb["format"]: _read_gold(plan, files, fmt, "[combine] gold"))
+    for spec in (rec.get("eval") or {}).get("sets", []):
+        files = []
+        for src in spec["sources"]:
+            g = root / src["path"]
+            if not g.is_file():
+                raise InputError(f"[eval] set {spec['name']!r}: gold file missing; the data root is set by "
+                                 f"--data DIR or {recipes.DATA_ENV}", g)
+            add(InputFile(g, "gold", _size(g)))
+            files.append((g, src["format"]))
+        checks.append(lambda files=files, name=spec["name"]: _read_eval(plan, files, name))
+    return checks
+
+
+def _check_tools(rec: dict, lmplz: bool) -> None:
+    if rec["align"]["method"] == "eflomal":
+        from pivot.pipeline.align import find_eflomal
+
+        try:
+            find_eflomal()
+        except FileNotFoundError as exc:
+            raise InputError(f"[align] method 'eflomal': {exc}", rec["_path"]) from None
+    dom = rec.get("domain")
+    if dom and (lmplz or dom["estimator"] == "lmplz"):
+        from pivot.pipeline.lm import find_lmplz
+
+        if find_lmplz() is None:
+            raise InputError("the LMs are to be estimated with kenlm's lmplz (--lmplz or [domain] estimator = "
+                             "'lmplz'), which is not installed (not on PATH nor in .tools/bin); use the "
+                             "built-in estimator", rec["_path"])
+
+
+def _count(plan: Plan, what: str, items) -> int:
+    n = sum(1 for _ in items)
+    plan.counts[what] = plan.counts.get(what, 0) + n
+    return n
+
+
+def _read_parallel(plan: Plan, en: Path, f: Path) -> None:
+    from pivot.pipeline.corpus import read_parallel
+
+    # line counts first (both files), then every line of both: the reader of the build
+    _count(plan, "bitext lines", read_parallel(en, f, drop_headers=False))
+
+
+def _read_tsv(plan: Plan, path: Path, n_columns: int) -> None:
+    from pivot.pipeline.corpus import read_tsv_gz
+
+    # A where-filter matching anything in column n_columns: no row is filtered, but every row
+    # must have the columns the strictest of the file's sources needs, as in the build.
+    where = {str(n_columns): "*"} if n_columns > 2 else None
+    _count(plan, "bitext lines", read_tsv_gz(path, where=where))
+
+
+def _read_pharaoh(plan: Plan, path: Path) -> None:
+    """Every token of every line an ``i-j`` link (the aligner checks the ranges later)."""
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise InputError(f"cannot open ({exc.strerror or exc})", path) from None
+    number = 0
+    with fh:
+        for number, raw in enumerate(fh, start=1):
+            for token in raw.split():
+                if not _LINK.fullmatch(token):
+                    raise InputError(f"malformed link {token.decode('utf-8', 'backslashreplace')!r} "
+                                     "(expected i-j with 0-based integers)", path, number)
+    plan.counts["alignment lines"] = plan.counts.get("alignment lines", 0) + number
+
+
+def _read_mono(plan: Plan, path, kind: str, role: str) -> None:
+    from pivot.pipeline import mono
+
+    n = 0
+    for sentence in mono._READERS[kind](path):
+        if sentence.strip():
+            n += 1
+    if n == 0:
+        raise InputError(f"holds no text: every {role} file must give the language model at least one "
+                         f"sentence (read as {kind!r})", path)
+    plan.counts[f"{role} sentences"] = plan.counts.get(f"{role} sentences", 0) + n
+
+
+def _read_gold(plan: Plan, files, fmt: str, what: str) -> None:
+    from pivot.eval.gold import read_gold
+
+    n = 0
+    for g in files:
+        n += len(read_gold(g, fmt))
+    if n == 0:
+        raise InputError(f"{what}: the gold files hold no pairs (format {fmt!r})", files[0])
+    plan.counts["gold pairs"] = plan.counts.get("gold pairs", 0) + n
+
+
+def _read_eval(plan: Plan, files, name: str) -> None:
+    from pivot.eval.gold import read_gold
+
+    n = sum(len(read_gold(g, fmt)) for g, fmt in files)
+    if n == 0:
+        raise InputError(f"[eval] set {name!r}: the gold files hold no pairs", files[0][0])
+    plan.counts["gold pairs"] = plan.counts.get("gold pairs", 0) + n
+
+
+# ----------------------------------------------------------------------------- outputs
+
+
+def _existing_ancestor(path: Path) -> Path:
+    p = path
+    while not os.path.lexists(p) and p != p.parent:
+        p = p.parent
+    return p
+
+
+def _check_writable(folder: Path, option: str, target: Path) -> None:
+    """``folder`` (or the nearest existing folder above it, under which the build creates it)
+    must be a writable directory."""
+    base = _existing_ancestor(folder)
+    if not os.path.isdir(base):
+        raise InputError(f"{option} {target}: {base} is not a directory, so nothing can be created under it")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {target}: cannot write in {base} (no permission, or a read-only "
+                         "file system)")
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    return child != parent and parent in child.parents
+
+
+def _check_work(work: Path, data_root: Path, protected: set, plan: Plan) -> Path:
+    absolute = Path(os.path.abspath(os.path.expanduser(str(work))))
+    real = _real(absolute)
+    if os.path.lexists(absolute) and not os.path.isdir(real):
+        raise InputError(f"--work {work}: exists and is not a directory")
+    if real == _real(data_root):
+        raise InputError(f"--work {work}: is the data root; the build writes its stage folders into the work "
+                         "directory: pass another --work")
+    held = sorted(p for p in protected if _inside(p, real))
+    if held:
+        raise InputError(f"--work {work}: holds input files of the build (e.g. {held[0]}); the work directory "
+                         "is written and swept: pass a --work outside the data")
+    if real in protected:
+        raise InputError(f"--work {work}: is an input of the build")
+    _check_writable(absolute, "--work", work)
+    locking.check_not_locked(absolute)
+    return absolute
+
+
+def _check_out(out: Path, protected: set, work: Path | None) -> Path:
+    text = str(out)
+    if not text or text.endswith(("/", os.sep)) or out.name in ("", ".", ".."):
+        raise InputError(f"--out {text!r}: must name the database file, e.g. --out bio.db")
+    absolute = Path(os.path.abspath(os.path.expanduser(text)))
+    real = _real(absolute)
+    if os.path.isdir(real):
+        raise InputError(f"--out {out}: is a directory; --out names the database file (e.g. {out}/bio.db)")
+    if real in protected:
+        raise InputError(f"--out {out}: is an input of the build ({real}); refusing to overwrite it")
+    if work is not None and real == _real(work):
+        raise InputError(f"--out {out}: is the work directory")
+    if os.path.isfile(real) and os.path.getsize(real) > 0:
+        try:
+            with open(real, "rb") as fh:
+                head = fh.read(len(_SQLITE_MAGIC))
+        except OSError as exc:
+            raise InputError(f"--out {out}: exists and cannot be read ({exc.strerror or exc})") from None
+        if head != _SQLITE_MAGIC:
+            raise InputError(f"--out {out}: exists and is not an SQLite database; refusing to replace it "
+                             "(remove it, or choose another --out)")
+    _check_writable(absolute.parent, "--out", out)
+    return absolute
