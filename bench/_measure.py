@@ -109,3 +109,18 @@ def exports(db_path: Path, out_dir: Path) -> dict:
 def db_meta(db_path: Path, key: str):
     with sqlite3.connect(db_path) as conn:
         return json.loads(conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0])
+
+
+def content_sha256(db_path: Path) -> str:
+    """sha256 of a database's paraphrase content: every row of the pair, phrase, foreign_phrase
+    and model tables in key order, and the combination fits (combined models are computed from
+    these at lookup). Cheaper than exporting every model; the same content gives the same
+    exports."""
+    h = hashlib.sha256()
+    with sqlite3.connect(db_path) as conn:
+        for table, key in (("model", "rowid"), ("phrase", "id"), ("foreign_phrase", "id"), ("pair", "e1, e2")):
+            for row in conn.execute(f"SELECT * FROM {table} ORDER BY {key}"):
+                h.update(repr(row).encode() + b"\n")
+        comb = conn.execute("SELECT value FROM meta WHERE key = 'combination'").fetchone()
+        h.update(json.dumps(json.loads(comb[0])["models"] if comb else None, sort_keys=True).encode())
+    return h.hexdigest()

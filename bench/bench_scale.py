@@ -15,7 +15,8 @@ the fitted exponent b of wall = a * scale^b.
 --compare-workers rebuilds the extract, translation and pivot stages of the 1x build with
 ``--workers 1`` and ``--workers 2`` (the earlier stages reused) and compares their seconds.
 --kill-worker kills one Dask worker (SIGKILL) while the 1x build extracts and checks that every
-model's ``pivot export --format ppdb`` has the sha256 of the undisturbed build.
+database has the content (bench/_measure.py content_sha256: every stored row and the
+combination fits) of the undisturbed build.
 --multi builds recipes/bio-multi.toml. Results: bench/results/scale.json (and scale-multi.json).
 """
 import argparse
@@ -30,7 +31,7 @@ import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import db_meta, descendants, exports, run_measured  # noqa: E402
+from _measure import content_sha256, db_meta, descendants, run_measured  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results"
@@ -127,7 +128,7 @@ def main():
         print(scale, json.dumps({k: builds[str(scale)][k] for k in ("wall_s", "peak_rss_tree_gib", "n_sentences")}),
               flush=True)
         if scale == 1 and (args.kill_worker or args.compare_workers):
-            builds["1"]["export_sha256"] = exports(d / "out.db", d)
+            builds["1"]["content_sha256"] = content_sha256(d / "out.db")
         else:
             shutil.rmtree(d / "work")
         save()
@@ -149,10 +150,10 @@ def main():
                                    base / f"w{workers}.log")
             secs = db_meta(base / f"w{workers}.db", "stage_seconds")
             comp[str(workers)] = {**figures, "extract_pivot_s": round(sum(secs.get(s, 0) for s in SHARDED), 2),
-                                  "stage_seconds": secs, "export_sha256": exports(base / f"w{workers}.db", base)}
+                                  "stage_seconds": secs, "content_sha256": content_sha256(base / f"w{workers}.db")}
             print("workers", workers, comp[str(workers)]["extract_pivot_s"], flush=True)
         comp["speedup_extract_pivot"] = round(comp["1"]["extract_pivot_s"] / comp["2"]["extract_pivot_s"], 3)
-        comp["exports_identical"] = comp["1"]["export_sha256"] == comp["2"]["export_sha256"] == builds["1"]["export_sha256"]
+        comp["content_identical"] = comp["1"]["content_sha256"] == comp["2"]["content_sha256"] == builds["1"]["content_sha256"]
         result["workers"] = comp
         save()
 
@@ -172,10 +173,10 @@ def main():
 
         figures = run_measured(build_cmd(base / "recipe.toml", data, base / "work", base / "killed.db", 2),
                                base / "killed.log", on_sample=kill_one)
-        sha = exports(base / "killed.db", base)
+        sha = content_sha256(base / "killed.db")
         result["killed_worker"] = {**figures, "killed_pid": killed[0] if killed else None,
-                                   "exports_identical": sha == builds["1"]["export_sha256"]}
-        print("killed", result["killed_worker"]["killed_pid"], result["killed_worker"]["exports_identical"], flush=True)
+                                   "content_identical": sha == builds["1"]["content_sha256"]}
+        print("killed", result["killed_worker"]["killed_pid"], result["killed_worker"]["content_identical"], flush=True)
         save()
 
     if args.multi:
