@@ -5,7 +5,8 @@
 
 Scale s builds the bio recipe with every bitext source listed s times under distinct names and
 ``dedup = false``, so the copies are distinct sentence pairs that nothing deduplicates (the LM
-texts do not grow: the in-domain text is fixed and the general sample has its size). Each build
+texts do not grow: the in-domain text is fixed and the general sample has its size), and with
+``min_phrase_count`` times s, so that the pruning keeps what 1x keeps. Each build
 is a child process on a fresh work directory; the RSS of its whole process tree (the build, the
 Dask workers, any tool) is summed every 0.2 s and attributed to the stage the log says is
 running. Reported per build: wall time, peak summed RSS overall and per stage, the stage times
@@ -73,6 +74,10 @@ def scaled_recipe(scale: int, out: Path) -> Path:
     for block in rec["bitext"]:
         block["sources"] = [{**src, "name": f"{src['name']}-copy{c}"} for c in range(scale) for src in block["sources"]]
     rec.setdefault("preprocess", {})["dedup"] = False
+    # Copies multiply every count by the scale: with the count floor scaled alike, every
+    # pruning decision (the probability floors are ratios) is the one of 1x, so the scales
+    # differ in the amount of data only, not in what the database keeps.
+    rec.setdefault("pivot", {})["min_phrase_count"] = rec["pivot"].get("min_phrase_count", 2) * scale
     rec["domain"]["report_in_domain_sources"] = [f"{n}-copy{c}" for c in range(scale)
                                                  for n in rec["domain"]["report_in_domain_sources"]]
     out.write_text(dump_recipe(rec))

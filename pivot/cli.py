@@ -142,6 +142,72 @@ def _add_serve(sub):
     p.set_defaults(func=cmd_serve)
 
 
+def _add_paraphrase(sub):
+    p = sub.add_parser("paraphrase", help="paraphrase sentences with a database (beam-search decoder + LM)",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("db", help="database written by `pivot build`")
+    p.add_argument("text", nargs="*", help="the sentence (else -i FILE, else stdin, one sentence a line)")
+    p.add_argument("-i", "--input", help="file of sentences, one a line (UTF-8); the best paraphrase a line out")
+    p.add_argument("--model", default="general", help="model whose log p(e2|e1) scores the options")
+    p.add_argument("-n", type=int, default=5, help="how many outputs per sentence with --nbest / --format json")
+    p.add_argument("--nbest", action="store_true",
+                   help="n-best lines: 'index ||| text ||| score ||| features ||| replaced spans'")
+    p.add_argument("--format", choices=["text", "json"], default="text", help="json: one object per sentence")
+    p.add_argument("--lm", help="kenlm ARPA/binary LM (default: the build's in-domain LM for domain models, "
+                                "the general LM for General, found in the work dir beside the database)")
+    p.add_argument("--work", help="the build's work dir, where its LMs are (default: <db dir>/work, ./work/DB)")
+    p.add_argument("--weights", help="JSON of decoder weights (default: the tuned ones, docs/sentences.md)")
+    p.add_argument("--lm-weight", type=float, help="override the LM weight (lambda)")
+    p.add_argument("--identity-bias", type=float, help="override the per-kept-word identity bias (beta)")
+    p.add_argument("--force-change", action="store_true",
+                   help="replace at least one span whenever the lattice allows (else the unchanged sentence may win)")
+    p.add_argument("-k", type=int, default=8, help="paraphrases per span")
+    p.add_argument("--max-span", type=int, default=5, help="longest span (words) to paraphrase")
+    p.add_argument("--beam", type=int, default=8, help="hypotheses kept per stack")
+    p.set_defaults(func=cmd_paraphrase)
+
+    # Options may come between DB and TEXT (`pivot paraphrase db.db --nbest "a sentence"`):
+    # this command's parser intermixes options and positionals.
+    class _Intermixed(type(p)):
+        def parse_known_args(self, args=None, namespace=None):
+            if getattr(self, "_intermixing", False):
+                return super().parse_known_args(args, namespace)
+            self._intermixing = True
+            try:
+                return self.parse_known_intermixed_args(args, namespace)
+            finally:
+                self._intermixing = False
+
+    p.__class__ = _Intermixed
+
+
+def _add_identify(sub):
+    p = sub.add_parser("identify", help="paraphrase identification on MSRP-format pairs (features + classifier)",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("db", help="database written by `pivot build` (its lexical paraphrases are features)")
+    p.add_argument("--train", required=True, help="MSRP-format training file")
+    p.add_argument("--test", required=True, help="MSRP-format test file")
+    p.add_argument("--predictions", help="write 'label<TAB>score' per test pair, in the test file's order")
+    p.add_argument("--model", default="general", help="model whose paraphrases align the sentences")
+    p.add_argument("--classifier", choices=["logreg", "svm"], default="logreg")
+    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the ablation's CI")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(func=cmd_identify)
+
+
+def _add_align_eval(sub):
+    p = sub.add_parser("align-eval", help="AER of the word aligner on the Hansards gold alignments",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--data", help="data root holding gold/hansards-align and bitext/tatoeba-fr-en (default: $PIVOT_DATA)")
+    p.add_argument("--method", choices=["ibm2", "eflomal"], default="ibm2")
+    p.add_argument("--runs", type=int, default=3, help="eflomal runs (it is unseeded: the spread is reported)")
+    p.add_argument("--no-bitext", action="store_true", help="train on the gold sentences only (quick, worse)")
+    p.add_argument("--threads", type=int, default=0, help="aligner threads (0: all cores)")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(func=cmd_align_eval)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a one-line error: "pivot build: error: ... (see 'pivot build --help')", exit 2."""
 
@@ -186,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(sub)
     _add_score(sub)
     _add_eval(sub)
+    _add_paraphrase(sub)
+    _add_identify(sub)
+    _add_align_eval(sub)
     _add_global_options(parser, sub)
     return parser
 
@@ -353,6 +422,24 @@ def cmd_eval(args) -> int:
 
 
 DEFAULT_THRESHOLDS = {"simlex": 6.0, "ppdb-human": 3.0, "pairs": 0.0}
+
+
+def cmd_paraphrase(args) -> int:
+    from pivot.sentences.paraphrase import run_command
+
+    return run_command(args)
+
+
+def cmd_identify(args) -> int:
+    from pivot.sentences.identify import run_command
+
+    return run_command(args)
+
+
+def cmd_align_eval(args) -> int:
+    from pivot.sentences.align_eval import run_command
+
+    return run_command(args)
 
 
 def main(argv=None) -> int:

@@ -29,6 +29,7 @@ import numpy as np
 from pivot._version import __version__
 from pivot import preflight, recipes
 from pivot.errors import InputError
+from pivot.pipeline.engine import release_heap
 from pivot.pipeline.graph import check_inputs
 from pivot.pipeline.pivoting import resolve_threads
 
@@ -83,6 +84,7 @@ class Workdir:
         content = content_key(tmp)
         self.contents[name] = content
         (tmp / "DONE").write_text(json.dumps({**parts, "content": content}, sort_keys=True, indent=1, default=str))
+        release_heap()
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         self.timings[name] = round(time.perf_counter() - t0, 2)
@@ -587,6 +589,9 @@ class Pipeline:
         from pivot.store.db import write_database
 
         para = self.paraphrases
+        # The sharded stages are done: the workers' memory goes back to the system before the
+        # combination and the database are written here.
+        self.engine.close()
         models = [dict(m) for m in self.models]
         comb_meta = None
         if self.combination is not None:

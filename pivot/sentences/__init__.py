@@ -1,0 +1,13 @@
+"""Sentence-level uses of a paraphrase database.
+
+* :mod:`pivot.sentences.paraphrase` -- a monotone phrase-based paraphrase decoder (Quirk et al.
+  2004 style): a lattice of every span's paraphrases from the database, scored by the model's
+  log p(e2|e1), a kenlm language model and an identity bias, searched with a beam.
+* :mod:`pivot.sentences.identify` -- paraphrase identification on MSRP (Brockett & Dolan 2005
+  style features, DB-backed lexical alignment features, logistic regression).
+* :mod:`pivot.sentences.align_eval` -- AER of the project's aligner on the Hansards gold.
+* :mod:`pivot.sentences.generation_eval` -- BLEU / iBLEU of generated paraphrases.
+* :mod:`pivot.sentences.msrp` -- the MSRP corpus reader.
+
+See docs/sentences.md.
+"""
