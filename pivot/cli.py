@@ -90,6 +90,9 @@ def _add_eval(sub):
     evi.add_argument("--cache-dir", default=None,
                      help="embedding cache (default: $XDG_CACHE_HOME/pivot/embeddings)")
     evi.add_argument("--threads", type=int, default=None, help="torch threads for the rival (default: torch's)")
+    evi.add_argument("--work", default=None,
+                     help="the build's work dir: its corpus.*/bitext.en give the ontology gold's "
+                          "in-bitext view (pairs whose phrases both occur in the bitext)")
     p.add_argument("--models", nargs="+", help="models to evaluate (default: all)")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
@@ -437,6 +440,18 @@ def cmd_eval(args) -> int:
 DEFAULT_THRESHOLDS = {"simlex": 6.0, "ppdb-human": 3.0, "pairs": 0.0}
 
 
+def _bitext_en(work) -> list:
+    """The normalised English bitext files of a build's work dir (none without --work)."""
+    if work is None:
+        return []
+    from pathlib import Path
+
+    files = sorted(Path(work).glob("corpus.*/bitext.en"))
+    if not files:
+        raise InputError("no corpus.*/bitext.en in the work dir (give the dir `pivot build --work` used)", work)
+    return files
+
+
 def _cmd_evidence(args, rec) -> int:
     """The evidence report: the recipe's sets (+ the ontology gold) under both protocols."""
     from pivot import recipes
@@ -446,7 +461,8 @@ def _cmd_evidence(args, rec) -> int:
         raise InputError(f"--top-k must be at least 1 (got {args.top_k})")
     evd = run_evidence(args.db, rec, recipes.resolve_data_root(args.data), ontology_part=args.ontology_gold,
                        rivals=tuple(args.rival or ()), k=args.top_k, n_boot=args.n_boot, seed=args.seed,
-                       cache_dir=args.cache_dir, threads=args.threads, models=args.models)
+                       cache_dir=args.cache_dir, threads=args.threads, models=args.models,
+                       bitext_en=_bitext_en(args.work))
     for name, res in evd.full.items():
         for label, r in (("full-set", res), ("candidate", evd.candidate.get(name))):
             if r is not None and r.models:

