@@ -133,6 +133,8 @@ def test_evidence_report(db, tmp_path):
     text = out.read_text()
     assert "## bio" in text and "### Full-set AP" in text and "### Candidate AP" in text
     assert "| general | 75.6 [" in text and "sig-p" in text and "`pivot eval x`" in text
+    # the paper protocol: candidates = the 3 pairs General proposes, .5+ .3− .2+ → AP (1 + 2/3)/2 = 83.3
+    assert "## The paper's protocol" in text and "| general | 83.3 [" in text
     png = tmp_path / "docs" / "figures" / "results-bio.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -163,3 +165,15 @@ def test_candidate_closed_world_labels(db):
     assert res.info["labelled closed-world (not gold pairs)"] == 2
     # general: .5+ .3− .2− → AP 1; dom .6+ .3− .1− → 1
     assert res.models["general"].ap == 1.0
+
+
+def test_make_gold_normalises_dedupes_and_excludes():
+    # "Treat"/"treat" normalise alike; (cure, treat) repeats (treat, cure) with another label: a
+    # conflict, first wins; (heal, gene) is a tuning pair: out; (a, A) is one phrase twice: out.
+    from pivot.eval.gold import pair_key
+
+    g = pr.make_gold("g", [("Treat", "cure", 1), ("cure", "treat", 0), ("heal", "gene", 1), ("a", "A", 1),
+                           ("treat", "handle", 0)], exclude={pair_key("gene", "heal")})
+    assert g.pairs == [("treat", "cure"), ("treat", "handle")] and g.labels.tolist() == [1, 0]
+    assert (g.info["repeats dropped"], g.info["of which label conflicts"], g.info["tuning pairs dropped"],
+            g.info["identical after normalisation"]) == (1, 1, 1, 1)

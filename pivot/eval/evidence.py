@@ -39,6 +39,7 @@ class Evidence:
     reachable: dict[str, tuple[int, int]]     # gold -> (pairs with both phrases in the DB, pairs)
     selection: dict                           # what the dev part chose, and its dev APs
     settings: dict = field(default_factory=dict)
+    paper: dict = field(default_factory=dict)  # recipe set -> EvalResult of the paper's protocol
 
 
 def _tuning_keys(db) -> set[str]:
@@ -48,7 +49,7 @@ def _tuning_keys(db) -> set[str]:
     if not rows:
         return set()
     texts = sorted({t for r in rows for t in r[:2]})
-    norm = dict(zip(texts, normalize_many(texts, db._lang if hasattr(db, "_lang") else "en")))
+    norm = dict(zip(texts, normalize_many(texts, db.meta.get("normalization", {}).get("lang", "en"))))
     return {goldmod.pair_key(norm[r[0]], norm[r[1]]) for r in rows}
 
 
@@ -162,13 +163,26 @@ def run_evidence(db, rec, data_root, *, ontology_part="test", rivals=("minilm",)
         r = pr.reachable(db, g)
         reach[name] = (int(r.sum()), len(r))
         log.info("gold %s: %d pairs, %d candidates (%.0f s)", name, len(g.pairs), cand[name].n, time.time() - t0)
+    paper = {}
+    if rec:
+        # The paper's protocol (candidates = General's proposals), kept for continuity with
+        # the earlier reports; a set General proposes no positive of has none.
+        from pivot.eval.report import evaluate_gold_files
+
+        for spec in (rec.get("eval") or {}).get("sets") or []:
+            sources = [{**src, "path": Path(data_root) / src["path"]} for src in spec["sources"]]
+            try:
+                paper[spec["name"]] = evaluate_gold_files(db, sources, name=spec["name"], exclude_tuning=True,
+                                                          models=models, n_boot=n_boot, seed=seed)
+            except InputError as exc:
+                log.warning("paper protocol, %s: %s", spec["name"], exc)
     settings = {"n_boot": n_boot, "seed": seed, "top-K": k, "rivals": [rv.name for rv in rival_objs],
                 "ontology part": ontology_part or "none"}
     for rv in rival_objs:
         if getattr(rv, "cache", None) is not None:
             settings[f"{rv.name} weights sha256"] = rv.cache.digest
             rv.cache.close()
-    return Evidence(str(db.path), db.signature, golds, full, cand, cov, reach, selection, settings)
+    return Evidence(str(db.path), db.signature, golds, full, cand, cov, reach, selection, settings, paper)
 
 
 # ------------------------------------------------------------------------------ report
@@ -347,6 +361,14 @@ def write_evidence_report(path_md, evd: Evidence, command: str | None = None) ->
         fig = _plot(evd, name, plot_models, fig_dir / f"{path_md.stem}-{name}.png")
         rel = os.path.relpath(fig.resolve(), path_md.resolve().parent)
         out += [f"![{name}: PR curves, full-set and candidate]({Path(rel).as_posix()})", ""]
+    if evd.paper:
+        out += ["## The paper's protocol", "",
+                "Candidates = the gold pairs General proposes (either direction); every model ranks "
+                "them, one that does not propose a candidate ranks it last. Recall outside General's "
+                "proposals does not count here: this is the protocol of the earlier reports.", ""]
+        for name, res in evd.paper.items():
+            out += [f"### {name}: {res.n_candidates} candidates ({res.n_positive} positive) of {res.n_gold} "
+                    "gold pairs", ""] + ev.table_rows(res) + [""]
     path_md.parent.mkdir(parents=True, exist_ok=True)
     path_md.write_text("\n".join(out), encoding="utf-8")
     return path_md
