@@ -93,6 +93,9 @@ def _add_eval(sub):
     evi.add_argument("--work", default=None,
                      help="the build's work dir: its corpus.*/bitext.en give the ontology gold's "
                           "in-bitext view (pairs whose phrases both occur in the bitext)")
+    evi.add_argument("--reference", default=None,
+                     help="another database (e.g. the previous release's): its General's coverage "
+                          "of each gold, and the ratio, in the report")
     p.add_argument("--models", nargs="+", help="models to evaluate (default: all)")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
@@ -462,7 +465,7 @@ def _cmd_evidence(args, rec) -> int:
     evd = run_evidence(args.db, rec, recipes.resolve_data_root(args.data), ontology_part=args.ontology_gold,
                        rivals=tuple(args.rival or ()), k=args.top_k, n_boot=args.n_boot, seed=args.seed,
                        cache_dir=args.cache_dir, threads=args.threads, models=args.models,
-                       bitext_en=_bitext_en(args.work))
+                       bitext_en=_bitext_en(args.work), reference=args.reference)
     for name, res in evd.full.items():
         for label, r in (("full-set", res), ("candidate", evd.candidate.get(name))):
             if r is not None and r.models:

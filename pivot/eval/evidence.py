@@ -40,6 +40,8 @@ class Evidence:
     selection: dict                           # what the dev part chose, and its dev APs
     settings: dict = field(default_factory=dict)
     paper: dict = field(default_factory=dict)  # recipe set -> EvalResult of the paper's protocol
+    reference: dict = field(default_factory=dict)  # gold -> (pairs the reference's General proposes, pairs)
+    reference_signature: str = ""
 
 
 def _tuning_keys(db) -> set[str]:
@@ -104,13 +106,15 @@ def select_on_dev(db, dev: pr.Gold, models, cache=None) -> dict:
 
 
 def run_evidence(db, rec, data_root, *, ontology_part="test", rivals=("minilm",), k=20, n_boot=1000,
-                 seed=0, cache_dir=None, threads=None, models=None, bitext_en=()) -> Evidence:
+                 seed=0, cache_dir=None, threads=None, models=None, bitext_en=(), reference=None) -> Evidence:
     """Every gold set under both protocols, with the rivals (see the module docstring).
 
     bitext_en: the build's normalised English bitext files (WORK/corpus.*/bitext.en). With them
     the ontology gold gets a second view, its pairs whose two phrases both occur in the bitext
     (what any pivot model of this data could at best propose; defined by the data, not by a
     model or its pruning), and the dev-part selection is made on that view.
+    reference: another database (e.g. one built by the previous release): its General's
+    coverage of each gold is reported beside this one's, as a ratio.
     """
     from pivot.store.db import ParaphraseDB
 
@@ -163,6 +167,13 @@ def run_evidence(db, rec, data_root, *, ontology_part="test", rivals=("minilm",)
         r = pr.reachable(db, g)
         reach[name] = (int(r.sum()), len(r))
         log.info("gold %s: %d pairs, %d candidates (%.0f s)", name, len(g.pairs), cand[name].n, time.time() - t0)
+    ref_cov, ref_sig = {}, ""
+    if reference is not None:
+        ref = reference if isinstance(reference, ParaphraseDB) else ParaphraseDB(reference)
+        ref_sig = ref.signature
+        for name, g in golds.items():
+            s_ref = ev._symmetric_scores(ref, g.pairs, ref.models[0])
+            ref_cov[name] = (int((~np.isnan(s_ref)).sum()), len(g.pairs))
     paper = {}
     if rec:
         # The paper's protocol (candidates = General's proposals), kept for continuity with
@@ -182,7 +193,8 @@ def run_evidence(db, rec, data_root, *, ontology_part="test", rivals=("minilm",)
         if getattr(rv, "cache", None) is not None:
             settings[f"{rv.name} weights sha256"] = rv.cache.digest
             rv.cache.close()
-    return Evidence(str(db.path), db.signature, golds, full, cand, cov, reach, selection, settings, paper)
+    return Evidence(str(db.path), db.signature, golds, full, cand, cov, reach, selection, settings, paper,
+                    ref_cov, ref_sig)
 
 
 # ------------------------------------------------------------------------------ report
@@ -247,6 +259,49 @@ def _plot(ev_: Evidence, name: str, models, path: Path) -> Path:
     return path
 
 
+def _is_bio(name: str) -> bool:
+    return name.startswith("ontology") or name.startswith("bio")
+
+
+def targets(evd: Evidence, best_c, rival) -> list[str]:
+    """The issue's targets, each checked on the numbers above (full-set protocol unless named).
+
+    * biology golds: the dev-chosen combination's Δ rel vs General >= +10 % with the paired
+      interval above 0; the general control: no significant gain (interval not above 0);
+    * coverage of General >= 5x the reference database's (only with --reference);
+    * the combination >= the rival (AP).
+    """
+    if not best_c:
+        return []
+    out = ["Targets (issue 10), on the numbers above:", ""]
+    for name, res in evd.full.items():
+        c = res.models.get(best_c)
+        if c is None or c.delta is None:
+            continue
+        d = c.delta
+        if _is_bio(name):
+            ok = d.rel_pct >= 10 and d.rel_pct_ci[0] > 0
+            out.append(f"- {name}: {best_c} vs General {d.rel_pct:+.1f}% [{d.rel_pct_ci[0]:+.1f}, "
+                       f"{d.rel_pct_ci[1]:+.1f}] (target >= +10%, interval above 0): **{'met' if ok else 'not met'}**")
+        else:
+            ok = not d.rel_pct_ci[0] > 0
+            out.append(f"- {name} (general control): {d.rel_pct:+.1f}% [{d.rel_pct_ci[0]:+.1f}, "
+                       f"{d.rel_pct_ci[1]:+.1f}] (target: no significant gain): **{'met' if ok else 'not met'}**")
+        if rival and _is_bio(name):
+            rv = res.models[rival]
+            out.append(f"- {name}: {best_c} AP×100 {_f(c.ap)} vs {rival} {_f(rv.ap)} (target: combination >= "
+                       f"rival): **{'met' if c.ap >= rv.ap else 'not met'}**")
+        if name in evd.reference and _is_bio(name):
+            n_ref, n = evd.reference[name]
+            n_now = res.models[res.baseline].n_proposed
+            ratio = n_now / n_ref if n_ref else float("inf")
+            out.append(f"- {name}: General proposes {n_now} of {n} pairs, the reference {n_ref} "
+                       f"(×{ratio:.2f}; target ×5): **{'met' if ratio >= 5 else 'not met'}**")
+    if evd.reference_signature:
+        out += ["", f"Reference database for coverage: `{evd.reference_signature}`"]
+    return out
+
+
 def write_evidence_report(path_md, evd: Evidence, command: str | None = None) -> Path:
     """Markdown with tables (AP with CIs, both protocols, per gold), coverage, PR plots, rival."""
     path_md = Path(path_md)
@@ -305,7 +360,7 @@ def write_evidence_report(path_md, evd: Evidence, command: str | None = None) ->
                 vs = _delta(res.paired_delta(rival, best_c))[0] if c else "–"
                 row += f" {_f(rv.ap)} {_ci(rv.ap_ci)} | {vs} |"
             out.append(row)
-    out += [""]
+    out += [""] + targets(evd, best_c, rival) + [""]
 
     # -- sizes and coverage
     names = list(evd.full)
