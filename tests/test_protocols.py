@@ -148,6 +148,8 @@ def test_evidence_report(db, tmp_path):
     assert "- bio: General proposes 3 of 5 pairs, the reference 3 (×1.00; target ×5): **not met**" in text
     png = tmp_path / "docs" / "figures" / "results-bio.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the paper's Figure 2 (General + X) beside it; no ml-* model here, so no Figure 1
+    assert "](figures/results-combined.png)" in text and "results-subsampled" not in text
 
 
 def test_phrases_in_text(tmp_path):

@@ -424,6 +424,11 @@ def write_evidence_report(path_md, evd: Evidence, command: str | None = None) ->
         for name, res in evd.paper.items():
             out += [f"### {name}: {res.n_candidates} candidates ({res.n_positive} positive) of {res.n_gold} "
                     "gold pairs", ""] + ev.table_rows(res) + [""]
+        from pivot.eval.plots import plot_paper_figures
+
+        for fig in plot_paper_figures(evd.paper, fig_dir, stem=path_md.stem).values():
+            rel = os.path.relpath(Path(fig).resolve(), path_md.resolve().parent)
+            out += [f"![{Path(fig).stem}]({Path(rel).as_posix()})", ""]
     path_md.parent.mkdir(parents=True, exist_ok=True)
     path_md.write_text("\n".join(out), encoding="utf-8")
     return path_md
