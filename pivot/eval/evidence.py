@@ -314,7 +314,8 @@ def write_evidence_report(path_md, evd: Evidence, command: str | None = None) ->
         marks[best_c] = " ★"
     if best_d:
         marks[best_d] = " ☆"
-    command = command or " ".join(shlex.quote(a) for a in sys.argv)
+    # the command as a user types it: the entry point by its name, not its install path
+    command = command or " ".join(["pivot"] + [shlex.quote(a) for a in sys.argv[1:]])
     out = [
         "# Evaluation: evidence on real gold", "",
         f"Regenerate: `{command}`  ",
