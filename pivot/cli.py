@@ -88,8 +88,8 @@ def _add_eval(sub):
                      help="score every pair with a rival too (minilm: extra [rivals])")
     evi.add_argument("--top-k", type=int, default=20, help="candidate AP: each model's top-K per query term")
     evi.add_argument("--cache-dir", default=None,
-                     help="embedding cache (default: $XDG_CACHE_HOME/pivot/embeddings)")
-    evi.add_argument("--threads", type=int, default=None, help="torch threads for the rival (default: torch's)")
+                     help="embedding cache; None: $XDG_CACHE_HOME/pivot/embeddings")
+    evi.add_argument("--threads", type=int, default=None, help="torch threads for the rival; None: torch's choice")
     evi.add_argument("--work", default=None,
                      help="the build's work dir: its corpus.*/bitext.en give the ontology gold's "
                           "in-bitext view (pairs whose phrases both occur in the bitext)")
