@@ -161,6 +161,10 @@ def _add_paraphrase(sub):
     p.add_argument("--identity-bias", type=float, help="override the per-kept-word identity bias (beta)")
     p.add_argument("--force-change", action="store_true",
                    help="replace at least one span whenever the lattice allows (else the unchanged sentence may win)")
+    p.add_argument("--rules", help="rule model JSON learned on paraphrase pairs (bench/bench_sentences.py --tune "
+                                   "--rules-out FILE): scores each option, and brings its tuned weights and gate")
+    p.add_argument("--gate", type=float, help="with --rules: change a sentence only when the mean log-odds of its "
+                                              "replaced spans is at least this (default: the rule file's)")
     p.add_argument("-k", type=int, default=8, help="paraphrases per span")
     p.add_argument("--max-span", type=int, default=5, help="longest span (words) to paraphrase")
     p.add_argument("--beam", type=int, default=8, help="hypotheses kept per stack")
