@@ -238,6 +238,34 @@ def identify(args, db):
         _write("sentences_identify_models.json", rows)
 
 
+def identify_cv(args, db):
+    """Choose the DB features without the test set: for each setting (a comma list of models),
+    the accuracy of string-only and string+DB under nested cross-validation on the train pairs
+    (outer StratifiedKFold 5, seeds 100 and 101; inside, make_classifier's own 5-fold C search)."""
+    import numpy as np
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+
+    from pivot.sentences.identify import DBAligner, featurize, make_classifier
+
+    train = read_msrp(os.path.join(args.data, "gold", "msrp", "msr_paraphrase_train.txt"))
+    y = np.array([p.label for p in train])
+
+    def cv(x):
+        return float(np.mean([cross_val_score(make_classifier("logreg", 0), x, y,
+                                              cv=StratifiedKFold(5, shuffle=True, random_state=100 + r)).mean()
+                              for r in range(2)]))
+    xs, _ = featurize(train, None)
+    rows = {"string_only": cv(xs)}
+    print("string_only", rows["string_only"], flush=True)
+    for setting in args.identify_cv:
+        _, xd = featurize(train, [DBAligner(db, m) for m in setting.split(",")])
+        acc = cv(np.hstack([xs, xd]))
+        rows[setting] = {"accuracy": acc, "minus_string_only": acc - rows["string_only"]}
+        print(setting, rows[setting], flush=True)
+    _write("sentences_identify_cv.json", {"set": "MSRP train pairs only (4,076)", "method": identify_cv.__doc__,
+                                          "results": rows})
+
+
 def align(args):
     from pivot.sentences.align_eval import eval_eflomal, eval_ibm2, load_sets
 
@@ -267,7 +295,11 @@ def main():
     ap.add_argument("--weights", help="decoder weights JSON (default: pivot's defaults)")
     ap.add_argument("--domain-model", default="ml-weighted-ppl")
     ap.add_argument("--identify", action="store_true")
-    ap.add_argument("--identify-model", default="general")
+    ap.add_argument("--identify-model", default="general,ml-weighted-ppl",
+                    help="DB feature blocks of --identify (chosen by --identify-cv on the train pairs)")
+    ap.add_argument("--identify-cv", nargs="*", default=[],
+                    help="nested CV on the MSRP TRAIN pairs only (outer 5-fold x 2 seeds, the usual inner C "
+                         "search) of string-only vs string+DB for these DB settings: sentences_identify_cv.json")
     ap.add_argument("--identify-models", nargs="*", default=[],
                     help="also compare these models' DB features (sentences_identify_models.json)")
     ap.add_argument("--align", action="store_true")
@@ -275,7 +307,7 @@ def main():
     args = ap.parse_args()
     if args.align:
         align(args)
-    if args.tune or args.tune_rules or args.generation or args.identify:
+    if args.tune or args.tune_rules or args.generation or args.identify or args.identify_cv:
         with ParaphraseDB(args.db) as db:
             if args.tune:
                 tune(args, db)
@@ -283,6 +315,8 @@ def main():
                 tune_rules(args, db)
             if args.generation:
                 generation(args, db)
+            if args.identify_cv:
+                identify_cv(args, db)
             if args.identify:
                 identify(args, db)
 

@@ -192,7 +192,8 @@ def _add_identify(sub):
     p.add_argument("--train", required=True, help="MSRP-format training file")
     p.add_argument("--test", required=True, help="MSRP-format test file")
     p.add_argument("--predictions", help="write 'label<TAB>score' per test pair, in the test file's order")
-    p.add_argument("--model", default="general", help="model whose paraphrases align the sentences")
+    p.add_argument("--model", default="general",
+                   help="model whose paraphrases align the sentences; several, comma-separated, give a feature block each")
     p.add_argument("--classifier", choices=["logreg", "svm"], default="logreg")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the ablation's CI")
     p.add_argument("--seed", type=int, default=0)
