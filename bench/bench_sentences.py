@@ -81,7 +81,7 @@ def tune(args, db):
     _write("sentences_tuning.json", out)
 
 
-RULE_GRID = {"rule": [1.0, 2.0, 4.0], "lm": [0.0, 0.25, 0.5], "tm": [0.0, 1.0]}
+RULE_GRID = {"rule": [1.0, 4.0], "lm": [0.0, 0.25, 0.5], "tm": [0.0, 1.0]}
 GATE_SHARES = [0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.52, 0.55, 0.6, 0.7, 0.8, 1.0]
 
 

@@ -6,14 +6,18 @@ paraphrases under the chosen model (:meth:`PhraseTable.options`, cached per span
 also gets the identity option. A left-to-right (monotone) beam search picks one option per
 stretch of the sentence, maximising
 
-    score = tm · Σ log p(e2|e1)            over the replaced spans
+    score = tm · Σ log p(e2|e1)  + tm_rev · Σ log p(e1|e2)     over the replaced spans
+          + rule · Σ (rule log-odds)                             over the replaced spans
           + λ · ln p_LM(output)             kenlm, natural log, with <s> and </s>
           + β · (number of source words kept as they are)
           + ω · (number of output words)
 
 ``λ`` (``lm``), ``β`` (``identity``) and ``ω`` (``word_penalty``) are :class:`Weights`; the
 defaults :data:`DEFAULT_WEIGHTS` were tuned on the MSRP training positives for iBLEU
-(bench/bench_sentences.py --tune, bench/results/sentences_tuning.json).
+(bench/bench_sentences.py --tune, bench/results/sentences_tuning.json). The rule log-odds come
+from a :class:`pivot.sentences.rules.RuleModel` (0 without one); with a *gate*, the best output
+that changes something is kept only when the mean log-odds of its replaced spans reaches the
+gate, else the source is returned (bench/bench_sentences.py --tune-rules).
 
 Hypotheses are grouped by the number of source words they cover (monotone: every hypothesis of
 a stack covers the same prefix, so no future cost is needed) and pruned to ``beam`` per stack;
