@@ -14,7 +14,14 @@
               outputs differing from the source; sentences/s (one process, a fresh lookup
               cache, LM loading excluded and reported apart); example outputs.
               Writes bench/results/sentences_generation.json.
---identify    `pivot identify` on MSRP train/test: bench/results/sentences_identify.json;
+--tune-rules  the rule model (pivot.sentences.rules) and its weights and gate, tuned on the MSRP
+              TRAIN positives with cross-fitted log-odds: bench/results/sentences_rules_tuning.json,
+              the model to --rules-out (derived from MSRP: keep it outside the repository);
+              --generation --rules FILE adds the rule-model decoder rows.
+--identify-cv nested CV on the MSRP TRAIN pairs of string-only vs string+DB for DB settings
+              (sentences_identify_cv.json): how --identify-model was chosen.
+--identify    `pivot identify` on MSRP train/test (DB blocks of --identify-model, default
+              general,ml-weighted-ppl): bench/results/sentences_identify.json;
               with --identify-models M1 M2 ... the same for each model's DB features
               (sentences_identify_models.json).
 --align       `pivot align-eval` for ibm2 and eflomal (3 runs): bench/results/sentences_align.json.
