@@ -178,6 +178,10 @@ def _add_paraphrase(sub):
     p.add_argument("--identity-bias", type=float, help="override the per-kept-word identity bias (beta)")
     p.add_argument("--force-change", action="store_true",
                    help="replace at least one span whenever the lattice allows (else the unchanged sentence may win)")
+    p.add_argument("--rules", help="rule model JSON learned on paraphrase pairs (bench/bench_sentences.py --tune "
+                                   "--rules-out FILE): scores each option, and brings its tuned weights and gate")
+    p.add_argument("--gate", type=float, help="with --rules: change a sentence only when the mean log-odds of its "
+                                              "replaced spans is at least this (default: the rule file's)")
     p.add_argument("-k", type=int, default=8, help="paraphrases per span")
     p.add_argument("--max-span", type=int, default=5, help="longest span (words) to paraphrase")
     p.add_argument("--beam", type=int, default=8, help="hypotheses kept per stack")
@@ -205,7 +209,8 @@ def _add_identify(sub):
     p.add_argument("--train", required=True, help="MSRP-format training file")
     p.add_argument("--test", required=True, help="MSRP-format test file")
     p.add_argument("--predictions", help="write 'label<TAB>score' per test pair, in the test file's order")
-    p.add_argument("--model", default="general", help="model whose paraphrases align the sentences")
+    p.add_argument("--model", default="general",
+                   help="model whose paraphrases align the sentences; several, comma-separated, give a feature block each")
     p.add_argument("--classifier", choices=["logreg", "svm"], default="logreg")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the ablation's CI")
     p.add_argument("--seed", type=int, default=0)
