@@ -9,12 +9,14 @@ texts do not grow: the in-domain text is fixed and the general sample has its si
 ``min_phrase_count`` times s, so that the pruning keeps what 1x keeps. Each build
 is a child process on a fresh work directory; the RSS of its whole process tree (the build, the
 Dask workers, any tool) is summed every 0.2 s and attributed to the stage the log says is
-running. Reported per build: wall time, peak summed RSS overall and per stage, the stage times
-and the sharded rounds' seconds; across scales: the peak RSS ratio (largest / smallest) and
-the fitted exponent b of wall = a * scale^b.
+running. Reported per build: wall time, CPU seconds of the tree, the load before it started,
+peak summed RSS overall and per stage, the stage times and the database write's seconds;
+across scales: the peak RSS ratio (largest / smallest) and the fitted exponent b of
+wall = a * scale^b and of cpu = a * scale^b.
 
 --compare-workers rebuilds the extract, translation and pivot stages of the 1x build with
-``--workers 1`` and ``--workers 2`` (the earlier stages reused) and compares their seconds.
+``--workers 1`` and ``--workers 2`` (the earlier stages reused; ``--threads 1``, so the
+in-process run uses one core) and compares their seconds, in all and per stage.
 --kill-worker kills one Dask worker (SIGKILL) while the 1x build extracts and checks that every
 database has the content (bench/_measure.py content_sha256: every stored row and the
 combination fits) of the undisturbed build.
@@ -144,6 +146,10 @@ def main():
         peaks = [builds[str(s)]["peak_rss_tree_gib"] for s in done]
         result["peak_rss_ratio_max_over_min"] = round(max(peaks) / min(peaks), 3)
         result["time_exponent"] = round(fit_exponent(done, [builds[str(s)]["wall_s"] for s in done]), 3)
+        # CPU seconds of the whole tree: the exponent that contention on a shared machine
+        # cannot bend (wall times are only comparable when every loadavg_1min_before is low).
+        if all("cpu_s" in builds[str(s)] for s in done):
+            result["cpu_time_exponent"] = round(fit_exponent(done, [builds[str(s)]["cpu_s"] for s in done]), 3)
         save()
 
     base = tmp / "x1"
@@ -153,13 +159,18 @@ def main():
             for stage_dir in list((base / "work").glob("*")):
                 if stage_dir.name.split("-")[0].lstrip(".") in SHARDED:
                     shutil.rmtree(stage_dir)
-            figures = run_measured(build_cmd(base / "recipe.toml", data, base / "work", base / f"w{workers}.db", workers),
-                                   base / f"w{workers}.log")
+            # --threads 1: the in-process run then uses one core (its pivot kernel would
+            # otherwise thread over both), so the ratio is one core against two workers.
+            figures = run_measured(build_cmd(base / "recipe.toml", data, base / "work", base / f"w{workers}.db", workers)
+                                   + ["--threads", "1"], base / f"w{workers}.log")
             secs = db_meta(base / f"w{workers}.db", "stage_seconds")
             comp[str(workers)] = {**figures, "extract_pivot_s": round(sum(secs.get(s, 0) for s in SHARDED), 2),
-                                  "stage_seconds": secs, "content_sha256": content_sha256(base / f"w{workers}.db")}
+                                  "stage_seconds": secs, "store_s": store_seconds(base / f"w{workers}.log"),
+                                  "content_sha256": content_sha256(base / f"w{workers}.db")}
             print("workers", workers, comp[str(workers)]["extract_pivot_s"], flush=True)
         comp["speedup_extract_pivot"] = round(comp["1"]["extract_pivot_s"] / comp["2"]["extract_pivot_s"], 3)
+        comp["speedup_by_stage"] = {s: round(comp["1"]["stage_seconds"][s] / comp["2"]["stage_seconds"][s], 3)
+                                    for s in SHARDED}
         comp["content_identical"] = comp["1"]["content_sha256"] == comp["2"]["content_sha256"] == builds["1"]["content_sha256"]
         result["workers"] = comp
         save()
@@ -170,8 +181,16 @@ def main():
                 shutil.rmtree(stage_dir)
         killed = []
 
+        extract_seen = []
+
         def kill_one(proc, stage, elapsed):
+            # Mid-task: two seconds into extract, when the cluster is up (its log line is
+            # written before the first task) and the workers hold shards.
             if killed or stage != "extract":
+                return
+            if not extract_seen:
+                extract_seen.append(elapsed)
+            if elapsed - extract_seen[0] < 2.0 or "dask: <Client" not in (base / "killed.log").read_text():
                 return
             workers = [p for p in descendants(proc.pid)[1:] if "spawn_main" in _cmdline(p)]
             if workers:
