@@ -37,7 +37,7 @@ log = logging.getLogger("pivot")
 
 # Bump a stage's version when its code changes what it writes: old artifacts then miss.
 STAGE_VERSIONS = {"corpus": 1, "align": 1, "encode": 2, "lmtext": 3, "lm": 2, "score": 3,
-                  "weights": 3, "extract": 2, "translation": 1, "pivot": 2, "combine": 2}
+                  "weights": 3, "extract": 3, "translation": 2, "pivot": 3, "combine": 2}
 
 
 def _key(parts) -> str:
@@ -437,25 +437,25 @@ class Pipeline:
         """Rounds 2-4: merged counts, p(f|e) and p(e|f) over the full table, pruning, the pivot structure."""
         from pivot.pipeline import translation as T
 
-        prune = dict(self.rec["pivot"])
-        prune.pop("top_n")
+        prune = {k: v for k, v in self.rec["pivot"].items() if k in _ENTRY_PRUNING}
         x_dir = self.table_dir[0]
         n_parts = json.loads((x_dir / "extract.json").read_text())["n_parts"]
         x_paths = sorted(x_dir.glob("x-*.npz"))
 
         def produce(tmp):
             e_paths = [tmp / f"e-{p:04d}.npz" for p in range(n_parts)]
-            self.engine.map(T.merge_by_e, [(x_paths, p, n_parts, e_paths[p]) for p in range(n_parts)],
-                            name="merge-e")
+            self.engine.map(T.merge_by_e, [(x_paths, p, n_parts, e_paths[p], prune["min_phrase_count"])
+                                           for p in range(n_parts)], name="merge-e")
             f_paths = [tmp / f"f-{q:04d}.npz" for q in range(n_parts)]
             stats = self.engine.map(_merge_by_f_task, [(e_paths, x_paths, q, f_paths[q], prune)
                                                        for q in range(n_parts)], name="merge-f")
             shape = T.assemble(f_paths, tmp / "structure")
-            total = {k: sum(s[k] for s in stats) for k in stats[0]}
+            total = {k: sum(s[k] for s in stats) for k in stats[0] if k != "n_kept_by_model"}
             (tmp / "translation.json").write_text(json.dumps({
-                **{k: v for k, v in prune.items()}, "decided_on": "support counts (model-independent)",
+                **{k: v for k, v in prune.items()}, "decided_on": "each model's own counts",
                 "n_phrase_pairs": total["n_pairs"], "n_after_floors": total["n_after_floors"],
                 "n_after_cap": total["n_kept"], "sum_deg_f_squared": total["sum_deg_f_squared"],
+                "n_kept_by_model": np.sum([s["n_kept_by_model"] for s in stats], axis=0).tolist(),
                 "n_parts": n_parts, **shape}, indent=1))
 
         return self.wd.stage("translation", {"extract": self.table_dir[1]}, prune, produce)
@@ -465,10 +465,12 @@ class Pipeline:
 
     @cached_property
     def pivot_dir(self) -> tuple[Path, str]:
-        """Round 5: P_k(e2|e1) = sum_f p_k(e2|f) p_k(f|e1) by ranges of English rows."""
+        """Round 5: P_k(e2|e1) = sum_f p_k(e2|f) p_k(f|e1) by ranges of English rows; each model
+        keeps its pairs with P_k >= min_p_e2_given_e1 (no top-N: that is a lookup setting)."""
         from pivot.pipeline import pivoting
 
-        top_n = self.rec["pivot"]["top_n"]
+        floor = float(self.rec["pivot"]["min_p_e2_given_e1"])
+        top_n = 0
         structure = self.translation_dir[0] / "structure"
 
         def produce(tmp):
@@ -480,21 +482,23 @@ class Pipeline:
             parts = [tmp / f"rows-{i:04d}.npz" for i in range(len(ranges))]
             # In process the kernel's own threads share the work; on a cluster, the workers do.
             threads = self.threads if self.engine.in_process else 1
-            self.engine.map(pivoting.pivot_rows, [(structure, lo, hi, top_n, path, threads)
+            self.engine.map(pivoting.pivot_rows, [(structure, lo, hi, top_n, path, threads, floor)
                                                   for (lo, hi), path in zip(ranges, parts)], name="pivot")
             fields = {f: [] for f in ("e1", "e2", "p", "n_pivots", "pivots")}
             for path in parts:
                 with np.load(path) as z:
                     for f in fields:
                         fields[f].append(z[f])
-            meta = {**json.loads((self.translation_dir[0] / "translation.json").read_text()), "top_n": top_n}
+            meta = {**json.loads((self.translation_dir[0] / "translation.json").read_text()), "top_n": top_n,
+                    "min_p_e2_given_e1": floor}
             arrays = {f: np.concatenate(v) if v else np.zeros(0) for f, v in fields.items()}
             para = pivoting.Paraphrases(**arrays, meta={**meta, "n_pairs_out": int(len(arrays["e1"]))})
             para.save(tmp / "paraphrases.npz")
             for path in parts:
                 path.unlink()
 
-        return self.wd.stage("pivot", {"translation": self.translation_dir[1]}, {"top_n": top_n}, produce)
+        return self.wd.stage("pivot", {"translation": self.translation_dir[1]},
+                             {"top_n": top_n, "min_p_e2_given_e1": floor}, produce)
 
     @cached_property
     def phrase_keys(self) -> np.ndarray:
@@ -622,7 +626,8 @@ class Pipeline:
             f"pivot:{__version__}", f"recipe:{self.name}@{self.rec['_sha256'][:12]}",
             f"data:{_key(self.fingerprints)[:12]}", f"align:{self.rec['align']['method']}@" + "+".join(self.wd.contents[f"align.{lang}"][:8] for lang in self.langs),
             f"maxlen:{self.rec['extract']['max_phrase_len']}", f"shards:{self.shard_sentences}",
-            "prune:{min_p_f_given_e}/{min_p_e_given_f}/{max_e_per_f}/top{top_n}".format(**prune),
+            "prune:{min_p_f_given_e}/{min_p_e_given_f}/{max_e_per_f}/n{min_phrase_count}/floor{min_p_e2_given_e1}"
+            "/per-model".format(**prune),
             f"models:{len(models)}", f"build:{final_key[:12]}",
         ])
         meta = {
@@ -631,7 +636,9 @@ class Pipeline:
             "recipe_file": self.rec["_path"], "recipe_sha256": self.rec["_sha256"],
             "data_fingerprints": self.fingerprints,
             "parameters": {k: self.rec[k] for k in ("preprocess", "align", "extract", "pivot")},
-            "pruning": {**prune, **para.meta, "decided_on": "support counts (model-independent)",
+            # top_n: the recipe's lookup default (pivot lookup -k); the stored pairs are cut by
+            # the floor only (para.meta["top_n"] == 0).
+            "pruning": {**prune, **para.meta, "lookup_top_n": prune["top_n"], "decided_on": "each model's own counts",
                         "n_pairs_out": int(len(para.e1)), "n_phrase_pairs": tstats["n_phrase_pairs"],
                         "n_english_phrases_kept": tstats["n_e"], "n_foreign_phrases_kept": tstats["n_f"]},
             "shards": {"shard_sentences": self.shard_sentences, "n_shards": len(self.shards["shards"]),
@@ -673,6 +680,10 @@ def run_build(domain: str | None = "bio", **kwargs) -> Path:
 
 
 # -------------------------------------------------------------------------------- helpers
+
+
+#: The [pivot] settings that prune translation entries (rounds 2-3); the rest act after the pivot.
+_ENTRY_PRUNING = ("min_p_f_given_e", "min_p_e_given_f", "max_e_per_f", "min_phrase_count")
 
 
 def _merge_by_f_task(e_paths, x_paths, q, out_path, prune):
