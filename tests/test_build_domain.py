@@ -137,6 +137,8 @@ def test_models_and_meta(built):
         assert pruning["decided_on"] == "each model's own counts" and pruning["top_n"] == 0
         assert pruning["lookup_top_n"] == 20 and db.default_k == 20
         assert len(pruning["n_kept_by_model"]) == len([m for m in names if not m.startswith("general+")])
+        # The signature names every pruning setting and the LM protocol.
+        assert "|prune:0.001/0.001/100/n1/floor0.0/per-model|lm:matched/v1|" in db.signature
         assert db.meta["moore_lewis"]["n_sentences"] == len(EN)
         assert db.lookup("divides", k=1)[0].paraphrase == "splits"
         assert db.lookup("divides", k=1)[0].score == 0.5

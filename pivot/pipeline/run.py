@@ -688,6 +688,8 @@ class Pipeline:
             f"maxlen:{self.rec['extract']['max_phrase_len']}", f"shards:{self.shard_sentences}",
             "prune:{min_p_f_given_e}/{min_p_e_given_f}/{max_e_per_f}/n{min_phrase_count}/floor{min_p_e2_given_e1}"
             "/per-model".format(**prune),
+            ("lm:" + (f"matched/v{self.domain.get('vocab_min_count', 2)}" if self.domain.get("matched", True)
+                      else "unmatched")) if self.domain else "lm:none",
             f"models:{len(models)}", f"build:{final_key[:12]}",
         ])
         meta = {
