@@ -79,7 +79,7 @@ def main():
     report = {}
     for ax, (label, groups) in zip(axes[0], panels):
         data = [groups.get(n, np.zeros(0)) for n in names]
-        ax.boxplot(data, vert=False, whis=(5, 95), showfliers=False, widths=0.6)
+        ax.boxplot(data, orientation="horizontal", whis=(5, 95), showfliers=False, widths=0.6)
         ax.axvline(0.0, color="grey", linestyle="--", linewidth=0.8)
         ax.set_yticks(range(1, len(names) + 1), [f"{n} ({len(d):,})" for n, d in zip(names, data)])
         ax.set_xlabel("sigma = H_tgt - H_gen (bits/word; < 0: in-domain-like)")
