@@ -319,10 +319,15 @@ def test_random_table_threads_give_identical_bits():
     assert table.n_pairs > 2000
     runs = [pivot_paraphrases(table, **RANDOM_PRUNING, top_n=5, n_threads=n) for n in (1, 2, 3)]
     runs += [pivot_paraphrases(table, **RANDOM_PRUNING, top_n=0, n_threads=n) for n in (1, 2)]
-    for a, b in ((runs[0], runs[1]), (runs[0], runs[2]), (runs[3], runs[4])):
+    runs += [pivot_paraphrases(table, **RANDOM_PRUNING, min_p_e2_given_e1=1e-3, n_threads=n) for n in (1, 3)]
+    for a, b in ((runs[0], runs[1]), (runs[0], runs[2]), (runs[3], runs[4]), (runs[5], runs[6])):
         for name in ("e1", "e2", "p", "n_pivots", "pivots"):
             np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
-    assert len(runs[3]) > len(runs[0]) > 1000
+    assert len(runs[3]) > len(runs[5]) > 1000 and len(runs[3]) > len(runs[0]) > 1000
+    # The floor keeps exactly the pairs of the unfloored run with some p_k >= 1e-3.
+    keep = (runs[3].p >= 1e-3).any(axis=1)
+    np.testing.assert_array_equal(runs[5].e1, runs[3].e1[keep])
+    np.testing.assert_array_equal(runs[5].p, np.where(runs[3].p[keep] >= 1e-3, runs[3].p[keep], 0.0))
 
 
 def test_random_table_agrees_with_scipy():
