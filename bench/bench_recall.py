@@ -9,8 +9,10 @@ wall time and the peak resident set summed over the build's process tree (Dask w
 included). Then, on its database:
 
 * pairs: rows of the pair table and each model's proposed pairs; the file's size;
-* lookup: p50/p99 of ``ParaphraseDB.lookup`` over 10,000 seeded random phrases with the
-  database's default k (General and the first domain model), as bench_lookup.py times it;
+* lookup: p50/p99 of ``ParaphraseDB.lookup`` over 10,000 seeded random phrases at k = 10 and
+  20 (General and the last domain model), as bench_lookup.py times it, in wall-clock and in the
+  thread's CPU time (on a busy machine the wall-clock tail is time spent waiting for a core),
+  and the phrase with the most stored pairs (the longest range a lookup sorts);
 * coverage: of the Bio-SimLex + Bio-SimVerb pairs (either direction), how many a model
   proposes at all (General; any stored model) — what a longer tail of pairs buys;
 * the export sha256 of every model (``pivot export --format ppdb``).
@@ -33,23 +35,39 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _measure import db_meta, exports, run_measured  # noqa: E402
 
 
-def lookup_times(db_path, model, n=10_000, seed=0):
+def lookup_times(db_path, model, k=None, n=10_000, seed=0):
     from pivot.store.db import ParaphraseDB
 
     texts = [r[0] for r in sqlite3.connect(db_path).execute("SELECT text FROM phrase ORDER BY id")]
     rng = np.random.default_rng(seed)
     sample = [texts[i] for i in rng.integers(0, len(texts), n)]
     with ParaphraseDB(db_path) as db:
-        k = getattr(db, "default_k", 10)
+        k = k or getattr(db, "default_k", 10)
         db.lookup(sample[0], k=k, model=model)  # warm
-        times = np.empty(n)
+        times, cpu = np.empty(n), np.empty(n)
         for i, phrase in enumerate(sample):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             db.lookup(phrase, k=k, model=model)
-            times[i] = time.perf_counter() - t0
-    ms = times * 1e3
+            times[i], cpu[i] = time.perf_counter() - t0, time.thread_time() - c0
+        # The phrase with the most stored pairs: the longest range a lookup sorts.
+        worst_id = sqlite3.connect(db_path).execute(
+            "SELECT e1 FROM pair GROUP BY e1 ORDER BY COUNT(*) DESC LIMIT 1").fetchone()[0]
+        worst = db._conn.execute("SELECT text FROM phrase WHERE id = ?", (worst_id,)).fetchone()[0]
+        n_worst = sqlite3.connect(db_path).execute("SELECT COUNT(*) FROM pair WHERE e1 = ?", (worst_id,)).fetchone()[0]
+        w = []
+        for _ in range(200):
+            c0 = time.thread_time()
+            db.lookup(worst, k=k, model=model)
+            w.append(time.thread_time() - c0)
+    ms, cpu_ms = times * 1e3, cpu * 1e3
+    # Wall-clock percentiles include the time the process waits for a core on a busy machine;
+    # the CPU-time percentiles (this thread's) are the lookup's own work.
     return {"model": model, "k": k, "p50_ms": round(float(np.percentile(ms, 50)), 4),
-            "p99_ms": round(float(np.percentile(ms, 99)), 4)}
+            "p99_ms": round(float(np.percentile(ms, 99)), 4),
+            "cpu_p50_ms": round(float(np.percentile(cpu_ms, 50)), 4),
+            "cpu_p99_ms": round(float(np.percentile(cpu_ms, 99)), 4),
+            "worst_phrase": worst, "worst_phrase_pairs": n_worst,
+            "worst_phrase_cpu_median_ms": round(float(np.median(w)) * 1e3, 4)}
 
 
 def coverage(db_path, data):
@@ -99,7 +117,7 @@ def main():
             "command": " ".join(map(str, cmd)), **figures,
             "signature": db_meta(db, "signature"), "pruning": db_meta(db, "pruning"),
             "db_bytes": os.path.getsize(db), "db_pair_rows": n_rows, "model_pairs": per_model,
-            "lookup": [lookup_times(db, "general")] + ([lookup_times(db, domain_models[0])] if domain_models else []),
+            "lookup": [lookup_times(db, m, k) for m in ["general", *domain_models[-1:]] for k in (10, 20)],
             "coverage_bio_gold": coverage(db, args.data),
             "export_sha256": exports(db, d),
         }
