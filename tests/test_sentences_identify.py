@@ -6,7 +6,7 @@ import pytest
 
 from pivot.cli import main
 from pivot.errors import InputError
-from pivot.sentences.identify import (DB_FEATURES, STRING_FEATURES, DBAligner, bootstrap_difference,
+from pivot.sentences.identify import (DB_FEATURES, REWRITE_FEATURES, STRING_FEATURES, DBAligner, bootstrap_difference,
                                       edit_distance, metrics, stem, string_features)
 from pivot.sentences.msrp import read_msrp
 from pivot.store.db import ParaphraseDB, write_database
@@ -115,9 +115,44 @@ def test_db_features_by_hand(tmp_path):
         # b: content words feline, sat. feline -> cat occurs in a (0.4); "a feline" has no pair.
         assert al.direction(b, a) == (1.0, 0.5, 0, 1, 0.4, 1)
         f = dict(zip(DB_FEATURES, al.features(a, b)))
+        assert len(f) == len(DB_FEATURES) == 37
         assert f["db_cover_min"] == 1.0 and f["db_para_max"] == 0.5
         assert f["db_best_score"] == 0.5 and f["db_log_matched"] == pytest.approx(math.log(4))
         assert al.direction("the dog".split(), b)[:4] == (0.0, 0.0, 1, 0)
+
+
+def test_rewrite_features_by_hand(tmp_path):
+    """a = "the cat sat", b = "a feline sat" (toy database above).
+
+    a toward b: "the cat" (holds a word absent from b) -> "a feline" (0.2, an n-gram of b); "sat"
+    is in b: ra = "a feline sat", 1 rewrite of a content span. b toward a: "a feline" and "a" have
+    no paraphrase, "feline" -> "cat" (0.4): rb = "a cat sat".
+    Raw clipped n-gram precisions (n = 1..4), both directions: 1/3, 0, 0, 0.
+    ra vs b: 1, 1, 1, 0 (ra has no 4-gram); rb vs a: 2/3, 1/2, 0, 0.
+    BLEU-like (floor 1e-3): ra (1e-3)^(1/4) = 0.177828; rb (1/3 * 1e-6)^(1/4) = 0.024028;
+    raw (1/3 * 1e-9)^(1/4) = 0.004273. Unmatched content words: raw cat + feline = 2, after 0.
+    """
+    db_path = write_toy_db(tmp_path / "toy.db")
+    with ParaphraseDB(db_path) as db:
+        al = DBAligner(db, "general")
+        a, b = "the cat sat".split(), "a feline sat".split()
+        al.prefetch([a, b])
+        assert al.rewrite(a, b) == (["a", "feline", "sat"], 1, 1, [pytest.approx(math.log(0.2))])
+        assert al.rewrite(b, a) == (["a", "cat", "sat"], 1, 1, [pytest.approx(math.log(0.4))])
+        f = dict(zip(REWRITE_FEATURES, al.rewrite_features(a, b)))
+        expected = {"rw_ngram1_min": 2 / 3, "rw_ngram1_max": 1.0, "rw_gain1_min": 1 / 3, "rw_gain1_max": 2 / 3,
+                    "rw_ngram2_min": 0.5, "rw_ngram2_max": 1.0, "rw_gain2_min": 0.5, "rw_gain2_max": 1.0,
+                    "rw_ngram3_min": 0.0, "rw_ngram3_max": 1.0, "rw_gain3_min": 0.0, "rw_gain3_max": 1.0,
+                    "rw_ngram4_min": 0.0, "rw_ngram4_max": 0.0, "rw_gain4_min": 0.0, "rw_gain4_max": 0.0,
+                    "rw_bleu_min": 0.024028, "rw_bleu_max": 0.177828,
+                    "rw_bleu_gain_min": 0.024028 - 0.004273, "rw_bleu_gain_max": 0.177828 - 0.004273,
+                    "rw_n": 2, "rw_n_content": 2, "rw_log_n": math.log(3),
+                    "rw_unmatched_sum": 0, "rw_unmatched_max": 0, "rw_unmatched_gain": 2,
+                    "rw_best_logp": math.log(0.4), "rw_sum_p": 0.6}
+        assert f == {k: pytest.approx(v, abs=2e-6) for k, v in expected.items()}
+        # nothing to rewrite: a sentence with itself gains nothing
+        g = dict(zip(REWRITE_FEATURES, al.rewrite_features(a, a)))
+        assert (g["rw_n"], g["rw_gain1_min"], g["rw_best_logp"], g["rw_unmatched_gain"]) == (0, 0.0, -10.0, 0)
 
 
 def test_metrics_and_bootstrap():

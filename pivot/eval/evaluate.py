@@ -332,16 +332,33 @@ def _tuning_pairs(db) -> list:
     return list((db.meta.get("combination") or {}).get("tuning_pairs") or [])
 
 
-def _symmetric_scores(db, pairs, model) -> np.ndarray:
-    """max(score(e1→e2), score(e2→e1)), NaN where neither direction is proposed.
+def _symmetric_scores(db, pairs, model, cache: dict | None = None) -> np.ndarray:
+    """A model's score of unordered pairs; NaN where it proposes neither direction.
 
-    Gold pairs carry no direction, while the database stores directed scores
-    (p(e2|e1), or a combined probability per directed pair): a pair counts as proposed
-    when either direction is, and ranks by the better of the two.
+    Gold pairs carry no direction, while the database stores directed probabilities. A stored
+    model scores (a, b) by max(p(b|a), p(a|b)); a General + X combination by its regression
+    over *each model's* better direction (pivot.store.combined.unordered_score): the features
+    its fit was tuned on, not the maximum over directions of the combined prediction.
+    Pairs must already be normalised. cache: {model: (fwd, rev)} reused across calls on the
+    same pairs (a combination needs General's directions, which every other one shares).
     """
-    fwd = db.scores(pairs, model, normalize=False)
-    rev = db.scores([(b, a) for a, b in pairs], model, normalize=False)
-    return np.fmax(fwd, rev)  # fmax ignores a NaN side; NaN only when both are
+    from pivot.store.combined import Combination, symmetric_p, unordered_score
+
+    cache = {} if cache is None else cache
+
+    def directed(name):
+        if name not in cache:
+            cache[name] = (db.scores(pairs, name, normalize=False),
+                           db.scores([(b, a) for a, b in pairs], name, normalize=False))
+        return cache[name]
+
+    info = db.model_info(model)
+    if info["kind"] == "combined":
+        params = info["params"]
+        fit = Combination.from_meta(params["fit"])
+        (g_f, g_r), (x_f, x_r) = directed(params["base"]), directed(params["other"])
+        return unordered_score(fit, g_f, g_r, x_f, x_r)
+    return symmetric_p(*directed(model))
 
 
 def evaluate_db(db, gold_pairs, labels=None, models=None, *, exclude=None, name: str = "gold",
@@ -359,7 +376,9 @@ def evaluate_db(db, gold_pairs, labels=None, models=None, *, exclude=None, name:
 
     Steps: normalise both phrases like the corpus; drop repeated pairs (unordered, keyed by
     pivot.eval.gold.pair_key; the first occurrence wins); candidates = pairs the baseline proposes in either direction; every model
-    scores each candidate by max over the two directions (NaN = not proposed = ranks last).
+    scores each candidate as an unordered pair (_symmetric_scores: a stored model by the better
+    of its two directions, a combination by its regression over each model's better direction;
+    NaN = not proposed = ranks last).
     """
     from pivot.store.db import ParaphraseDB
     from pivot.eval.gold import assert_disjoint, pair_key
@@ -416,8 +435,9 @@ def evaluate_db(db, gold_pairs, labels=None, models=None, *, exclude=None, name:
                          f"{baseline!r} proposes) is labelled positive: AP is undefined")
 
     scores = {baseline: gen_all[cand_idx]}
+    cache: dict = {}
     for m in wanted[1:]:
-        scores[m] = _symmetric_scores(db, candidates, m)
+        scores[m] = _symmetric_scores(db, candidates, m, cache)
 
     results: dict[str, ModelResult] = {}
     reps_base = bootstrap_replicates(y, scores[baseline], n_boot, seed)

@@ -29,20 +29,42 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pivot.store.combined import FEATURE_NAMES, FLOOR_LOG_P, FLOOR_P, Combination, features  # noqa: F401
+from pivot.store.combined import (FEATURE_NAMES, FLOOR_LOG_P, FLOOR_P, Combination, features,  # noqa: F401
+                                  symmetric_p, unordered_features)
+
 
 def fit_combination(p_general, p_x, labels, ridge_alpha=1e-3, maxiter=100):
     """Fit P(good | pair) on labelled pairs (labels 0/1) with statsmodels Logit.
+
+    p_general, p_x: one probability per pair and model. For unordered gold pairs these must be
+    each model's better direction, pivot.store.combined.symmetric_p, which is what the
+    evaluation scores with (pivot.store.combined.unordered_score); prefer
+    :func:`fit_combination_unordered`, which takes both directions and cannot get this wrong.
 
     Constant feature columns are dropped; separation, a singular design or non-convergence
     switch to the recorded L2 fallback (see the module docstring). Raises ValueError when the
     labels hold one class only (no regression can be fitted then).
     """
+    return _fit_design(features(p_general, p_x), labels, ridge_alpha, maxiter)
+
+
+def fit_combination_unordered(p_general_fwd, p_general_rev, p_x_fwd, p_x_rev, labels,
+                              ridge_alpha=1e-3, maxiter=100):
+    """fit_combination on unordered pairs, from both directions of both models.
+
+    The features are pivot.store.combined.unordered_features, the same function that
+    unordered_score (the evaluation's score of a combined model) applies the fit with.
+    """
+    X = unordered_features(p_general_fwd, p_general_rev, p_x_fwd, p_x_rev)
+    return _fit_design(X, labels, ridge_alpha, maxiter)
+
+
+def _fit_design(X, labels, ridge_alpha, maxiter):
+    """The logit (or its recorded L2 fallback) on a design matrix over FEATURE_NAMES."""
     import statsmodels.api as sm
     from statsmodels.tools.sm_exceptions import (ConvergenceWarning, PerfectSeparationError,
                                                  PerfectSeparationWarning)
 
-    X = features(p_general, p_x)
     y = np.asarray(labels, dtype=np.float64)
     if y.shape != (X.shape[0],) or not np.all((y == 0) | (y == 1)):
         raise ValueError("labels must be a 0/1 vector with one label per pair")

@@ -107,8 +107,15 @@ STRING_FEATURES = (
        "num_both", "num_equal", "num_jaccard", "num_unmatched", "date_unmatched",
        "stem_min", "stem_max", "morph_variants"]
 )
-DB_FEATURES = ["db_cover_min", "db_cover_max", "db_para_min", "db_para_max", "db_uncovered_sum",
-               "db_uncovered_max", "db_para_words", "db_best_score", "db_log_matched"]
+ALIGN_FEATURES = ["db_cover_min", "db_cover_max", "db_para_min", "db_para_max", "db_uncovered_sum",
+                  "db_uncovered_max", "db_para_words", "db_best_score", "db_log_matched"]
+REWRITE_FEATURES = (
+    [f"rw_{kind}{n}_{m}" for n in range(1, 5) for kind in ("ngram", "gain") for m in ("min", "max")]
+    + ["rw_bleu_min", "rw_bleu_max", "rw_bleu_gain_min", "rw_bleu_gain_max",
+       "rw_n", "rw_n_content", "rw_log_n", "rw_unmatched_sum", "rw_unmatched_max", "rw_unmatched_gain",
+       "rw_best_logp", "rw_sum_p"]
+)
+DB_FEATURES = ALIGN_FEATURES + REWRITE_FEATURES      # for one model; several models: one block each
 
 
 def string_features(a: list, b: list) -> list:
@@ -148,18 +155,20 @@ def string_features(a: list, b: list) -> list:
 class DBAligner:
     """DB-backed lexical alignment features (see the module docstring)."""
 
-    def __init__(self, db, model: str = "general", k: int = 20, max_span: int = 3):
+    def __init__(self, db, model: str = "general", k: int = 20, max_span: int = 3, rewrite_span: int = 4):
         from pivot.sentences.paraphrase import PhraseTable
 
         self.table = PhraseTable(db, model, k, drop_partial=False)
         self.max_span = max_span
+        self.rewrite_span = rewrite_span
 
-    def _spans(self, tokens):
-        n = len(tokens)
-        return [(i, j) for i in range(n) for j in range(i + 1, min(n, i + self.max_span) + 1)]
+    def _spans(self, tokens, width=None):
+        n, width = len(tokens), width or self.max_span
+        return [(i, j) for i in range(n) for j in range(i + 1, min(n, i + width) + 1)]
 
     def prefetch(self, sentences):
-        self.table.prefetch(" ".join(t[i:j]) for t in sentences for i, j in self._spans(t))
+        width = max(self.max_span, self.rewrite_span)
+        self.table.prefetch(" ".join(t[i:j]) for t in sentences for i, j in self._spans(t, width))
 
     def direction(self, a, b):
         """Coverage of a's content words by b: (covered share, share covered by a paraphrase only,
@@ -187,15 +196,79 @@ class DBAligner:
         by_para = sum(c and y and not x for c, x, y in zip(content, ident, para))
         return covered / n_content, by_para / n_content, n_content - covered, by_para, best, matched
 
+    def rewrite(self, a, b):
+        """a rewritten toward b with the database: left to right, the longest span of a (up to
+        ``rewrite_span`` words) holding a word absent from b whose paraphrase (best first) occurs
+        as an n-gram of b is replaced by that paraphrase. Returns (tokens, rewrites, rewrites of
+        spans with a content word, log p(e2|e1) of each rewrite)."""
+        words_b = set(b)
+        grams_b = {" ".join(b[i:j]) for i in range(len(b)) for j in range(i + 1, min(len(b), i + 6) + 1)}
+        out, logps, n_content = [], [], 0
+        i, n = 0, len(a)
+        while i < n:
+            for j in range(min(n, i + self.rewrite_span), i, -1):
+                span = a[i:j]
+                if all(w in words_b for w in span):
+                    continue
+                hit = next(((o, lp) for o, lp, _ in self.table.options(" ".join(span)) if " ".join(o) in grams_b),
+                           None)
+                if hit is not None:
+                    out.extend(hit[0])
+                    logps.append(hit[1])
+                    n_content += any(w not in STOP for w in span)
+                    i = j
+                    break
+            else:
+                out.append(a[i])
+                i += 1
+        return out, len(logps), n_content, logps
+
+    def rewrite_features(self, a, b) -> list:
+        """REWRITE_FEATURES: the string overlaps again after paraphrase normalisation.
+
+        Each sentence is rewritten toward the other (:meth:`rewrite`); then, per direction, the
+        clipped n-gram precision of the rewritten sentence against the other one (n = 1..4), its
+        gain over the raw precision, a BLEU-like geometric mean of the four (precisions floored at
+        1e-3) and its gain, the number of rewrites (all; of spans with a content word; log(1+n)),
+        the content words matched neither as words, stems nor paraphrases (sum, max of the
+        directions, and how many the rewriting matched), the best log p(e2|e1) of a rewrite (-10
+        when none) and the sum of their p. A paraphrase pair the string features cannot see
+        ("chief" / "head") raises the overlaps exactly where the pair's words differ.
+        """
+        ra, n_a, c_a, lp_a = self.rewrite(a, b)
+        rb, n_b, c_b, lp_b = self.rewrite(b, a)
+        raw = [_overlap(Counter(ngrams(a, n)), Counter(ngrams(b, n))) for n in range(1, 5)]
+        na_ = [_overlap(Counter(ngrams(ra, n)), Counter(ngrams(b, n)))[0] for n in range(1, 5)]
+        nb_ = [_overlap(Counter(ngrams(rb, n)), Counter(ngrams(a, n)))[0] for n in range(1, 5)]
+        f = []
+        for n in range(4):
+            f += _minmax(na_[n], nb_[n]) + _minmax(na_[n] - raw[n][0], nb_[n] - raw[n][1])
+
+        def geo(ps):
+            return math.exp(sum(math.log(max(p, 1e-3)) for p in ps) / 4)
+        ba, bb = geo(na_), geo(nb_)
+        f += _minmax(ba, bb) + _minmax(ba - geo([r[0] for r in raw]), bb - geo([r[1] for r in raw]))
+        f += [n_a + n_b, c_a + c_b, math.log1p(n_a + n_b)]
+
+        def unmatched(x, y):
+            stems_y, words_y = {stem(w) for w in y}, set(y)
+            return sum(1 for w in x if w not in STOP and w not in words_y and stem(w) not in stems_y)
+        ua, ub = unmatched(ra, b), unmatched(rb, a)
+        f += [ua + ub, max(ua, ub), unmatched(a, b) + unmatched(b, a) - ua - ub]
+        lps = lp_a + lp_b
+        f += [max(lps) if lps else -10.0, sum(math.exp(x) for x in lps)]
+        return f
+
     def features(self, a, b) -> list:
         """DB_FEATURES of the pair (a, b)."""
         x, y = self.direction(a, b), self.direction(b, a)
         return (_minmax(x[0], y[0]) + _minmax(x[1], y[1]) + [x[2] + y[2], max(x[2], y[2]), x[3] + y[3],
-                max(x[4], y[4]), math.log1p(x[5] + y[5])])
+                max(x[4], y[4]), math.log1p(x[5] + y[5])] + self.rewrite_features(a, b))
 
 
-def featurize(pairs, aligner: DBAligner | None, lang: str = "en"):
-    """(X string features, X DB features or None) for MSRP pairs."""
+def featurize(pairs, aligner, lang: str = "en"):
+    """(X string features, X DB features or None) for MSRP pairs; `aligner` a DBAligner, a list of
+    them (one DB_FEATURES block each, side by side) or None."""
     from pivot.text import normalize_many
 
     s1 = [t.split() for t in normalize_many([p.s1 for p in pairs], lang)]
@@ -203,9 +276,12 @@ def featurize(pairs, aligner: DBAligner | None, lang: str = "en"):
     xs = np.array([string_features(a, b) for a, b in zip(s1, s2)], dtype=np.float64)
     if aligner is None:
         return xs, None
-    aligner.prefetch(s1 + s2)
-    xd = np.array([aligner.features(a, b) for a, b in zip(s1, s2)], dtype=np.float64)
-    return xs, xd
+    aligners = aligner if isinstance(aligner, (list, tuple)) else [aligner]
+    blocks = []
+    for al in aligners:
+        al.prefetch(s1 + s2)
+        blocks.append(np.array([al.features(a, b) for a, b in zip(s1, s2)], dtype=np.float64))
+    return xs, np.hstack(blocks)
 
 
 def make_classifier(kind: str = "logreg", seed: int = 0):
@@ -268,7 +344,8 @@ def evaluate(db, train, test, *, model: str = "general", classifier: str = "logr
 
     t0 = time.perf_counter()
     lang = db.meta.get("normalization", {}).get("lang", "en")
-    aligner = DBAligner(db, model)
+    models = [m.strip() for m in model.split(",") if m.strip()]
+    aligner = [DBAligner(db, m) for m in models]
     xs_tr, xd_tr = featurize(train, aligner, lang)
     xs_te, xd_te = featurize(test, aligner, lang)
     t_feat = time.perf_counter() - t0
@@ -276,7 +353,7 @@ def evaluate(db, train, test, *, model: str = "general", classifier: str = "logr
     y_te = np.array([p.label for p in test])
     majority = int(round(y_tr.mean()))
     results = {"n_train": len(train), "n_test": len(test), "model": model, "classifier": classifier,
-               "features": {"string": STRING_FEATURES, "db": DB_FEATURES},
+               "features": {"string": STRING_FEATURES, "db": [f"{m}:{f}" for m in models for f in DB_FEATURES]},
                "majority_baseline": {**metrics(y_te, np.full(len(y_te), majority)), "label": majority}}
     preds = {}
     for name, (xtr, xte) in {"string_only": (xs_tr, xs_te),
@@ -314,7 +391,8 @@ def run_command(args) -> int:
         raise InputError(f"5-fold cross-validation needs at least 5 training pairs of each label, "
                          f"one label has {n_min}", args.train)
     with ParaphraseDB(args.db) as db:
-        db.model_info(args.model)
+        for m in args.model.split(","):
+            db.model_info(m.strip())            # InputError naming an unknown model
         res, (pred, score) = evaluate(db, train, test, model=args.model, classifier=args.classifier,
                                       n_boot=args.n_boot, seed=args.seed)
     if args.predictions:

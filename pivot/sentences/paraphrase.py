@@ -6,14 +6,18 @@ paraphrases under the chosen model (:meth:`PhraseTable.options`, cached per span
 also gets the identity option. A left-to-right (monotone) beam search picks one option per
 stretch of the sentence, maximising
 
-    score = tm · Σ log p(e2|e1)            over the replaced spans
+    score = tm · Σ log p(e2|e1)  + tm_rev · Σ log p(e1|e2)     over the replaced spans
+          + rule · Σ (rule log-odds)                             over the replaced spans
           + λ · ln p_LM(output)             kenlm, natural log, with <s> and </s>
           + β · (number of source words kept as they are)
           + ω · (number of output words)
 
 ``λ`` (``lm``), ``β`` (``identity``) and ``ω`` (``word_penalty``) are :class:`Weights`; the
 defaults :data:`DEFAULT_WEIGHTS` were tuned on the MSRP training positives for iBLEU
-(bench/bench_sentences.py --tune, bench/results/sentences_tuning.json).
+(bench/bench_sentences.py --tune, bench/results/sentences_tuning.json). The rule log-odds come
+from a :class:`pivot.sentences.rules.RuleModel` (0 without one); with a *gate*, the best output
+that changes something is kept only when the mean log-odds of its replaced spans reaches the
+gate, else the source is returned (bench/bench_sentences.py --tune-rules).
 
 Hypotheses are grouped by the number of source words they cover (monotone: every hypothesis of
 a stack covers the same prefix, so no future cost is needed) and pruned to ``beam`` per stack;
@@ -45,6 +49,7 @@ class Weights:
     word_penalty: float = 0.0
     tm: float = 1.0
     tm_rev: float = 0.0
+    rule: float = 0.0
 
 
 # Tuned for iBLEU on the first 400 MSRP train positives, model General with the general LM
@@ -71,6 +76,7 @@ class Option:
     logp: float          # log p(e2|e1); 0.0 for the identity
     identity: bool
     logp_rev: float = 0.0   # log p(e1|e2) (REV_FLOOR where the reverse pair is missing); 0.0 for the identity
+    rule: float = 0.0       # learned log-odds that the rewrite is one a news paraphrase makes (RuleModel)
 
 
 @dataclass
@@ -117,6 +123,7 @@ class PhraseTable:
         # InputError for an unknown model; a combined model has no reverse score (its log p_rev is 0)
         self._combined = db.model_info(model)["kind"] == "combined"
         self._cache: dict[str, list] = {}
+        self.details: dict[tuple, tuple] = {}   # (span, paraphrase tokens) -> (n_pivots, rank among all)
 
     def prefetch(self, spans) -> None:
         todo = [s for s in dict.fromkeys(spans) if s not in self._cache]
@@ -140,7 +147,9 @@ class PhraseTable:
                 if self.drop_partial and (_partial(s, h.paraphrase) or not _same_punct(s, h.paraphrase)):
                     continue
                 rev = math.log(h.p_rev) if h.p_rev else (0.0 if self._combined else REV_FLOOR)
-                opts.append((tuple(h.paraphrase.split()), math.log(h.score), rev))
+                out = tuple(h.paraphrase.split())
+                opts.append((out, math.log(h.score), rev))
+                self.details[(s, out)] = (h.n_pivots, h.rank)
             self._cache[s] = opts
 
     def options(self, span: str) -> list:
@@ -254,11 +263,11 @@ def decode_lattice(lattice, lm: LanguageModel, weights: Weights = DEFAULT_WEIGHT
     """
     n = len(lattice)
     lam, beta, omega = weights.lm, weights.identity, weights.word_penalty
-    tm_w, rev_w = weights.tm, weights.tm_rev
-    # hypothesis: (score, tm, tm_rev, lm, n_identity, n_out, lm_state, options tuple); stacks are
-    # keyed by the output so far (recombination of equal outputs, the better one kept)
+    tm_w, rev_w, rule_w = weights.tm, weights.tm_rev, weights.rule
+    # hypothesis: (score, tm, tm_rev, rule, lm, n_identity, n_out, lm_state, options tuple); stacks
+    # are keyed by the output so far (recombination of equal outputs, the better one kept)
     stacks: list[dict] = [dict() for _ in range(n + 1)]
-    stacks[0][()] = (0.0, 0.0, 0.0, 0.0, 0, 0, lm.begin(), ())
+    stacks[0][()] = (0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, lm.begin(), ())
     for i in range(n):
         if not stacks[i]:
             continue
@@ -266,23 +275,23 @@ def decode_lattice(lattice, lm: LanguageModel, weights: Weights = DEFAULT_WEIGHT
         for opt in lattice[i]:
             width = opt.end - opt.start
             stack = stacks[opt.end]
-            for out, (score, tm, tmr, lms, n_id, n_out, state, opts) in hyps:
+            for out, (score, tm, tmr, rl, lms, n_id, n_out, state, opts) in hyps:
                 ls, new_state = lm.score_words(state, opt.out)
                 if opt.identity:
-                    tm2, tmr2, n_id2 = tm, tmr, n_id + width
+                    tm2, tmr2, rl2, n_id2 = tm, tmr, rl, n_id + width
                 else:
-                    tm2, tmr2, n_id2 = tm + opt.logp, tmr + opt.logp_rev, n_id
+                    tm2, tmr2, rl2, n_id2 = tm + opt.logp, tmr + opt.logp_rev, rl + opt.rule, n_id
                 lm2 = lms + ls
                 n_out2 = n_out + len(opt.out)
-                s = tm_w * tm2 + rev_w * tmr2 + lam * lm2 + beta * n_id2 + omega * n_out2
+                s = tm_w * tm2 + rev_w * tmr2 + rule_w * rl2 + lam * lm2 + beta * n_id2 + omega * n_out2
                 new_out = out + opt.out
                 old = stack.get(new_out)
                 if old is None or s > old[0]:
-                    stack[new_out] = (s, tm2, tmr2, lm2, n_id2, n_out2, new_state, opts + (opt,))
+                    stack[new_out] = (s, tm2, tmr2, rl2, lm2, n_id2, n_out2, new_state, opts + (opt,))
     finals = []
-    for out, (score, tm, tmr, lms, n_id, n_out, state, opts) in stacks[n].items():
+    for out, (score, tm, tmr, rl, lms, n_id, n_out, state, opts) in stacks[n].items():
         e = lm.end(state)
-        finals.append((score + lam * e, opts, {"tm": tm, "tm_rev": tmr, "lm": lms + e,
+        finals.append((score + lam * e, opts, {"tm": tm, "tm_rev": tmr, "rule": rl, "lm": lms + e,
                                                "identity_words": n_id, "output_words": n_out}))
     finals.sort(key=lambda h: (-h[0], [o.out for o in h[1]]))
     if require_change:
@@ -323,9 +332,14 @@ class Paraphraser:
 
     def __init__(self, db, model: str = "general", lm=None, *, weights: Weights = DEFAULT_WEIGHTS,
                  k: int = 8, max_span: int = 5, beam: int = 8, require_change: bool = False,
-                 drop_partial: bool = True, content_only: bool = True):
+                 drop_partial: bool = True, content_only: bool = True, rules=None, gate: float | None = None):
         self.db = db
         self.model = model
+        # rules: a pivot.sentences.rules.RuleModel giving every option its log-odds `rule`;
+        # gate: with it, the best output with a change is kept only when its replaced spans' mean
+        # log-odds is >= gate, else the source is returned (a change is made only when confident)
+        self.rules = rules
+        self.gate = gate
         self.table = PhraseTable(db, model, k, drop_partial, content_only)
         self.lm = lm if isinstance(lm, LanguageModel) else LanguageModel(lm)
         self.weights = weights
@@ -340,13 +354,14 @@ class Paraphraser:
         return normalize(text, self.lang).split()
 
     def lattice(self, tokens):
-        return build_lattice(tokens, self.table, self.max_span)
+        lattice = build_lattice(tokens, self.table, self.max_span)
+        return self.rules.annotate(self.table, tokens, lattice) if self.rules is not None else lattice
 
     def paraphrase(self, text: str, nbest: int = 1, *, weights: Weights | None = None) -> list[Paraphrased]:
         """Up to `nbest` paraphrases of one sentence, best first (the identity may be among them)."""
         tokens = self.normalize(text)
         if not tokens:
-            return [Paraphrased("", [], 0.0, {"tm": 0.0, "tm_rev": 0.0, "lm": 0.0, "identity_words": 0,
+            return [Paraphrased("", [], 0.0, {"tm": 0.0, "tm_rev": 0.0, "rule": 0.0, "lm": 0.0, "identity_words": 0,
                                               "output_words": 0})]
         return self.decode_tokens(tokens, nbest, weights=weights, source_text=text)
 
@@ -359,8 +374,16 @@ class Paraphraser:
             if len(cased) != len(tokens) or any(c.lower() != t for c, t in zip(cased, tokens)):
                 cased = None
         out = []
-        for score, opts, feats in decode_lattice(lattice, self.lm, weights or self.weights, beam=self.beam,
-                                                 nbest=nbest, require_change=self.require_change):
+        weights = weights or self.weights
+        if self.gate is None:
+            hyps = decode_lattice(lattice, self.lm, weights, beam=self.beam, nbest=nbest,
+                                  require_change=self.require_change)
+        else:
+            hyps = decode_lattice(lattice, self.lm, weights, beam=self.beam, nbest=nbest, require_change=True)
+            if gate_margin(hyps[0][1]) < self.gate:     # not confident: the source, scored alone
+                identity = [[o for o in opts if o.identity] for opts in lattice]
+                hyps = decode_lattice(identity, self.lm, weights, beam=1, nbest=1)
+        for score, opts, feats in hyps:
             words, shown, replaced = [], [], []
             for o in opts:
                 words.extend(o.out)
@@ -377,6 +400,12 @@ class Paraphraser:
                     shown.extend(w)
             out.append(Paraphrased(detokenize(shown, self.lang), words, score, feats, replaced))
         return out
+
+
+def gate_margin(options) -> float:
+    """Mean ``rule`` log-odds of the replaced options of an output (-inf when nothing is replaced)."""
+    rules = [o.rule for o in options if not o.identity]
+    return sum(rules) / len(rules) if rules else -math.inf
 
 
 def naive_substitution(tokens, table: PhraseTable) -> list:
@@ -455,7 +484,7 @@ def resolve_lm(db, db_path, model: str, lm=None, work=None, allow_none: bool = F
 def load_weights(path) -> Weights:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     w = data.get("weights", data)
-    return Weights(**{k: float(w[k]) for k in ("lm", "identity", "word_penalty", "tm", "tm_rev") if k in w})
+    return Weights(**{k: float(w[k]) for k in ("lm", "identity", "word_penalty", "tm", "tm_rev", "rule") if k in w})
 
 
 # ------------------------------------------------------------------------------ the command
@@ -494,7 +523,18 @@ def run_command(args, out=None) -> int:
     out = out or sys.stdout
     if args.text and args.input:
         raise InputError("give the sentence as TEXT or a file with -i, not both")
-    weights = load_weights(args.weights) if args.weights else DEFAULT_WEIGHTS
+    rules, gate, weights = None, None, DEFAULT_WEIGHTS
+    if getattr(args, "rules", None):
+        from pivot.sentences.rules import RuleModel
+
+        rules = RuleModel.load(args.rules)
+        gate, weights = rules.gate, rules.weights or weights
+    if getattr(args, "gate", None) is not None:
+        if rules is None:
+            raise InputError("--gate needs --rules FILE (the gate compares the rule model's log-odds)")
+        gate = args.gate
+    if args.weights:
+        weights = load_weights(args.weights)
     over = {k: v for k, v in (("lm", args.lm_weight), ("identity", args.identity_bias)) if v is not None}
     if over:
         weights = Weights(**{**asdict(weights), **over})
@@ -502,7 +542,8 @@ def run_command(args, out=None) -> int:
         db.model_info(args.model)
         lm_path = resolve_lm(db, args.db, args.model, args.lm, args.work)
         para = Paraphraser(db, args.model, LanguageModel(lm_path), weights=weights, k=args.k,
-                           max_span=args.max_span, beam=args.beam, require_change=args.force_change)
+                           max_span=args.max_span, beam=args.beam, require_change=args.force_change,
+                           drop_partial=rules.drop_partial if rules else True, rules=rules, gate=gate)
         n = max(args.n, 1) if args.nbest or args.format == "json" else 1
         if args.text:
             lines = iter([(1, " ".join(args.text))])

@@ -5,6 +5,18 @@ so a lookup of a combined model needs no pipeline code:
 
     x = [1, log p_general(e2|e1), log p_X(e2|e1), x_missing]
     P(good | x) = 1 / (1 + exp(-beta . x))      (natural logs; p = 0 -> log 1e-10, x_missing = 1)
+
+Unordered pairs (gold similarity pairs have no direction). The regression is fitted on one
+probability per model and pair, each model's better direction:
+
+    p_M(a, b) = max(p_M(b|a), p_M(a|b))                                  (symmetric_p)
+    score(a, b) = P(good | [1, log p_general(a, b), log p_X(a, b), x_missing])   (unordered_score)
+
+and :func:`unordered_score` is the one function that turns directed probabilities into the
+score of an unordered pair, for the fit's features (pivot.pipeline.combine) and for the
+evaluation alike. Taking instead the maximum over directions of the *combined* prediction,
+max(P(good | x(b|a)), P(good | x(a|b))), mixes General's better direction with X's other
+one whenever they disagree, and scores pairs on features the fit never saw.
 """
 from __future__ import annotations
 
@@ -34,6 +46,46 @@ def features(p_general, p_x):
     log_g = np.where(missing_g, FLOOR_LOG_P, np.log(np.where(missing_g, 1.0, p_general)))
     log_x = np.where(missing_x, FLOOR_LOG_P, np.log(np.where(missing_x, 1.0, p_x)))
     return np.column_stack([np.ones(len(p_x)), log_g, log_x, missing_x.astype(np.float64)])
+
+
+def symmetric_p(p_fwd, p_rev):
+    """max(p(e2|e1), p(e1|e2)) per pair: a model's probability of an unordered pair.
+
+    0 or NaN means "that direction is not proposed"; the result is NaN when neither is
+    (never 0, so "not proposed" stays distinguishable from a tiny probability).
+    """
+    f = np.asarray(p_fwd, dtype=np.float64)
+    r = np.asarray(p_rev, dtype=np.float64)
+    if f.shape != r.shape:
+        raise ValueError(f"p_fwd {f.shape} and p_rev {r.shape} differ in shape")
+    with np.errstate(invalid="ignore"):
+        f = np.where(f > 0, f, np.nan)
+        r = np.where(r > 0, r, np.nan)
+    return np.fmax(f, r)  # fmax ignores a NaN side; NaN only when both are
+
+
+def unordered_features(p_general_fwd, p_general_rev, p_x_fwd, p_x_rev):
+    """The design matrix of unordered pairs: features(symmetric_p(General), symmetric_p(X)).
+
+    The fit (pivot.pipeline.combine.fit_combination_unordered) and every score of an unordered
+    pair (:func:`unordered_score`) build their features here, so they cannot disagree.
+    """
+    g = np.nan_to_num(symmetric_p(p_general_fwd, p_general_rev))  # NaN -> 0 -> floor
+    x = np.nan_to_num(symmetric_p(p_x_fwd, p_x_rev))              # NaN -> 0 -> floor, x_missing = 1
+    return features(g, x)
+
+
+def unordered_score(fit, p_general_fwd, p_general_rev, p_x_fwd, p_x_rev):
+    """Score of unordered pairs under a General + X combination, with the fit's own features.
+
+    = 1 / (1 + exp(-unordered_features(...) . params)), NaN where General proposes neither
+    direction (a combination ranks General's pairs only: its tuning candidates were those).
+    """
+    general_missing = np.isnan(symmetric_p(p_general_fwd, p_general_rev))
+    eta = unordered_features(p_general_fwd, p_general_rev, p_x_fwd, p_x_rev) @ np.asarray(fit.params)
+    out = 1.0 / (1.0 + np.exp(-eta))
+    out[general_missing] = np.nan
+    return out
 
 
 @dataclass
