@@ -14,8 +14,9 @@ shapes and dtypes first):
     and every weighted sum is accumulated in sentence order (deterministic to the bit).
 
 ``bucket_by`` and ``cap_columns``
-    The pruning's structure work (model-independent): stable counting sort of pairs by
-    foreign phrase (the CSC layouts), and the per-f cap on English phrases.
+    The pruning's structure work: stable counting sort of pairs by foreign phrase (the CSC
+    layouts), and the per-f cap on English phrases, run once per model on that model's own
+    weighted counts (each model is pruned by its own counts, see pivot.pipeline.pivoting).
 
 ``normalise_kept`` and ``pivot_product``
     p_k(f|e) = c_k(e,f) / sum_f' c_k(e,f'),  p_k(e|f) = c_k(e,f) / sum_e' c_k(e',f)
@@ -87,9 +88,9 @@ cdef extern from * nogil:
     }
 
     /* Move to the front of idx[0:n] the cap positions whose pairs col_pair[idx] have the
-       largest support, ties to the smaller English id. */
+       largest score (a model's weighted count), ties to the smaller English id. */
     static inline void pivot_rank_column(int64_t* idx, int64_t n, const int64_t* col_pair,
-                                         const int64_t* support, const int32_t* e_id, int64_t cap) {
+                                         const double* support, const int32_t* e_id, int64_t cap) {
         auto better = [=](int64_t a, int64_t b) {
             int64_t pa = col_pair[a], pb = col_pair[b];
             return support[pa] > support[pb] || (support[pa] == support[pb] && e_id[pa] < e_id[pb]);
@@ -172,7 +173,7 @@ cdef extern from * nogil:
     void pivot_sort_int64(int64_t* a, int64_t n)
     void pivot_merge_runs(int64_t* a, int64_t* tmp, int64_t* run, int64_t n_runs, int64_t n)
     void pivot_rank_column(int64_t* idx, int64_t n, const int64_t* col_pair,
-                           const int64_t* support, const int32_t* e_id, int64_t cap)
+                           const double* support, const int32_t* e_id, int64_t cap)
     void pivot_advise_huge(void* p, size_t n)
     void pivot_prefetch(const void* p)
     void pivot_top_n(const double* acc, const int32_t* touched, int64_t n_t, int K,
@@ -494,12 +495,13 @@ def bucket_by(const int32_t[::1] keys, int64_t n_buckets):
 
 
 def cap_columns(const int64_t[::1] col_pair, const int64_t[::1] col_ptr,
-                const int64_t[::1] support, const int32_t[::1] e_id, int64_t cap):
-    """Rule (b): in each column keep the cap pairs of largest support (ties: smaller e).
+                const double[::1] support, const int32_t[::1] e_id, int64_t cap):
+    """Rule (b): in each column keep the cap pairs of largest count (ties: smaller e).
 
-    col_pair[col_ptr[f]:col_ptr[f+1]] are the pair indices of column f. Returns a uint8 mask
-    over col_pair, 1 where the pair is kept. Within a column the denominator of ps(e|f) is
-    shared, so ranking on the integer support is ranking on ps(e|f), exactly.
+    col_pair[col_ptr[f]:col_ptr[f+1]] are the pair indices of column f; support[pair] is one
+    model's weighted count c_k(e,f). Returns a uint8 mask over col_pair, 1 where the pair is
+    kept. Within a column the denominator of p_k(e|f) is shared, so ranking on c_k(e,f) is
+    ranking on p_k(e|f), exactly (no division is compared).
     """
     cdef int64_t n_f = col_ptr.shape[0] - 1, f, j, n
     keep_np = np.ones(col_pair.shape[0], dtype=np.uint8)
@@ -668,7 +670,7 @@ cdef inline int64_t _table_size(int64_t bound) noexcept nogil:
     return size
 
 
-cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t top_n, int64_t bound,
+cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t top_n, double min_p, int64_t bound,
                      const int64_t* row_ptr, const int32_t* row_f, const double* p_fe,
                      const int64_t* col_ptr, const int32_t* col_e, const double* p_ef,
                      int32_t tid, int32_t* row_tid, int64_t* row_start,
@@ -677,7 +679,9 @@ cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t 
 
     Sums run over f ascending (the row's CSR order), then e2 ascending within f (CSC order),
     whichever thread runs the row, so every value is the same to the bit for any thread count.
-    bound: an upper bound on the row's distinct e2 (sizes its hash table).
+    bound: an upper bound on the row's distinct e2 (sizes its hash table). min_p: the
+    probability floor, applied per model: a sum P_k < min_p becomes 0 in column k (so
+    model k keeps exactly its own pairs above the floor, whatever the other models hold).
     """
     cdef int32_t* h_key = st.h_key
     cdef int32_t* h_slot = st.h_slot
@@ -779,6 +783,13 @@ cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t 
     # Choose the kept slots (keep[slot]), then write them in e2 order as (e2 << 32 | slot) keys:
     # slots are in first-touch order, a run of ascending e2 per column, so a merge of the
     # runs sorts them (free for the many rows with one or two kept f).
+    if min_p > 0.0:
+        # The floor first: rule (c) then ranks only what survives it, model by model.
+        for slot in range(n_t):
+            s = acc + <int64_t>slot * K
+            for k in range(K):
+                if s[k] < min_p:
+                    s[k] = 0.0
     if top_n == 0 or n_t <= top_n:
         # Every nonzero value ranks < top_n: keep the pairs with any nonzero P_k.
         for slot in range(n_t):
@@ -977,14 +988,17 @@ cdef bint _valid_layout(const int64_t* ptr, int64_t n_rows, const int32_t* idx, 
 
 def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const double[:, ::1] p_fe,
                   const int64_t[::1] col_ptr, const int32_t[::1] col_e, const double[:, ::1] p_ef,
-                  int64_t top_n, int n_threads, int64_t wave_work=0, int64_t row_lo=0, int64_t row_hi=-1):
+                  int64_t top_n, int n_threads, int64_t wave_work=0, int64_t row_lo=0, int64_t row_hi=-1,
+                  double min_p=0.0):
     """P_k(e1,e2) = sum_f p_k(e2|f) p_k(f|e1), e2 != e1, all K models in one pass, top-N per e1.
 
     row_ptr/row_f/p_fe: the kept entries by English phrase (CSR, f ascending in a row),
     p_fe[j, k] = p_k(f|e). col_ptr/col_e/p_ef: the same entries by foreign phrase (CSC, e
     ascending in a column), p_ef[m, k] = p_k(e|f). A pair is kept when it ranks < top_n among
     the row's nonzero P_k under some model k (value descending, smaller e2 first); top_n = 0
-    keeps every pair with a nonzero P_k. Returns (e1, e2, p, n_pivots, pivots) sorted by
+    keeps every pair with a nonzero P_k. min_p (>= 0) is a floor on P_k applied per model
+    before that ranking: a value below it is stored as 0 in its column, and a pair with no
+    value left is dropped (the recall setting: every pair above the floor, no top-N). Returns (e1, e2, p, n_pivots, pivots) sorted by
     (e1, e2); pivots holds the top-3 f by p_0(e2|f) p_0(f|e1) (ties: smaller f), -1 padded.
 
     Rows run in waves of about equal work (sum over the row's f of deg(f)): threads take rows
@@ -1005,6 +1019,8 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
         raise ValueError("n_threads must be >= 1")
     if top_n < 0:
         raise ValueError("top_n must be >= 0")
+    if not min_p >= 0.0:
+        raise ValueError("min_p must be >= 0")
     if n_e < 0 or n_f < 0 or p_ef.shape[0] != n_kept or p_fe.shape[0] != n_kept \
             or col_e.shape[0] != n_kept or p_ef.shape[1] != K or K < 1:
         raise ValueError("CSR and CSC views must hold the same entries")
@@ -1096,7 +1112,7 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
                 with parallel(num_threads=n_threads):
                     for e1 in prange(<int32_t>r0, <int32_t>r1, schedule="dynamic", chunksize=16):
                         tid = threadid()
-                        _pivot_row(&states[tid], e1, n_e, K, top_n, row_work[e1], rp, rf, pfe, cp, ce, pef,
+                        _pivot_row(&states[tid], e1, n_e, K, top_n, min_p, row_work[e1], rp, rf, pfe, cp, ce, pef,
                                    tid, row_tid, row_start, row_len)
                 for t in range(n_threads):
                     if states[t].failed:

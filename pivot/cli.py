@@ -107,7 +107,8 @@ def _add_lookup(sub):
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("db", help="database written by `pivot build`")
     p.add_argument("phrase", nargs="+", help="the phrase (normalised like the corpus)")
-    p.add_argument("-k", type=int, default=10, help="how many paraphrases")
+    p.add_argument("-k", type=int, default=None,
+                   help="how many paraphrases (default: the recipe's [pivot] top_n recorded in the database)")
     p.add_argument("--model", default="general", help="model to rank by (see --list-models)")
     p.add_argument("--format", choices=["table", "json", "ppdb"], default="table")
     p.add_argument("--list-models", action="store_true", help="print the database's models and exit")

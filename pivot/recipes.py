@@ -42,7 +42,7 @@ DEFAULTS = {
     "align": {"method": "ibm2", "model": 3, "length": 1.0, "pharaoh": {}},
     "extract": {"max_phrase_len": 5, "shard_sentences": 50_000},
     "pivot": {"min_p_f_given_e": 0.001, "min_p_e_given_f": 0.001, "max_e_per_f": 100, "top_n": 20,
-              "min_phrase_count": 2},
+              "min_phrase_count": 2, "min_p_e2_given_e1": 0.0},
 }
 
 
@@ -51,7 +51,7 @@ DEFAULTS = {
 # without [combine] it makes no General+X combinations.
 OPTIONAL = {
     "domain": {"in_domain": None, "general": {}, "order": 5, "estimator": "pivot", "seed": 0,
-               "taus": [], "report_in_domain_sources": []},
+               "taus": [], "report_in_domain_sources": [], "matched": True, "vocab_min_count": 2},
     "combine": {"gold": None, "format": "simlex", "threshold": 6.0, "n_tune": 1000, "seed": 0},
     "eval": {"sets": []},
 }
@@ -122,10 +122,11 @@ SCHEMA = {
     "extract": {"max_phrase_len": (_INT, 1, None, None), "shard_sentences": (_INT, 1, None, None)},
     "pivot": {"min_p_f_given_e": (_NUM, 0, 1, None), "min_p_e_given_f": (_NUM, 0, 1, None),
               "max_e_per_f": (_INT, 0, None, None), "top_n": (_INT, 0, None, None),
-              "min_phrase_count": (_INT, 0, None, None)},
+              "min_phrase_count": (_INT, 0, None, None), "min_p_e2_given_e1": (_NUM, 0, 1, None)},
     "domain": {"in_domain": None, "general": None, "order": (_INT, 1, 9, None),
                "estimator": (_STR, None, None, ("pivot", "lmplz")), "seed": (_INT, 0, None, None),
-               "taus": None, "report_in_domain_sources": None},
+               "taus": None, "report_in_domain_sources": None, "matched": (_BOOL, None, None, None),
+               "vocab_min_count": (_INT, 1, None, None)},
     "combine": {"gold": None, "format": (_STR, None, None, ("simlex", "ppdb-human", "pairs")),
                 "threshold": (_NUM, None, None, None), "n_tune": (_INT, 1, None, None),
                 "seed": (_INT, 0, None, None)},

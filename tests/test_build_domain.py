@@ -59,6 +59,9 @@ min_phrase_count = 1
 order = 3
 in_domain = { lines = ["bio.txt"] }
 taus = [9]
+# Matched LMs on tiny text: the in-domain sample holds ~18 tokens (the size of a cross-fitted
+# half of the bitext), so a word seen once there is part of the shared vocabulary.
+vocab_min_count = 1
 [combine]
 gold = ["gold.txt"]
 n_tune = 1000
@@ -117,6 +120,25 @@ def test_models_and_meta(built):
             assert fit["n"] == 4 and fit["method"] in ("mle", "l2-fallback")
             assert fit["method"] == "mle" or fit["reason"]
         assert set(db.meta["lm"]["models"]) == {"in_domain", "general.0", "general.1"}
+        # Matched LMs: equal-size samples (each holds n_match tokens, up to the sentence that
+        # reaches it) over one declared vocabulary, so the three models have the same unigrams.
+        text, models = db.meta["lm"]["text"], db.meta["lm"]["models"]
+        n_match = text["protocol"]["n_tokens_target"]
+        assert text["protocol"]["matched"] and n_match == min(text["in_domain_full"]["tokens"],
+                                                              text["general.0"]["tokens"], text["general.1"]["tokens"])
+        for name in models:
+            assert n_match <= text[name]["tokens"] < n_match + 8  # the sentences here hold < 8 tokens
+            assert models[name]["vocab_size"] == text["protocol"]["shared_vocab_size"] + 3  # <unk> <s> </s>
+            assert models[name]["n_declared"] == text["protocol"]["shared_vocab_size"]
+        assert db.meta["lm"]["scoring"]["bitext_tokens"] == sum(len(s.split()) for s in EN)
+        # The pruning record: each model on its own counts, every pair above the floor,
+        # top_n a lookup default only.
+        pruning = db.meta["pruning"]
+        assert pruning["decided_on"] == "each model's own counts" and pruning["top_n"] == 0
+        assert pruning["lookup_top_n"] == 20 and db.default_k == 20
+        assert len(pruning["n_kept_by_model"]) == len([m for m in names if not m.startswith("general+")])
+        # The signature names every pruning setting and the LM protocol.
+        assert "|prune:0.001/0.001/100/n1/floor0.0/per-model|lm:matched/v1|" in db.signature
         assert db.meta["moore_lewis"]["n_sentences"] == len(EN)
         assert db.lookup("divides", k=1)[0].paraphrase == "splits"
         assert db.lookup("divides", k=1)[0].score == 0.5

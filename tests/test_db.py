@@ -76,6 +76,18 @@ def test_schema_holds_one_row_per_pair(db_path):
     assert SCHEMA_VERSION == 2
 
 
+def test_lookup_default_k_is_the_recipes_top_n(tmp_path, db_path):
+    # The database stores every pair above the floor; how many a lookup shows by default is
+    # the recipe's top_n recorded in meta.pruning (10 when a database records none).
+    with ParaphraseDB(db_path) as db:
+        assert db.default_k == 10 and len(db.lookup("treat")) == 3
+    path = _write(tmp_path / "k2.db", meta={**META, "pruning": {"lookup_top_n": 2, "top_n": 0}})
+    with ParaphraseDB(path) as db:
+        assert db.default_k == 2
+        assert [h.paraphrase for h in db.lookup("treat")] == ["cure", "look after"]
+        assert len(db.lookup("treat", k=3)) == 3
+
+
 def test_lookup_round_trip(db_path):
     with ParaphraseDB(db_path) as db:
         assert db.models == ["general", "dom", "general+dom"]

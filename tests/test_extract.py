@@ -194,12 +194,28 @@ def test_save_load_round_trip(tmp_path):
     path = tmp_path / "table.npz"
     t.save(path)
     u = PhraseTable.load(path)
-    for name in ("e_phrases", "f_phrases", "e_id", "f_id", "counts", "support", "e_count"):
+    for name in ("e_phrases", "f_phrases", "e_id", "f_id", "counts", "support", "e_count", "e_nobs"):
         a, b = getattr(t, name), getattr(u, name)
         assert a.dtype == b.dtype, name
         np.testing.assert_array_equal(a, b, err_msg=name)
     with np.load(path) as z:  # one uncompressed npz
-        assert set(z.files) == {"e_phrases", "f_phrases", "e_id", "f_id", "counts", "support", "e_count"}
+        assert set(z.files) == {"e_phrases", "f_phrases", "e_id", "f_id", "counts", "support", "e_count", "e_nobs"}
+
+
+def test_observation_counts_per_model():
+    # "1" is extracted in all three sentences (with f 10), "2" in the first two (with f 11).
+    # Model 1 weighs the sentences 0, 1, 1 (a 0/1 subsample): n_1("1") = 2, n_1("2") = 1.
+    # Model 2 weighs them 0.5, 0, 7 (real-valued): it counts an extraction when its weight is
+    # > 0, whatever the weight: n_2("1") = 2, n_2("2") = 1, while c_2("1", 10) = 7.5.
+    sentences = [([1, 2], [10, 11], [(0, 0), (1, 1)])] * 2 + [([1], [10], [(0, 0)])]
+    t = extract(sentences, weights=[[1, 0, 0.5], [1, 1, 0], [1, 1, 7]], max_len=1)
+    nobs = {t.e_phrase(e): row.tolist() for e, row in enumerate(t.e_nobs)}
+    assert nobs == {(1,): [3, 2, 2], (2,): [2, 1, 1]}
+    assert t.e_nobs.dtype == np.int64 and t.counts.shape == (2, 3)  # the indicator columns are not kept
+    assert pairs_of(t) == {((1,), (10,)): (3, (3.0, 2.0, 7.5)), ((2,), (11,)): (2, (2.0, 1.0, 0.5))}
+    # A table without observation counts falls back to the support for every model.
+    t.e_nobs = None
+    assert t.observations().tolist() == [[3, 3, 3], [2, 2, 2]]
 
 
 # ------------------------------------------------------------------ against a plain reference

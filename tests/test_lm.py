@@ -561,3 +561,47 @@ def test_lmplz_gets_the_same_text_from_a_file(tmp_path, monkeypatch):
         lm.estimate_with_lmplz(["a b"], tmp_path / "x.txt", 3, lmplz=tool)
     with pytest.raises(FileNotFoundError):
         lm.estimate_with_lmplz(tmp_path / "missing.txt", tmp_path / "x.txt", 3, lmplz=tool)
+
+
+def test_declared_vocabulary_hand_values(tmp_path):
+    """Unigrams of "a b | a" with the vocabulary {a, b, c} declared (c never seen).
+
+    Tokens a b </s> a </s>: a(a) = 2, a(b) = 1, a(</s>) = 2, a(c) = 0; total S = 5.
+    t = (1, 2, 0, 0): the discounts fall back to D = (0.5, 1, 1.5).
+    gamma() = (D1 * 1 + D2 * 2) / S = 2.5 / 5 = 0.5; |V| without <s> = 3 specials + 3 - 1 = 5:
+      p(a) = (2 - 1) / 5 + 0.5 / 5 = 0.3     p(b) = (1 - 0.5) / 5 + 0.1 = 0.2
+      p(</s>) = 0.3                          p(c) = p(<unk>) = 0.5 / 5 = 0.1      (sum 1)
+    Without the declaration |V| - 1 = 4: p(a) = 0.2 + 0.125, p(<unk>) = 0.125, no c.
+    """
+    stats, arpa, path = estimate(tmp_path, sentences("a b|a"), 1, vocab=["a", "b", "c"])
+    check_arpa(arpa, {"a": (0.3, None), "b": (0.2, None), "</s>": (0.3, None), "c": (0.1, None),
+                      "<unk>": (0.1, None), "<s>": (1, None)})
+    assert stats.vocab_size == 6 and stats.n_declared == 3 and stats.n_declared_unseen == 1
+    plain, arpa2, _ = estimate(tmp_path, sentences("a b|a"), 1)
+    check_arpa(arpa2, {"a": (0.325, None), "b": (0.225, None), "</s>": (0.325, None), "<unk>": (0.125, None),
+                       "<s>": (1, None)})
+    assert plain.n_declared == 0 and plain.n_declared_unseen == 0
+
+
+def test_declared_vocabulary_gives_two_models_the_same_unigrams(tmp_path):
+    # Two texts over one declared vocabulary (order 3, so the counts and the lmplz-statistics
+    # correction run over words the text lacks): the same unigram set, and kenlm scores a
+    # declared word the text never held as a known word (not as <unk>).
+    vocab = ["a", "b", "c", "d", "<oov>"]
+    (tmp_path / "x").mkdir()
+    (tmp_path / "y").mkdir()
+    one, arpa1, p1 = estimate(tmp_path / "x", sentences("a b a|b a <oov>|a a b"), 3, vocab=vocab)
+    two, arpa2, p2 = estimate(tmp_path / "y", sentences("c d|d c c|<oov> d"), 3, vocab=vocab)
+    assert set(arpa1[1]) == set(arpa2[1]) == {(w,) for w in ["<unk>", "<s>", "</s>", *vocab]}
+    assert one.vocab_size == two.vocab_size == 8
+    assert (one.n_declared_unseen, two.n_declared_unseen) == (2, 2)  # c, d / a, b
+    model = kenlm.Model(str(p1))
+    (_, _, oov), _ = list(model.full_scores("d", bos=False, eos=True))
+    assert not oov
+    # d's unigram probability is the uniform share gamma() / |V|, like <unk>'s.
+    assert arpa1[1][("d",)][0] == pytest.approx(arpa1[1][("<unk>",)][0], abs=1e-6)
+
+
+def test_declared_vocabulary_refuses_specials():
+    with pytest.raises(ValueError, match="special token"):
+        lm.estimate_arpa(sentences("a"), "never.arpa", 1, vocab=["<s>"])

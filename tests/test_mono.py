@@ -205,3 +205,19 @@ def test_real_genia_has_no_markup_left():
     sents = list(mono.read_conll_sentences(path))
     assert not [s for s in sents if s[0] in ("UI", "TI", "AB") and s[1:2] == ["-"]]
     assert len(sents) > 14000
+
+
+def test_shared_vocabulary_and_mapping():
+    from pivot.pipeline.mono import OOV_TOKEN, map_to_vocab, shared_vocabulary
+
+    text = ["the kinase binds the receptor", "the receptor binds", "a kinase", "<oov> <oov>"]
+    # counts: the 3, kinase 2, binds 2, receptor 2, a 1 (<oov> never enters the vocabulary)
+    assert shared_vocabulary(text, 2) == ["binds", "kinase", "receptor", "the"]
+    assert shared_vocabulary(text, 3) == ["the"]
+    assert shared_vocabulary(text, 1) == ["a", "binds", "kinase", "receptor", "the"]
+    with pytest.raises(ValueError):
+        shared_vocabulary(text, 0)
+    vocab = frozenset(shared_vocabulary(text, 2))
+    assert map_to_vocab("the dog binds a kinase", vocab) == ("the <oov> binds <oov> kinase", 2)
+    assert map_to_vocab("", vocab) == ("", 0)
+    assert OOV_TOKEN == "<oov>"

@@ -25,8 +25,9 @@ import pytest
 import scipy.sparse as sp
 
 from pivot.pipeline.extract import PhraseTable
-from pivot.pipeline.pivoting import (DEFAULT_MAX_E_PER_F, DEFAULT_MIN_P_E_GIVEN_F, DEFAULT_MIN_P_F_GIVEN_E,
-                            DEFAULT_TOP_N, Paraphrases, pivot_paraphrases, prune)
+from pivot.pipeline.pivoting import (DEFAULT_MAX_E_PER_F, DEFAULT_MIN_P_E2_GIVEN_E1, DEFAULT_MIN_P_E_GIVEN_F,
+                                     DEFAULT_MIN_P_F_GIVEN_E, DEFAULT_MIN_PHRASE_COUNT, DEFAULT_TOP_N, Paraphrases,
+                                     pivot_paraphrases, prune)
 
 NO_PRUNING = dict(min_p_f_given_e=0.0, min_p_e_given_f=0.0, max_e_per_f=0, top_n=0)
 TOL = 1e-15
@@ -110,11 +111,26 @@ def test_cap_per_foreign_phrase_breaks_ties_by_smaller_e():
     assert len(pivot_paraphrases(hand_table(), **{**NO_PRUNING, "max_e_per_f": 1})) == 0
 
 
-def test_cap_ranks_on_support_not_on_model_counts():
-    # Model 1 would rank f0's phrases differently; the cap follows the support only.
-    counts = np.column_stack([HAND_SUPPORT, [100, 2, 1, 1, 6]])
+def test_cap_ranks_each_model_on_its_own_counts():
+    # Model 1 ranks f0's phrases by its own counts: e0 (100) and e2 (3) beat e1 (1), where
+    # General (support 2, 6, 2) keeps e1 and e0. Pairs by index: 0 (e0,f0), 1 (e0,f1),
+    # 2 (e1,f0), 3 (e2,f0), 4 (e2,f1). The structure is the union; each model its own part.
+    counts = np.column_stack([HAND_SUPPORT, [100, 2, 1, 3, 6]])
     s = prune(hand_table(counts), min_p_f_given_e=0, min_p_e_given_f=0, max_e_per_f=2)
-    assert s.kept.tolist() == [0, 1, 2, 4]
+    assert s.kept.tolist() == [0, 1, 2, 3, 4]
+    assert s.keep_csr[:, 0].tolist() == [True, True, True, False, True]
+    assert s.keep_csr[:, 1].tolist() == [True, True, False, True, True]
+    assert s.stats["n_kept_by_model"] == [4, 4]
+    # Model 1 on its own pruned table: p1(f|e): e0: f0 100/102, f1 2/102; e2: f0 3/9, f1 6/9;
+    # p1(e|f) after the cap (normalised over the full column, e1's count included):
+    # f0: e0 100/104, e2 3/104; f1: e0 2/8, e2 6/8. So
+    #   P1(e2|e0) = 3/104 * 100/102 + 6/8 * 2/102       P1(e0|e2) = 100/104 * 3/9 + 2/8 * 6/9
+    # and e1 has no paraphrase under model 1 (its only entry was cut), while General keeps
+    # P0(e1|e0) = 6/10 * 2/4 (General's cap dropped (e2, f0) instead).
+    para = pivot_paraphrases(hand_table(counts), **{**NO_PRUNING, "max_e_per_f": 2})
+    assert_pairs(para, {(0, 2): 3 / 104 * 100 / 102 + 6 / 8 * 2 / 102, (2, 0): 100 / 104 * 3 / 9 + 2 / 8 * 6 / 9,
+                        (0, 1): 0.0, (1, 0): 0.0}, k=1)
+    assert_pairs(para, {(0, 1): .3, (0, 2): .375, (1, 0): .2, (2, 0): .1875}, k=0)
 
 
 def test_top_n_with_tie_break():
@@ -213,10 +229,37 @@ def test_save_load_round_trip(tmp_path):
 
 
 def test_defaults_are_the_documented_constants():
-    assert (DEFAULT_MIN_P_F_GIVEN_E, DEFAULT_MIN_P_E_GIVEN_F, DEFAULT_MAX_E_PER_F, DEFAULT_TOP_N) == \
-        (0.001, 0.001, 100, 50)
+    assert (DEFAULT_MIN_P_F_GIVEN_E, DEFAULT_MIN_P_E_GIVEN_F, DEFAULT_MAX_E_PER_F, DEFAULT_TOP_N,
+            DEFAULT_MIN_PHRASE_COUNT, DEFAULT_MIN_P_E2_GIVEN_E1) == (0.001, 0.001, 100, 0, 1, 0.0)
     para = pivot_paraphrases(hand_table())
     assert para.meta["min_p_f_given_e"] == DEFAULT_MIN_P_F_GIVEN_E and para.meta["top_n"] == DEFAULT_TOP_N
+    assert para.meta["min_p_e2_given_e1"] == DEFAULT_MIN_P_E2_GIVEN_E1
+
+
+def test_floor_on_p_e2_given_e1_is_per_model_and_inclusive():
+    # General: .3 .475 .2 .2 .2375 .15; model 1 (K2_COUNTS): .6 .2 .2 .2 .05 .15 (see above).
+    # A floor of .2 keeps the values >= .2 of each model (.2 = 2/10 * 1 is exact in binary
+    # and equal to the literal .2); below it a model's value becomes 0, and (e2, e1), below
+    # the floor under both models, is not stored at all.
+    para = pivot_paraphrases(hand_table(K2_COUNTS), **{**NO_PRUNING, "min_p_e2_given_e1": 0.2})
+    assert list(zip(para.e1.tolist(), para.e2.tolist())) == [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0)]
+    np.testing.assert_allclose(para.p, [[.3, .6], [.475, .2], [.2, .2], [.2, .2], [.2375, 0.0]], rtol=0, atol=TOL)
+    assert para.p[4, 1] == 0.0 and para.meta["min_p_e2_given_e1"] == 0.2
+    # Just above .2, the .2 values go too.
+    para = pivot_paraphrases(hand_table(K2_COUNTS), **{**NO_PRUNING, "min_p_e2_given_e1": np.nextafter(0.2, 1)})
+    assert as_dict(para, 0) == pytest.approx({(0, 1): .3, (0, 2): .475, (2, 0): .2375}, abs=TOL)
+    assert as_dict(para, 1) == pytest.approx({(0, 1): .6, (0, 2): 0.0, (2, 0): 0.0}, abs=TOL)
+    with pytest.raises(ValueError, match="min_p_e2_given_e1"):
+        pivot_paraphrases(hand_table(), min_p_e2_given_e1=-0.1)
+
+
+def test_floor_and_top_n_together_rank_what_survives_the_floor():
+    # Floor .23 leaves General's row e0 with .3 and .475 and model 1's with .6; top_n=1 then
+    # keeps (e0, e2) (General's best) and (e0, e1) (model 1's best; a kept pair carries every
+    # model's value above the floor); row e1 has nothing above .23, row e2 General's .2375.
+    para = pivot_paraphrases(hand_table(K2_COUNTS), **{**NO_PRUNING, "min_p_e2_given_e1": 0.23, "top_n": 1})
+    assert list(zip(para.e1.tolist(), para.e2.tolist())) == [(0, 1), (0, 2), (2, 0)]
+    np.testing.assert_allclose(para.p, [[.3, .6], [.475, 0.0], [.2375, 0.0]], rtol=0, atol=TOL)
 
 
 # ------------------------------------------------------------------ a seeded random table
@@ -256,7 +299,7 @@ def scipy_products(table, s):
         c = table.counts[:, k]
         rs = np.bincount(table.e_id, weights=c, minlength=table.n_e)
         cs = np.bincount(table.f_id, weights=c, minlength=table.n_f)
-        kept = s.kept
+        kept = s.kept[s.keep_csr[:, k]]  # model k's own pruned entries
         e, f = table.e_id[kept], table.f_id[kept]
         with np.errstate(invalid="ignore", divide="ignore"):
             r = np.where(rs[e] > 0, c[kept] / rs[e], 0.0)
@@ -276,10 +319,15 @@ def test_random_table_threads_give_identical_bits():
     assert table.n_pairs > 2000
     runs = [pivot_paraphrases(table, **RANDOM_PRUNING, top_n=5, n_threads=n) for n in (1, 2, 3)]
     runs += [pivot_paraphrases(table, **RANDOM_PRUNING, top_n=0, n_threads=n) for n in (1, 2)]
-    for a, b in ((runs[0], runs[1]), (runs[0], runs[2]), (runs[3], runs[4])):
+    runs += [pivot_paraphrases(table, **RANDOM_PRUNING, min_p_e2_given_e1=1e-3, n_threads=n) for n in (1, 3)]
+    for a, b in ((runs[0], runs[1]), (runs[0], runs[2]), (runs[3], runs[4]), (runs[5], runs[6])):
         for name in ("e1", "e2", "p", "n_pivots", "pivots"):
             np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
-    assert len(runs[3]) > len(runs[0]) > 1000
+    assert len(runs[3]) > len(runs[5]) > 1000 and len(runs[3]) > len(runs[0]) > 1000
+    # The floor keeps exactly the pairs of the unfloored run with some p_k >= 1e-3.
+    keep = (runs[3].p >= 1e-3).any(axis=1)
+    np.testing.assert_array_equal(runs[5].e1, runs[3].e1[keep])
+    np.testing.assert_array_equal(runs[5].p, np.where(runs[3].p[keep] >= 1e-3, runs[3].p[keep], 0.0))
 
 
 def test_random_table_agrees_with_scipy():
@@ -296,24 +344,57 @@ def test_random_table_agrees_with_scipy():
     assert set(zip(union.row.tolist(), union.col.tolist())) == set(zip(para.e1.tolist(), para.e2.tolist()))
 
 
+def brute_force_keep(table, min_p_f_given_e, min_p_e_given_f, max_e_per_f, min_phrase_count=1):
+    """Rules (a) and (b) for each model, pair by pair: {k: set of kept pair indices}."""
+    nobs = table.observations()
+    out = {}
+    for k in range(table.counts.shape[1]):
+        c = table.counts[:, k]
+        rs = np.bincount(table.e_id, weights=c, minlength=table.n_e)
+        cs = np.bincount(table.f_id, weights=c, minlength=table.n_f)
+        survivors = [i for i in range(table.n_pairs)
+                     if c[i] > 0 and c[i] / rs[table.e_id[i]] >= min_p_f_given_e
+                     and c[i] / cs[table.f_id[i]] >= min_p_e_given_f and nobs[table.e_id[i], k] >= min_phrase_count]
+        by_f = {}
+        for i in survivors:
+            by_f.setdefault(int(table.f_id[i]), []).append(i)
+        want = set()
+        for f, idx in by_f.items():
+            idx.sort(key=lambda i: (-c[i], table.e_id[i]))
+            want.update(idx[:max_e_per_f] if max_e_per_f else idx)
+        out[k] = (want, len(survivors))
+    return out
+
+
 @pytest.mark.parametrize("table_fn", [lambda: random_table(seed=2), lambda: tie_heavy_table(seed=6)])
-def test_random_table_pruning_matches_the_rules(table_fn):
+@pytest.mark.parametrize("min_phrase_count", [1, 3])
+def test_random_table_pruning_matches_the_rules(table_fn, min_phrase_count):
     table = table_fn()
-    s = prune(table, **RANDOM_PRUNING)
-    sup = table.support
-    ps_fe = sup / np.bincount(table.e_id, weights=sup)[table.e_id]
-    ps_ef = sup / np.bincount(table.f_id, weights=sup)[table.f_id]
-    survivors = [i for i in range(table.n_pairs)
-                 if ps_fe[i] >= RANDOM_PRUNING["min_p_f_given_e"] and ps_ef[i] >= RANDOM_PRUNING["min_p_e_given_f"]]
-    by_f = {}
-    for i in survivors:
-        by_f.setdefault(int(table.f_id[i]), []).append(i)
-    want = set()
-    for f, idx in by_f.items():
-        idx.sort(key=lambda i: (-sup[i], table.e_id[i]))
-        want.update(idx[:RANDOM_PRUNING["max_e_per_f"]])
-    assert set(s.kept.tolist()) == want
-    assert len(want) < len(survivors) <= table.n_pairs  # the cap bites on both tables
+    s = prune(table, **RANDOM_PRUNING, min_phrase_count=min_phrase_count)
+    want = brute_force_keep(table, **RANDOM_PRUNING, min_phrase_count=min_phrase_count)
+    union = set()
+    for k, (kept_k, n_survivors) in want.items():
+        assert set(s.kept[s.keep_csr[:, k]].tolist()) == kept_k, k
+        assert set(s.csc_pair[s.keep_csc[:, k]].tolist()) == kept_k, k
+        assert len(kept_k) < n_survivors  # the cap bites for every model
+        union |= kept_k
+    assert set(s.kept.tolist()) == union
+    # Models really differ: no model's kept set is General's.
+    assert all(want[k][0] != want[0][0] for k in want if k)
+
+
+def test_a_models_column_does_not_depend_on_the_other_models():
+    # Pruned on its own counts, model 2 gives the same bits alone as beside models 0 and 1.
+    table = random_table(seed=8)
+    both = pivot_paraphrases(table, **RANDOM_PRUNING, min_p_e2_given_e1=1e-3, n_threads=2)
+    alone_table = make_table(table.n_e, table.n_f, np.column_stack([table.e_id, table.f_id]), table.support,
+                             table.counts[:, 2:3])
+    alone = pivot_paraphrases(alone_table, **RANDOM_PRUNING, min_p_e2_given_e1=1e-3, n_threads=2)
+    nz = both.p[:, 2] != 0
+    assert nz.sum() > 500 and len(alone) == nz.sum()
+    np.testing.assert_array_equal(alone.e1, both.e1[nz])
+    np.testing.assert_array_equal(alone.e2, both.e2[nz])
+    assert alone.p[:, 0].tobytes() == both.p[nz, 2].tobytes()
 
 
 @pytest.mark.parametrize("table_fn,top_n", [(lambda: random_table(seed=3), 4), (tie_heavy_table, 2)])
@@ -335,14 +416,18 @@ def test_random_table_top_n_n_pivots_and_pivots_by_brute_force(table_fn, top_n):
     fs_of = {}
     for i in s.kept:
         fs_of.setdefault(int(table.e_id[i]), {})[int(table.f_id[i])] = i
-    c0 = table.counts[:, 0]
+    # Model 0's contributions: an entry model 0 does not keep contributes 0.
+    c0 = table.counts[:, 0].copy()
+    c0_keep = np.zeros(table.n_pairs, bool)
+    c0_keep[s.kept[s.keep_csr[:, 0]]] = True
     rs = np.bincount(table.e_id, weights=c0, minlength=table.n_e)
     cs = np.bincount(table.f_id, weights=c0, minlength=table.n_f)
     for e1, e2, n_piv, piv in zip(full.e1.tolist(), full.e2.tolist(), full.n_pivots.tolist(),
                                   full.pivots.tolist()):
         shared = sorted(set(fs_of[e1]) & set(fs_of[e2]))
         assert n_piv == len(shared)
-        contrib = [(c0[fs_of[e2][f]] / cs[f]) * (c0[fs_of[e1][f]] / rs[e1]) for f in shared]
+        contrib = [(c0[fs_of[e2][f]] / cs[f] * c0_keep[fs_of[e2][f]]) * (c0[fs_of[e1][f]] / rs[e1] * c0_keep[fs_of[e1][f]])
+                   for f in shared]
         best = sorted(range(len(shared)), key=lambda j: (-contrib[j], shared[j]))[:3]
         assert piv == [shared[j] for j in best] + [-1] * (3 - len(best))
 

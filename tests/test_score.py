@@ -263,3 +263,47 @@ def test_write_ranked_file_errors(tmp_path, lms):
     empty = MooreLewisScores(*(np.zeros(0) for _ in range(3)), np.zeros(0, np.int64))
     write_ranked_file(tmp_path / "e.tsv", empty, tmp_path / "empty.txt")
     assert (tmp_path / "e.tsv").read_bytes() == b""
+
+
+# Matched LMs (pivot.pipeline.mono): both models know the word "<oov>", which stands for every
+# word outside the shared vocabulary. Unigram models, no backoff (log10); kenlm needs a bigram
+# section, so each has "a a", which no sentence below holds:
+#                <unk>  </s>   a     <oov>
+#   in-domain    -2.0   -0.5  -0.3   -1.2
+#   general      -2.0   -0.4  -0.5   -0.6
+MATCHED_ARPA = """\\data\\
+ngram 1=5
+ngram 2=1
+
+\\1-grams:
+-2.0\t<unk>
+-99\t<s>
+{eos}\t</s>
+{a}\ta
+{oov}\t<oov>
+
+\\2-grams:
+-0.01\ta a
+
+\\end\\
+"""
+
+
+def test_moore_lewis_file_maps_words_outside_the_shared_vocabulary(tmp_path):
+    tgt, gen = tmp_path / "tgt.arpa", tmp_path / "gen.arpa"
+    tgt.write_text(MATCHED_ARPA.format(eos=-0.5, a=-0.3, oov=-1.2))
+    gen.write_text(MATCHED_ARPA.format(eos=-0.4, a=-0.5, oov=-0.6))
+    # With V = {a}: "a c" is scored as "a <oov>", "c d a" as "<oov> <oov> a":
+    #   "a c":    tgt -0.3 - 1.2 - 0.5 = -2.0          gen -0.5 - 0.6 - 0.4 = -1.5      (/ 3)
+    #   "c d a":  tgt -2.4 - 0.3 - 0.5 = -3.2          gen -1.2 - 0.5 - 0.4 = -2.1      (/ 4)
+    #   "a":      tgt -0.3 - 0.5 = -0.8                gen -0.5 - 0.4 = -0.9            (/ 2)
+    path = write_lines(tmp_path / "en.txt", ["a c", "c d a", "a"])
+    got = moore_lewis_file(path, np.zeros(3, np.int8), str(tgt), str(gen), vocab=frozenset({"a"}))
+    np.testing.assert_allclose(got.h_tgt, [2.0 * LOG2_10 / 3, 3.2 * LOG2_10 / 4, 0.8 * LOG2_10 / 2], rtol=1e-6)
+    np.testing.assert_allclose(got.h_gen, [1.5 * LOG2_10 / 3, 2.1 * LOG2_10 / 4, 0.9 * LOG2_10 / 2], rtol=1e-6)
+    assert got.n_oov.tolist() == [1, 2, 0] and got.n_words.tolist() == [2, 3, 1]
+    # Without the vocabulary "c" is kenlm's <unk> (-2.0 in both): tgt -2.8, gen -2.9 for "a c".
+    plain = moore_lewis_file(path, np.zeros(3, np.int8), str(tgt), str(gen))
+    assert plain.n_oov is None
+    assert plain.h_tgt[0] == pytest.approx(2.8 * LOG2_10 / 3, rel=1e-6)
+    assert plain.h_gen[0] == pytest.approx(2.9 * LOG2_10 / 3, rel=1e-6)

@@ -57,7 +57,8 @@ def sharded(tmp, bitext, weights, *, shard_sentences, n_parts, max_len=3, top_n=
     engine.map(extract_shard, [(p, tmp / "weights.npy", s0, max_len, n_parts, out)
                                for (p, s0), out in zip(shards, x)], name="extract")
     e_paths = [tmp / f"e-{p}.npz" for p in range(n_parts)]
-    engine.map(translation.merge_by_e, [(x, p, n_parts, e_paths[p]) for p in range(n_parts)], name="merge-e")
+    engine.map(translation.merge_by_e, [(x, p, n_parts, e_paths[p], min_phrase_count) for p in range(n_parts)],
+               name="merge-e")
     f_paths = [tmp / f"f-{q}.npz" for q in range(n_parts)]
     prune = dict(min_p_f_given_e=min_p_f_given_e, min_p_e_given_f=min_p_e_given_f, max_e_per_f=max_e_per_f,
                  min_phrase_count=min_phrase_count)
@@ -127,6 +128,48 @@ def test_floors_match_reference(tmp_path):
     want = reference(bitext, weights, max_e_per_f=0, top_n=0, **floors)
     s, para, e_paths = sharded(tmp_path, bitext, weights, shard_sentences=9, n_parts=4, **floors)
     assert same(sharded_by_text(s, para, e_paths), want)
+
+
+def test_per_model_pruning_matches_reference(tmp_path):
+    """Floors and the minimum count decided per model (a 0/1 subsample and a real-valued model
+    with zeros beside General): the same pairs as the in-memory reference, every column."""
+    rng = np.random.default_rng(9)
+    bitext = random_bitext(rng, 90)
+    sub = (rng.random(90) < 0.4).astype(np.float64)
+    real = np.where(rng.random(90) < 0.3, 0.0, rng.integers(1, 5, 90) / 4)  # quarters: exact sums
+    weights = np.column_stack([np.ones(90), sub, real])
+    prune = dict(min_p_f_given_e=0.05, min_p_e_given_f=0.05, min_phrase_count=2, max_e_per_f=0)
+    want = reference(bitext, weights, top_n=0, **prune)
+    s, para, e_paths = sharded(tmp_path, bitext, weights, shard_sentences=13, n_parts=3, **prune)
+    got = sharded_by_text(s, para, e_paths)
+    assert same(got, want)
+    p = np.array(list(want.values()))
+    # Each domain model has pairs General does not have, and the reverse.
+    assert ((p[:, 1] > 0) & (p[:, 0] == 0)).any() and ((p[:, 2] > 0) & (p[:, 0] == 0)).any()
+    assert ((p[:, 0] > 0) & (p[:, 1] == 0)).any()
+
+
+def test_a_domain_model_keeps_what_generals_cap_drops(tmp_path):
+    """f0 is aligned to e0 and e1 five times each (General) and to e2 and e3 twice each, in the
+    sentences the domain model (column 1) weighs 1. With max_e_per_f = 2 and min_phrase_count = 2:
+    General keeps e0 and e1: P0(e1|e0) = p0(e1|f0) p0(f0|e0) = 5/14 * 1 (normalised over the
+    full column, 14 instances); the domain model keeps e2 and e3 on its own counts:
+    P1(e3|e2) = 2/4 * 1. Pruned on General's counts (the old rule) e2, e3 had nothing."""
+    e = [0] * 5 + [1] * 5 + [2] * 2 + [3] * 2
+    n = len(e)
+    bitext = (np.array(e, np.int32), np.arange(n + 1), np.zeros(n, np.int32), np.arange(n + 1),
+              np.zeros(n, np.int32), np.zeros(n, np.int32), np.arange(n + 1))
+    domain = np.array([0.0] * 10 + [1.0] * 4)
+    # Column 2 sees each of e2 and e3 once: under the minimum count of 2 it has nothing.
+    once = np.array([0.0] * 10 + [1.0, 0.0, 1.0, 0.0])
+    weights = np.column_stack([np.ones(n), domain, once])
+    s, para, e_paths = sharded(tmp_path, bitext, weights, shard_sentences=4, n_parts=2, max_e_per_f=2,
+                               min_phrase_count=2)
+    got = sharded_by_text(s, para, e_paths)
+    assert got == {((0,), (1,)): (5 / 14, 0.0, 0.0), ((1,), (0,)): (5 / 14, 0.0, 0.0),
+                   ((2,), (3,)): (0.0, 0.5, 0.0), ((3,), (2,)): (0.0, 0.5, 0.0)}
+    assert got == reference(bitext, weights, max_e_per_f=2, min_phrase_count=2, min_p_f_given_e=0,
+                            min_p_e_given_f=0, top_n=0)
 
 
 def test_bytes_do_not_depend_on_partitions_or_workers(tmp_path):
@@ -247,7 +290,7 @@ def _run_on(engine, tmp, bitext, weights, kill=False):
     engine.map(fn, [(*extra, p, tmp / "weights.npy", s0, 3, 3, out) for (p, s0), out in zip(shards, x)],
                name="extract")
     e_paths = [tmp / f"e-{p}.npz" for p in range(3)]
-    engine.map(translation.merge_by_e, [(x, p, 3, e_paths[p]) for p in range(3)], name="merge-e")
+    engine.map(translation.merge_by_e, [(x, p, 3, e_paths[p], 2) for p in range(3)], name="merge-e")
     return {p.name: p.read_bytes() for p in sorted(tmp.glob("[xe]-*.npz"))}
 
 

@@ -53,6 +53,10 @@ class PhraseTable:
     counts: np.ndarray  # (n_pairs, K) float64: sum of weights[s, k] over the pair's instances
     support: np.ndarray  # (n_pairs,) int64: number of extracted instances
     e_count: np.ndarray  # (n_e,) int64: support of each English phrase (sum over its pairs)
+    # (n_e, K) int64: n_k(e), the extractions of e that model k counts at all (weight > 0):
+    # the number of alignments model k's distribution of e rests on, for its own
+    # minimum-count rule. None: every model counts every extraction (n_k(e) = e_count).
+    e_nobs: np.ndarray | None = None
 
     def e_phrase(self, i) -> tuple[int, ...]:
         """Token ids of English phrase i, padding dropped."""
@@ -80,10 +84,19 @@ class PhraseTable:
     def n_models(self) -> int:
         return int(self.counts.shape[1])
 
+    def observations(self) -> np.ndarray:
+        """(n_e, K) int64 n_k(e): ``e_nobs``, or ``e_count`` for every model when it is None."""
+        if self.e_nobs is not None:
+            return np.asarray(self.e_nobs, dtype=np.int64)
+        return np.repeat(np.asarray(self.e_count, dtype=np.int64)[:, None], self.n_models, axis=1)
+
     def save(self, path) -> None:
         """Write the table as one uncompressed ``.npz`` (memory-mappable members)."""
+        arrays = {name: getattr(self, name) for name in _TABLE_FIELDS}
+        if self.e_nobs is not None:
+            arrays["e_nobs"] = self.e_nobs
         with open(Path(path), "wb") as fh:
-            np.savez(fh, **{name: getattr(self, name) for name in _TABLE_FIELDS})
+            np.savez(fh, **arrays)
 
     @classmethod
     def load(cls, path) -> "PhraseTable":
@@ -91,7 +104,8 @@ class PhraseTable:
             missing = [name for name in _TABLE_FIELDS if name not in z.files]
             if missing:
                 raise ValueError(f"{path}: not a phrase table (missing {', '.join(missing)})")
-            return cls(**{name: z[name] for name in _TABLE_FIELDS})
+            return cls(**{name: z[name] for name in _TABLE_FIELDS},
+                       e_nobs=z["e_nobs"] if "e_nobs" in z.files else None)
 
 
 _TABLE_FIELDS = ("e_phrases", "f_phrases", "e_id", "f_id", "counts", "support", "e_count")
@@ -157,9 +171,24 @@ def extract_phrase_pairs(e_tokens, e_offsets, f_tokens, f_offsets, link_e, link_
         raise ValueError("weights must be finite and >= 0")
     if not 1 <= int(max_len) <= MAX_PHRASE_LEN:
         raise ValueError(f"max_len must be in 1..{MAX_PHRASE_LEN}, got {max_len}")
-    parts = _counts.extract_phrase_table(e_tokens, e_offsets, f_tokens, f_offsets, link_e, link_f,
-                                         link_offsets, weights, int(max_len))
-    return PhraseTable(*parts)
+    # Observation counts n_k(e) for each model's own minimum-count rule: the kernel also counts
+    # the indicator 1[w_k(s) > 0] for every column that is not already 0/1 (for a 0/1 column
+    # c_k(e,f) is that count). Sums of 1.0 are exact integers in float64 below 2^53.
+    K = weights.shape[1]
+    observed = (weights > 0).astype(np.float64)
+    extra = [k for k in range(K) if not np.array_equal(weights[:, k], observed[:, k])]
+    w_all = np.ascontiguousarray(np.hstack([weights, observed[:, extra]])) if extra else weights
+    e_phrases, f_phrases, e_id, f_id, counts, support, e_count = _counts.extract_phrase_table(
+        e_tokens, e_offsets, f_tokens, f_offsets, link_e, link_f, link_offsets, w_all, int(max_len))
+    obs = counts.copy() if not extra else counts[:, :K].copy()
+    for j, k in enumerate(extra):
+        obs[:, k] = counts[:, K + j]
+    counts = np.ascontiguousarray(counts[:, :K]) if extra else counts
+    n_e = e_phrases.shape[0]
+    e_nobs = np.empty((n_e, K), dtype=np.int64)
+    for k in range(K):
+        e_nobs[:, k] = np.rint(np.bincount(e_id, weights=obs[:, k], minlength=n_e)).astype(np.int64)
+    return PhraseTable(e_phrases, f_phrases, e_id, f_id, counts, support, e_count, e_nobs)
 
 
 # ------------------------------------------------------------------------------ sharded extraction
@@ -255,7 +284,8 @@ def extract_shard(shard_path, weights_path, start: int, max_len: int, n_parts: i
     weight matrix; writes ``out_path`` (one .npz) holding, for each partition p of the English
     key range, ``p{p}_e_key``, ``p{p}_f_key`` (uint64, sorted by (e, f)), ``p{p}_counts``
     (float64, one column per model), ``p{p}_support`` (int64) and the token rows behind the
-    keys (``p{p}_e_rows`` for the partition's English phrases, ``q{p}_f_rows``/``q{p}_f_key``
+    keys (``p{p}_e_rows`` for the partition's English phrases, with their per-model
+    observation counts ``p{p}_e_nobs``, see :class:`PhraseTable`; ``q{p}_f_rows``/``q{p}_f_key``
     for foreign phrases of foreign key range p). Idempotent: an existing output is kept.
     """
     from pivot.pipeline.engine import atomic_save_npz
@@ -296,6 +326,7 @@ def extract_shard(shard_path, weights_path, start: int, max_len: int, n_parts: i
         arrays[f"p{p}_counts"], arrays[f"p{p}_support"] = counts[sl], support[sl]
         mine = np.flatnonzero(e_part == p)
         arrays[f"p{p}_e_dict_key"], arrays[f"p{p}_e_rows"] = e_key_of[mine], e_rows[mine]
+        arrays[f"p{p}_e_nobs"] = table.e_nobs[mine]
         mine = np.flatnonzero(f_part == p)
         arrays[f"q{p}_f_dict_key"], arrays[f"q{p}_f_rows"] = f_key_of[mine], f_rows[mine]
     atomic_save_npz(out_path, **arrays)

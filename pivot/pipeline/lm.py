@@ -144,6 +144,8 @@ class LMStats:
     fallback_orders: tuple = ()
     seconds: float = 0.0
     estimator: str = "pivot"
+    n_declared: int = 0  # words of a declared vocabulary (0: none declared)
+    n_declared_unseen: int = 0  # of those, words the text never holds
     extra: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
@@ -184,15 +186,21 @@ def _file_chunks(text_path):
             yield [line.split() for line in lines]
 
 
-def _encode(chunks, check_tokens=True):
+def _encode(chunks, check_tokens=True, declared=None):
     """Map tokens to ids and build the padded corpus ``<s> w.. </s> <s> ..``, chunk by chunk.
 
     ``chunks`` yields lists of token lists; only one chunk is held as Python
-    strings at a time. Ids go by first occurrence, specials first (0, 1, 2).
+    strings at a time. Ids go by first occurrence, specials first (0, 1, 2);
+    ``declared`` words (a declared vocabulary) take the ids right after the
+    specials, in the given order, whether the text holds them or not.
     Returns (seq int32 of length T, vocabulary list, n_sentences, n_tokens,
     whether special tokens were dropped).
     """
     vocab = {word: i for i, word in enumerate(SPECIALS)}
+    for word in declared or ():
+        if word in SPECIALS or not word or any(c.isspace() for c in word):
+            raise ValueError(f"declared vocabulary word {word!r} is a special token or holds white space")
+        vocab.setdefault(word, len(vocab))
     parts, n_sentences, n_tokens, saw_specials = [], 0, 0, False
     for chunk in chunks:
         n = len(chunk)
@@ -344,7 +352,9 @@ def _lmplz_statistics_corrections(levels):
     """
     order = len(levels)
     corrections = {}
-    g = len(levels[0]["raw"]) - 1                     # largest word id
+    # The largest id of a word the text holds (declared words the text lacks have raw
+    # count 0 and no n-gram to extend; without a declared vocabulary: the largest id).
+    g = int(np.flatnonzero(levels[0]["raw"] > 0)[-1])
     for n in range(1, order):                         # orders below N only
         lev = levels[n - 1]
         if lev["raw"][g] != lev["a"][g]:
@@ -533,6 +543,7 @@ def estimate_arpa(
     discount_fallback=(0.5, 1.0, 1.5),
     prune=None,
     lmplz_statistics: bool = True,
+    vocab: Sequence[str] | None = None,
 ) -> LMStats:
     """Estimate an interpolated modified Kneser-Ney LM as lmplz does; write it as ARPA.
 
@@ -549,6 +560,12 @@ def estimate_arpa(
     ``lmplz_statistics``: take the counts-of-counts the way lmplz does, with
     one n-gram per lower order counted raw (see ``_lmplz_statistics_corrections``);
     False gives the textbook discounts from adjusted counts only.
+    ``vocab``: a declared vocabulary (SRILM's ``-vocab``): every word of it is a
+    unigram of the model, seen or not. An unseen one has adjusted count 0, so
+    its probability is the uniform share ``gamma() / |V|`` (as ``<unk>``'s), and
+    ``|V|`` counts every declared word: two models estimated with one declared
+    vocabulary (and text restricted to it) have the same unigram set and the
+    same ``|V|`` (the matched Moore-Lewis protocol, see pivot.pipeline.mono).
     The file is written to a temporary name and renamed into place.
     """
     if _is_path(sentences):
@@ -556,7 +573,7 @@ def estimate_arpa(
     else:
         chunks, check_tokens = _list_chunks(sentences), True
     return _estimate(chunks, check_tokens, arpa_path, order, discount_fallback, prune,
-                     lmplz_statistics)
+                     lmplz_statistics, vocab)
 
 
 def estimate_arpa_file(
@@ -567,6 +584,7 @@ def estimate_arpa_file(
     discount_fallback=(0.5, 1.0, 1.5),
     prune=None,
     lmplz_statistics: bool = True,
+    vocab: Sequence[str] | None = None,
 ) -> LMStats:
     """:func:`estimate_arpa` on a text file of one sentence a line (UTF-8, white-space tokens).
 
@@ -577,17 +595,18 @@ def estimate_arpa_file(
     ``estimate_arpa`` on that list.
     """
     return _estimate(_file_chunks(text_path), False, arpa_path, order, discount_fallback,
-                     prune, lmplz_statistics)
+                     prune, lmplz_statistics, vocab)
 
 
-def _estimate(chunks, check_tokens, arpa_path, order, discount_fallback, prune, lmplz_statistics):
+def _estimate(chunks, check_tokens, arpa_path, order, discount_fallback, prune, lmplz_statistics,
+              vocab=None):
     if prune:
         raise NotImplementedError("count pruning is not implemented; use estimate_with_lmplz(..., prune=...)")
     if not 1 <= int(order) <= 9:
         raise ValueError(f"order must be between 1 and 9, got {order}")
     order = int(order)
     t0 = time.perf_counter()
-    seq, vocab_list, n_sentences, n_tokens, saw_specials = _encode(chunks, check_tokens)
+    seq, vocab_list, n_sentences, n_tokens, saw_specials = _encode(chunks, check_tokens, vocab)
     if saw_specials:
         warnings.warn(
             "<s>, </s> or <unk> appear in the input; treating them as whitespace (as lmplz does)",
@@ -596,6 +615,8 @@ def _estimate(chunks, check_tokens, arpa_path, order, discount_fallback, prune, 
     vocab_size = len(vocab_list)
     levels = _count_orders(seq, vocab_size, order)
     del seq
+    # Declared words the text never holds (raw count 0; specials aside).
+    n_unseen = int(np.count_nonzero(levels[0]["raw"][len(SPECIALS):] == 0))
     ngram_counts = tuple(len(lev["last"]) for lev in levels)
     counts_of_counts = _adjust_counts(levels, lmplz_statistics)
     discounts, fallback_orders = [], []
@@ -617,6 +638,8 @@ def _estimate(chunks, check_tokens, arpa_path, order, discount_fallback, prune, 
         counts_of_counts=tuple(counts_of_counts),
         fallback_orders=tuple(fallback_orders),
         seconds=time.perf_counter() - t0,
+        n_declared=len(vocab) if vocab is not None else 0,
+        n_declared_unseen=n_unseen if vocab is not None else 0,
     )
 
 

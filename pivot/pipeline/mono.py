@@ -400,6 +400,63 @@ def sample_by_tokens(sentences, n_tokens, seed):
     return [sentences[i] for i in sample_indices_by_tokens(lengths, n_tokens, seed).tolist()]
 
 
+# ----------------------------------------------------------------------------- matched LMs
+#
+# Moore & Lewis (2010) compare two LMs that differ only in their training text: the in-domain
+# LM and the general LM are trained on samples of the same size, with one vocabulary fixed
+# from the in-domain data, every other token replaced by one unknown-word token. With
+# mismatched LMs (this project's first setup: 5.3M vs 1.7M tokens, vocabularies 92.9k vs
+# 33.5k) sigma = H_tgt - H_gen also measures the difference in LM size and in OOV rate, and
+# each model's <unk> stands for a different set of words.
+#
+# Here (recipe [domain] matched = true, the default):
+# * both samples hold n_match tokens, the smaller of the in-domain text and each general
+#   text (every cross-fitted fold), drawn with :func:`sample_by_tokens` (seeded);
+# * the vocabulary V is the words seen at least ``vocab_min_count`` times in the in-domain
+#   sample (sorted, so it is the same list on every run);
+# * every token outside V becomes OOV_TOKEN, in both training texts and in every sentence
+#   scored (pivot.pipeline.score). OOV_TOKEN is an ordinary, trained word of both LMs:
+#   p(OOV_TOKEN | h) is how often each text uses a word outside the in-domain core
+#   vocabulary in that context, one quantity defined alike in both models;
+# * V and OOV_TOKEN are declared to the estimator (pivot.pipeline.lm.estimate_arpa's
+#   ``vocab``), so both models have exactly the same unigrams and the same |V|; a word of V
+#   that a general sample lacks gets the uniform share gamma()/|V| there, as any unseen word.
+#   kenlm's own <unk> is then never queried.
+
+#: The one token every word outside the shared vocabulary becomes (Moses tokenisation splits
+#: "<" and ">" off, so normalised text never holds it as a word).
+OOV_TOKEN = "<oov>"
+
+
+def shared_vocabulary(sentences, min_count=2):
+    """The words seen at least ``min_count`` times in ``sentences`` (white-space tokens), sorted.
+
+    >>> shared_vocabulary(["a b a", "c b"], 2)
+    ['a', 'b']
+    """
+    if min_count < 1:
+        raise ValueError(f"min_count must be >= 1, got {min_count}")
+    counts = {}
+    for s in sentences:
+        for w in s.split():
+            counts[w] = counts.get(w, 0) + 1
+    return sorted(w for w, c in counts.items() if c >= min_count and w != OOV_TOKEN)
+
+
+def map_to_vocab(sentence, vocab):
+    """``sentence`` with every white-space token outside ``vocab`` (a set) replaced by OOV_TOKEN.
+
+    Tokens are joined by single spaces (the normalised text already is), so the number of
+    words is unchanged. Returns (mapped sentence, number of tokens replaced).
+
+    >>> map_to_vocab("the kinase binds", {"the", "binds"})
+    ('the <oov> binds', 1)
+    """
+    words = sentence.split()
+    out = [w if w in vocab else OOV_TOKEN for w in words]
+    return " ".join(out), sum(1 for w in words if w not in vocab)
+
+
 def general_text(data_root=None, spec=None, bitext_english=None, n_tokens=None, seed=0,
                  normalize=True):
     """The general LM text.

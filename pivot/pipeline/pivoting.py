@@ -11,15 +11,23 @@ normalised over the *full* table (0/0 gives 0), and
 In matrix form P_k = R_k K_k^T with R_k the row-normalised and K_k the column-normalised
 count matrix; the cost is sum_f deg(f)^2, so frequent foreign phrases (function words,
 punctuation) dominate. As in PPDB/Thrax and Moses' rephraser the entries are pruned first.
-Pruning is decided on the model-independent *support* probabilities
-ps(f|e) = support(e,f) / sum_f' support(e,f') and ps(e|f) likewise, so every model shares
-one sparse structure and the kernel computes all K models in a single pass:
+Each model k is pruned on its OWN counts and probabilities (General's counts never decide
+what a domain model keeps):
 
-(a) keep (e,f) only if ps(f|e) >= min_p_f_given_e and ps(e|f) >= min_p_e_given_f;
-(b) then keep, for each f, at most max_e_per_f of the survivors: largest ps(e|f) first,
-    ties to the smaller e id (0 = no cap);
-(c) after the product, keep (e1,e2) if it ranks < top_n among row e1's nonzero P_k under at
-    least one model k (ties to the smaller e2 id); top_n = 0 keeps every nonzero pair.
+(a) model k keeps (e,f) only if c_k(e,f) > 0, p_k(f|e) >= min_p_f_given_e,
+    p_k(e|f) >= min_p_e_given_f and n_k(e) >= min_phrase_count (n_k(e): the extractions of e
+    that model k counts at all, i.e. in sentence pairs of weight > 0);
+(b) then model k keeps, for each f, at most max_e_per_f of its survivors: largest c_k(e,f)
+    (equivalently p_k(e|f)) first, ties to the smaller e id (0 = no cap);
+(c) after the product, model k keeps P_k(e1,e2) >= min_p_e2_given_e1 (the recall setting:
+    every pair above a probability floor; a value below it is stored as 0 in column k), and,
+    when top_n > 0, only the pairs ranking < top_n among row e1's nonzero P_k (ties to the
+    smaller e2 id). A pair is stored when some model keeps it. The build stores no top-N
+    (top_n = 0): how many paraphrases a lookup shows is a lookup setting.
+
+The kernel still computes all K models in a single pass over one sparse structure: the
+union of the models' kept entries, with p_k(f|e) and p_k(e|f) set to 0 where model k did
+not keep the entry, so every P_k is exactly the product over model k's own pruned table.
 
 Pruning drops probability mass, it does not redistribute it: kept entries keep their
 unrenormalised p_k values, so a row of P_k sums to at most 1 and the values stay comparable
@@ -37,7 +45,7 @@ entries each rule removed, for the database's build record.
 ...                 e_id=np.array([0, 1], np.int32), f_id=np.array([0, 0], np.int32),
 ...                 counts=np.array([[3.0], [1.0]]), support=np.array([3, 1]),
 ...                 e_count=np.array([3, 1]))
->>> para = pivot_paraphrases(t, max_e_per_f=0, min_p_e_given_f=0, top_n=0)
+>>> para = pivot_paraphrases(t, max_e_per_f=0, min_p_e_given_f=0, min_p_e2_given_e1=0)
 >>> para.e1.tolist(), para.e2.tolist(), para.p[:, 0].tolist()   # p(e2|f) p(f|e1)
 ([0, 1], [1, 0], [0.25, 0.75])
 """
@@ -62,17 +70,21 @@ DEFAULT_MIN_P_F_GIVEN_E = 0.001
 DEFAULT_MIN_P_E_GIVEN_F = 0.001
 #: Cap on English phrases per pivot f: bounds deg(f)^2 at 10^4 per pivot whatever the corpus size.
 DEFAULT_MAX_E_PER_F = 100
-#: Paraphrases kept per e1 (union over models): what a lookup shows, with room for re-ranking.
-DEFAULT_TOP_N = 50
+#: Phrases seen (under a model's nonzero weights) fewer times get no paraphrases under it.
+DEFAULT_MIN_PHRASE_COUNT = 1
+#: Floor on P_k(e2|e1) per model: the storage rule (every pair above it is kept).
+DEFAULT_MIN_P_E2_GIVEN_E1 = 0.0
+#: Paraphrases kept per e1 and model: 0 = no cut (a lookup chooses how many it shows).
+DEFAULT_TOP_N = 0
 
 
 @dataclass
 class PivotStructure:
-    """The pruned entries of a phrase table, shared by every model.
+    """The pruned entries of a phrase table: the union over models of what each model keeps.
 
     The kept pairs in two layouts built once: by English phrase (CSR; ``kept`` holds their
     pair indices, f ascending within a row) and by foreign phrase (CSC; ``csc_pair``, e
-    ascending within a column).
+    ascending within a column). ``keep_csr``/``keep_csc`` say which models keep each entry.
     """
 
     n_e: int
@@ -87,6 +99,8 @@ class PivotStructure:
     full_row_ptr: np.ndarray  # (n_e + 1,) int64: pairs of e are full_row_ptr[e]:full_row_ptr[e+1]
     full_col_ptr: np.ndarray  # (n_f + 1,) int64
     full_csc_pair: np.ndarray  # (n_pairs,) int64 all pair indices stably sorted by f
+    keep_csr: np.ndarray = None  # (n_kept, K) bool: model k keeps entry j (CSR order)
+    keep_csc: np.ndarray = None  # (n_kept, K) bool: the same in CSC order
     stats: dict = field(default_factory=dict)
 
 
@@ -157,33 +171,54 @@ def _check_table(table: PhraseTable) -> None:
         raise ValueError("phrase table: weighted counts must be finite and >= 0")
 
 
+def model_sums(table: PhraseTable) -> tuple[np.ndarray, np.ndarray]:
+    """(e_total, f_total): sum_f' c_k(e,f') per (e, k) and sum_e' c_k(e',f) per (f, k).
+
+    bincount adds in pair order, the order normalise_kept's sums use, so a floor compared
+    here sees the same bits as the stored probability.
+    """
+    n_e, n_f, K = table.n_e, table.n_f, table.counts.shape[1]
+    e_total, f_total = np.empty((n_e, K)), np.empty((n_f, K))
+    for k in range(K):
+        e_total[:, k] = np.bincount(table.e_id, weights=table.counts[:, k], minlength=n_e)
+        f_total[:, k] = np.bincount(table.f_id, weights=table.counts[:, k], minlength=n_f)
+    return e_total, f_total
+
+
 def prune(table: PhraseTable, *, min_p_f_given_e: float = DEFAULT_MIN_P_F_GIVEN_E,
           min_p_e_given_f: float = DEFAULT_MIN_P_E_GIVEN_F,
-          max_e_per_f: int = DEFAULT_MAX_E_PER_F) -> PivotStructure:
-    """Rules (a) and (b) of the module docstring on support counts; one structure for all models."""
+          max_e_per_f: int = DEFAULT_MAX_E_PER_F,
+          min_phrase_count: int = DEFAULT_MIN_PHRASE_COUNT) -> PivotStructure:
+    """Rules (a) and (b) of the module docstring, model by model; one union structure."""
     _check_table(table)
     if max_e_per_f < 0:
         raise ValueError(f"max_e_per_f must be >= 0, got {max_e_per_f}")
     n_e, n_f = table.n_e, table.n_f
     e_id = np.ascontiguousarray(table.e_id, dtype=np.int32)
     f_id = np.ascontiguousarray(table.f_id, dtype=np.int32)
-    support = np.asarray(table.support, dtype=np.int64)
-    # Sums of integers below 2^53 are exact in float64.
-    e_support = np.bincount(e_id, weights=support, minlength=n_e)
-    f_support = np.bincount(f_id, weights=support, minlength=n_f)
-    ps_f_given_e = support / e_support[e_id]
-    ps_e_given_f = support / f_support[f_id]
-    mask = (ps_f_given_e >= min_p_f_given_e) & (ps_e_given_f >= min_p_e_given_f)
-    n_after_floor = int(mask.sum())
+    counts = np.ascontiguousarray(table.counts, dtype=np.float64)
+    K = counts.shape[1]
+    e_total, f_total = model_sums(table)
+    nobs = table.observations()
+    model_keep = np.zeros((table.n_pairs, K), dtype=bool)
+    n_after_floor = np.zeros(table.n_pairs, dtype=bool)
+    for k in range(K):
+        c = counts[:, k]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # c > 0 implies both totals > 0: no 0/0 survives the first test.
+            keep = (c > 0) & (c / e_total[e_id, k] >= min_p_f_given_e) & (c / f_total[f_id, k] >= min_p_e_given_f)
+        keep &= nobs[e_id, k] >= min_phrase_count
+        n_after_floor |= keep
+        if max_e_per_f > 0 and keep.any():
+            survivors = np.flatnonzero(keep)
+            col_ptr, order = _counts.bucket_by(f_id[survivors], n_f)
+            if np.diff(col_ptr).max() > max_e_per_f:
+                col_pair = survivors[order]
+                capped = _counts.cap_columns(col_pair, col_ptr, np.ascontiguousarray(c), e_id, int(max_e_per_f))
+                keep[col_pair[capped == 0]] = False
+        model_keep[:, k] = keep
 
-    if max_e_per_f > 0 and n_after_floor:
-        survivors = np.flatnonzero(mask)
-        col_ptr, order = _counts.bucket_by(f_id[survivors], n_f)
-        if np.diff(col_ptr).max() > max_e_per_f:
-            col_pair = survivors[order]
-            keep = _counts.cap_columns(col_pair, col_ptr, support, e_id, int(max_e_per_f))
-            mask[col_pair[keep == 0]] = False
-
+    mask = model_keep.any(axis=1)
     kept = np.flatnonzero(mask).astype(np.int64)
     row_f = np.ascontiguousarray(f_id[kept])
     row_ptr = np.zeros(n_e + 1, dtype=np.int64)
@@ -198,55 +233,68 @@ def prune(table: PhraseTable, *, min_p_f_given_e: float = DEFAULT_MIN_P_F_GIVEN_
     full_col_ptr, full_csc_pair = _counts.bucket_by(f_id, n_f)
     stats = {
         "min_p_f_given_e": float(min_p_f_given_e), "min_p_e_given_f": float(min_p_e_given_f),
-        "max_e_per_f": int(max_e_per_f), "decided_on": "support counts (model-independent)",
-        "n_phrase_pairs": int(table.n_pairs), "n_after_floors": n_after_floor,
+        "max_e_per_f": int(max_e_per_f), "min_phrase_count": int(min_phrase_count),
+        "decided_on": "each model's own counts",
+        "n_phrase_pairs": int(table.n_pairs), "n_after_floors": int(n_after_floor.sum()),
         "n_after_cap": int(len(kept)), "sum_deg_f_squared": int((col_deg ** 2).sum()),
+        "n_kept_by_model": model_keep.sum(axis=0).tolist(),
     }
     return PivotStructure(n_e=n_e, n_f=n_f, kept=kept, row_ptr=row_ptr,
                           row_f=row_f, col_ptr=col_ptr, col_e=col_e,
                           csc_pair=csc_pair, full_row_ptr=full_row_ptr, full_col_ptr=full_col_ptr,
-                          full_csc_pair=full_csc_pair, stats=stats)
+                          full_csc_pair=full_csc_pair, keep_csr=model_keep[kept], keep_csc=model_keep[csc_pair],
+                          stats=stats)
 
 
 def translation_probabilities(table: PhraseTable, structure: PivotStructure, n_threads: int = 0):
     """(p_fe, p_ef): p_k(f|e) of the kept entries in CSR order, p_k(e|f) in CSC order.
 
-    Both are (n_kept, K), normalised over the full (unpruned) table.
+    Both are (n_kept, K), normalised over the full (unpruned) table, and 0 in column k for
+    an entry model k does not keep.
     """
     s = structure
     counts = np.ascontiguousarray(table.counts, dtype=np.float64)
-    return _counts.normalise_kept(counts, s.full_row_ptr, s.full_col_ptr, s.full_csc_pair,
-                                  s.row_ptr, s.kept, s.col_ptr, s.csc_pair, resolve_threads(n_threads))
+    p_fe, p_ef = _counts.normalise_kept(counts, s.full_row_ptr, s.full_col_ptr, s.full_csc_pair,
+                                        s.row_ptr, s.kept, s.col_ptr, s.csc_pair, resolve_threads(n_threads))
+    if s.keep_csr is not None:
+        p_fe = np.where(s.keep_csr, p_fe, 0.0)
+        p_ef = np.where(s.keep_csc, p_ef, 0.0)
+    return p_fe, p_ef
 
 
 def pivot_structure(table: PhraseTable, structure: PivotStructure, *, top_n: int = DEFAULT_TOP_N,
-                    n_threads: int = 0) -> Paraphrases:
+                    min_p_e2_given_e1: float = DEFAULT_MIN_P_E2_GIVEN_E1, n_threads: int = 0) -> Paraphrases:
     """The pivot product on an already pruned structure (rule (c) applied here)."""
     if top_n < 0:
         raise ValueError(f"top_n must be >= 0, got {top_n}")
+    if not min_p_e2_given_e1 >= 0:
+        raise ValueError(f"min_p_e2_given_e1 must be >= 0, got {min_p_e2_given_e1}")
     n_threads = resolve_threads(n_threads)
     p_fe, p_ef = translation_probabilities(table, structure, n_threads)
     e1, e2, p, n_pivots, pivots = _counts.pivot_product(
         structure.row_ptr, structure.row_f, p_fe, structure.col_ptr, structure.col_e, p_ef,
-        int(top_n), n_threads)
-    meta = {**structure.stats, "top_n": int(top_n), "n_pairs_out": int(e1.shape[0]),
-            "n_models": int(table.counts.shape[1])}
+        int(top_n), n_threads, 0, 0, -1, float(min_p_e2_given_e1))
+    meta = {**structure.stats, "top_n": int(top_n), "min_p_e2_given_e1": float(min_p_e2_given_e1),
+            "n_pairs_out": int(e1.shape[0]), "n_models": int(table.counts.shape[1])}
     return Paraphrases(e1=e1, e2=e2, p=p, n_pivots=n_pivots, pivots=pivots, meta=meta)
 
 
 def pivot_paraphrases(table: PhraseTable, *, min_p_f_given_e: float = DEFAULT_MIN_P_F_GIVEN_E,
                       min_p_e_given_f: float = DEFAULT_MIN_P_E_GIVEN_F,
-                      max_e_per_f: int = DEFAULT_MAX_E_PER_F, top_n: int = DEFAULT_TOP_N,
+                      max_e_per_f: int = DEFAULT_MAX_E_PER_F, min_phrase_count: int = DEFAULT_MIN_PHRASE_COUNT,
+                      min_p_e2_given_e1: float = DEFAULT_MIN_P_E2_GIVEN_E1, top_n: int = DEFAULT_TOP_N,
                       n_threads: int = 0) -> Paraphrases:
     """Paraphrase probabilities P_k(e2|e1) for every model column of ``table``.
 
-    Prunes (rules (a), (b)), pivots all K models in one threaded pass and keeps the top
-    ``top_n`` per e1 under any model (rule (c)). ``n_threads=0`` uses every core; the result
-    is the same to the bit for any thread count.
+    Prunes each model on its own counts (rules (a), (b)), pivots all K models in one threaded
+    pass and keeps, per model, the pairs above ``min_p_e2_given_e1`` (and the top ``top_n``
+    per e1 when top_n > 0; rule (c)). ``n_threads=0`` uses every core; the result is the same
+    to the bit for any thread count.
     """
     structure = prune(table, min_p_f_given_e=min_p_f_given_e, min_p_e_given_f=min_p_e_given_f,
-                      max_e_per_f=max_e_per_f)
-    return pivot_structure(table, structure, top_n=top_n, n_threads=n_threads)
+                      max_e_per_f=max_e_per_f, min_phrase_count=min_phrase_count)
+    return pivot_structure(table, structure, top_n=top_n, min_p_e2_given_e1=min_p_e2_given_e1,
+                           n_threads=n_threads)
 
 
 # ------------------------------------------------------------------------------ sharded pivot
@@ -276,11 +324,13 @@ def load_structure(folder, mmap: bool = True) -> dict:
     return {n: np.load(Path(folder) / f"{n}.npy", mmap_mode="r" if mmap else None) for n in names}
 
 
-def pivot_rows(structure_dir, lo: int, hi: int, top_n: int, out_path, n_threads: int = 1) -> dict:
+def pivot_rows(structure_dir, lo: int, hi: int, top_n: int, out_path, n_threads: int = 1,
+               min_p_e2_given_e1: float = 0.0) -> dict:
     """Round 5: P_k(e2|e1) for the English rows lo <= e1 < hi of an assembled structure.
 
     The structure (pivot.pipeline.translation.assemble) is memory-mapped: the task reads its
-    own rows and the columns they reach. Writes e1, e2, p, n_pivots, pivots for its rows.
+    own rows and the columns they reach. Writes e1, e2, p, n_pivots, pivots for its rows;
+    rule (c) (the floor ``min_p_e2_given_e1``, and ``top_n`` when > 0) is applied per model.
     """
     from pivot.pipeline.engine import atomic_save_npz
 
@@ -290,6 +340,6 @@ def pivot_rows(structure_dir, lo: int, hi: int, top_n: int, out_path, n_threads:
     z = load_structure(structure_dir)
     e1, e2, p, n_pivots, pivots = _counts.pivot_product(
         z["row_ptr"], z["row_f"], z["p_fe"], z["col_ptr"], z["col_e"], z["p_ef"], int(top_n),
-        resolve_threads(n_threads), 0, int(lo), int(hi))
+        resolve_threads(n_threads), 0, int(lo), int(hi), float(min_p_e2_given_e1))
     atomic_save_npz(out_path, e1=e1, e2=e2, p=p, n_pivots=n_pivots, pivots=pivots)
     return {"reused": False, "n_pairs": int(len(e1))}

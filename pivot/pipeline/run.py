@@ -36,8 +36,8 @@ from pivot.pipeline.pivoting import resolve_threads
 log = logging.getLogger("pivot")
 
 # Bump a stage's version when its code changes what it writes: old artifacts then miss.
-STAGE_VERSIONS = {"corpus": 1, "align": 1, "encode": 2, "lmtext": 3, "lm": 2, "score": 3,
-                  "weights": 3, "extract": 2, "translation": 1, "pivot": 2, "combine": 2}
+STAGE_VERSIONS = {"corpus": 1, "align": 1, "encode": 2, "lmtext": 4, "lm": 3, "score": 4,
+                  "weights": 3, "extract": 3, "translation": 2, "pivot": 3, "combine": 2}
 
 
 def _key(parts) -> str:
@@ -243,6 +243,11 @@ class Pipeline:
         LM is trained per fold, and each sentence is scored by the LM of the other fold.
         With a named general corpus (e.g. Brown), which holds no bitext sentence, one general
         LM scores everything.
+
+        Matched (``[domain] matched = true``, the default; Moore & Lewis 2010's protocol, see
+        pivot.pipeline.mono): the in-domain text and every general text are sampled down to
+        the same number of tokens (the smallest of them), and all are written over one
+        vocabulary fixed from the in-domain sample (``vocab.txt``), other words as ``<oov>``.
         """
         from pivot.pipeline import mono
 
@@ -256,47 +261,87 @@ class Pipeline:
         def produce(tmp):
             from pivot.pipeline.encode import iter_english
 
+            matched = bool(dom.get("matched", True))
+            seed = dom["seed"]
             tgt = mono.in_domain_text(self.data_root, dom["in_domain"])
             n_tgt = mono.n_tokens(tgt)
-            stats = {"in_domain": {"sentences": len(tgt), "tokens": n_tgt}}
-            (tmp / "in_domain.txt").write_text("\n".join(tgt) + "\n", encoding="utf-8")
-            del tgt
+            stats = {"in_domain_full": {"sentences": len(tgt), "tokens": n_tgt}}
             if dom.get("general"):
-                general = mono.general_text(self.data_root, dom["general"], n_tokens=n_tgt, seed=dom["seed"])
-                (tmp / "general.txt").write_text("\n".join(general) + "\n", encoding="utf-8")
-                stats["general"] = {"sentences": len(general), "tokens": mono.n_tokens(general)}
+                # A named general corpus holds no bitext sentence: one general LM.
+                general = mono.general_text(self.data_root, dom["general"], seed=seed)
+                n_match = min(n_tgt, mono.n_tokens(general)) if matched else n_tgt
+                general = mono.sample_by_tokens(general, n_match, seed)
                 folds = np.zeros(self.n_sentences, dtype=np.int8)
+                chosen = None
             else:
                 # Two passes over english.txt: folds and lengths, then the chosen lines.
                 folds = np.empty(self.n_sentences, dtype=np.int8)
                 lengths = np.empty(self.n_sentences, dtype=np.int64)
                 i = 0
                 for batch in iter_english(self.encoded[0]):
-                    folds[i:i + len(batch)] = cross_fit_folds(batch, dom["seed"])
+                    folds[i:i + len(batch)] = cross_fit_folds(batch, seed)
                     lengths[i:i + len(batch)] = [len(x.split()) for x in batch]
                     i += len(batch)
+                # Matched: every sample holds as many tokens as the smallest text (each fold's
+                # general text is at most half the bitext's English side).
+                fold_tokens = [int(lengths[folds == k].sum()) for k in (0, 1)]
+                n_match = min(n_tgt, *fold_tokens) if matched else n_tgt
                 chosen = {}
                 for k in (0, 1):
                     members = np.flatnonzero(folds == k)
-                    picked = members[mono.sample_indices_by_tokens(lengths[members], n_tgt, dom["seed"])]
+                    picked = members[mono.sample_indices_by_tokens(lengths[members], n_match, seed)]
                     chosen[k] = np.zeros(self.n_sentences, dtype=bool)
                     chosen[k][picked] = True
-                    stats[f"general.{k}"] = {"sentences": int(len(picked)), "tokens": int(lengths[picked].sum())}
-                outs = {k: open(tmp / f"general.{k}.txt", "w", encoding="utf-8", newline="\n") for k in (0, 1)}
-                i = 0
-                for batch in iter_english(self.encoded[0]):
-                    for k in (0, 1):
-                        outs[k].writelines(x + "\n" for x, c in zip(batch, chosen[k][i:i + len(batch)]) if c)
-                    i += len(batch)
-                for fh in outs.values():
-                    fh.close()
+            if matched:
+                tgt = mono.sample_by_tokens(tgt, n_match, seed)
+                vocab_list = mono.shared_vocabulary(tgt, dom.get("vocab_min_count", 2))
+                vocab = frozenset(vocab_list)
+                (tmp / "vocab.txt").write_text("".join(w + "\n" for w in vocab_list + [mono.OOV_TOKEN]),
+                                               encoding="utf-8")
+            else:
+                vocab = None
+
+            def write(path, lines, name):
+                """Write the lines (mapped to the shared vocabulary when matched); record their size."""
+                n_lines = n_tok = n_oov = 0
+                with open(path, "w", encoding="utf-8", newline="\n") as fh:
+                    for x in lines:
+                        if vocab is not None:
+                            x, k = mono.map_to_vocab(x, vocab)
+                            n_oov += k
+                        fh.write(x + "\n")
+                        n_lines += 1
+                        n_tok += len(x.split())
+                stats[name] = {"sentences": n_lines, "tokens": n_tok, "oov_tokens": n_oov,
+                               "oov_rate": round(n_oov / max(n_tok, 1), 6)}
+
+            write(tmp / "in_domain.txt", tgt, "in_domain")
+            del tgt
+            if chosen is None:
+                write(tmp / "general.txt", general, "general")
+            else:
+                for k in (0, 1):
+                    def fold_lines(k=k):
+                        i = 0
+                        for batch in iter_english(self.encoded[0]):
+                            yield from (x for x, c in zip(batch, chosen[k][i:i + len(batch)]) if c)
+                            i += len(batch)
+                    write(tmp / f"general.{k}.txt", fold_lines(), f"general.{k}")
+            stats["protocol"] = {
+                "matched": matched, "n_tokens_target": int(n_match), "seed": seed,
+                "vocab_min_count": dom.get("vocab_min_count", 2) if matched else None,
+                "shared_vocab_size": len(vocab) + 1 if matched else None,  # with the OOV token
+                "oov_token": mono.OOV_TOKEN if matched else None,
+                "vocab_from": "in-domain sample" if matched else None,
+            }
             np.save(tmp / "folds.npy", folds)
             (tmp / "stats.json").write_text(json.dumps(stats, indent=1))
             log.info("LM text: %s", stats)
 
         return self.wd.stage("lmtext", {"encode": self.encoded[1]}, {"in_domain": dom["in_domain"], "general": dom.get("general"),
                                         "seed": dom["seed"], "data": self._fingerprint(sorted(set(files))),
-                                        }, produce)
+                                        "matched": dom.get("matched", True),
+                                        "vocab_min_count": dom.get("vocab_min_count", 2)}, produce)
 
     @property
     def lm_names(self) -> list[str]:
@@ -311,6 +356,9 @@ class Pipeline:
         estimator = "lmplz" if self.lmplz else self.domain["estimator"]
         text_dir, text_key = self.lm_texts
 
+        vocab_path = text_dir / "vocab.txt"
+        vocab = vocab_path.read_text(encoding="utf-8").split("\n")[:-1] if vocab_path.is_file() else None
+
         def produce(tmp):
             stats, seconds = {}, {}
             for name in self.lm_names:
@@ -318,9 +366,11 @@ class Pipeline:
                 arpa = tmp / f"{name}.arpa"
                 t0 = time.perf_counter()
                 if estimator == "lmplz":
+                    # lmplz takes no declared vocabulary: a shared word a sample lacks is that
+                    # model's <unk> (the texts are still restricted to the shared vocabulary).
                     s = lm.estimate_with_lmplz(text, arpa, order)
                 else:
-                    s = lm.estimate_arpa_file(text, arpa, order)
+                    s = lm.estimate_arpa_file(text, arpa, order, vocab=vocab)
                 binary = lm.binarize(arpa, tmp / f"{name}.binary")
                 if binary is not None:
                     arpa.unlink()  # the binary holds the same model and loads in a fraction of the time
@@ -351,12 +401,22 @@ class Pipeline:
             general = ({0: self.lm_path("general")} if self.domain.get("general")
                        else {k: self.lm_path(f"general.{1 - k}") for k in (0, 1)})
             english = self.encoded[0] / "english.txt"
+            vocab_path = self.lm_texts[0] / "vocab.txt"
+            vocab = (frozenset(vocab_path.read_text(encoding="utf-8").split("\n")[:-1])
+                     if vocab_path.is_file() else None)
             ml = score.moore_lewis_file(english, folds, str(self.lm_path("in_domain")),
-                                        {k: str(v) for k, v in general.items()})
-            np.savez(tmp / "scores.npz", h_tgt=ml.h_tgt, h_gen=ml.h_gen, sigma=ml.sigma, n_words=ml.n_words)
+                                        {k: str(v) for k, v in general.items()}, vocab=vocab)
+            arrays = dict(h_tgt=ml.h_tgt, h_gen=ml.h_gen, sigma=ml.sigma, n_words=ml.n_words)
+            if ml.n_oov is not None:
+                arrays["n_oov"] = ml.n_oov
+                (tmp / "oov.json").write_text(json.dumps({
+                    "bitext_tokens": int(ml.n_words.sum()), "bitext_oov_tokens": int(ml.n_oov.sum()),
+                    "bitext_oov_rate": round(float(ml.n_oov.sum() / max(ml.n_words.sum(), 1)), 6)}, indent=1))
+            np.savez(tmp / "scores.npz", **arrays)
             score.write_ranked_file(tmp / "ranked.tsv", ml, english)
 
-        return self.wd.stage("score", {"lm": self.lms[1], "encode": self.encoded[1]}, {}, produce)
+        return self.wd.stage("score", {"lm": self.lms[1], "encode": self.encoded[1], "lmtext": self.lm_texts[1]}, {},
+                             produce)
 
     def ml_scores(self):
         from pivot.pipeline.score import MooreLewisScores
@@ -437,25 +497,25 @@ class Pipeline:
         """Rounds 2-4: merged counts, p(f|e) and p(e|f) over the full table, pruning, the pivot structure."""
         from pivot.pipeline import translation as T
 
-        prune = dict(self.rec["pivot"])
-        prune.pop("top_n")
+        prune = {k: v for k, v in self.rec["pivot"].items() if k in _ENTRY_PRUNING}
         x_dir = self.table_dir[0]
         n_parts = json.loads((x_dir / "extract.json").read_text())["n_parts"]
         x_paths = sorted(x_dir.glob("x-*.npz"))
 
         def produce(tmp):
             e_paths = [tmp / f"e-{p:04d}.npz" for p in range(n_parts)]
-            self.engine.map(T.merge_by_e, [(x_paths, p, n_parts, e_paths[p]) for p in range(n_parts)],
-                            name="merge-e")
+            self.engine.map(T.merge_by_e, [(x_paths, p, n_parts, e_paths[p], prune["min_phrase_count"])
+                                           for p in range(n_parts)], name="merge-e")
             f_paths = [tmp / f"f-{q:04d}.npz" for q in range(n_parts)]
             stats = self.engine.map(_merge_by_f_task, [(e_paths, x_paths, q, f_paths[q], prune)
                                                        for q in range(n_parts)], name="merge-f")
             shape = T.assemble(f_paths, tmp / "structure")
-            total = {k: sum(s[k] for s in stats) for k in stats[0]}
+            total = {k: sum(s[k] for s in stats) for k in stats[0] if k != "n_kept_by_model"}
             (tmp / "translation.json").write_text(json.dumps({
-                **{k: v for k, v in prune.items()}, "decided_on": "support counts (model-independent)",
+                **{k: v for k, v in prune.items()}, "decided_on": "each model's own counts",
                 "n_phrase_pairs": total["n_pairs"], "n_after_floors": total["n_after_floors"],
                 "n_after_cap": total["n_kept"], "sum_deg_f_squared": total["sum_deg_f_squared"],
+                "n_kept_by_model": np.sum([s["n_kept_by_model"] for s in stats], axis=0).tolist(),
                 "n_parts": n_parts, **shape}, indent=1))
 
         return self.wd.stage("translation", {"extract": self.table_dir[1]}, prune, produce)
@@ -465,10 +525,12 @@ class Pipeline:
 
     @cached_property
     def pivot_dir(self) -> tuple[Path, str]:
-        """Round 5: P_k(e2|e1) = sum_f p_k(e2|f) p_k(f|e1) by ranges of English rows."""
+        """Round 5: P_k(e2|e1) = sum_f p_k(e2|f) p_k(f|e1) by ranges of English rows; each model
+        keeps its pairs with P_k >= min_p_e2_given_e1 (no top-N: that is a lookup setting)."""
         from pivot.pipeline import pivoting
 
-        top_n = self.rec["pivot"]["top_n"]
+        floor = float(self.rec["pivot"]["min_p_e2_given_e1"])
+        top_n = 0
         structure = self.translation_dir[0] / "structure"
 
         def produce(tmp):
@@ -480,21 +542,23 @@ class Pipeline:
             parts = [tmp / f"rows-{i:04d}.npz" for i in range(len(ranges))]
             # In process the kernel's own threads share the work; on a cluster, the workers do.
             threads = self.threads if self.engine.in_process else 1
-            self.engine.map(pivoting.pivot_rows, [(structure, lo, hi, top_n, path, threads)
+            self.engine.map(pivoting.pivot_rows, [(structure, lo, hi, top_n, path, threads, floor)
                                                   for (lo, hi), path in zip(ranges, parts)], name="pivot")
             fields = {f: [] for f in ("e1", "e2", "p", "n_pivots", "pivots")}
             for path in parts:
                 with np.load(path) as z:
                     for f in fields:
                         fields[f].append(z[f])
-            meta = {**json.loads((self.translation_dir[0] / "translation.json").read_text()), "top_n": top_n}
+            meta = {**json.loads((self.translation_dir[0] / "translation.json").read_text()), "top_n": top_n,
+                    "min_p_e2_given_e1": floor}
             arrays = {f: np.concatenate(v) if v else np.zeros(0) for f, v in fields.items()}
             para = pivoting.Paraphrases(**arrays, meta={**meta, "n_pairs_out": int(len(arrays["e1"]))})
             para.save(tmp / "paraphrases.npz")
             for path in parts:
                 path.unlink()
 
-        return self.wd.stage("pivot", {"translation": self.translation_dir[1]}, {"top_n": top_n}, produce)
+        return self.wd.stage("pivot", {"translation": self.translation_dir[1]},
+                             {"top_n": top_n, "min_p_e2_given_e1": floor}, produce)
 
     @cached_property
     def phrase_keys(self) -> np.ndarray:
@@ -622,7 +686,10 @@ class Pipeline:
             f"pivot:{__version__}", f"recipe:{self.name}@{self.rec['_sha256'][:12]}",
             f"data:{_key(self.fingerprints)[:12]}", f"align:{self.rec['align']['method']}@" + "+".join(self.wd.contents[f"align.{lang}"][:8] for lang in self.langs),
             f"maxlen:{self.rec['extract']['max_phrase_len']}", f"shards:{self.shard_sentences}",
-            "prune:{min_p_f_given_e}/{min_p_e_given_f}/{max_e_per_f}/top{top_n}".format(**prune),
+            "prune:{min_p_f_given_e}/{min_p_e_given_f}/{max_e_per_f}/n{min_phrase_count}/floor{min_p_e2_given_e1}"
+            "/per-model".format(**prune),
+            ("lm:" + (f"matched/v{self.domain.get('vocab_min_count', 2)}" if self.domain.get("matched", True)
+                      else "unmatched")) if self.domain else "lm:none",
             f"models:{len(models)}", f"build:{final_key[:12]}",
         ])
         meta = {
@@ -631,7 +698,9 @@ class Pipeline:
             "recipe_file": self.rec["_path"], "recipe_sha256": self.rec["_sha256"],
             "data_fingerprints": self.fingerprints,
             "parameters": {k: self.rec[k] for k in ("preprocess", "align", "extract", "pivot")},
-            "pruning": {**prune, **para.meta, "decided_on": "support counts (model-independent)",
+            # top_n: the recipe's lookup default (pivot lookup -k); the stored pairs are cut by
+            # the floor only (para.meta["top_n"] == 0).
+            "pruning": {**prune, **para.meta, "lookup_top_n": prune["top_n"], "decided_on": "each model's own counts",
                         "n_pairs_out": int(len(para.e1)), "n_phrase_pairs": tstats["n_phrase_pairs"],
                         "n_english_phrases_kept": tstats["n_e"], "n_foreign_phrases_kept": tstats["n_f"]},
             "shards": {"shard_sentences": self.shard_sentences, "n_shards": len(self.shards["shards"]),
@@ -646,9 +715,11 @@ class Pipeline:
         }
         if self.domain:
             meta["moore_lewis"] = json.loads((self.weights[0] / "report.json").read_text())
+            oov_path = self.scores[0] / "oov.json"
             meta["lm"] = {"text": json.loads((self.lm_texts[0] / "stats.json").read_text()),
                           "models": json.loads((self.lms[0] / "stats.json").read_text()),
-                          "order": self.domain["order"]}
+                          "order": self.domain["order"],
+                          "scoring": json.loads(oov_path.read_text()) if oov_path.is_file() else None}
         if comb_meta is not None:
             meta["combination"] = comb_meta
         write_database(
@@ -673,6 +744,10 @@ def run_build(domain: str | None = "bio", **kwargs) -> Path:
 
 
 # -------------------------------------------------------------------------------- helpers
+
+
+#: The [pivot] settings that prune translation entries (rounds 2-3); the rest act after the pivot.
+_ENTRY_PRUNING = ("min_p_f_given_e", "min_p_e_given_f", "max_e_per_f", "min_phrase_count")
 
 
 def _merge_by_f_task(e_paths, x_paths, q, out_path, prune):

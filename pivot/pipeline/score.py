@@ -20,13 +20,21 @@ Decisions (implementations differ on each; these are tested in tests/test_score.
   on <s> and includes log p(</s> | last words); the divisor is therefore n_words + 1. The end
   of sentence is a real prediction (a domain LM knows how its sentences end), and the "+1"
   keeps an empty sentence defined (H = -log2 p(</s> | <s>)).
-* **OOVs are kept**, each scored with its own model's <unk> probability (times the backoff of
-  the context, as kenlm does). Dropping OOV words would score a sentence only on the words a
-  model knows, so a sentence whose content words the in-domain text never uses would be judged
-  by its function words alone and could rank as in-domain; keeping them makes "unknown to the
-  in-domain LM" raise H_tgt, which is the evidence Moore-Lewis is after. The two models have
-  different vocabularies, so <unk> means different things in each; the original Moore-Lewis
-  setup trained both LMs on a common vocabulary, which this project does not do (see README).
+* **OOVs, matched LMs** (the default; Moore & Lewis 2010's protocol, pivot.pipeline.mono):
+  both LMs are trained on equal-size samples over one vocabulary V fixed from the in-domain
+  sample, every other word written as ``<oov>``. A scored sentence is mapped the same way
+  (``vocab``: every token outside V becomes ``<oov>``, one token for one word, so n_words and
+  the divisor do not change), so an out-of-vocabulary word costs -log2 p(<oov> | history)
+  under each model: a trained probability with the same meaning in both. A sentence full of
+  words the in-domain text never uses gets a high H_tgt (the in-domain sample rarely says
+  <oov>) against a lower H_gen: the evidence Moore-Lewis is after, now measured on equal
+  terms. ``n_oov`` (tokens mapped per sentence) is kept beside the scores.
+* **OOVs, unmatched LMs** (``matched = false``): every word is scored as it is; an unknown
+  word gets its own model's <unk> probability (times the backoff of the context, as kenlm
+  does). The two models then have different vocabularies and <unk> means different things
+  in each, so sigma also measures the OOV rate and the LM sizes. Dropping OOV words instead
+  would judge a sentence by the words a model knows, its function words alone for a
+  sentence of unknown content words.
   A model without a <unk> entry (kenlm then silently substitutes log10 p = -100, about 332
   bits per unknown word) is refused with an InputError.
 * **Ties** in sigma keep corpus order (stable sort) in :func:`ranking`, so a ranking and every
@@ -75,6 +83,7 @@ class MooreLewisScores:
     h_gen: np.ndarray
     sigma: np.ndarray
     n_words: np.ndarray
+    n_oov: np.ndarray | None = None  # tokens outside the shared vocabulary (matched LMs only)
 
     def __len__(self):
         return len(self.sigma)
@@ -213,7 +222,7 @@ def _line_chunks(text_path, chunk_lines):
             del lines, last
 
 
-def moore_lewis_file(text_path, folds, lm_tgt, lm_gen, *, chunk_lines=None) -> MooreLewisScores:
+def moore_lewis_file(text_path, folds, lm_tgt, lm_gen, *, chunk_lines=None, vocab=None) -> MooreLewisScores:
     """Moore-Lewis scores of the sentences of a text file, streamed ``chunk_lines`` at a time.
 
     ``text_path``: UTF-8, one normalised sentence a line ("\\n" ends a line, see
@@ -225,6 +234,8 @@ def moore_lewis_file(text_path, folds, lm_tgt, lm_gen, *, chunk_lines=None) -> M
     what :func:`moore_lewis` gives for the sentence when called on the list of the
     sentences of its fold (every sentence's score depends on that sentence only). The
     corpus is never held as a list: memory is the four result arrays plus one chunk.
+    ``vocab`` (a set, matched LMs): each sentence is scored with its tokens outside the
+    set replaced by ``<oov>`` (pivot.pipeline.mono.map_to_vocab), and ``n_oov`` counts them.
     """
     folds = np.asarray(folds)
     if folds.ndim != 1:
@@ -247,11 +258,21 @@ def moore_lewis_file(text_path, folds, lm_tgt, lm_gen, *, chunk_lines=None) -> M
         models_gen[k] = loaded[key]
     h_tgt, h_gen, sigma = np.zeros(n), np.zeros(n), np.zeros(n)
     n_words = np.zeros(n, dtype=np.int64)
+    n_oov = np.zeros(n, dtype=np.int64) if vocab is not None else None
+    if vocab is not None:
+        from pivot.pipeline.mono import map_to_vocab
     lo = 0
     for chunk in _line_chunks(text_path, chunk_lines):
         hi = lo + len(chunk)
         if hi > n:
             raise ValueError(f"{text_path} holds more lines than the {n} folds")
+        if vocab is not None:
+            # Mapped sentences are the str.split() tokens joined by single spaces (the tokens
+            # the LMs were trained on); the words are counted on what kenlm is given.
+            mapped = [map_to_vocab(x, vocab) for x in chunk]
+            chunk = [m for m, _ in mapped]
+            n_oov[lo:hi] = [k for _, k in mapped]
+            del mapped
         nw = count_words(chunk)
         ht = -_log10_probs(chunk, model_tgt) * LOG2_10 / (nw + 1)
         f = folds[lo:hi]
@@ -269,7 +290,7 @@ def moore_lewis_file(text_path, folds, lm_tgt, lm_gen, *, chunk_lines=None) -> M
         del chunk
     if lo != n:
         raise ValueError(f"{text_path} holds {lo} lines but there are {n} folds")
-    return MooreLewisScores(h_tgt=h_tgt, h_gen=h_gen, sigma=sigma, n_words=n_words)
+    return MooreLewisScores(h_tgt=h_tgt, h_gen=h_gen, sigma=sigma, n_words=n_words, n_oov=n_oov)
 
 
 def _line_ends(text_path):

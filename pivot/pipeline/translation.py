@@ -6,18 +6,24 @@ counts split into P partitions of the English key range. Then:
 round 2, :func:`merge_by_e` (one task per English partition p): the pairs of part p of every
     shard, in shard order, summed per (e, f):  c_k(e,f) = sum over shards of c_k^shard(e,f).
     Every pair of an English phrase is now in one place, so the row sums give
-        p_k(f|e) = c_k(e,f) / sum_f' c_k(e,f')       ps(f|e) = support(e,f) / support(e)
-    and support(e) is the phrase's count in the bitext. The pairs go on, split by foreign
-    key range.
+        p_k(f|e) = c_k(e,f) / sum_f' c_k(e,f')
+    and support(e) is the phrase's count in the bitext; n_k(e), the extractions of e under
+    model k's nonzero weights, is summed over the shards for model k's minimum-count rule.
+    The pairs go on, split by foreign key range.
 round 3, :func:`merge_by_f` (one task per foreign partition q): every pair of a foreign
     phrase in one place gives
-        p_k(e|f) = c_k(e,f) / sum_e' c_k(e',f)       ps(e|f) = support(e,f) / support(f)
-    and the pruning of pivot.pipeline.pivoting, decided on the model-independent support:
-    (a) keep (e,f) if ps(f|e) >= min_p_f_given_e, ps(e|f) >= min_p_e_given_f and e occurs at
-        least min_phrase_count times (a rarer phrase's distribution rests on one or two
-        alignments: it gets no paraphrases and is nobody's paraphrase);
-    (b) keep at most max_e_per_f English phrases per f, largest support first (ties: smaller
-        English key).
+        p_k(e|f) = c_k(e,f) / sum_e' c_k(e',f)
+    and the pruning of pivot.pipeline.pivoting, decided for each model k on its OWN counts
+    and probabilities (a model is never pruned by what General saw):
+    (a) model k keeps (e,f) if c_k(e,f) > 0, p_k(f|e) >= min_p_f_given_e,
+        p_k(e|f) >= min_p_e_given_f and n_k(e) >= min_phrase_count, where n_k(e) is the number
+        of extractions of e that model k counts at all (weight > 0): a rarer phrase's
+        distribution under k rests on one or two alignments, so it gets no paraphrases and
+        is nobody's paraphrase under k;
+    (b) model k keeps at most max_e_per_f English phrases per f among those, largest
+        c_k(e,f) first (ties: smaller English key).
+    An entry is stored when some model keeps it; p_k(f|e) and p_k(e|f) are set to 0 for the
+    models that do not, so the one pivot pass computes every model on its own pruned table.
     The probabilities are normalised over the full table before pruning, as PPDB does.
 round 4, :func:`assemble` (one task): the kept entries become the pivot structure: phrase ids
     are the ranks of the keys (so they do not depend on P), a CSR by e and a CSC by f.
@@ -72,21 +78,26 @@ def _normalise(counts: np.ndarray, starts: np.ndarray, owner: np.ndarray) -> np.
     return out
 
 
-def merge_by_e(part_paths: list, p: int, n_parts: int, out_path) -> dict:
-    """Round 2 for English partition p: merge, p_k(f|e), ps(f|e), split by foreign partition."""
+def merge_by_e(part_paths: list, p: int, n_parts: int, out_path, min_phrase_count: int) -> dict:
+    """Round 2 for English partition p: merge, p_k(f|e), n_k(e), split by foreign partition.
+
+    Also decides each model's minimum-count rule per English phrase (n_k(e) >= min_phrase_count,
+    summed over shards) and hands it on per pair as ``e_ok`` (uint8, one column per model).
+    """
     from pivot.pipeline.extract import partition_of
 
     out_path = Path(out_path)
     if out_path.is_file():
         return {"reused": True}
     cols = {"e_key": [], "f_key": [], "counts": [], "support": []}
-    dict_keys, dict_rows = [], []
+    dict_keys, dict_rows, dict_nobs = [], [], []
     for path in part_paths:
         with np.load(path) as z:
             for c in cols:
                 cols[c].append(z[f"p{p}_{c}"])
             dict_keys.append(z[f"p{p}_e_dict_key"])
             dict_rows.append(z[f"p{p}_e_rows"])
+            dict_nobs.append(z[f"p{p}_e_nobs"])
     e_key, f_key = np.concatenate(cols["e_key"]), np.concatenate(cols["f_key"])
     counts, support = np.concatenate(cols["counts"]), np.concatenate(cols["support"])
     del cols
@@ -102,17 +113,23 @@ def merge_by_e(part_paths: list, p: int, n_parts: int, out_path) -> dict:
     owner = np.repeat(np.arange(len(rows_start)), np.diff(np.append(rows_start, len(e_key))))
     e_support = np.add.reduceat(support, rows_start) if len(rows_start) else support[:0]
     p_fe = _normalise(counts, rows_start, owner)
-    ps_fe = support / e_support[owner] if len(owner) else np.zeros(0)
-    keys, rows = _check_rows(np.concatenate(dict_keys), np.concatenate(dict_rows), "English")
+    all_keys = np.concatenate(dict_keys)
+    keys, rows = _check_rows(all_keys, np.concatenate(dict_rows), "English")
     # The dictionary holds exactly the English phrases of this partition's pairs.
     assert np.array_equal(keys, e_key[rows_start])
-    arrays = {"e_key": keys, "e_rows": rows, "e_count": e_support.astype(np.int64)}
+    # n_k(e): the shards' observation counts summed per phrase (integers: exact in any order).
+    order = np.argsort(all_keys, kind="stable")
+    nobs = np.concatenate(dict_nobs)[order]
+    nobs = np.add.reduceat(nobs, _segments(all_keys[order]), axis=0) if len(order) else nobs
+    del order, all_keys
+    arrays = {"e_key": keys, "e_rows": rows, "e_count": e_support.astype(np.int64), "e_nobs": nobs}
     f_part = partition_of(f_key, n_parts)
     e_count = e_support[owner].astype(np.int64)
+    e_ok = (nobs[owner] >= min_phrase_count).astype(np.uint8) if len(owner) else np.zeros((0, counts.shape[1]), np.uint8)
     for q in range(n_parts):
         mine = np.flatnonzero(f_part == q)
         for name, values in (("e_key", e_key), ("f_key", f_key), ("counts", counts), ("support", support),
-                             ("p_fe", p_fe), ("ps_fe", ps_fe), ("e_count", e_count)):
+                             ("p_fe", p_fe), ("e_count", e_count), ("e_ok", e_ok)):
             arrays[f"q{q}_{name}"] = values[mine]
     atomic_save_npz(out_path, **arrays)
     return {"reused": False, "n_pairs": int(len(e_key)), "n_e": int(len(keys))}
@@ -120,12 +137,18 @@ def merge_by_e(part_paths: list, p: int, n_parts: int, out_path) -> dict:
 
 def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_given_e: float,
                min_p_e_given_f: float, max_e_per_f: int, min_phrase_count: int) -> dict:
-    """Round 3 for foreign partition q: p_k(e|f), ps(e|f), then pruning rules (a) and (b)."""
+    """Round 3 for foreign partition q: p_k(e|f), then rules (a) and (b) for every model k.
+
+    ``min_phrase_count`` was applied in round 2 (``e_ok``); it is a parameter here so that the
+    two rounds are called with one set of pruning settings.
+    """
     out_path = Path(out_path)
     if out_path.is_file():
         with np.load(out_path) as z:
-            return {k: int(v) for k, v in zip(("n_pairs", "n_after_floors", "n_kept", "sum_deg_f_squared"), z["stats"])}
-    names = ("e_key", "f_key", "counts", "support", "p_fe", "ps_fe", "e_count")
+            st = z["stats"]
+            return {**{k: int(v) for k, v in zip(_STAT_NAMES, st[:len(_STAT_NAMES)])},
+                    "n_kept_by_model": st[len(_STAT_NAMES):].tolist()}
+    names = ("e_key", "f_key", "counts", "support", "p_fe", "e_count", "e_ok")
     cols = {c: [] for c in names}
     for path in e_paths:
         with np.load(path) as z:
@@ -141,23 +164,33 @@ def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_giv
     del order
     col_start = _segments(a["f_key"])
     owner = np.repeat(np.arange(len(col_start)), np.diff(np.append(col_start, len(a["f_key"]))))
-    f_support = np.add.reduceat(a["support"], col_start) if len(col_start) else a["support"][:0]
     p_ef = _normalise(a["counts"], col_start, owner)
-    ps_ef = a["support"] / f_support[owner] if len(owner) else np.zeros(0)
-    keep = (a["ps_fe"] >= min_p_f_given_e) & (ps_ef >= min_p_e_given_f) & (a["e_count"] >= min_phrase_count)
-    n_after_floors = int(keep.sum())
-    if max_e_per_f > 0 and n_after_floors:
-        idx = np.flatnonzero(keep)
-        # Rank the survivors of each column by support (descending), then English key.
-        rank_order = np.lexsort((a["e_key"][idx], -a["support"][idx], owner[idx]))
-        ranked = idx[rank_order]
-        col_of = owner[ranked]
-        first = _segments(col_of)
-        rank = np.arange(len(ranked)) - np.repeat(first, np.diff(np.append(first, len(ranked))))
-        keep[ranked[rank >= max_e_per_f]] = False
-    kept = np.flatnonzero(keep)
+    p_fe = a["p_fe"]
+    n, K = a["counts"].shape
+    after_floors = np.zeros(n, dtype=bool)
+    keep_any = np.zeros(n, dtype=bool)
+    n_kept_by_model = []
+    for k in range(K):
+        c_k = a["counts"][:, k]
+        # Rule (a) on model k's own numbers.
+        keep = (c_k > 0) & (p_fe[:, k] >= min_p_f_given_e) & (p_ef[:, k] >= min_p_e_given_f) & (a["e_ok"][:, k] > 0)
+        after_floors |= keep
+        if max_e_per_f > 0 and keep.any():
+            # Rule (b): rank the survivors of each column by c_k (descending), then English key.
+            idx = np.flatnonzero(keep)
+            ranked = idx[np.lexsort((a["e_key"][idx], -c_k[idx], owner[idx]))]
+            first = _segments(owner[ranked])
+            rank = np.arange(len(ranked)) - np.repeat(first, np.diff(np.append(first, len(ranked))))
+            keep[ranked[rank >= max_e_per_f]] = False
+        # Model k's pruned entries contribute nothing to its pivot sums.
+        p_fe[~keep, k] = 0.0
+        p_ef[~keep, k] = 0.0
+        keep_any |= keep
+        n_kept_by_model.append(int(keep.sum()))
+    kept = np.flatnonzero(keep_any)
     deg = np.bincount(owner[kept], minlength=len(col_start)) if len(kept) else np.zeros(0, np.int64)
-    stats = np.array([len(keep), n_after_floors, len(kept), int((deg.astype(np.int64) ** 2).sum())], dtype=np.int64)
+    stats = np.array([n, int(after_floors.sum()), len(kept), int((deg.astype(np.int64) ** 2).sum()),
+                      *n_kept_by_model], dtype=np.int64)
     # Foreign phrases with a kept entry, and their token rows.
     dict_keys, dict_rows = [], []
     for path in part_paths:
@@ -168,10 +201,14 @@ def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_giv
     kept_f = a["f_key"][kept]  # sorted: the pairs are in (f, e) order
     used = kept_f[_segments(kept_f)]
     pos = np.searchsorted(keys, used)
-    atomic_save_npz(out_path, e_key=a["e_key"][kept], f_key=a["f_key"][kept], p_fe=a["p_fe"][kept],
+    atomic_save_npz(out_path, e_key=a["e_key"][kept], f_key=a["f_key"][kept], p_fe=p_fe[kept],
                     p_ef=p_ef[kept], f_dict_key=used, f_rows=rows[pos], stats=stats)
-    return {"n_pairs": int(stats[0]), "n_after_floors": int(stats[1]), "n_kept": int(stats[2]),
-            "sum_deg_f_squared": int(stats[3])}
+    return {**{k: int(v) for k, v in zip(_STAT_NAMES, stats[:len(_STAT_NAMES)])},
+            "n_kept_by_model": n_kept_by_model}
+
+
+#: The first entries of a foreign partition's ``stats`` (then one n_kept per model).
+_STAT_NAMES = ("n_pairs", "n_after_floors", "n_kept", "sum_deg_f_squared")
 
 
 def assemble(f_paths: list, out_dir) -> dict:

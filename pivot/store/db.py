@@ -73,6 +73,10 @@ def find_pairs(e1: np.ndarray, e2: np.ndarray, q1: np.ndarray, q2: np.ndarray) -
 # ------------------------------------------------------------------------------------ reading
 
 
+#: Paraphrases a lookup shows when neither the caller nor the database says how many.
+DEFAULT_K = 10
+
+
 class ParaphraseDB:
     """Read-only access to a database written by `pivot build`.
 
@@ -123,6 +127,10 @@ class ParaphraseDB:
         self._pivot_columns = ", ".join(pivots)
         self._n_pivot_columns = len(pivots)
         self._lang = self.meta.get("normalization", {}).get("lang", "en")
+        # How many paraphrases a lookup shows by default: the recipe's top_n. The database
+        # stores every pair above the probability floor, so this is a view, not a cut.
+        pruning = self.meta.get("pruning") or {}
+        self.default_k = int(pruning.get("lookup_top_n") or DEFAULT_K)
 
     def close(self):
         self._conn.close()
@@ -198,8 +206,15 @@ class ParaphraseDB:
                             np.array([0.0 if r[2] is None else r[2] for r in rows], dtype=np.float64))
         return sorted(((r[0], s, *r[3:]) for r, s in zip(rows, score.tolist())), key=lambda r: (-r[1], r[0]))
 
-    def lookup(self, phrase: str, k: int = 10, model: str = "general", *, normalize: bool = True) -> list[Paraphrase]:
-        """The k best paraphrases of `phrase` under `model`, best first ([] if it has none)."""
+    def lookup(self, phrase: str, k: int | None = None, model: str = "general", *,
+               normalize: bool = True) -> list[Paraphrase]:
+        """The k best paraphrases of `phrase` under `model`, best first ([] if it has none).
+
+        k=None: the database's default (the recipe's ``[pivot] top_n``; 10 for a database
+        that does not record one).
+        """
+        if k is None:
+            k = self.default_k
         info = self._model(model)
         e1 = self.phrase_id(phrase, normalize=normalize)
         if e1 is None or k <= 0:
