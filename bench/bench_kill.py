@@ -15,7 +15,9 @@ one second after its log says the stage is running. Then, checked and recorded:
 * **resume**: the same command again must finish, sweep those files, and leave no temporary
   file anywhere under the work directory or beside the output;
 * **same content**: the resumed database's `pivot export --format ppdb` sha256 for every model
-  must equal the clean builds' in bench/results/determinism.json.
+  must equal those of clean builds of the same code (``--reference``: a bench_determinism
+  result; kill.json was measured against determinism.json, the release before the per-model
+  pruning).
 
 Results: bench/results/kill.json.
 """
@@ -63,8 +65,10 @@ def main():
     ap.add_argument("--domain", default="bio")
     ap.add_argument("--stages", nargs="*", default=["translation", "store"])
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--reference", default=str(RESULTS / "determinism-final.json"),
+                    help="bench_determinism results of clean builds of the same code (their exports)")
     args = ap.parse_args()
-    reference = json.loads((RESULTS / "determinism.json").read_text())["builds"][0]["export_sha256"]
+    reference = json.loads(Path(args.reference).read_text())["builds"][0]["export_sha256"]
     result = {"workers": args.workers, "runs": {}}
     for stage in args.stages:
         tmp = Path(tempfile.mkdtemp(prefix="pivot-kill-"))
