@@ -30,18 +30,15 @@ system CPU seconds and peak RSS (``wait4``'s ru_maxrss, as ``/usr/bin/time -v``)
 whether (b)'s links are byte-identical to (a)'s. Writes bench/results/align_stage.json.
 """
 import argparse
-import io
 import json
 import multiprocessing as mp
 import os
-import re
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -50,62 +47,9 @@ import numpy as np  # noqa: E402
 from pivot.pipeline import ibm  # noqa: E402
 
 from pivot.pipeline import align as align_stage  # noqa: E402
+from pivot.sentences.align_eval import EN_TOKEN, FR_TOKEN, encode, read_gold, read_tatoeba, score  # noqa: E402
 
-EN_TOKEN = re.compile(r"'\w+|\w+|[^\w\s]")     # "it's" -> it 's
-FR_TOKEN = re.compile(r"\w+'|\w+|[^\w\s]")     # "c'est" -> c' est
-
-
-def read_gold(gold_dir):
-    """(english token lists, french token lists, sure set, possible set) of the test set."""
-    def lines(name):
-        with open(os.path.join(gold_dir, name), encoding="utf-8", errors="replace") as fh:
-            return [ln.lower().split() for ln in fh.read().split("\n")[:-1]]
-    en, fr = lines("test.e"), lines("test.f")
-    sure, possible = set(), set()
-    with open(os.path.join(gold_dir, "test.wa.nonullalign"), encoding="ascii") as fh:
-        for ln in fh:
-            parts = ln.split()
-            if not parts:
-                continue
-            link = (int(parts[0]) - 1, int(parts[1]) - 1, int(parts[2]) - 1)
-            (sure if parts[3] == "S" else possible).add(link)
-    return en, fr, sure, possible
-
-
-def read_tatoeba(zip_path):
-    en, fr = [], []
-    with zipfile.ZipFile(zip_path) as z:
-        text = io.TextIOWrapper(z.open("fra-eng/fra.txt"), encoding="utf-8")
-        for ln in text:
-            cols = ln.rstrip("\n").split("\t")
-            if len(cols) < 2:
-                continue
-            e, f = EN_TOKEN.findall(cols[0].lower()), FR_TOKEN.findall(cols[1].lower())
-            if e and f:
-                en.append(e)
-                fr.append(f)
-    return en, fr
-
-
-def encode(sentences):
-    vocab, tokens, offsets = {}, [], [0]
-    for s in sentences:
-        tokens.extend(vocab.setdefault(w, len(vocab)) for w in s)
-        offsets.append(len(tokens))
-    return np.array(tokens, dtype=np.int32), np.array(offsets, dtype=np.int64), len(vocab)
-
-
-def link_set(link_e, link_f, offsets, n):
-    out = set()
-    for s in range(n):
-        for x in range(offsets[s], offsets[s + 1]):
-            out.add((s, int(link_e[x]), int(link_f[x])))
-    return out
-
-
-def score(links, sure, possible, n_gold):
-    err, prec, rec = ibm.aer(link_set(*links, n_gold), sure, possible)
-    return {"aer": round(err, 4), "precision": round(prec, 4), "recall": round(rec, 4)}
+# The gold and Tatoeba readers, the encoder and the AER scoring are `pivot align-eval`'s own.
 
 
 def run_ours(queue, en, fr, threads, iterations):

@@ -22,18 +22,10 @@ from pivot.sentences.paraphrase import (LanguageModel, Paraphraser, PhraseTable,
                                         decode_lattice, gate_margin)
 from pivot.sentences.rules import FEATURES, RuleModel, _grams, option_label
 from pivot.store.db import ParaphraseDB
-from test_sentences_decoder import write_toy_db, ARPA
+from test_sentences_decoder import toy  # noqa: F401  (the toy database and LM fixture)
 
 LN10 = math.log(10)
 SRC, REF = "the cat sat".split(), "a feline sat down".split()
-
-
-@pytest.fixture
-def toy(tmp_path):
-    db_path = write_toy_db(tmp_path / "toy.db")
-    lm_path = tmp_path / "toy.arpa"
-    lm_path.write_text(ARPA)
-    return db_path, lm_path
 
 
 def test_option_labels_and_counts(toy):
