@@ -219,8 +219,12 @@ def generation(args, db):
             print(name, out["systems"][name], flush=True)
             outputs[name] = hyp
     keys = list(outputs)
+    # Examples go to stdout only: the results file keeps no corpus text (MSRP stays in the data
+    # root), just which test positive each example is and which systems changed it.
     for i in range(0, len(src), max(len(src) // 8, 1))[:8]:
-        out["examples"].append({"source": src[i], "reference": ref[i], **{k: outputs[k][i] for k in keys}})
+        print(json.dumps({"test_positive": i, "source": src[i], "reference": ref[i],
+                          **{k: outputs[k][i] for k in keys}}, ensure_ascii=False), flush=True)
+        out["examples"].append({"test_positive": i, "changed": {k: outputs[k][i] != src[i] for k in keys}})
     _write("sentences_generation.json", out)
 
 
