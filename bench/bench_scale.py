@@ -16,7 +16,9 @@ wall = a * scale^b and of cpu = a * scale^b.
 
 --compare-workers rebuilds the extract, translation and pivot stages of the 1x build with
 ``--workers 1`` and ``--workers 2`` (the earlier stages reused; ``--threads 1``, so the
-in-process run uses one core) and compares their seconds, in all and per stage.
+in-process run uses one core) and compares their seconds, in all and per stage: one discarded
+warm-up build, then ``--repeat`` rounds (default 3) alternating which goes first; the medians,
+the range and every round's ratio are kept.
 --kill-worker kills one Dask worker (SIGKILL) while the 1x build extracts and checks that every
 database has the content (bench/_measure.py content_sha256: every stored row and the
 combination fits) of the undisturbed build.
@@ -109,6 +111,7 @@ def main():
     ap.add_argument("--scales", type=int, nargs="*", default=[1, 2, 4, 8])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--compare-workers", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of --compare-workers (median reported)")
     ap.add_argument("--kill-worker", action="store_true")
     ap.add_argument("--multi", action="store_true")
     ap.add_argument("--tmp", default=None, help="scratch folder (default: a new temporary one)")
@@ -154,24 +157,44 @@ def main():
 
     base = tmp / "x1"
     if args.compare_workers:
-        comp = {}
-        for workers in (1, 2):
+        runs = {"1": [], "2": []}
+
+        def rebuild(workers, tag):
             for stage_dir in list((base / "work").glob("*")):
                 if stage_dir.name.split("-")[0].lstrip(".") in SHARDED:
                     shutil.rmtree(stage_dir)
             # --threads 1: the in-process run then uses one core (its pivot kernel would
             # otherwise thread over both), so the ratio is one core against two workers.
-            figures = run_measured(build_cmd(base / "recipe.toml", data, base / "work", base / f"w{workers}.db", workers)
-                                   + ["--threads", "1"], base / f"w{workers}.log")
-            secs = db_meta(base / f"w{workers}.db", "stage_seconds")
-            comp[str(workers)] = {**figures, "extract_pivot_s": round(sum(secs.get(s, 0) for s in SHARDED), 2),
-                                  "stage_seconds": secs, "store_s": store_seconds(base / f"w{workers}.log"),
-                                  "content_sha256": content_sha256(base / f"w{workers}.db")}
-            print("workers", workers, comp[str(workers)]["extract_pivot_s"], flush=True)
-        comp["speedup_extract_pivot"] = round(comp["1"]["extract_pivot_s"] / comp["2"]["extract_pivot_s"], 3)
-        comp["speedup_by_stage"] = {s: round(comp["1"]["stage_seconds"][s] / comp["2"]["stage_seconds"][s], 3)
+            db, log = base / f"w{workers}.db", base / f"w{workers}-{tag}.log"
+            figures = run_measured(build_cmd(base / "recipe.toml", data, base / "work", db, workers)
+                                   + ["--threads", "1"], log)
+            secs = db_meta(db, "stage_seconds")
+            return {**figures, "extract_pivot_s": round(sum(secs.get(s, 0) for s in SHARDED), 2),
+                    "stage_seconds": secs, "store_s": store_seconds(log), "content_sha256": content_sha256(db)}
+
+        # A discarded warm-up build first (the first build after the machine was busy with
+        # something else runs slower), then rounds that alternate which count goes first.
+        rebuild(2, "warmup")
+        for r in range(args.repeat):
+            for workers in ((1, 2) if r % 2 == 0 else (2, 1)):
+                runs[str(workers)].append(rebuild(workers, f"r{r}"))
+                print("workers", workers, "round", r, runs[str(workers)][-1]["extract_pivot_s"], flush=True)
+        med = lambda xs: sorted(xs)[len(xs) // 2] if len(xs) % 2 else sum(sorted(xs)[len(xs) // 2 - 1:len(xs) // 2 + 1]) / 2
+        comp = {"repeat": args.repeat, "runs": runs}
+        for w in ("1", "2"):
+            xs = [r["extract_pivot_s"] for r in runs[w]]
+            comp[w] = {"extract_pivot_s_median": round(med(xs), 2), "extract_pivot_s_min": min(xs),
+                       "extract_pivot_s_max": max(xs),
+                       "stage_seconds_median": {s: round(med([r["stage_seconds"][s] for r in runs[w]]), 2)
+                                                for s in SHARDED}}
+        comp["speedup_extract_pivot"] = round(comp["1"]["extract_pivot_s_median"] / comp["2"]["extract_pivot_s_median"], 3)
+        comp["speedup_per_round"] = [round(a["extract_pivot_s"] / b["extract_pivot_s"], 3)
+                                     for a, b in zip(runs["1"], runs["2"])]
+        comp["speedup_by_stage"] = {s: round(comp["1"]["stage_seconds_median"][s] / comp["2"]["stage_seconds_median"][s], 3)
                                     for s in SHARDED}
-        comp["content_identical"] = comp["1"]["content_sha256"] == comp["2"]["content_sha256"] == builds["1"]["content_sha256"]
+        shas = {r["content_sha256"] for w in ("1", "2") for r in runs[w]}
+        comp["content_identical"] = shas == {builds["1"]["content_sha256"]}
+        comp["work_dir"] = str(base / "work")
         result["workers"] = comp
         save()
 

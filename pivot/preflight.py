@@ -88,7 +88,7 @@ class Plan:
 
 
 def check(recipe_path, data_root, out_path=None, work_dir=None, *, threads=None, workers=None,
-          scheduler=None, lmplz: bool = False, read_inputs: bool = True) -> Plan:
+          scheduler=None, lmplz: bool = False, read_inputs: bool = True, on_checked=None) -> Plan:
     """Check a build before it starts; return its :class:`Plan` or raise InputError.
 
     ``recipe_path``: the recipe file; ``data_root``: the resolved data root; ``out_path``:
@@ -119,6 +119,10 @@ def check(recipe_path, data_root, out_path=None, work_dir=None, *, threads=None,
         plan.work_dir = _check_work(Path(work_dir), data_root, protected, plan)
     if out_path is not None:
         plan.out_path = _check_out(Path(out_path), protected, plan.work_dir)
+    if on_checked is not None:
+        # Everything but the inputs' content has passed: the caller may start slow work that
+        # needs no input (a cluster's worker processes) while the inputs are read through.
+        on_checked()
     if read_inputs:
         for run in checks:
             run()

@@ -40,7 +40,7 @@ DATA_ENV = "PIVOT_DATA"
 DEFAULTS = {
     "preprocess": {"max_tokens": 80, "max_ratio": 9.0, "dedup": True},
     "align": {"method": "ibm2", "model": 3, "length": 1.0, "pharaoh": {}},
-    "extract": {"max_phrase_len": 5, "shard_sentences": 50_000},
+    "extract": {"max_phrase_len": 5, "shard_sentences": 50_000, "shard_tokens": 250_000},
     "pivot": {"min_p_f_given_e": 0.001, "min_p_e_given_f": 0.001, "max_e_per_f": 100, "top_n": 20,
               "min_phrase_count": 2, "min_p_e2_given_e1": 0.0},
 }
@@ -119,7 +119,8 @@ SCHEMA = {
                    "dedup": (_BOOL, None, None, None)},
     "align": {"method": (_STR, None, None, ("ibm2", "eflomal", "pharaoh")), "model": (_INT, 1, 3, None),
               "length": (_NUM, 0, None, None), "pharaoh": None},
-    "extract": {"max_phrase_len": (_INT, 1, None, None), "shard_sentences": (_INT, 1, None, None)},
+    "extract": {"max_phrase_len": (_INT, 1, None, None), "shard_sentences": (_INT, 1, None, None),
+                "shard_tokens": (_INT, 1, None, None)},
     "pivot": {"min_p_f_given_e": (_NUM, 0, 1, None), "min_p_e_given_f": (_NUM, 0, 1, None),
               "max_e_per_f": (_INT, 0, None, None), "top_n": (_INT, 0, None, None),
               "min_phrase_count": (_INT, 0, None, None), "min_p_e2_given_e1": (_NUM, 0, 1, None)},

@@ -347,6 +347,19 @@ def test_bad_input(case, tmp_path, capsys, monkeypatch):
     assert after == before
 
 
+def test_bad_content_found_while_the_cluster_starts_leaves_no_process(tmp_path, capsys, workers_left):
+    """With workers, the cluster starts once the recipe, arguments and paths have passed,
+    while the inputs are read through; a bad input found then still exits 2, writes nothing
+    and leaves no worker process behind."""
+    t = Tiny(tmp_path)
+    t.file("c.fr", b"nous soignons le\nnous\x00 le\nils traitent le\n")
+    args = t.args()[:-2] + ["--workers", "2"]  # t.args() ends with --workers 1
+    assert main(args) == 2
+    assert "DATA/c.fr:2" in normalize(capsys.readouterr().err, t)
+    assert not t.out.exists()
+    assert workers_left() == []
+
+
 # ----------------------------------------------------------------------------- accepted input
 
 

@@ -9,14 +9,19 @@ def _write(folder, name, data):
     (folder / name).write_bytes(data)
 
 
-def test_content_key_is_sha256_of_names_and_bytes(tmp_path):
+def test_content_key_is_sha256_of_names_and_file_digests(tmp_path):
     _write(tmp_path, "b.npy", b"BB")
     _write(tmp_path, "a.txt", b"A")
     _write(tmp_path, "DONE", b"ignored")
     _write(tmp_path, VOLATILE, b"ignored too")
-    # By hand: files in name order, each as name NUL bytes NUL.
-    expected = hashlib.sha256(b"a.txt\0A\0b.npy\0BB\0").hexdigest()[:16]
+    # By hand: files in name order, each as name NUL hex-sha256(bytes) NUL.
+    digest = lambda b: hashlib.sha256(b).hexdigest().encode()
+    expected = hashlib.sha256(b"a.txt\0" + digest(b"A") + b"\0b.npy\0" + digest(b"BB") + b"\0").hexdigest()[:16]
     assert content_key(tmp_path) == expected
+    # Hashed by an engine's tasks (here in process): the same key.
+    from pivot.pipeline.engine import Engine
+
+    assert content_key(tmp_path, Engine(workers=1)) == expected
 
 
 def test_downstream_key_follows_upstream_bytes_not_parameters(tmp_path):
@@ -47,7 +52,7 @@ def test_reuse_returns_the_recorded_content_key(tmp_path):
     first = wd.stage("extract", {}, {"k": 1}, produce)
     again = Workdir(tmp_path).stage("extract", {}, {"k": 1}, produce)
     assert first == again and len(calls) == 1
-    assert first[1] == hashlib.sha256(b"x\x001\x00").hexdigest()[:16]
+    assert first[1] == hashlib.sha256(b"x\x00" + hashlib.sha256(b"1").hexdigest().encode() + b"\x00").hexdigest()[:16]
 
 
 def _folder_key(name, inputs, params=None):

@@ -1,7 +1,11 @@
 """Encode: the aligned bitexts of every pivot language as shards of token ids.
 
-A shard is ``shard_sentences`` consecutive sentence pairs of one language (the last shard of
-a language may be shorter), stored as one ``.npz``:
+A shard is a run of consecutive sentence pairs of one language that closes at
+``shard_sentences`` pairs or before its English side passes ``shard_tokens`` tokens, whichever
+comes first (a shard holds at least one pair). The token budget evens out the extraction
+tasks: a shard of long biomedical sentences yields several times the phrase pairs of one of
+short conversational ones. The cut points depend on the text and the two settings only, so
+they are part of the content (and of the signature). A shard is stored as one ``.npz``:
 
     e_tokens, e_offsets      English token ids (one vocabulary for all languages), ragged
     f_tokens, f_offsets      foreign token ids (one vocabulary per language, offset so that no
@@ -86,10 +90,39 @@ class LinkChunks:
         return cat(parts_e), cat(parts_f), offsets
 
 
-def encode_shards(corpora: list[tuple[str, Path, Path]], out_dir: Path, shard_sentences: int) -> dict:
+def shard_cuts(english_path: Path, n: int, shard_sentences: int, shard_tokens: int) -> list[tuple[int, int]]:
+    r"""The [start, stop) line ranges of one language's shards (see the module docstring).
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "en")
+    >>> _ = open(path, "w").write("a b c\nd\ne f g h\ni j\nk\n")
+    >>> shard_cuts(path, 5, 3, 5)   # token counts 3 1 4 2 1: 3+1 <= 5, then 4, then 2+1
+    [(0, 2), (2, 3), (3, 5)]
+    >>> shard_cuts(path, 5, 2, 100)
+    [(0, 2), (2, 4), (4, 5)]
+    """
+    cuts, start, tokens = [], 0, 0
+    with open(english_path, encoding="utf-8", newline="\n") as fh:
+        for i in range(n):
+            line = fh.readline()
+            if not line:
+                raise ValueError(f"{english_path}: ends at line {i}, expected {n} lines")
+            length = len(line.split())
+            if i > start and (i - start == shard_sentences or tokens + length > shard_tokens):
+                cuts.append((start, i))
+                start, tokens = i, 0
+            tokens += length
+    if n > start:
+        cuts.append((start, n))
+    return cuts
+
+
+def encode_shards(corpora: list[tuple[str, Path, Path]], out_dir: Path, shard_sentences: int,
+                  shard_tokens: int) -> dict:
     """Write the shards of ``(lang, corpus dir, align dir)`` triples into ``out_dir``.
 
-    Returns (and writes as ``shards.json``) {"n_sentences", "shard_sentences", "shards": [...]}.
+    Returns (and writes as ``shards.json``) {"n_sentences", "shard_sentences", "shard_tokens",
+    "shards": [...]}.
     """
     from pivot.pipeline.corpus import Vocab
 
@@ -117,8 +150,7 @@ def encode_shards(corpora: list[tuple[str, Path, Path]], out_dir: Path, shard_se
             f_vocab = Vocab()
             handles: dict = {}
             en_path, f_path = Path(corpus_dir) / "bitext.en", Path(corpus_dir) / f"bitext.{lang}"
-            for s0 in range(0, n, shard_sentences):
-                s1 = min(n, s0 + shard_sentences)
+            for s0, s1 in shard_cuts(en_path, n, shard_sentences, shard_tokens):
                 en = _read_lines(en_path, s0, s1, handles)
                 fo = _read_lines(f_path, s0, s1, handles)
                 e_tokens, e_offsets = e_vocab.encode(en)
@@ -131,7 +163,8 @@ def encode_shards(corpora: list[tuple[str, Path, Path]], out_dir: Path, shard_se
                                 whole=is_terms[origin[s0:s1]])
                 english.writelines(s + "\n" for s in en)
                 origin_out.write((origin[s0:s1] + base_origin).astype("<i4").tobytes())
-                shards.append({"file": f"shards/{name}", "lang": lang, "start": start + s0, "n": s1 - s0})
+                shards.append({"file": f"shards/{name}", "lang": lang, "start": start + s0, "n": s1 - s0,
+                               "english_tokens": int(len(e_tokens))})
             for fh, _ in handles.values():
                 fh.close()
             f_vocab.save(out_dir / f"vocab.{lang}")
@@ -144,7 +177,8 @@ def encode_shards(corpora: list[tuple[str, Path, Path]], out_dir: Path, shard_se
     np.save(out_dir / "f_lang.npy", np.concatenate(f_lang) if f_lang else np.zeros(0, np.int16))
     np.save(out_dir / "origin.npy", np.fromfile(out_dir / "origin.bin", dtype="<i4"))
     (out_dir / "origin.bin").unlink()
-    info = {"n_sentences": start, "shard_sentences": shard_sentences, "shards": shards, "origins": origins}
+    info = {"n_sentences": start, "shard_sentences": shard_sentences, "shard_tokens": shard_tokens,
+            "shards": shards, "origins": origins}
     (out_dir / "shards.json").write_text(json.dumps(info, indent=1, ensure_ascii=False))
     return info
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -63,16 +64,45 @@ class Engine:
         self.scheduler = scheduler
         self._cluster = None
         self._client = None
+        self._lock = threading.Lock()
+        self._starter = None
         self.task_seconds: dict[str, float] = {}
 
     @property
     def in_process(self) -> bool:
         return self.scheduler is None and self.workers == 1
 
+    @property
+    def running(self) -> bool:
+        """A cluster is connected (a build that reused every sharded stage never starts one)."""
+        return self._client is not None
+
+    def prestart(self) -> None:
+        """Start the cluster in a background thread; the first :meth:`map` waits for it.
+
+        A start that fails in the background is simply tried again, in the foreground, by
+        the first map (where its error is raised).
+        """
+        if self.in_process or self._client is not None or self._starter is not None:
+            return
+
+        def start():
+            try:
+                self.client()
+            except Exception as exc:  # retried (and raised) by the first map
+                log.debug("dask: background start failed (%s); the first task retries", exc)
+
+        self._starter = threading.Thread(target=start, name="pivot-dask-start", daemon=True)
+        self._starter.start()
+
     def client(self):
-        """The Dask client, started on first use (a build that reuses every stage starts none)."""
+        """The Dask client, started on first use (or by :meth:`prestart`)."""
         if self.in_process:
             return None
+        with self._lock:
+            return self._start()
+
+    def _start(self):
         if self._client is None:
             from distributed import Client, LocalCluster
 
@@ -84,10 +114,19 @@ class Engine:
             if self.scheduler:
                 self._client = Client(self.scheduler)
             else:
+                import dask
+
                 # One thread per worker: the kernels release the GIL but a task is mostly one
                 # kernel call, so processes (not threads) are the unit of parallelism.
-                self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                             dashboard_address=None, scheduler_port=0, silence_logs=logging.ERROR)
+                # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536, which also freezes
+                # glibc's mmap threshold at 128 KiB: every large numpy temporary is then a fresh
+                # mapping whose pages fault in again, and the merges ran 20-30% slower than the
+                # same code in this process. Unset here; heap goes back to the system between
+                # stages instead (release_heap, as in this process).
+                with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+                    self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
+                                                 dashboard_address=None, scheduler_port=0,
+                                                 silence_logs=logging.ERROR)
                 self._client = Client(self._cluster)
                 # Workers die with the build, even when it is killed (-9): no orphans.
                 from pivot.pipeline._dask_plugins import DieWithParent
@@ -96,11 +135,14 @@ class Engine:
             log.info("dask: %s in %.1f s", self._client, time.perf_counter() - t0)
         return self._client
 
-    def map(self, fn, arg_tuples, *, name: str) -> list:
+    def map(self, fn, arg_tuples, *, name: str, cost=None) -> list:
         """``[fn(*args) for args in arg_tuples]``, on the workers when there is a cluster.
 
         Task keys are ``name-i`` so a dashboard shows the stage; ``pure=False`` because a task
-        is known by its outputs on disk, not by its arguments' hash.
+        is known by its outputs on disk, not by its arguments' hash. ``cost`` (one number per
+        task, e.g. its input's tokens) submits the largest tasks first, so that a long task
+        does not start last and leave the other workers idle (longest-processing-time-first);
+        results still come back in input order.
         """
         arg_tuples = list(arg_tuples)
         t0 = time.perf_counter()
@@ -108,13 +150,18 @@ class Engine:
         if client is None:
             out = [fn(*args) for args in arg_tuples]
         else:
-            futures = [client.submit(fn, *args, key=f"{name}-{i}-{os.getpid()}-{int(t0 * 1e6)}",
-                                     retries=RETRIES, pure=False)
-                       for i, args in enumerate(arg_tuples)]
-            out = client.gather(futures)
+            order = range(len(arg_tuples)) if cost is None else \
+                sorted(range(len(arg_tuples)), key=lambda i: (-cost[i], i))
+            # Dask runs earlier submissions first (the priority of client.submit).
+            futures = {i: client.submit(fn, *arg_tuples[i], key=f"{name}-{i}-{os.getpid()}-{int(t0 * 1e6)}",
+                                        retries=RETRIES, pure=False)
+                       for i in order}
+            out = client.gather([futures[i] for i in range(len(arg_tuples))])
             # Give the workers' freed heap back to the system between stages (glibc keeps it).
             client.run(release_heap)
-        self.task_seconds[name] = round(self.task_seconds.get(name, 0.0) + time.perf_counter() - t0, 2)
+        seconds = time.perf_counter() - t0
+        self.task_seconds[name] = round(self.task_seconds.get(name, 0.0) + seconds, 2)
+        log.info("  %s: %d tasks in %.1f s", name, len(arg_tuples), seconds)
         return out
 
     def worker_pids(self) -> list[int]:
@@ -125,6 +172,9 @@ class Engine:
         return sorted(client.run(os.getpid).values())
 
     def close(self) -> None:
+        if self._starter is not None:
+            self._starter.join()  # a cluster half started is closed like one fully started
+            self._starter = None
         if self._client is not None:
             self._client.close()
             self._client = None

@@ -124,6 +124,33 @@ class Paraphrases:
         with open(Path(path), "wb") as fh:
             np.savez(fh, meta=np.array(json.dumps(self.meta, sort_keys=True)), **arrays)
 
+    @staticmethod
+    def write_index(folder, parts, n_pairs, meta: dict) -> None:
+        """``paraphrases.json``: the files holding consecutive e1 ranges, in order, and the meta.
+
+        The pivot stage leaves one file per range of English rows; this index makes them one
+        table for :meth:`load_parts` (an empty range may have no pairs).
+        """
+        index = {"parts": [Path(p).name for p in parts], "n_pairs": [int(n) for n in n_pairs],
+                 "meta": {**meta, "n_pairs_out": int(sum(n_pairs))}}
+        (Path(folder) / "paraphrases.json").write_text(json.dumps(index, indent=1, sort_keys=True))
+
+    @classmethod
+    def load_parts(cls, folder) -> "Paraphrases":
+        """The table a pivot stage wrote as row ranges (see :meth:`write_index`), concatenated."""
+        folder = Path(folder)
+        index = json.loads((folder / "paraphrases.json").read_text())
+        fields = {f: [] for f in _PARA_FIELDS}
+        for name, n in zip(index["parts"], index["n_pairs"]):
+            with np.load(folder / name, allow_pickle=False) as z:
+                if z["e1"].shape[0] != n:
+                    raise ValueError(f"{folder / name}: {z['e1'].shape[0]} pairs, the index says {n}")
+                for f in _PARA_FIELDS:
+                    fields[f].append(z[f])
+        if not fields["e1"]:
+            raise ValueError(f"{folder}: the index lists no row ranges")
+        return cls(**{f: np.concatenate(v) for f, v in fields.items()}, meta=index["meta"])
+
     @classmethod
     def load(cls, path) -> "Paraphrases":
         with np.load(Path(path), allow_pickle=False) as z:
@@ -336,7 +363,8 @@ def pivot_rows(structure_dir, lo: int, hi: int, top_n: int, out_path, n_threads:
 
     out_path = Path(out_path)
     if out_path.is_file():
-        return {"reused": True}
+        with np.load(out_path) as done:
+            return {"reused": True, "n_pairs": int(done["e1"].shape[0])}
     z = load_structure(structure_dir)
     e1, e2, p, n_pivots, pivots = _counts.pivot_product(
         z["row_ptr"], z["row_f"], z["p_fe"], z["col_ptr"], z["col_e"], z["p_ef"], int(top_n),

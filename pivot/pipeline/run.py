@@ -37,7 +37,7 @@ log = logging.getLogger("pivot")
 
 # Bump a stage's version when its code changes what it writes: old artifacts then miss.
 STAGE_VERSIONS = {"corpus": 1, "align": 1, "encode": 2, "lmtext": 4, "lm": 3, "score": 4,
-                  "weights": 3, "extract": 3, "translation": 2, "pivot": 3, "combine": 2}
+                  "weights": 3, "extract": 3, "translation": 3, "pivot": 4, "combine": 2}
 
 
 def _key(parts) -> str:
@@ -53,6 +53,7 @@ class Workdir:
     built: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
     contents: dict = field(default_factory=dict)  # stage name -> content key of its artifact
+    engine: object = None  # hashes a finished artifact on its workers once its cluster runs
 
     def stage(self, name: str, inputs: dict, params: dict, produce) -> tuple[Path, str]:
         """Run `produce(tmp_dir)` unless an artifact with the same key is complete.
@@ -81,7 +82,7 @@ class Workdir:
         t0 = time.perf_counter()
         log.info("stage %-12s running -> %s", name, final)
         produce(tmp)
-        content = content_key(tmp)
+        content = content_key(tmp, self.engine if self.engine is not None and self.engine.running else None)
         self.contents[name] = content
         (tmp / "DONE").write_text(json.dumps({**parts, "content": content}, sort_keys=True, indent=1, default=str))
         release_heap()
@@ -97,15 +98,29 @@ class Workdir:
 VOLATILE = "timings.json"
 
 
-def content_key(folder: Path) -> str:
-    """sha256 over the names and bytes of every file in an artifact folder, in name order."""
+def file_sha256(path) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB blocks."""
     h = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name not in ("DONE", VOLATILE)):
-        h.update(str(path.relative_to(folder)).encode() + b"\0")
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        h.update(b"\0")
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def content_key(folder: Path, engine=None) -> str:
+    """The artifact's content: sha256 over every file's relative name and sha256, in name order.
+
+    A two-level hash so that the files can be hashed side by side: ``engine`` (a running
+    cluster) hashes them on its workers, otherwise this process does; the key is the same.
+    """
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name not in ("DONE", VOLATILE))
+    if engine is not None and len(files) > 1:
+        digests = engine.map(file_sha256, [(str(p),) for p in files], name="hash")
+    else:
+        digests = [file_sha256(p) for p in files]
+    h = hashlib.sha256()
+    for path, digest in zip(files, digests):
+        h.update(str(path.relative_to(folder)).encode() + b"\0" + digest.encode() + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -128,24 +143,40 @@ class Pipeline:
 
     def __init__(self, domain: str | None = "bio", *, recipe=None, data=None, out=None, work=None,
                  threads: int = 0, quiet: bool = False, lmplz: bool = False, workers: int | None = None,
-                 scheduler: str | None = None):
+                 scheduler: str | None = None, prestart: bool = False):
         self.recipe_file = recipes.recipe_path(domain, recipe)
         self.rec = recipes.load_recipe(self.recipe_file)
         self.data_root = recipes.resolve_data_root(data)
         self.name = self.rec["name"]
         # Every input opened and checked, every output checked writable and not an input,
         # before anything is written (pivot/preflight.py; docs/bad-input.md).
-        self.plan = preflight.check(self.recipe_file, self.data_root,
-                                    Path(out) if out else Path(f"{self.name}.db"),
-                                    Path(work) if work else Path("work") / self.name,
-                                    threads=threads, workers=workers, scheduler=scheduler, lmplz=lmplz)
+        from pivot.pipeline.engine import Engine
+
+        self.engine = None
+
+        def start_workers():
+            # Once the arguments, recipe and paths have passed, a build (prestart) starts its
+            # cluster in the background while preflight reads every input through: the
+            # workers are up when the first sharded stage needs them.
+            self.engine = Engine(workers=workers, scheduler=scheduler)
+            if prestart:
+                self.engine.prestart()
+
+        try:
+            self.plan = preflight.check(self.recipe_file, self.data_root,
+                                        Path(out) if out else Path(f"{self.name}.db"),
+                                        Path(work) if work else Path("work") / self.name,
+                                        threads=threads, workers=workers, scheduler=scheduler, lmplz=lmplz,
+                                        on_checked=start_workers)
+        except BaseException:
+            if self.engine is not None:
+                self.engine.close()
+            raise
         self.out_path = self.plan.out_path  # absolute: SQLite never reads "file:..." as a URI
         self.wd = Workdir(Path(work) if work else Path("work") / self.name)
         self.wd.root.mkdir(parents=True, exist_ok=True)
         self.threads = threads
-        from pivot.pipeline.engine import Engine
-
-        self.engine = Engine(workers=workers, scheduler=scheduler)
+        self.wd.engine = self.engine
         self.quiet = quiet
         self.lmplz = lmplz
         self.langs = [spec["lang"] for spec in self.rec["bitext"]]
@@ -207,14 +238,18 @@ class Pipeline:
     def shard_sentences(self) -> int:
         return int(self.rec["extract"]["shard_sentences"])
 
+    @property
+    def shard_tokens(self) -> int:
+        return int(self.rec["extract"]["shard_tokens"])
+
     @cached_property
     def encoded(self) -> tuple[Path, str]:
         from pivot.pipeline.encode import encode_shards
 
         inputs = {"corpus": [keys[0] for _, _, keys in self.bitexts], "align": [keys[1] for _, _, keys in self.bitexts]}
-        return self.wd.stage("encode", inputs, {"shard_sentences": self.shard_sentences},
+        return self.wd.stage("encode", inputs, {"shard_sentences": self.shard_sentences, "shard_tokens": self.shard_tokens},
                              lambda tmp: encode_shards([(lang, b[0], b[1]) for lang, b in zip(self.langs, self.bitexts)],
-                                                       tmp, self.shard_sentences))
+                                                       tmp, self.shard_sentences, self.shard_tokens))
 
     @cached_property
     def shards(self) -> dict:
@@ -469,9 +504,10 @@ class Pipeline:
     @property
     def n_parts(self) -> int:
         """Partitions of the phrase-key range for the merges: a merge task holds about
-        1/n_parts of all shards' partial counts, so this grows with the corpus (about 100k
-        sentence pairs a partition). The output does not depend on it."""
-        return max(4, -(-self.n_sentences // 100_000))
+        1/n_parts of all shards' partial counts, so this grows with the corpus (about 50k
+        sentence pairs a partition, at least 8 so that a few workers share the merges evenly).
+        It follows the data, never the number of workers; the database does not depend on it."""
+        return max(8, -(-self.n_sentences // 50_000))
 
     @cached_property
     def table_dir(self) -> tuple[Path, str]:
@@ -485,7 +521,8 @@ class Pipeline:
             weights = self.weights[0] / "weights.npy"
             tasks = [(self.encoded[0] / sh["file"], weights, sh["start"], max_len, n_parts,
                       tmp / f"x-{i:05d}.npz") for i, sh in enumerate(self.shards["shards"])]
-            done = self.engine.map(extract.extract_shard, tasks, name="extract")
+            done = self.engine.map(extract.extract_shard, tasks, name="extract",
+                                   cost=[sh.get("english_tokens", sh["n"]) for sh in self.shards["shards"]])
             (tmp / "extract.json").write_text(json.dumps({"n_parts": n_parts, "n_shards": len(tasks),
                                                           "n_pairs_in_shards": sum(d.get("n_pairs", 0) for d in done)}))
 
@@ -509,7 +546,7 @@ class Pipeline:
             f_paths = [tmp / f"f-{q:04d}.npz" for q in range(n_parts)]
             stats = self.engine.map(_merge_by_f_task, [(e_paths, x_paths, q, f_paths[q], prune)
                                                        for q in range(n_parts)], name="merge-f")
-            shape = T.assemble(f_paths, tmp / "structure")
+            shape = T.assemble(f_paths, tmp / "structure", self.engine)
             total = {k: sum(s[k] for s in stats) for k in stats[0] if k != "n_kept_by_model"}
             (tmp / "translation.json").write_text(json.dumps({
                 **{k: v for k, v in prune.items()}, "decided_on": "each model's own counts",
@@ -535,27 +572,22 @@ class Pipeline:
 
         def produce(tmp):
             s = pivoting.load_structure(structure)
-            n_tasks = 4 * (self.engine.workers or 1)
+            # The ranges are the stage's files, so their number follows the data, never the
+            # number of workers (the content key, and the signature, must not depend on it).
+            n_tasks = max(PIVOT_MIN_TASKS, -(-len(s["row_f"]) // PIVOT_ENTRIES_PER_TASK))
             ranges = pivoting.row_ranges(np.asarray(s["row_ptr"]), np.asarray(s["col_ptr"]), np.asarray(s["row_f"]),
                                          n_tasks)
             del s
             parts = [tmp / f"rows-{i:04d}.npz" for i in range(len(ranges))]
             # In process the kernel's own threads share the work; on a cluster, the workers do.
             threads = self.threads if self.engine.in_process else 1
-            self.engine.map(pivoting.pivot_rows, [(structure, lo, hi, top_n, path, threads, floor)
-                                                  for (lo, hi), path in zip(ranges, parts)], name="pivot")
-            fields = {f: [] for f in ("e1", "e2", "p", "n_pivots", "pivots")}
-            for path in parts:
-                with np.load(path) as z:
-                    for f in fields:
-                        fields[f].append(z[f])
+            done = self.engine.map(pivoting.pivot_rows, [(structure, lo, hi, top_n, path, threads, floor)
+                                                         for (lo, hi), path in zip(ranges, parts)], name="pivot")
+            # The row ranges, in e1 order, are the stage's output as they are: the database
+            # write reads them in turn, and no process first copies them into one file.
             meta = {**json.loads((self.translation_dir[0] / "translation.json").read_text()), "top_n": top_n,
                     "min_p_e2_given_e1": floor}
-            arrays = {f: np.concatenate(v) if v else np.zeros(0) for f, v in fields.items()}
-            para = pivoting.Paraphrases(**arrays, meta={**meta, "n_pairs_out": int(len(arrays["e1"]))})
-            para.save(tmp / "paraphrases.npz")
-            for path in parts:
-                path.unlink()
+            pivoting.Paraphrases.write_index(tmp, parts, [d["n_pairs"] for d in done], meta)
 
         return self.wd.stage("pivot", {"translation": self.translation_dir[1]},
                              {"top_n": top_n, "min_p_e2_given_e1": floor}, produce)
@@ -569,7 +601,7 @@ class Pipeline:
     def paraphrases(self):
         from pivot.pipeline.pivoting import Paraphrases
 
-        return Paraphrases.load(self.pivot_dir[0] / "paraphrases.npz")
+        return Paraphrases.load_parts(self.pivot_dir[0])
 
     # ------------------------------------------------------------ combine: General + X
 
@@ -685,7 +717,7 @@ class Pipeline:
         signature = "|".join([
             f"pivot:{__version__}", f"recipe:{self.name}@{self.rec['_sha256'][:12]}",
             f"data:{_key(self.fingerprints)[:12]}", f"align:{self.rec['align']['method']}@" + "+".join(self.wd.contents[f"align.{lang}"][:8] for lang in self.langs),
-            f"maxlen:{self.rec['extract']['max_phrase_len']}", f"shards:{self.shard_sentences}",
+            f"maxlen:{self.rec['extract']['max_phrase_len']}", f"shards:{self.shard_sentences}/{self.shard_tokens}t",
             "prune:{min_p_f_given_e}/{min_p_e_given_f}/{max_e_per_f}/n{min_phrase_count}/floor{min_p_e2_given_e1}"
             "/per-model".format(**prune),
             ("lm:" + (f"matched/v{self.domain.get('vocab_min_count', 2)}" if self.domain.get("matched", True)
@@ -703,7 +735,7 @@ class Pipeline:
             "pruning": {**prune, **para.meta, "lookup_top_n": prune["top_n"], "decided_on": "each model's own counts",
                         "n_pairs_out": int(len(para.e1)), "n_phrase_pairs": tstats["n_phrase_pairs"],
                         "n_english_phrases_kept": tstats["n_e"], "n_foreign_phrases_kept": tstats["n_f"]},
-            "shards": {"shard_sentences": self.shard_sentences, "n_shards": len(self.shards["shards"]),
+            "shards": {"shard_sentences": self.shard_sentences, "shard_tokens": self.shard_tokens, "n_shards": len(self.shards["shards"]),
                        "n_sentences": self.n_sentences, "n_parts": tstats["n_parts"]},
             "normalization": {"lang": "en", "lowercase": True,
                               "tokenizer": "Moses (mosestokenizer C++ port), escape off"},
@@ -736,15 +768,23 @@ def run_build(domain: str | None = "bio", **kwargs) -> Path:
     """Build the paraphrase database of a recipe; returns the database path."""
     from pivot.locking import WorkdirLock, sweep_stale
 
-    pipe = Pipeline(domain, **kwargs)
-    with WorkdirLock(pipe.wd.root):  # a second build on the same work dir stops: "in use by PID N"
-        if pipe.engine.scheduler is None:  # process ids mean something on this host only
-            sweep_stale(pipe.wd.root, outputs=[pipe.out_path])
-        return pipe.store()
+    pipe = Pipeline(domain, prestart=True, **kwargs)
+    try:
+        with WorkdirLock(pipe.wd.root):  # a second build on the same work dir stops: "in use by PID N"
+            if pipe.engine.scheduler is None:  # process ids mean something on this host only
+                sweep_stale(pipe.wd.root, outputs=[pipe.out_path])
+            return pipe.store()
+    finally:
+        pipe.engine.close()
 
 
 # -------------------------------------------------------------------------------- helpers
 
+
+#: The pivot stage's row ranges: at least this many, and about this many kept translation
+#: entries each (enough tasks for a few workers at the bio size, bounded work per task at any size).
+PIVOT_MIN_TASKS = 8
+PIVOT_ENTRIES_PER_TASK = 500_000
 
 #: The [pivot] settings that prune translation entries (rounds 2-3); the rest act after the pivot.
 _ENTRY_PRUNING = ("min_p_f_given_e", "min_p_e_given_f", "max_e_per_f", "min_phrase_count")

@@ -25,8 +25,11 @@ round 3, :func:`merge_by_f` (one task per foreign partition q): every pair of a 
     An entry is stored when some model keeps it; p_k(f|e) and p_k(e|f) are set to 0 for the
     models that do not, so the one pivot pass computes every model on its own pruned table.
     The probabilities are normalised over the full table before pruning, as PPDB does.
-round 4, :func:`assemble` (one task): the kept entries become the pivot structure: phrase ids
-    are the ranks of the keys (so they do not depend on P), a CSR by e and a CSC by f.
+round 4, :func:`assemble`: the kept entries become the pivot structure: phrase ids are the
+    ranks of the keys (so they do not depend on P), a CSC by f and a CSR by e. A small serial
+    step ranks the kept keys and lays out the arrays (offsets only); then one task per foreign
+    partition writes its columns and one task per English partition sorts and writes its rows,
+    each into its own byte range of the shared files: no process holds the whole structure.
 
 Why the bytes cannot depend on P or on the number of workers: a pair's partial counts meet
 in one partition whatever P is and are added in shard order; a row's (column's) sums run
@@ -36,6 +39,7 @@ floating-point sums.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -201,8 +205,21 @@ def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_giv
     kept_f = a["f_key"][kept]  # sorted: the pairs are in (f, e) order
     used = kept_f[_segments(kept_f)]
     pos = np.searchsorted(keys, used)
-    atomic_save_npz(out_path, e_key=a["e_key"][kept], f_key=a["f_key"][kept], p_fe=p_fe[kept],
-                    p_ef=p_ef[kept], f_dict_key=used, f_rows=rows[pos], stats=stats)
+    kept_e = a["e_key"][kept]
+    # For round 4's row tasks: the kept entries of each English partition p (still in (f, e)
+    # order), so the task that writes the rows of partition p reads exactly its entries.
+    from pivot.pipeline.extract import partition_of
+
+    n_parts = len(e_paths)
+    e_part = partition_of(kept_e, n_parts)
+    kept_p_fe = p_fe[kept]
+    by_e = {}
+    for p in range(n_parts):
+        mine = np.flatnonzero(e_part == p)
+        by_e[f"r{p}_e_key"], by_e[f"r{p}_f_key"], by_e[f"r{p}_p_fe"] = kept_e[mine], kept_f[mine], kept_p_fe[mine]
+    atomic_save_npz(out_path, e_key=kept_e, f_key=kept_f, p_ef=p_ef[kept], **by_e,
+                    r_counts=np.bincount(e_part, minlength=n_parts).astype(np.int64),
+                    e_kept=np.unique(kept_e), f_dict_key=used, f_rows=rows[pos], stats=stats)
     return {**{k: int(v) for k, v in zip(_STAT_NAMES, stats[:len(_STAT_NAMES)])},
             "n_kept_by_model": n_kept_by_model}
 
@@ -211,52 +228,135 @@ def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_giv
 _STAT_NAMES = ("n_pairs", "n_after_floors", "n_kept", "sum_deg_f_squared")
 
 
-def assemble(f_paths: list, out_dir) -> dict:
+def assemble(f_paths: list, out_dir, engine=None) -> dict:
     """Round 4: the kept entries of every foreign partition as one pivot structure.
 
     English ids are the ranks of the kept English keys, foreign ids the ranks of the kept
     foreign keys. Writes row_ptr/row_f/p_fe (CSR by e, f ascending), col_ptr/col_e/p_ef (CSC
     by f, e ascending), e_key and f_key (id -> key) into out_dir, one .npy each.
-    """
-    parts = {c: [] for c in ("e_key", "f_key", "p_fe", "p_ef")}
-    for path in f_paths:
-        with np.load(path) as z:
-            for c in parts:
-                parts[c].append(z[c])
-    e_key = np.concatenate(parts["e_key"])
-    f_key = np.concatenate(parts["f_key"])
-    p_ef = np.concatenate(parts["p_ef"])
-    del parts["p_ef"]
-    # Partitions are key ranges in order, each sorted by (f, e): this is the CSC order.
-    # English ids: the rank of each key among the distinct kept keys.
-    order = np.argsort(e_key)
-    sorted_keys = e_key[order]
-    new = np.ones(len(sorted_keys), dtype=bool)
-    new[1:] = sorted_keys[1:] != sorted_keys[:-1]
-    e_keys = sorted_keys[new]
-    col_e = np.empty(len(e_key), dtype=np.int32)
-    col_e[order] = np.cumsum(new, dtype=np.int64) - 1
-    del e_key, order, sorted_keys, new
-    col_start = _segments(f_key)
-    f_keys = f_key[col_start]
-    n_e, n_f = len(e_keys), len(f_keys)
-    col_ptr = np.append(col_start, len(f_key)).astype(np.int64)
-    f_id = np.repeat(np.arange(n_f, dtype=np.int32), np.diff(col_ptr))
-    del f_key
-    # CSR: a stable bucket sort by e keeps f ascending within each row.
-    from pivot._native import _counts
 
-    row_ptr, order = _counts.bucket_by(col_e, n_e)
-    row_f = f_id[order]
-    p_fe = np.concatenate(parts["p_fe"])[order]
-    del parts, order, f_id
-    # One .npy a field, so the pivot tasks can memory-map what they read.
+    Serial here: the distinct kept keys (phrases, not pairs) and the offsets. The arrays are
+    created at their final size; ``engine`` then runs :func:`write_columns` for every foreign
+    partition and :func:`write_rows` for every English partition, each filling a disjoint
+    range. Partitions are key ranges, so a partition's ids, columns and rows are contiguous.
+    """
+    from pivot.pipeline.engine import Engine
+    from pivot.pipeline.extract import partition_of
+
+    engine = engine or Engine(workers=1)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, values in (("row_ptr", row_ptr), ("row_f", row_f), ("p_fe", p_fe), ("col_ptr", col_ptr),
-                         ("col_e", col_e), ("p_ef", p_ef), ("e_key", e_keys), ("f_key", f_keys)):
-        np.save(out_dir / f"{name}.npy", np.ascontiguousarray(values))
-    return {"n_e": n_e, "n_f": n_f, "n_kept": int(len(col_e))}
+    n_parts = len(f_paths)
+    e_kept, f_keys, n_entries, r_counts = [], [], [], []
+    for path in f_paths:
+        with np.load(path) as z:
+            e_kept.append(z["e_kept"])
+            f_keys.append(z["f_dict_key"])
+            r_counts.append(z["r_counts"])
+            stats = z["stats"]
+        n_entries.append(int(stats[_STAT_NAMES.index("n_kept")]))
+    K = len(stats) - len(_STAT_NAMES)  # the rest of stats: one n_kept per model
+    # Partition q's columns start at entry col_off[q] and foreign id f_off[q]; partition p's
+    # rows at entry row_off[p] and English id e_lo[p].
+    col_off = np.cumsum([0] + n_entries)
+    f_off = np.cumsum([0] + [len(k) for k in f_keys])
+    row_off = np.cumsum(np.concatenate([[0], np.sum(r_counts, axis=0)]))
+    e_keys, f_keys = np.unique(np.concatenate(e_kept)), np.concatenate(f_keys)
+    del e_kept
+    n_e, n_f, n_kept = len(e_keys), len(f_keys), int(col_off[-1])
+    e_lo = np.searchsorted(partition_of(e_keys, n_parts), np.arange(n_parts + 1))
+    np.save(out_dir / "e_key.npy", e_keys)
+    np.save(out_dir / "f_key.npy", f_keys)
+    for name, dtype, shape in (("row_ptr", np.int64, (n_e + 1,)), ("row_f", np.int32, (n_kept,)),
+                               ("p_fe", np.float64, (n_kept, K)), ("col_ptr", np.int64, (n_f + 1,)),
+                               ("col_e", np.int32, (n_kept,)), ("p_ef", np.float64, (n_kept, K))):
+        _create_npy(out_dir / f"{name}.npy", dtype, shape)
+    _write_at(out_dir / "row_ptr.npy", n_e, np.array([n_kept], np.int64))
+    _write_at(out_dir / "col_ptr.npy", n_f, np.array([n_kept], np.int64))
+    engine.map(write_columns, [(f_paths[q], out_dir, int(col_off[q]), int(f_off[q])) for q in range(n_parts)],
+               name="assemble-columns")
+    engine.map(write_rows, [(f_paths, p, out_dir, int(row_off[p]), int(e_lo[p]), int(e_lo[p + 1]))
+                            for p in range(n_parts)], name="assemble-rows")
+    return {"n_e": n_e, "n_f": n_f, "n_kept": n_kept}
+
+
+def write_columns(f_path, out_dir, col_off: int, f_off: int) -> dict:
+    """Round 4, foreign partition q: its columns of the CSC (col_ptr, col_e, p_ef).
+
+    The partition's entries are already in (f, e) order; column j of the partition is global
+    column f_off + j and its entries start at col_off. Rewriting the same bytes is harmless,
+    so a retried task needs no check.
+    """
+    out_dir = Path(out_dir)
+    with np.load(f_path) as z:
+        e_key, f_key, p_ef = z["e_key"], z["f_key"], z["p_ef"]
+    e_keys = np.load(out_dir / "e_key.npy", mmap_mode="r")
+    col_e = np.searchsorted(e_keys, e_key).astype(np.int32)
+    _write_at(out_dir / "col_ptr.npy", f_off, _segments(f_key).astype(np.int64) + col_off)
+    _write_at(out_dir / "col_e.npy", col_off, col_e)
+    _write_at(out_dir / "p_ef.npy", col_off, p_ef)
+    return {"n_entries": int(len(e_key))}
+
+
+def write_rows(f_paths: list, p: int, out_dir, row_off: int, e_lo: int, e_hi: int) -> dict:
+    """Round 4, English partition p: its rows e_lo <= e < e_hi of the CSR (row_ptr, row_f, p_fe).
+
+    The partition's entries from every foreign partition, concatenated in foreign partition
+    order, are in f order; a stable sort by e then gives each row its entries f ascending.
+    """
+    out_dir = Path(out_dir)
+    e_key, f_key, p_fe = [], [], []
+    for path in f_paths:
+        with np.load(path) as z:
+            e_key.append(z[f"r{p}_e_key"])
+            f_key.append(z[f"r{p}_f_key"])
+            p_fe.append(z[f"r{p}_p_fe"])
+    e_keys = np.load(out_dir / "e_key.npy", mmap_mode="r")
+    f_keys = np.load(out_dir / "f_key.npy", mmap_mode="r")
+    e = np.searchsorted(e_keys, np.concatenate(e_key))
+    f = np.searchsorted(f_keys, np.concatenate(f_key)).astype(np.int32)
+    order = np.argsort(e, kind="stable")
+    counts = np.bincount(e - e_lo, minlength=e_hi - e_lo) if len(e) else np.zeros(e_hi - e_lo, np.int64)
+    _write_at(out_dir / "row_ptr.npy", e_lo + 1, row_off + np.cumsum(counts).astype(np.int64))
+    _write_at(out_dir / "row_f.npy", row_off, f[order])
+    _write_at(out_dir / "p_fe.npy", row_off, np.concatenate(p_fe)[order])
+    return {"n_entries": int(len(e))}
+
+
+def _create_npy(path: Path, dtype, shape) -> None:
+    """An .npy file of its final shape, all zeros (sparse: the tasks write the bytes).
+
+    The header is the one ``np.save`` writes for such an array, so the files are the same
+    bytes as saving the finished arrays.
+    """
+    dtype = np.dtype(dtype)
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
+    with open(path, "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, header)
+        fh.truncate(fh.tell() + dtype.itemsize * int(np.prod(shape, dtype=np.int64)))
+
+
+def _write_at(path: Path, start: int, values: np.ndarray) -> None:
+    """Write ``values`` as rows start, start + 1, ... of the .npy array at ``path``.
+
+    A pwrite of the exact byte range, not a shared memory map: tasks on other machines that
+    write neighbouring ranges of one file on a network file system never rewrite each
+    other's bytes.
+    """
+    values = np.ascontiguousarray(values)
+    if not values.size:
+        return
+    with open(path, "r+b") as fh:
+        np.lib.format.read_magic(fh)
+        shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+        if dtype != values.dtype or tuple(shape[1:]) != values.shape[1:] or start + len(values) > shape[0]:
+            raise ValueError(f"{path}: rows {start}..{start + len(values)} of {values.dtype}{values.shape[1:]} "
+                             f"do not fit {dtype}{shape}")
+        row_bytes = values.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
+        data, offset = memoryview(values).cast("B"), fh.tell() + start * row_bytes
+        while len(data):  # one write call moves at most ~2 GiB on Linux
+            n = os.pwrite(fh.fileno(), data, offset)
+            data, offset = data[n:], offset + n
 
 
 def phrase_rows(e_paths: list, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
