@@ -21,7 +21,7 @@
 --identify-cv nested CV on the MSRP TRAIN pairs of string-only vs string+DB for DB settings
               (sentences_identify_cv.json): how --identify-model was chosen.
 --identify    `pivot identify` on MSRP train/test (DB blocks of --identify-model, default
-              general,ml-weighted-ppl): bench/results/sentences_identify.json;
+              general): bench/results/sentences_identify.json;
               with --identify-models M1 M2 ... the same for each model's DB features
               (sentences_identify_models.json).
 --align       `pivot align-eval` for ibm2 and eflomal (3 runs): bench/results/sentences_align.json.
@@ -256,7 +256,7 @@ def identify_cv(args, db):
     import numpy as np
     from sklearn.model_selection import StratifiedKFold, cross_val_score
 
-    from pivot.sentences.identify import DBAligner, featurize, make_classifier
+    from pivot.sentences.identify import ParaphraseAligner, featurize, make_classifier
 
     train = read_msrp(os.path.join(args.data, "gold", "msrp", "msr_paraphrase_train.txt"))
     y = np.array([p.label for p in train])
@@ -269,7 +269,7 @@ def identify_cv(args, db):
     rows = {"string_only": cv(xs)}
     print("string_only", rows["string_only"], flush=True)
     for setting in args.identify_cv:
-        _, xd = featurize(train, [DBAligner(db, m) for m in setting.split(",")])
+        _, xd = featurize(train, [ParaphraseAligner(db, m) for m in setting.split(",")])
         acc = cv(np.hstack([xs, xd]))
         rows[setting] = {"accuracy": acc, "minus_string_only": acc - rows["string_only"]}
         print(setting, rows[setting], flush=True)
@@ -306,7 +306,7 @@ def main():
     ap.add_argument("--weights", help="decoder weights JSON (default: pivot's defaults)")
     ap.add_argument("--domain-model", default="ml-weighted-ppl")
     ap.add_argument("--identify", action="store_true")
-    ap.add_argument("--identify-model", default="general,ml-weighted-ppl",
+    ap.add_argument("--identify-model", default="general",
                     help="DB feature blocks of --identify (chosen by --identify-cv on the train pairs)")
     ap.add_argument("--identify-cv", nargs="*", default=[],
                     help="nested CV on the MSRP TRAIN pairs only (outer 5-fold x 2 seeds, the usual inner C "

@@ -6,8 +6,8 @@ import pytest
 
 from pivot.cli import main
 from pivot.errors import InputError
-from pivot.sentences.identify import (DB_FEATURES, REWRITE_FEATURES, STRING_FEATURES, DBAligner, bootstrap_difference,
-                                      edit_distance, metrics, stem, string_features)
+from pivot.sentences.identify import (DB_FEATURES, STRING_FEATURES, ParaphraseAligner, align, bootstrap_difference,
+                                      edit_distance, mcnemar, metrics, stem, string_features)
 from pivot.sentences.msrp import read_msrp
 from pivot.store.db import ParaphraseDB, write_database
 
@@ -91,6 +91,10 @@ def test_string_features_by_hand():
     assert (f["ngram4_min"], f["ngram4_max"]) == (0.0, 0.0)        # b has no 4-gram
     assert f["content_min"] == pytest.approx(2 / 3) and f["content_max"] == 1.0   # cat sat mat / cat sat
     assert (f["num_both"], f["num_equal"], f["num_jaccard"], f["num_unmatched"]) == (0.0, 1.0, 1.0, 0)
+    # alignment by identity: the, cat, sat; "mat" is a's one unaligned content word (of 3), b has none
+    assert [f[k] for k in STRING_FEATURES if k.startswith("align_")] == [0, 1, 1, 0.0, 1 / 3, 0.0]
+    assert f["lexical_distance"] == 0.4                 # {cat mat on sat the} vs {cat sat the}: 2 deletions / 5
+    assert f["aligned_per_edit"] == 0.75                # 3 aligned words / (3 edits + 1)
     # numbers and dates
     g = dict(zip(STRING_FEATURES, string_features("sales rose 5 % in june 2003".split(),
                                                   "sales rose 6 % in july 2003".split())))
@@ -101,58 +105,58 @@ def test_string_features_by_hand():
     assert h["stem_min"] == 0.5 and h["morph_variants"] == 0.5
 
 
+def test_align_stages():
+    # identity first (left to right, first free equal word), then stems, then links best first
+    al = align("he agreed to the deal".split(), "the deal was agreed".split(), ())
+    assert al.aligned_a == [False, True, False, True, True] and al.aligned_b == [True, True, False, True]
+    m = align("they agreed".split(), "an agreement".split(), ())
+    assert m.before_a == m.aligned_a == [False, True] and m.aligned_b == [False, True]   # agre = agre
+    # a link is taken best first; a later one overlapping an earlier link is not
+    a, b = "x y z".split(), "u v z".split()
+    n = align(a, b, [(0.2, 0, 2, 0, 2), (0.5, 1, 2, 1, 2)])
+    assert n.links == [(0.5, 1, 2, 1, 2)] and n.aligned_a == [False, True, True]
+    # a link whose b-side words are all aligned already is not taken
+    assert align("the cat sat".split(), "the cat".split(), [(0.9, 1, 3, 1, 2)]).links == []
+
+
 def test_db_features_by_hand(tmp_path):
-    db_path = write_toy_db(tmp_path / "toy.db")
-    with ParaphraseDB(db_path) as db:
-        al = DBAligner(db, "general")
-        a, b = "the cat sat".split(), "a feline sat".split()
-        al.prefetch([a, b])
-        # a: content words cat, sat ("the" is a stop word). sat: identity; cat: covered by a
-        # paraphrase only ("the cat" -> "a feline", 0.2, then "cat" -> "feline", 0.5, both occur
-        # in b): covered 2/2, by a paraphrase only 1/2, none uncovered, 1 word by a paraphrase
-        # only, best score 0.5, 2 matched spans.
-        assert al.direction(a, b) == (1.0, 0.5, 0, 1, 0.5, 2)
-        # b: content words feline, sat. feline -> cat occurs in a (0.4); "a feline" has no pair.
-        assert al.direction(b, a) == (1.0, 0.5, 0, 1, 0.4, 1)
-        f = dict(zip(DB_FEATURES, al.features(a, b)))
-        assert len(f) == len(DB_FEATURES) == 37
-        assert f["db_cover_min"] == 1.0 and f["db_para_max"] == 0.5
-        assert f["db_best_score"] == 0.5 and f["db_log_matched"] == pytest.approx(math.log(4))
-        assert al.direction("the dog".split(), b)[:4] == (0.0, 0.0, 1, 0)
-
-
-def test_rewrite_features_by_hand(tmp_path):
     """a = "the cat sat", b = "a feline sat" (toy database above).
 
-    a toward b: "the cat" (holds a word absent from b) -> "a feline" (0.2, an n-gram of b); "sat"
-    is in b: ra = "a feline sat", 1 rewrite of a content span. b toward a: "a feline" and "a" have
-    no paraphrase, "feline" -> "cat" (0.4): rb = "a cat sat".
-    Raw clipped n-gram precisions (n = 1..4), both directions: 1/3, 0, 0, 0.
-    ra vs b: 1, 1, 1, 0 (ra has no 4-gram); rb vs a: 2/3, 1/2, 0, 0.
-    BLEU-like (floor 1e-3): ra (1e-3)^(1/4) = 0.177828; rb (1/3 * 1e-6)^(1/4) = 0.024028;
-    raw (1/3 * 1e-9)^(1/4) = 0.004273. Unmatched content words: raw cat + feline = 2, after 0.
+    Candidate links (spans of a x spans of b held as a pair in either direction, p = the max of
+    the two directions): cat/feline max(0.5, 0.4) = 0.5 and "the cat"/"a feline" 0.2.
+    Alignment: identity sat-sat; no stems shared; link cat-feline (0.5) taken; "the cat"/"a
+    feline" overlaps it, not taken. Unaligned content words: none (the, a are stop words), of
+    2 a side; before the links cat and feline were: 2 aligned by the paraphrase. 1 link, best
+    0.5, mean log p log 0.5.
+    a' = "the feline sat" vs b: clipped precisions 2/3, 1/2, 0, 0 (no 4-gram); b' = "a cat sat"
+    vs a the same. BLEU-like (floor 1e-3): (1/3 * 1e-6)^(1/4) = 0.024028; raw a vs b: 1/3, 0,
+    0, 0: (1/3 * 1e-9)^(1/4) = 0.004273; gain 2 * (0.024028 - 0.004273). Precision gains summed
+    over the two directions: 2 * 1/3, 2 * 1/2, 0, 0.
     """
     db_path = write_toy_db(tmp_path / "toy.db")
     with ParaphraseDB(db_path) as db:
-        al = DBAligner(db, "general")
+        al = ParaphraseAligner(db, "general")
         a, b = "the cat sat".split(), "a feline sat".split()
-        al.prefetch([a, b])
-        assert al.rewrite(a, b) == (["a", "feline", "sat"], 1, 1, [pytest.approx(math.log(0.2))])
-        assert al.rewrite(b, a) == (["a", "cat", "sat"], 1, 1, [pytest.approx(math.log(0.4))])
-        f = dict(zip(REWRITE_FEATURES, al.rewrite_features(a, b)))
-        expected = {"rw_ngram1_min": 2 / 3, "rw_ngram1_max": 1.0, "rw_gain1_min": 1 / 3, "rw_gain1_max": 2 / 3,
-                    "rw_ngram2_min": 0.5, "rw_ngram2_max": 1.0, "rw_gain2_min": 0.5, "rw_gain2_max": 1.0,
-                    "rw_ngram3_min": 0.0, "rw_ngram3_max": 1.0, "rw_gain3_min": 0.0, "rw_gain3_max": 1.0,
-                    "rw_ngram4_min": 0.0, "rw_ngram4_max": 0.0, "rw_gain4_min": 0.0, "rw_gain4_max": 0.0,
-                    "rw_bleu_min": 0.024028, "rw_bleu_max": 0.177828,
-                    "rw_bleu_gain_min": 0.024028 - 0.004273, "rw_bleu_gain_max": 0.177828 - 0.004273,
-                    "rw_n": 2, "rw_n_content": 2, "rw_log_n": math.log(3),
-                    "rw_unmatched_sum": 0, "rw_unmatched_max": 0, "rw_unmatched_gain": 2,
-                    "rw_best_logp": math.log(0.4), "rw_sum_p": 0.6}
+        assert sorted(al.links(a, b)) == [(0.2, 0, 2, 0, 2), (0.5, 1, 2, 1, 2)]
+        f = dict(zip(DB_FEATURES, al.features(a, b)))
+        expected = {"para_unaligned_min": 0, "para_unaligned_max": 0, "para_unaligned_sum": 0,
+                    "para_unaligned_share_min": 0.0, "para_unaligned_share_max": 0.0, "para_aligned_words": 2,
+                    "para_links": 1, "para_best_p": 0.5, "para_mean_logp": math.log(0.5), "para_all_aligned": 1.0,
+                    "para_bleu_min": 0.024028, "para_bleu_max": 0.024028,
+                    "para_bleu_gain": 2 * (0.024028 - 0.004273),
+                    "para_gain1": 2 / 3, "para_gain2": 1.0, "para_gain3": 0.0, "para_gain4": 0.0}
         assert f == {k: pytest.approx(v, abs=2e-6) for k, v in expected.items()}
-        # nothing to rewrite: a sentence with itself gains nothing
-        g = dict(zip(REWRITE_FEATURES, al.rewrite_features(a, a)))
-        assert (g["rw_n"], g["rw_gain1_min"], g["rw_best_logp"], g["rw_unmatched_gain"]) == (0, 0.0, -10.0, 0)
+        # the string block's alignment of the same pair: cat and feline unaligned (1 of 2 each side)
+        g = dict(zip(STRING_FEATURES, string_features(a, b)))
+        assert [g[k] for k in STRING_FEATURES if k.startswith("align_")] == [1, 1, 2, 0.5, 0.5, 0.0]
+        assert g["lexical_distance"] == 1.0 and g["aligned_per_edit"] == pytest.approx(1 / 3)
+        # "cat sat" -> "cat" (0.9) links a[1:3] to b[1:2], whose one word is aligned by identity:
+        # not taken, "sat" stays unaligned
+        h = dict(zip(DB_FEATURES, al.features("the cat sat".split(), "the cat".split())))
+        assert (h["para_links"], h["para_unaligned_sum"], h["para_best_p"], h["para_mean_logp"]) == (0, 1, 0.0, 0.0)
+        # min_p drops weaker pairs
+        assert ParaphraseAligner(db, "general", min_p=0.3).links(a, b) == [(0.5, 1, 2, 1, 2)]
+        assert al.links("the dog".split(), b) == []
 
 
 def test_metrics_and_bootstrap():
@@ -161,6 +165,12 @@ def test_metrics_and_bootstrap():
     assert m == {"accuracy": 0.5, "precision": 0.5, "recall": 0.5, "f1": 0.5}
     d = bootstrap_difference(y, y, np.array([1, 0, 0, 1]), n_boot=50)
     assert d["accuracy_diff"] == 0.5 and d["accuracy_diff_ci95"][0] <= 0.5 <= d["accuracy_diff_ci95"][1]
+    # McNemar: a right only on pairs 1 and 3 (b wrong there), never the reverse: n = 2 discordant,
+    # p = 2 * P(Bin(2, 1/2) <= 0) = 2 * 1/4 = 0.5
+    assert mcnemar(y, y, np.array([1, 0, 0, 1])) == {"a_only_right": 2, "b_only_right": 0, "p_value": 0.5}
+    # 3 against 1 of 4 discordant: 2 * (1 + 4) / 16 = 0.625; none discordant: p = 1
+    assert mcnemar([1] * 4, [1, 1, 1, 0], [0, 0, 0, 1])["p_value"] == 0.625
+    assert mcnemar(y, y, y)["p_value"] == 1.0
 
 
 def test_cli_identify(tmp_path, capsys):

@@ -14,13 +14,20 @@ String features (:func:`string_features`)
     words' stems, :func:`stem`, a small suffix stripper) and the share of morphological
     variants (words matched only through their stem).
 
-Database features (:class:`DBAligner`)
-    for each direction, the share of a's content words (stop words left out) covered by an
-    identity (the word occurs in b) or by a DB paraphrase: a span of a (up to 3 words, holding a
-    content word) one of whose top-k paraphrases under the model occurs as a word n-gram of b;
-    the share covered by paraphrases only (not identity); the content words left uncovered
-    (sum and max of the directions) and those only a paraphrase covers; the best score
-    p(e2|e1) among the matched paraphrases (0 when none); log(1 + matched spans).
+Then the alignment features without the database: the pair is aligned word to word by
+    identity and then by morphological variant (:func:`align`, no links); the content words left
+    unaligned on each side (min, max, sum, shares, none left); the seed paper's "lexical
+    distance" (edit distance of the alphabetised unique words) and its composite matches per
+    edit (aligned words / (word edit distance + 1)).
+
+Database features (:class:`ParaphraseAligner`, one block per model)
+    the same alignment with a third stage, as the seed paper on identification uses lexical
+    paraphrase resources: spans of a and b (up to 4 words) that the database holds as a
+    paraphrase pair are linked best score first. Features: content words still unaligned (what
+    the paraphrases could not explain is what tells a non-paraphrase), content words the links
+    aligned, the links' number, best and mean log score, and n-gram overlaps normalised by the
+    paraphrases (each sentence with its linked spans replaced by the other's: BLEU-like mean,
+    gains of the n-gram precisions).
 
 The classifier is a scikit-learn pipeline: StandardScaler then LogisticRegression (or an RBF
 SVM), its C chosen by 5-fold stratified cross-validation on the training pairs only.
@@ -105,24 +112,24 @@ STRING_FEATURES = (
     + [f"ngram{n}_{m}" for n in range(1, 5) for m in ("min", "max")]
     + ["char3_jaccard", "char4_jaccard", "content_min", "content_max",
        "num_both", "num_equal", "num_jaccard", "num_unmatched", "date_unmatched",
-       "stem_min", "stem_max", "morph_variants"]
+       "stem_min", "stem_max", "morph_variants",
+       "align_unaligned_min", "align_unaligned_max", "align_unaligned_sum", "align_unaligned_share_min",
+       "align_unaligned_share_max", "align_all_aligned", "lexical_distance", "aligned_per_edit"]
 )
-ALIGN_FEATURES = ["db_cover_min", "db_cover_max", "db_para_min", "db_para_max", "db_uncovered_sum",
-                  "db_uncovered_max", "db_para_words", "db_best_score", "db_log_matched"]
-REWRITE_FEATURES = (
-    [f"rw_{kind}{n}_{m}" for n in range(1, 5) for kind in ("ngram", "gain") for m in ("min", "max")]
-    + ["rw_bleu_min", "rw_bleu_max", "rw_bleu_gain_min", "rw_bleu_gain_max",
-       "rw_n", "rw_n_content", "rw_log_n", "rw_unmatched_sum", "rw_unmatched_max", "rw_unmatched_gain",
-       "rw_best_logp", "rw_sum_p"]
-)
-DB_FEATURES = ALIGN_FEATURES + REWRITE_FEATURES      # for one model; several models: one block each
+PARA_FEATURES = [
+    "para_unaligned_min", "para_unaligned_max", "para_unaligned_sum", "para_unaligned_share_min",
+    "para_unaligned_share_max", "para_all_aligned", "para_aligned_words", "para_links", "para_best_p",
+    "para_mean_logp", "para_bleu_min", "para_bleu_max", "para_bleu_gain",
+    "para_gain1", "para_gain2", "para_gain3", "para_gain4"]
+DB_FEATURES = PARA_FEATURES      # for one model; several models: one block each
 
 
 def string_features(a: list, b: list) -> list:
     """The string features of token lists a, b (order: STRING_FEATURES)."""
     la, lb = len(a), len(b)
     longer = max(la, lb, 1)
-    f = [edit_distance(a, b) / longer]
+    led = edit_distance(a, b)
+    f = [led / longer]
     sa, sb = " ".join(a), " ".join(b)
     f.append(difflib.SequenceMatcher(None, sa, sb, autojunk=False).ratio())
     f.append(min(la, lb) / longer)
@@ -149,125 +156,196 @@ def string_features(a: list, b: list) -> list:
     stems_b = {stem(w) for w in wb}
     variants = sum(1 for w in wa - wb if stem(w) in stems_b)
     f.append(variants / longer)
+    # the alignment features without the database (identity and morphological variants only):
+    # their DB counterparts (PARA_FEATURES) then measure what the paraphrases add, nothing else
+    al = align(a, b, ())
+    f.extend(_unaligned_features(a, b, al.aligned_a, al.aligned_b))
+    # lexical distance of the seed paper on identification: word edit distance between the
+    # alphabetised sets of unique words (order ignored), / the longer set
+    ua, ub = sorted(wa), sorted(wb)
+    f.append(edit_distance(ua, ub) / max(len(ua), len(ub), 1))
+    # its composite "matches per edit": aligned words / (word edit distance + 1)
+    f.append(sum(al.aligned_a) / (led + 1))
     return f
 
 
-class DBAligner:
-    """DB-backed lexical alignment features (see the module docstring)."""
+def _n_unaligned(tokens, aligned) -> int:
+    """Content words (not in STOP) left unaligned."""
+    return sum(1 for w, x in zip(tokens, aligned) if w not in STOP and not x)
 
-    def __init__(self, db, model: str = "general", k: int = 20, max_span: int = 3, rewrite_span: int = 4):
-        from pivot.sentences.paraphrase import PhraseTable
 
-        self.table = PhraseTable(db, model, k, drop_partial=False)
+def _unaligned_features(a, b, aligned_a, aligned_b) -> list:
+    """Unaligned content words: min, max, sum of the two sides, min and max of their shares of
+    the side's content words, and whether none is left (1.0 / 0.0)."""
+    ua, ub = _n_unaligned(a, aligned_a), _n_unaligned(b, aligned_b)
+    ca = sum(w not in STOP for w in a) or 1
+    cb = sum(w not in STOP for w in b) or 1
+    return [min(ua, ub), max(ua, ub), ua + ub, min(ua / ca, ub / cb), max(ua / ca, ub / cb), float(ua + ub == 0)]
+
+
+class Alignment:
+    """A one-to-one alignment of two token lists.
+
+    ``aligned_a``/``aligned_b``: per token, aligned or not; ``by_identity``: the a-side flags
+    after the identity and morphological stages (before any paraphrase); ``links``: the accepted
+    paraphrase links (p, i, j, k, l): a[i:j] aligned to b[k:l] with DB score p.
+    """
+
+    __slots__ = ("aligned_a", "aligned_b", "before_a", "before_b", "links")
+
+    def __init__(self, aligned_a, aligned_b, before_a, before_b, links):
+        self.aligned_a, self.aligned_b = aligned_a, aligned_b
+        self.before_a, self.before_b = before_a, before_b
+        self.links = links
+
+
+def align(a, b, links) -> Alignment:
+    """Paraphrase-aware alignment of token lists a and b, greedy in three stages:
+
+    1. identity: each word of a, left to right, to the first unaligned equal word of b;
+    2. morphological variants: each still unaligned word of a to the first unaligned word of b
+       with the same :func:`stem` ("agreed" / "agreement");
+    3. paraphrases: candidate links (p, i, j, k, l) -- a[i:j] is a DB paraphrase of b[k:l] with
+       score p -- best first (ties: leftmost in a, then in b). A link is taken when each span holds
+       an unaligned word, one of them an unaligned content word, and neither span overlaps an
+       earlier paraphrase link; its words are then aligned. Multi-word spans ("according to" /
+       "reported") may hold words the identity stage aligned already.
+    """
+    aligned_a, aligned_b = [False] * len(a), [False] * len(b)
+    free = {}
+    for k, w in enumerate(b):
+        free.setdefault(w, []).append(k)
+    for i, w in enumerate(a):
+        if free.get(w):
+            aligned_a[i] = aligned_b[free[w].pop(0)] = True
+    stems_b = [stem(w) for w in b]
+    for i, w in enumerate(a):
+        if aligned_a[i]:
+            continue
+        s = stem(w)
+        k = next((k for k in range(len(b)) if not aligned_b[k] and stems_b[k] == s), None)
+        if k is not None:
+            aligned_a[i] = aligned_b[k] = True
+    before_a, before_b = aligned_a[:], aligned_b[:]
+    para_a, para_b = [False] * len(a), [False] * len(b)
+    taken = []
+    for p, i, j, k, l in sorted(links, key=lambda c: (-c[0], c[1], c[3], c[2], c[4])):
+        if all(aligned_a[i:j]) or all(aligned_b[k:l]) or any(para_a[i:j]) or any(para_b[k:l]):
+            continue
+        if not (any(a[x] not in STOP and not aligned_a[x] for x in range(i, j))
+                or any(b[x] not in STOP and not aligned_b[x] for x in range(k, l))):
+            continue
+        for x in range(i, j):
+            aligned_a[x] = para_a[x] = True
+        for x in range(k, l):
+            aligned_b[x] = para_b[x] = True
+        taken.append((p, i, j, k, l))
+    return Alignment(aligned_a, aligned_b, before_a, before_b, taken)
+
+
+def _bleu_like(x, y):
+    """(geometric mean of the clipped n-gram precisions of x against y, n = 1..4, each floored
+    at 1e-3; the four precisions)."""
+    ps = [_overlap(Counter(ngrams(x, n)), Counter(ngrams(y, n)))[0] for n in range(1, 5)]
+    return math.exp(sum(math.log(max(q, 1e-3)) for q in ps) / 4), ps
+
+
+class ParaphraseAligner:
+    """DB-backed features of a pair (PARA_FEATURES) from a paraphrase-aware alignment (:func:`align`).
+
+    Candidate links are every pair (span of a, span of b), spans of up to ``max_span`` words, that
+    the database holds as a paraphrase pair under ``model`` in either direction; a link's score is
+    p = max(p(b-span | a-span), p(a-span | b-span)) (the paraphrase relation is symmetric, and
+    pivoting often proposes a pair in one direction only). Pairs with p < ``min_p`` are left out.
+    All links of a sentence pair come from one SQL query over the two sentences' phrase ids.
+    """
+
+    def __init__(self, db, model: str = "general", max_span: int = 4, min_p: float = 0.0):
+        self.db = db
+        self.model = model
         self.max_span = max_span
-        self.rewrite_span = rewrite_span
+        self.min_p = min_p
+        info = db.model_info(model)      # InputError for an unknown model
+        self._combined = info["kind"] == "combined"
+        # a combined model stores no column: its candidates are its base model's pairs, rescored
+        self._column = db.model_info(info["params"]["base"])["column"] if self._combined else info["column"]
+        self._ids: dict[str, int | None] = {}
 
-    def _spans(self, tokens, width=None):
-        n, width = len(tokens), width or self.max_span
-        return [(i, j) for i in range(n) for j in range(i + 1, min(n, i + width) + 1)]
+    def _spans(self, tokens):
+        n = len(tokens)
+        return [(i, j) for i in range(n) for j in range(i + 1, min(n, i + self.max_span) + 1)]
 
     def prefetch(self, sentences):
-        width = max(self.max_span, self.rewrite_span)
-        self.table.prefetch(" ".join(t[i:j]) for t in sentences for i, j in self._spans(t, width))
+        """Phrase ids of every span of the sentences (one query per 500 spans)."""
+        todo = list(dict.fromkeys(" ".join(t[i:j]) for t in sentences for i, j in self._spans(t)
+                                  if " ".join(t[i:j]) not in self._ids))
+        conn = self.db._conn
+        for x in range(0, len(todo), 500):
+            chunk = todo[x:x + 500]
+            for s in chunk:
+                self._ids[s] = None
+            q = "SELECT id, text FROM phrase WHERE text IN (%s)" % ",".join("?" * len(chunk))
+            for pid, text in conn.execute(q, chunk):
+                self._ids[text] = pid
 
-    def direction(self, a, b):
-        """Coverage of a's content words by b: (covered share, share covered by a paraphrase only,
-        uncovered content words, content words only a paraphrase covers, best score, matched spans)."""
-        content = [w not in STOP for w in a]
-        n_content = sum(content)
-        if not n_content:
-            return 1.0, 0.0, 0, 0, 0.0, 0
-        words_b = set(b)
-        grams_b = {" ".join(b[i:j]) for i in range(len(b)) for j in range(i + 1, min(len(b), i + 5) + 1)}
-        ident = [w in words_b for w in a]
-        para = [False] * len(a)
-        best, matched = 0.0, 0
-        for i, j in self._spans(a):
-            if not any(content[i:j]):
-                continue
-            for out, logp, _ in self.table.options(" ".join(a[i:j])):
-                if " ".join(out) in grams_b:
-                    matched += 1
-                    best = max(best, math.exp(logp))
-                    for x in range(i, j):
-                        para[x] = True
-                    break
-        covered = sum(c and (x or y) for c, x, y in zip(content, ident, para))
-        by_para = sum(c and y and not x for c, x, y in zip(content, ident, para))
-        return covered / n_content, by_para / n_content, n_content - covered, by_para, best, matched
-
-    def rewrite(self, a, b):
-        """a rewritten toward b with the database: left to right, the longest span of a (up to
-        ``rewrite_span`` words) holding a word absent from b whose paraphrase (best first) occurs
-        as an n-gram of b is replaced by that paraphrase. Returns (tokens, rewrites, rewrites of
-        spans with a content word, log p(e2|e1) of each rewrite)."""
-        words_b = set(b)
-        grams_b = {" ".join(b[i:j]) for i in range(len(b)) for j in range(i + 1, min(len(b), i + 6) + 1)}
-        out, logps, n_content = [], [], 0
-        i, n = 0, len(a)
-        while i < n:
-            for j in range(min(n, i + self.rewrite_span), i, -1):
-                span = a[i:j]
-                if all(w in words_b for w in span):
-                    continue
-                hit = next(((o, lp) for o, lp, _ in self.table.options(" ".join(span)) if " ".join(o) in grams_b),
-                           None)
-                if hit is not None:
-                    out.extend(hit[0])
-                    logps.append(hit[1])
-                    n_content += any(w not in STOP for w in span)
-                    i = j
-                    break
-            else:
-                out.append(a[i])
-                i += 1
-        return out, len(logps), n_content, logps
-
-    def rewrite_features(self, a, b) -> list:
-        """REWRITE_FEATURES: the string overlaps again after paraphrase normalisation.
-
-        Each sentence is rewritten toward the other (:meth:`rewrite`); then, per direction, the
-        clipped n-gram precision of the rewritten sentence against the other one (n = 1..4), its
-        gain over the raw precision, a BLEU-like geometric mean of the four (precisions floored at
-        1e-3) and its gain, the number of rewrites (all; of spans with a content word; log(1+n)),
-        the content words matched neither as words, stems nor paraphrases (sum, max of the
-        directions, and how many the rewriting matched), the best log p(e2|e1) of a rewrite (-10
-        when none) and the sum of their p. A paraphrase pair the string features cannot see
-        ("chief" / "head") raises the overlaps exactly where the pair's words differ.
-        """
-        ra, n_a, c_a, lp_a = self.rewrite(a, b)
-        rb, n_b, c_b, lp_b = self.rewrite(b, a)
-        raw = [_overlap(Counter(ngrams(a, n)), Counter(ngrams(b, n))) for n in range(1, 5)]
-        na_ = [_overlap(Counter(ngrams(ra, n)), Counter(ngrams(b, n)))[0] for n in range(1, 5)]
-        nb_ = [_overlap(Counter(ngrams(rb, n)), Counter(ngrams(a, n)))[0] for n in range(1, 5)]
-        f = []
-        for n in range(4):
-            f += _minmax(na_[n], nb_[n]) + _minmax(na_[n] - raw[n][0], nb_[n] - raw[n][1])
-
-        def geo(ps):
-            return math.exp(sum(math.log(max(p, 1e-3)) for p in ps) / 4)
-        ba, bb = geo(na_), geo(nb_)
-        f += _minmax(ba, bb) + _minmax(ba - geo([r[0] for r in raw]), bb - geo([r[1] for r in raw]))
-        f += [n_a + n_b, c_a + c_b, math.log1p(n_a + n_b)]
-
-        def unmatched(x, y):
-            stems_y, words_y = {stem(w) for w in y}, set(y)
-            return sum(1 for w in x if w not in STOP and w not in words_y and stem(w) not in stems_y)
-        ua, ub = unmatched(ra, b), unmatched(rb, a)
-        f += [ua + ub, max(ua, ub), unmatched(a, b) + unmatched(b, a) - ua - ub]
-        lps = lp_a + lp_b
-        f += [max(lps) if lps else -10.0, sum(math.exp(x) for x in lps)]
-        return f
+    def links(self, a, b) -> list:
+        """Candidate links (p, i, j, k, l): a[i:j] and b[k:l] a DB paraphrase pair with score p."""
+        self.prefetch([a, b])
+        pos_a, pos_b = {}, {}
+        for pos, t in ((pos_a, a), (pos_b, b)):
+            for i, j in self._spans(t):
+                pid = self._ids[" ".join(t[i:j])]
+                if pid is not None:
+                    pos.setdefault(pid, []).append((i, j))
+        if not pos_a or not pos_b:
+            return []
+        qa, qb = ",".join(map(str, pos_a)), ",".join(map(str, pos_b))
+        col = self._column
+        rows = self.db._conn.execute(
+            f"SELECT e1, e2, {col} FROM pair WHERE {col} IS NOT NULL AND "
+            f"((e1 IN ({qa}) AND e2 IN ({qb})) OR (e1 IN ({qb}) AND e2 IN ({qa})))").fetchall()
+        if self._combined:
+            text = {v: k for k, v in self._ids.items() if v is not None}
+            scores = self.db.scores([(text[e1], text[e2]) for e1, e2, _ in rows], self.model, normalize=False)
+            rows = [(e1, e2, p) for (e1, e2, _), p in zip(rows, scores) if not math.isnan(p)]
+        best: dict[tuple, float] = {}
+        for e1, e2, p in rows:
+            for x, y in ((e1, e2), (e2, e1)):       # both orientations: p is symmetrised by max
+                if x in pos_a and y in pos_b and p >= self.min_p and p > best.get((x, y), 0.0):
+                    best[(x, y)] = p
+        return [(p, i, j, k, l) for (x, y), p in best.items() for i, j in pos_a[x] for k, l in pos_b[y]]
 
     def features(self, a, b) -> list:
-        """DB_FEATURES of the pair (a, b)."""
-        x, y = self.direction(a, b), self.direction(b, a)
-        return (_minmax(x[0], y[0]) + _minmax(x[1], y[1]) + [x[2] + y[2], max(x[2], y[2]), x[3] + y[3],
-                max(x[4], y[4]), math.log1p(x[5] + y[5])] + self.rewrite_features(a, b))
+        """PARA_FEATURES of the pair (a, b).
+
+        After the alignment: unaligned content words (as :func:`_unaligned_features`); how many
+        content words the paraphrase links aligned beyond identity and morphology; the number of
+        links, their best p and mean log p (0 when none); then the paraphrase-normalised overlap:
+        a' is a with each linked span replaced by its b-side span (b' likewise), and the BLEU-like
+        mean of a' against b and of b' against a (min, max), the sum of their gains over the raw
+        sentences', and the gain of each n-gram precision (n = 1..4, summed over the directions).
+        """
+        al = align(a, b, self.links(a, b))
+        f = _unaligned_features(a, b, al.aligned_a, al.aligned_b)
+        before = _n_unaligned(a, al.before_a) + _n_unaligned(b, al.before_b)
+        f.append(before - f[2])
+        ps = [p for p, *_ in al.links]
+        f += [len(ps), max(ps, default=0.0), sum(math.log(p) for p in ps) / len(ps) if ps else 0.0]
+        a2, b2 = list(a), list(b)
+        for _, i, j, k, l in sorted(al.links, key=lambda c: -c[1]):     # right to left: indices stay valid
+            a2[i:j] = b[k:l]
+        for _, i, j, k, l in sorted(al.links, key=lambda c: -c[3]):
+            b2[k:l] = a[i:j]
+        g_a, p_a = _bleu_like(a2, b)
+        g_b, p_b = _bleu_like(b2, a)
+        r_a, q_a = _bleu_like(a, b)
+        r_b, q_b = _bleu_like(b, a)
+        f += _minmax(g_a, g_b) + [g_a - r_a + g_b - r_b] + [p_a[n] - q_a[n] + p_b[n] - q_b[n] for n in range(4)]
+        return f
 
 
 def featurize(pairs, aligner, lang: str = "en"):
-    """(X string features, X DB features or None) for MSRP pairs; `aligner` a DBAligner, a list of
+    """(X string features, X DB features or None) for MSRP pairs; `aligner` a ParaphraseAligner, a list of
     them (one DB_FEATURES block each, side by side) or None."""
     from pivot.text import normalize_many
 
@@ -337,6 +415,18 @@ def bootstrap_difference(y, pred_a, pred_b, n_boot: int = 1000, seed: int = 0) -
             "n_boot": n_boot}
 
 
+def mcnemar(y, pred_a, pred_b) -> dict:
+    """Exact McNemar test of two classifiers on the same pairs: n_a (a right, b wrong) and n_b
+    (b right, a wrong); under H0 each discordant pair is a fair coin, so the two-sided p-value
+    is min(1, 2 * P(Binomial(n_a + n_b, 1/2) <= min(n_a, n_b)))."""
+    y, pa, pb = map(np.asarray, (y, pred_a, pred_b))
+    n_a = int(((pa == y) & (pb != y)).sum())
+    n_b = int(((pb == y) & (pa != y)).sum())
+    n = n_a + n_b
+    tail = sum(math.comb(n, i) for i in range(min(n_a, n_b) + 1)) / 2 ** n if n else 1.0
+    return {"a_only_right": n_a, "b_only_right": n_b, "p_value": min(1.0, 2 * tail)}
+
+
 def evaluate(db, train, test, *, model: str = "general", classifier: str = "logreg", n_boot: int = 1000,
              seed: int = 0, progress=None):
     """Train on `train` pairs, evaluate on `test` pairs: a result dict (see run_command)."""
@@ -345,7 +435,7 @@ def evaluate(db, train, test, *, model: str = "general", classifier: str = "logr
     t0 = time.perf_counter()
     lang = db.meta.get("normalization", {}).get("lang", "en")
     models = [m.strip() for m in model.split(",") if m.strip()]
-    aligner = [DBAligner(db, m) for m in models]
+    aligner = [ParaphraseAligner(db, m) for m in models]
     xs_tr, xd_tr = featurize(train, aligner, lang)
     xs_te, xd_te = featurize(test, aligner, lang)
     t_feat = time.perf_counter() - t0
@@ -365,6 +455,7 @@ def evaluate(db, train, test, *, model: str = "general", classifier: str = "logr
                          "best_params": {k.split("__")[-1]: v for k, v in clf.best_params_.items()}}
     results["db_minus_string"] = bootstrap_difference(y_te, preds["string+db"][0], preds["string_only"][0],
                                                       n_boot, seed)
+    results["db_minus_string"]["mcnemar"] = mcnemar(y_te, preds["string+db"][0], preds["string_only"][0])
     results["seconds"] = {"features": round(t_feat, 2), "total": round(time.perf_counter() - t0, 2)}
     return results, preds["string+db"]
 
@@ -416,5 +507,6 @@ def run_command(args) -> int:
     flo, fhi = d["f1_diff_ci95"]
     print(f"DB features: accuracy {100 * d['accuracy_diff']:+.1f} points (95% CI {100 * lo:+.1f} .. {100 * hi:+.1f}), "
           f"F1 {100 * d['f1_diff']:+.1f} (95% CI {100 * flo:+.1f} .. {100 * fhi:+.1f}); paired bootstrap over "
-          f"test pairs, {d['n_boot']} resamples")
+          f"test pairs, {d['n_boot']} resamples; McNemar exact p = {d['mcnemar']['p_value']:.3f} "
+          f"({d['mcnemar']['a_only_right']} pairs right only with DB, {d['mcnemar']['b_only_right']} only without)")
     return 0
