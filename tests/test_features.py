@@ -225,3 +225,40 @@ def test_fit_variants_choose_lambda_on_dev(db):
         ft.FeatureExtractor(db, None, None).matrix([("treat", "cure")], ("pivot", "ppmi"))
     rows = ft.coefficient_rows(fitted)
     assert rows[0] == "| feature | " + " | ".join(ft.VARIANTS) + " |" and rows[2].startswith("| (intercept) | ")
+
+
+def test_evidence_with_the_combination_model(db, tmp_path, monkeypatch):
+    """run_evidence fits the variants on the ontology train part, tunes on dev, reports on test."""
+    from pivot.eval import ontology
+    from pivot.eval.evidence import run_evidence, write_evidence_report
+
+    parts = {"train": [("treat", "cure", 1), ("cure", "heal", 1), ("treat", "handle", 0), ("heal", "gene", 0),
+                       ("treat", "gene", 0), ("handle", "heal", 1)],
+             "dev": [("treat", "heal", 1), ("cure", "gene", 0), ("handle", "gene", 0), ("cure", "handle", 1)],
+             "test": [("treat", "remedy", 1), ("cure", "therapy", 1), ("gene", "remedy", 0), ("handle", "therapy", 0)]}
+    pairs = [ontology.OntologyPair(a, b, y, "synonym" if y else "sibling", "GO", f"GO:{i}", f"GO:{i}", split)
+             for split, rows in parts.items() for i, (a, b, y) in enumerate(rows)]
+    og = ontology.OntologyGold(pairs, 0, 0, {"GO": "go.obo"}, {})
+    monkeypatch.setattr(ontology, "build_ontology_gold", lambda seed=0: og)
+    FakeMiniLM.VECS = {**FakeMiniLM.VECS, "remedy": (1.0, 0.3), "therapy": (0.2, 1.0)}
+    # PPMI-SVD cosines on test: handle–therapy 1 (−), treat–remedy .995 (+), cure–therapy .11 (+),
+    # gene–remedy: gene has no vector, -1 (−)  ->  AP = (1/2 + 2/3) / 2 = 58.3
+    wv = ds.WordVectors(["treat", "cure", "heal", "handle", "remedy", "therapy"],
+                        np.array([[1.0, 0.0], [0.9, 0.1], [0.6, 0.8], [0.0, 1.0], [1.0, 0.1], [0.0, 1.0]]),
+                        source="toy", params={**ds.DEFAULTS})
+    evd = run_evidence(db, None, tmp_path, ontology_part="test", rivals=[FakeMiniLM()], n_boot=50,
+                       word_vectors=wv)
+    assert [m.name for m in evd.combination["models"]] == list(ft.VARIANTS)
+    assert evd.combination["train"] == ("ontology-train", 6, 3) and evd.combination["dev"] == ("ontology-dev", 4, 2)
+    res = evd.full["ontology-test"]
+    assert res.models["ppmi-svd"].ap == pytest.approx((1 / 2 + 2 / 3) / 2)
+    assert set(ft.VARIANTS) <= set(res.models) and res.models["ppdb2-all"].n_proposed == 4
+    text = write_evidence_report(tmp_path / "docs" / "results.md", evd, command="pivot eval x").read_text()
+    assert "## The combination model (PPDB 2.0-style features)" in text
+    assert "**Fitted on `ontology-train`** (6 pairs, 3 positive); **λ chosen on `ontology-dev`** (4 pairs, 2 positive)" in text
+    assert "| ppmi-svd | 58.3 [" in text
+    assert "- ontology-test: ppdb2-pivot AP×100 " in text and "- ontology-test: ppdb2-all AP×100 " in text
+    assert "| log_pmax[general] | " in text and "| minilm_cos | – | – | " in text   # not a feature of pivot-only
+    # the feature-based models score every pair: the coverage table leaves them out with the rivals
+    cov = text.split("## Gold sets: size and coverage")[1].split("## ontology-test")[0]
+    assert "| ppdb2-all |" not in cov and "| dom ☆ |" in cov

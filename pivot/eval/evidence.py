@@ -476,11 +476,12 @@ def write_evidence_report(path_md, evd: Evidence, command: str | None = None) ->
         "",
     ]
     if sel:
+        chose = [f"the {what} **{m}** ({mark}, dev AP×100 {_f(sel['dev AP'][m])})"
+                 for what, m, mark in (("combination", best_c, "★"), ("domain model", best_d, "☆")) if m]
         out += [f"**Model selection (no test number chose anything).** On `{sel['dev name']}` "
                 f"({sel['dev pairs']} pairs, {sel['dev positives']} positive), full-set AP chose "
-                f"the combination **{best_c}** (★, dev AP×100 {_f(sel['dev AP'][best_c])}) and the domain "
-                f"model **{best_d}** (☆, dev AP×100 {_f(sel['dev AP'][best_d])}); General's dev AP×100 "
-                f"{_f(sel['dev AP'][next(iter(sel['dev AP']))])}.", ""]
+                + (" and ".join(chose) or "nothing (no domain model or combination)")
+                + f"; General's dev AP×100 {_f(sel['dev AP'][next(iter(sel['dev AP']))])}.", ""]
 
     # -- headline: the targets
     out += ["## Headline", "",
