@@ -262,3 +262,12 @@ def test_evidence_with_the_combination_model(db, tmp_path, monkeypatch):
     # the feature-based models score every pair: the coverage table leaves them out with the rivals
     cov = text.split("## Gold sets: size and coverage")[1].split("## ontology-test")[0]
     assert "| ppdb2-all |" not in cov and "| dom ☆ |" in cov
+
+
+def test_levenshtein_many_equals_the_scalar_recurrence():
+    rng = np.random.default_rng(0)
+    words = ["", "a", "ab", "ba", "kitten", "sitting", "abc abd", "héart", "x" * 30]
+    pairs = [(words[i], words[j]) for i, j in rng.integers(0, len(words), size=(200, 2))]
+    got = ft.levenshtein_many(pairs, batch=16)
+    assert got.tolist() == [ft.levenshtein(a, b) for a, b in pairs]
+    assert ft.levenshtein_many([("kitten", "sitting"), ("", "")]).tolist() == [3, 0]
