@@ -271,3 +271,11 @@ def test_levenshtein_many_equals_the_scalar_recurrence():
     got = ft.levenshtein_many(pairs, batch=16)
     assert got.tolist() == [ft.levenshtein(a, b) for a, b in pairs]
     assert ft.levenshtein_many([("kitten", "sitting"), ("", "")]).tolist() == [3, 0]
+
+
+def test_near_constant_column_is_dropped_and_small_numbers_shown():
+    # a column of log floors: its computed sd is ~1e-15, not 0; it must be dropped, not scaled
+    x = np.column_stack([[0.0, 1.0, 1.0, 0.0], np.full(4, FLOOR_LOG_P) + np.array([0, 0, 0, 4e-15])])
+    fit = ft.fit_ridge_logit(["a", "floor"], x, np.array([0, 1, 0, 1]), 1.0)
+    assert fit.dropped == ["floor"]
+    assert ft._num(0.00004, "+") == "+4.0e-05" and ft._num(-0.25, "+") == "-0.250" and ft._num(0.0) == "0.000"

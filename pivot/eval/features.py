@@ -285,7 +285,9 @@ def fit_ridge_logit(names, x, y, lam: float, maxiter: int = 100, tol: float = 1e
     if n_pos in (0, len(y)):
         raise ValueError(f"labels hold one class only ({n_pos} positive of {len(y)})")
     sd = x.std(axis=0)
-    keep = sd > 0
+    # a constant column's computed sd is rounding noise (~1e-15 for a column of log floors),
+    # not variation: such a column is dropped, not standardised into huge values
+    keep = sd > 1e-9 * np.maximum(1.0, np.abs(x.mean(axis=0)))
     kept = [n for n, k in zip(names, keep) if k]
     dropped = [n for n, k in zip(names, keep) if not k]
     mean, sd = x.mean(axis=0)[keep], sd[keep]
@@ -374,6 +376,11 @@ class CosineScorer:
         return np.where(missing, -1.0, cos)
 
 
+def _num(v: float, sign: str = "") -> str:
+    """3 decimals, or 2 significant digits in e-notation below 0.0005 (so 0.00004 is not "0.000")."""
+    return f"{v:{sign}.3f}" if v == 0 or abs(v) >= 5e-4 else f"{v:{sign}.1e}"
+
+
 def coefficient_rows(models: list[CombinationModel]) -> list[str]:
     """Markdown: one row per feature, one column per variant: b (SE) per training SD."""
     features = list(dict.fromkeys(["(intercept)"] + [n for m in models for n in m.fit.names]
@@ -391,6 +398,6 @@ def coefficient_rows(models: list[CombinationModel]) -> list[str]:
                 continue
             b, se = m.fit.params[j], m.fit.bse[j]
             z = b / se if se > 0 else math.inf
-            cells.append(f"{b:+.3f} ({se:.3f}){'*' if abs(z) >= 1.96 else ''}")
+            cells.append(f"{_num(b, '+')} ({_num(se)}){'*' if abs(z) >= 1.96 else ''}")
         rows.append(f"| {f} | " + " | ".join(cells) + " |")
     return rows
