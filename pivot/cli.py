@@ -93,6 +93,10 @@ def _add_eval(sub):
     evi.add_argument("--work", default=None,
                      help="the build's work dir: its corpus.*/bitext.en give the ontology gold's "
                           "in-bitext view (pairs whose phrases both occur in the bitext)")
+    evi.add_argument("--features", action="store_true",
+                     help="fit the PPDB 2.0-style combination models (ridge logit over pivot, string, "
+                          "PPMI-SVD and MiniLM features) on the ontology gold's train part, lambda chosen "
+                          "on dev; needs --ontology-gold test, --rival minilm and --work (its in-domain text)")
     evi.add_argument("--reference", default=None,
                      help="another database (e.g. the previous release's): its General's coverage "
                           "of each gold, and the ratio, in the report")
@@ -421,7 +425,7 @@ def cmd_eval(args) -> int:
         from pivot.eval.report import evaluate_recipe_sets
 
         rec = recipes.load_recipe(recipes.recipe_path(args.domain, args.recipe))
-        if args.ontology_gold or args.rival:
+        if args.ontology_gold or args.rival or args.features:
             return _cmd_evidence(args, rec)
         results, report = evaluate_recipe_sets(args.db, rec, recipes.resolve_data_root(args.data),
                                                models=args.models, n_boot=args.n_boot, seed=args.seed,
@@ -468,10 +472,20 @@ def _cmd_evidence(args, rec) -> int:
 
     if args.top_k < 1:
         raise InputError(f"--top-k must be at least 1 (got {args.top_k})")
+    word_vectors = None
+    if args.features:
+        if args.work is None:
+            raise InputError("--features needs --work: the build's in-domain text (lmtext-*/in_domain.txt) "
+                             "trains the PPMI-SVD word vectors")
+        from pivot.eval import distributional
+        from pivot.eval.rivals import default_cache_dir
+
+        word_vectors = distributional.vectors_for_text(distributional.in_domain_text(args.work),
+                                                       cache_dir=args.cache_dir or default_cache_dir())
     evd = run_evidence(args.db, rec, recipes.resolve_data_root(args.data), ontology_part=args.ontology_gold,
                        rivals=tuple(args.rival or ()), k=args.top_k, n_boot=args.n_boot, seed=args.seed,
                        cache_dir=args.cache_dir, threads=args.threads, models=args.models,
-                       bitext_en=_bitext_en(args.work), reference=args.reference)
+                       bitext_en=_bitext_en(args.work), reference=args.reference, word_vectors=word_vectors)
     for name, res in evd.full.items():
         for label, r in (("full-set", res), ("candidate", evd.candidate.get(name))):
             if r is not None and r.models:

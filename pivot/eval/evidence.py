@@ -42,6 +42,7 @@ class Evidence:
     paper: dict = field(default_factory=dict)  # recipe set -> EvalResult of the paper's protocol
     reference: dict = field(default_factory=dict)  # gold -> (pairs the reference's General proposes, pairs)
     reference_signature: str = ""
+    combination: dict = field(default_factory=dict)  # the feature-based models (pivot.eval.features)
 
 
 def _tuning_keys(db) -> set[str]:
@@ -60,19 +61,21 @@ def ontology_golds(part: str, seed: int = 0, lang: str = "en", exclude=()):
     from pivot.eval.ontology import build_ontology_gold
 
     og = build_ontology_gold(seed=seed)
+    return (ontology_part_gold(og, part, lang, exclude),
+            (ontology_part_gold(og, "dev", lang, exclude) if part != "dev" else None), og)
+
+
+def ontology_part_gold(og, split: str, lang: str = "en", exclude=()) -> pr.Gold:
+    """One part (train, dev or test) of a built OntologyGold as a Gold, tuning pairs dropped."""
     names = list(og.files)
     info = {"ontologies": ", ".join(f"{k} ({v})" for k, v in og.files.items()),
             "pairs over all parts": len(og.pairs),
             "conflicting keys dropped": og.n_conflicts, "repeated keys dropped": og.n_duplicates}
-
-    def gold_of(split):
-        rows = [(p.e1, p.e2, p.label, names.index(p.ontology)) for p in og.part(split)]
-        g = pr.make_gold(f"ontology-{split}", rows, lang=lang, exclude=exclude, source_names=names,
-                         info={**info, "part": split})
-        g.synonyms = og.synonyms
-        return g
-
-    return gold_of(part), (gold_of("dev") if part != "dev" else None), og
+    rows = [(p.e1, p.e2, p.label, names.index(p.ontology)) for p in og.part(split)]
+    g = pr.make_gold(f"ontology-{split}", rows, lang=lang, exclude=exclude, source_names=names,
+                     info={**info, "part": split})
+    g.synonyms = og.synonyms
+    return g
 
 
 def recipe_golds(rec, data_root: Path, lang: str, exclude) -> dict[str, pr.Gold]:
@@ -105,8 +108,35 @@ def select_on_dev(db, dev: pr.Gold, models, cache=None) -> dict:
     return best
 
 
+def combination_models(db, og, dev: pr.Gold, rival_objs, word_vectors, *, lang="en", exclude=()) -> dict:
+    """The PPDB 2.0-style combination variants (pivot.eval.features), fitted on the ontology
+    gold's train part with lambda chosen on its dev part (full set, not the in-bitext view: the
+    population the fit learns from), and the PPMI-SVD cosine alone as a scorer.
+
+    word_vectors: pivot.eval.distributional.WordVectors (the in-domain PPMI-SVD). The MiniLM
+    feature is the rival named "minilm" of rival_objs, which must be there.
+    """
+    from pivot.eval import features as ft
+
+    minilm = next((rv for rv in rival_objs if rv.name == "minilm"), None)
+    if minilm is None:
+        raise InputError("the combination model's MiniLM feature needs the minilm rival (--rival minilm)")
+    t0, cpu0 = time.time(), time.process_time()
+    train = ontology_part_gold(og, "train", lang, exclude)
+    extractor = ft.FeatureExtractor(db, word_vectors, minilm)
+    fitted = ft.fit_variants(extractor, train, dev)
+    log.info("combination models fitted on %d train pairs (%.0f s)", len(train.pairs), time.time() - t0)
+    return {"models": fitted, "train": (train.name, len(train.pairs), train.n_positive),
+            "dev": (dev.name, len(dev.pairs), dev.n_positive), "lambdas": list(ft.LAMBDAS),
+            "word vectors": {"source": word_vectors.source, "words": len(word_vectors.vocab),
+                             "dimensions": int(word_vectors.vectors.shape[1]), **(word_vectors.params or {})},
+            "scorers": [ft.CosineScorer("ppmi-svd", word_vectors)] + fitted,
+            "seconds": time.time() - t0, "cpu seconds": time.process_time() - cpu0}
+
+
 def run_evidence(db, rec, data_root, *, ontology_part="test", rivals=("minilm",), k=20, n_boot=1000,
-                 seed=0, cache_dir=None, threads=None, models=None, bitext_en=(), reference=None) -> Evidence:
+                 seed=0, cache_dir=None, threads=None, models=None, bitext_en=(), reference=None,
+                 word_vectors=None) -> Evidence:
     """Every gold set under both protocols, with the rivals (see the module docstring).
 
     bitext_en: the build's normalised English bitext files (WORK/corpus.*/bitext.en). With them
@@ -115,6 +145,9 @@ def run_evidence(db, rec, data_root, *, ontology_part="test", rivals=("minilm",)
     model or its pruning), and the dev-part selection is made on that view.
     reference: another database (e.g. one built by the previous release): its General's
     coverage of each gold is reported beside this one's, as a ratio.
+    word_vectors: in-domain word vectors (pivot.eval.distributional.WordVectors). With them
+    the PPDB 2.0-style combination models are fitted on the ontology gold's train part, tuned
+    on its dev part (needs ontology_part "test" and the minilm rival) and scored like rivals.
     """
     from pivot.store.db import ParaphraseDB
 
@@ -133,10 +166,16 @@ def run_evidence(db, rec, data_root, *, ontology_part="test", rivals=("minilm",)
 
         rival_objs.append(minilm(cache_dir, threads))
 
-    golds, selection = {}, {}
+    golds, selection, combination = {}, {}, {}
+    if word_vectors is not None and ontology_part != "test":
+        raise InputError("the combination model is fitted on the ontology gold's train part and tuned on "
+                         "its dev part: it needs --ontology-gold test")
     if ontology_part:
         t0 = time.time()
-        test, dev, _ = ontology_golds(ontology_part, lang=lang, exclude=exclude)
+        test, dev, og = ontology_golds(ontology_part, lang=lang, exclude=exclude)
+        if word_vectors is not None:
+            combination = combination_models(db, og, dev, rival_objs, word_vectors, lang=lang, exclude=exclude)
+            rival_objs += combination["scorers"]
         golds[test.name] = test
         log.info("ontology gold: %d %s pairs (%.0f s)", len(test.pairs), ontology_part, time.time() - t0)
         if bitext_en:
@@ -194,7 +233,7 @@ def run_evidence(db, rec, data_root, *, ontology_part="test", rivals=("minilm",)
             settings[f"{rv.name} weights sha256"] = rv.cache.digest
             rv.cache.close()
     return Evidence(str(db.path), db.signature, golds, full, cand, cov, reach, selection, settings, paper,
-                    ref_cov, ref_sig)
+                    ref_cov, ref_sig, combination)
 
 
 # ------------------------------------------------------------------------------ report
@@ -302,6 +341,97 @@ def targets(evd: Evidence, best_c, rival) -> list[str]:
     return out
 
 
+def _ap_cell(r) -> str:
+    return f"{_f(r.ap)} {_ci(r.ap_ci)}"
+
+
+def combination_targets(evd: Evidence, rival: str | None) -> list[str]:
+    """The issue's third must-show on the full-set numbers of the biology test golds:
+    the combined pivot model (pivot features only) >= the rival, and a combination with an
+    embedding feature beats both the pivot-only combination and the rival (paired Δ interval
+    above 0 for both)."""
+    out = []
+    for name, res in evd.full.items():
+        if not _is_bio(name) or rival not in res.models or "ppdb2-pivot" not in res.models:
+            continue
+        piv, rv = res.models["ppdb2-pivot"], res.models[rival]
+        d = res.paired_delta(rival, "ppdb2-pivot")
+        out.append(f"- {name}: ppdb2-pivot AP×100 {_f(piv.ap)} vs {rival} {_f(rv.ap)}, Δ {_delta(d)[0]} "
+                   f"(target: combined pivot model >= rival): **{'met' if piv.ap >= rv.ap else 'not met'}**")
+        for emb in ("ppdb2-pivot+ppmi", "ppdb2-all"):
+            if emb not in res.models:
+                continue
+            d_piv, d_rv = res.paired_delta("ppdb2-pivot", emb), res.paired_delta(rival, emb)
+            ok = d_piv.abs_ci[0] > 0 and d_rv.abs_ci[0] > 0
+            out.append(f"- {name}: {emb} AP×100 {_f(res.models[emb].ap)}: Δ vs ppdb2-pivot {_delta(d_piv)[0]}, "
+                       f"Δ vs {rival} {_delta(d_rv)[0]} (target: beats both, intervals above 0): "
+                       f"**{'met' if ok else 'not met'}**")
+    return out
+
+
+def combination_section(evd: Evidence, best_c, rival) -> list[str]:
+    """Markdown: the feature-based combination models: method, dev choice of lambda, test
+    figures beside General, the best General+X and the rival, targets, coefficients."""
+    from pivot.eval import features as ft
+
+    comb = evd.combination
+    fitted = comb["models"]
+    wv = comb["word vectors"]
+    tr, dv = comb["train"], comb["dev"]
+    out = ["## The combination model (PPDB 2.0-style features)", "",
+           "A ridge logistic regression over many features of a pair (pivot.eval.features), in four "
+           "variants: **ppdb2-pivot** (the pivot features: every stored model's estimate in both "
+           "directions, each as log max and log min over the two directions with a floor of 1e-10 and "
+           "a missing indicator; number of pivots and of pivot languages; the two phrases' bitext "
+           "counts as min and max; length; character trigram Jaccard, edit ratio, token Jaccard), "
+           "**ppdb2-pivot+ppmi** (+ the cosine of PPMI-SVD phrase vectors from the build's in-domain "
+           "text), **ppdb2-pivot+minilm** (+ the MiniLM cosine) and **ppdb2-all**. Every feature is a "
+           "symmetric function of the pair's two phrases (min/max over the directions or the phrases), "
+           "so a pair's score does not depend on its order. Features are standardised on the train "
+           "pairs; the fit maximises log-likelihood − λ/2 Σ b² (intercept free) with statsmodels' "
+           "Logit likelihood; standard errors are the ridge sandwich (le Cessie and van Houwelingen "
+           "1992). *ppmi-svd* is the PPMI-SVD cosine alone (a phrase without an in-vocabulary word "
+           "ranks last).", "",
+           f"PPMI-SVD: {wv['source']}, {wv['words']} words (count >= {wv['min_count']}), window "
+           f"{wv['window']}, context smoothing {wv['cds']}, rank {wv['dimensions']}, vectors U S^{wv['eig']}, "
+           f"ARPACK seed {wv['seed']}; phrase = mean of its words' unit vectors.", "",
+           f"**Fitted on `{tr[0]}`** ({tr[1]} pairs, {tr[2]} positive); **λ chosen on `{dv[0]}`** "
+           f"({dv[1]} pairs, {dv[2]} positive) by full-set AP (ties: the larger λ); the same fit is "
+           "applied unchanged to every gold below (no refit on biology or the general control). "
+           f"Featurising and fitting took {comb['cpu seconds']:.0f} CPU s ({comb['seconds']:.0f} s wall).", "",
+           "| variant | features | " + " | ".join(f"dev AP λ={lam:g}" for lam in comb["lambdas"])
+           + " | chosen λ | converged |",
+           "|---|---|" + "---|" * (len(comb["lambdas"]) + 2)]
+    for m in fitted:
+        out.append(f"| {m.name} | {len(m.fit.names)} | " + " | ".join(
+            f"{'**' if lam == m.fit.lam else ''}{_f(m.dev_ap[lam])}{'**' if lam == m.fit.lam else ''}"
+            for lam in comb["lambdas"]) + f" | {m.fit.lam:g} | {m.fit.converged} ({m.fit.iterations} it.) |")
+    shown = [x for x in dict.fromkeys(["general", best_c, rival, "ppmi-svd"] + [m.name for m in fitted]) if x]
+    out += ["", "Test figures (AP×100 [95% CI]; Δ ×100 with the paired bootstrap interval):", ""]
+    for name in evd.full:
+        for proto, res in (("full-set", evd.full[name]), ("candidate", evd.candidate.get(name))):
+            if res is None or not res.models:
+                continue
+            base = res.baseline
+            out += [f"**{name}, {proto}** ({res.n} pairs, {res.n_positive} positive)", "",
+                    f"| model | AP×100 [95% CI] | Δ vs {base} | Δ vs {rival} |", "|---|---|---|---|"]
+            for m in shown:
+                if m not in res.models:
+                    continue
+                r = res.models[m]
+                vs_base = "–" if m == base else _delta(r.delta)[0]
+                vs_rival = "–" if m == rival or rival is None else _delta(res.paired_delta(rival, m))[0]
+                mark = " ★" if m == best_c else ""
+                out.append(f"| {m}{mark} | {_ap_cell(r)} | {vs_base} | {vs_rival} |")
+            out += [""]
+    targets_ = combination_targets(evd, rival)
+    if targets_:
+        out += ["Targets (issue 10, third must-show), full-set AP on the biology test golds:", ""] + targets_ + [""]
+    out += ["Coefficients b (standard error) per training standard deviation of the feature, at the "
+            "chosen λ (* |b/SE| >= 1.96):", ""] + ft.coefficient_rows(fitted) + [""]
+    return out
+
+
 def write_evidence_report(path_md, evd: Evidence, command: str | None = None) -> Path:
     """Markdown with tables (AP with CIs, both protocols, per gold), coverage, PR plots, rival."""
     path_md = Path(path_md)
@@ -346,11 +476,12 @@ def write_evidence_report(path_md, evd: Evidence, command: str | None = None) ->
         "",
     ]
     if sel:
+        chose = [f"the {what} **{m}** ({mark}, dev AP×100 {_f(sel['dev AP'][m])})"
+                 for what, m, mark in (("combination", best_c, "★"), ("domain model", best_d, "☆")) if m]
         out += [f"**Model selection (no test number chose anything).** On `{sel['dev name']}` "
                 f"({sel['dev pairs']} pairs, {sel['dev positives']} positive), full-set AP chose "
-                f"the combination **{best_c}** (★, dev AP×100 {_f(sel['dev AP'][best_c])}) and the domain "
-                f"model **{best_d}** (☆, dev AP×100 {_f(sel['dev AP'][best_d])}); General's dev AP×100 "
-                f"{_f(sel['dev AP'][next(iter(sel['dev AP']))])}.", ""]
+                + (" and ".join(chose) or "nothing (no domain model or combination)")
+                + f"; General's dev AP×100 {_f(sel['dev AP'][next(iter(sel['dev AP']))])}.", ""]
 
     # -- headline: the issue's targets
     out += ["## Headline", "",
@@ -372,6 +503,8 @@ def write_evidence_report(path_md, evd: Evidence, command: str | None = None) ->
                 row += f" {_f(rv.ap)} {_ci(rv.ap_ci)} | {vs} |"
             out.append(row)
     out += [""] + targets(evd, best_c, rival) + [""]
+    if evd.combination:
+        out += combination_section(evd, best_c, rival)
 
     # -- sizes and coverage
     names = list(evd.full)
@@ -385,8 +518,9 @@ def write_evidence_report(path_md, evd: Evidence, command: str | None = None) ->
             "| reachable | " + " | ".join(f"{100 * evd.reachable[n][0] / max(1, evd.reachable[n][1]):.1f}% "
                                       f"({evd.reachable[n][0]})" for n in names) + " |"]
     first = evd.full[names[0]]
+    rivals = set(evd.settings["rivals"])
     for m in first.models:
-        if m == rival:
+        if m in rivals:
             continue
         out.append(f"| {m}{marks.get(m, '')} | " + " | ".join(
             f"{100 * evd.full[n].models[m].coverage:.2f}% ({evd.full[n].models[m].n_proposed})" for n in names) + " |")
@@ -398,7 +532,7 @@ def write_evidence_report(path_md, evd: Evidence, command: str | None = None) ->
         out += [f"Coverage by source, {name} (pairs proposed / pairs):", "",
                 "| model | " + " | ".join(srcs) + " |", "|---|" + "---|" * len(srcs)]
         for m in by_src[srcs[0]]:
-            if m == rival:
+            if m in rivals:
                 continue
             out.append(f"| {m} | " + " | ".join(f"{by_src[s][m][0]}/{by_src[s][m][1]}" for s in srcs) + " |")
         out += [""]
@@ -423,7 +557,9 @@ def write_evidence_report(path_md, evd: Evidence, command: str | None = None) ->
                     + (f"; {res.n_boot_dropped} bootstrap resamples without a positive left out" if res.n_boot_dropped else ""),
                     ""]
             out += protocol_table(res, marks) + [""]
-        plot_models = [m for m in dict.fromkeys([next(iter(evd.full[name].models)), best_d, best_c, rival]) if m]
+        best_f = "ppdb2-all" if "ppdb2-all" in evd.full[name].models else None
+        plot_models = [m for m in dict.fromkeys([next(iter(evd.full[name].models)), best_d, best_c, rival, best_f])
+                       if m]
         fig = _plot(evd, name, plot_models, fig_dir / f"{path_md.stem}-{name}.png")
         rel = os.path.relpath(fig.resolve(), path_md.resolve().parent)
         out += [f"![{name}: PR curves, full-set and candidate]({Path(rel).as_posix()})", ""]

@@ -147,10 +147,18 @@ class ProtocolResult:
     seed: int
     n_boot_dropped: int
     info: dict = field(default_factory=dict)
+    _replicates: dict = field(default_factory=dict, repr=False)   # model -> bootstrap APs (memo)
 
     @property
     def n(self) -> int:
         return len(self.items)
+
+    def replicates(self, model: str) -> np.ndarray:
+        """The model's bootstrap AP replicates (the shared resamples), computed once."""
+        if model not in self._replicates:
+            self._replicates[model] = ev.bootstrap_replicates(self.labels, _filled(self.scores[model]),
+                                                              self.n_boot, self.seed)
+        return self._replicates[model]
 
     @property
     def n_positive(self) -> int:
@@ -161,8 +169,7 @@ class ProtocolResult:
         y = self.labels
         b, o = _filled(self.scores[base]), _filled(self.scores[other])
         return ev._delta(ev.average_precision(y, b), ev.average_precision(y, o),
-                         ev.bootstrap_replicates(y, b, self.n_boot, self.seed),
-                         ev.bootstrap_replicates(y, o, self.n_boot, self.seed), 0.95)
+                         self.replicates(base), self.replicates(other), 0.95)
 
 
 def _filled(s: np.ndarray) -> np.ndarray:

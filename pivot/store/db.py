@@ -263,6 +263,51 @@ class ParaphraseDB:
                 out[i] = row[0]
         return out
 
+    def pair_records(self, pairs, *, normalize: bool = True) -> dict:
+        """Everything the database stores about each directed pair (e1, e2), in one pass.
+
+        Returns a dict of arrays, row i for pairs[i]:
+          ``p``          (n, K) every stored (non-combined) model's p(e2|e1), models in
+                         ``stored_models`` order; NaN where the model gives the pair nothing
+                         or the pair is absent
+          ``n_pivots``   (n,) foreign phrases the pair pivots through (0 when absent)
+          ``n_pivot_languages`` (n,) distinct languages ("fr" of "fr:traiter") among the
+                         stored best pivots (at most 3 are stored, so this is a lower bound)
+          ``count_e1``, ``count_e2`` (n,) the phrases' support in the bitext (0: not a phrase)
+          ``stored_models`` the model names of p's columns
+        One primary-key probe per pair: the reader of feature-based models, which need every
+        column of many pairs (``scores`` runs one query per pair and model).
+        """
+        stored = [m for m, info in self._models.items() if info["kind"] != "combined"]
+        cols = ", ".join(f"t.{self._models[m]['column']}" for m in stored)
+        piv = f", {self._pivot_select}" if self._pivot_select else ""
+        sql = f"SELECT {cols}, t.n_pivots{piv} FROM pair t {self._pivot_join} WHERE t.e1 = ? AND t.e2 = ?"
+        n, k = len(pairs), len(stored)
+        out = {"p": np.full((n, k), np.nan), "n_pivots": np.zeros(n, dtype=np.int64),
+               "n_pivot_languages": np.zeros(n, dtype=np.int64), "count_e1": np.zeros(n, dtype=np.int64),
+               "count_e2": np.zeros(n, dtype=np.int64), "stored_models": stored}
+        ids: dict[str, tuple | None] = {}
+
+        def phrase(text):
+            if text not in ids:
+                t = self.normalize(text) if normalize else text
+                ids[text] = self._conn.execute("SELECT id, count FROM phrase WHERE text = ?", (t,)).fetchone()
+            return ids[text]
+
+        for i, (a, b) in enumerate(pairs):
+            ra, rb = phrase(a), phrase(b)
+            out["count_e1"][i] = 0 if ra is None else ra[1]
+            out["count_e2"][i] = 0 if rb is None else rb[1]
+            if ra is None or rb is None:
+                continue
+            row = self._conn.execute(sql, (ra[0], rb[0])).fetchone()
+            if row is None:
+                continue
+            out["p"][i] = [np.nan if v is None else v for v in row[:k]]
+            out["n_pivots"][i] = row[k]
+            out["n_pivot_languages"][i] = len({f.split(":", 1)[0] for f in row[k + 1:] if f is not None})
+        return out
+
     def n_pairs(self, model: str = "general") -> int:
         """Pairs the model proposes (a combined model: its base model's); counted at write time."""
         return self._model(model)["n_pairs"]
