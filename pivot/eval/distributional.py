@@ -2,8 +2,8 @@
 
 The distributional feature of the combination model (pivot.eval.features): two phrases that
 occur in the same biological contexts get similar vectors, even when no bitext pivots them.
-Method (Levy, Goldberg and Dagan 2015, "Improving distributional similarity with lessons
-learned from word embeddings", with their recommended settings):
+Method (the 2015 study "Improving distributional similarity with lessons learned from word
+embeddings", with its recommended settings):
 
 * co-occurrence counts C(w, c) of every vocabulary word w and every vocabulary word c at most
   ``window`` tokens away inside a sentence (unweighted, symmetric: (w, c) and (c, w) both
@@ -39,7 +39,7 @@ from pivot.errors import InputError
 log = logging.getLogger("pivot")
 
 OOV_TOKEN = "<oov>"
-#: the settings of Levy et al. (2015) that this module uses; part of the cache key
+#: the settings of that study that this module uses; part of the cache key
 DEFAULTS = {"window": 5, "min_count": 5, "cds": 0.75, "dim": 300, "eig": 0.5, "seed": 0}
 #: bumped whenever the method changes what the vectors are, so a cached file is never stale
 METHOD_VERSION = 2

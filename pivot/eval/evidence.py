@@ -389,8 +389,8 @@ def combination_section(evd: Evidence, best_c, rival) -> list[str]:
            "symmetric function of the pair's two phrases (min/max over the directions or the phrases), "
            "so a pair's score does not depend on its order. Features are standardised on the train "
            "pairs; the fit maximises log-likelihood − λ/2 Σ b² (intercept free) with statsmodels' "
-           "Logit likelihood; standard errors are the ridge sandwich (le Cessie and van Houwelingen "
-           "1992). *ppmi-svd* is the PPMI-SVD cosine alone (a phrase without an in-vocabulary word "
+           "Logit likelihood; standard errors are the ridge sandwich estimator "
+           "(I + L)⁻¹ I (I + L)⁻¹. *ppmi-svd* is the PPMI-SVD cosine alone (a phrase without an in-vocabulary word "
            "ranks last).", "",
            f"PPMI-SVD: {wv['source']}, {wv['words']} words (count >= {wv['min_count']}), window "
            f"{wv['window']}, context smoothing {wv['cds']}, rank {wv['dimensions']}, vectors U S^{wv['eig']}, "

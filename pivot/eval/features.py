@@ -1,6 +1,6 @@
 """A real combination model: PPDB 2.0-style features, a ridge logistic regression, tuned on dev.
 
-PPDB 2.0 (Pavlick et al. 2015) re-ranks paraphrases with a supervised regression over many
+PPDB 2.0 (2015) re-ranks paraphrases with a supervised regression over many
 features of a pair instead of one probability. Here every gold pair is an *unordered* pair
 {a, b} (similarity gold has no direction), so every feature is a symmetric function of the two
 directions; swapping a and b never changes a feature (a test checks it).
@@ -40,8 +40,8 @@ log-likelihood, its gradient and Hessian; Newton's method with step halving)
 
 on the ontology gold's train part; lambda is chosen from a fixed grid by full-set AP on the dev
 part (ties: the larger lambda), and the fit is reported on the test parts. Coefficients are per
-training standard deviation; their standard errors are the ridge sandwich of le Cessie and van
-Houwelingen (1992): Var(b) = (I + L)^-1 I (I + L)^-1, I = X^T W X the Fisher information at the
+training standard deviation; their standard errors are the ridge sandwich estimator
+Var(b) = (I + L)^-1 I (I + L)^-1, I = X^T W X the Fisher information at the
 estimate and L = diag(0, lambda, ..., lambda).
 """
 from __future__ import annotations

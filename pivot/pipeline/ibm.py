@@ -627,7 +627,7 @@ def align_both_chunked(load_chunk, n_chunks, n_e_vocab, n_f_vocab, write_links, 
 # ----------------------------------------------------------------------------- evaluation
 
 def aer(links, sure, possible):
-    """Alignment error rate (Och & Ney 2003) with precision and recall: (aer, precision, recall).
+    """Alignment error rate (the 2003 comparison of statistical alignment models) with precision and recall: (aer, precision, recall).
 
     ``links`` A, ``sure`` S and ``possible`` P are collections of (sentence, i, j); P is taken
     as P | S (sure links are possible by definition).

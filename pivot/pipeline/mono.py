@@ -402,7 +402,7 @@ def sample_by_tokens(sentences, n_tokens, seed):
 
 # ----------------------------------------------------------------------------- matched LMs
 #
-# Moore & Lewis (2010) compare two LMs that differ only in their training text: the in-domain
+# The Moore–Lewis method (2010) compares two LMs that differ only in their training text: the in-domain
 # LM and the general LM are trained on samples of the same size, with one vocabulary fixed
 # from the in-domain data, every other token replaced by one unknown-word token. With
 # mismatched LMs (this project's first setup: 5.3M vs 1.7M tokens, vocabularies 92.9k vs

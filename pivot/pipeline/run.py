@@ -279,7 +279,7 @@ class Pipeline:
         With a named general corpus (e.g. Brown), which holds no bitext sentence, one general
         LM scores everything.
 
-        Matched (``[domain] matched = true``, the default; Moore & Lewis 2010's protocol, see
+        Matched (``[domain] matched = true``, the default; the Moore–Lewis protocol of 2010, see
         pivot.pipeline.mono): the in-domain text and every general text are sampled down to
         the same number of tokens (the smallest of them), and all are written over one
         vocabulary fixed from the in-domain sample (``vocab.txt``), other words as ``<oov>``.

@@ -20,7 +20,7 @@ Decisions (implementations differ on each; these are tested in tests/test_score.
   on <s> and includes log p(</s> | last words); the divisor is therefore n_words + 1. The end
   of sentence is a real prediction (a domain LM knows how its sentences end), and the "+1"
   keeps an empty sentence defined (H = -log2 p(</s> | <s>)).
-* **OOVs, matched LMs** (the default; Moore & Lewis 2010's protocol, pivot.pipeline.mono):
+* **OOVs, matched LMs** (the default; the Moore–Lewis protocol of 2010, pivot.pipeline.mono):
   both LMs are trained on equal-size samples over one vocabulary V fixed from the in-domain
   sample, every other word written as ``<oov>``. A scored sentence is mapped the same way
   (``vocab``: every token outside V becomes ``<oov>``, one token for one word, so n_words and

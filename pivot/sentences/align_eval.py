@@ -8,7 +8,7 @@ pairs plus every pair of the Tatoeba fr-en bitext (``bitext/tatoeba-fr-en/fra-en
 gold's style (words; English clitics ``'s`` and French elisions ``c'`` kept whole; every other
 punctuation mark alone). This is bench/bench_align.py's set-up, as a library function.
 
-Metrics (Och & Ney 2003), over the gold pairs only, with P taken as P | S:
+Metrics (the 2003 comparison of statistical alignment models), over the gold pairs only, with P taken as P | S:
 
     precision = |A & P| / |A|,  recall = |A & S| / |S|,  AER = 1 - (|A & S| + |A & P|) / (|A| + |S|)
 

@@ -1,4 +1,4 @@
-"""Paraphrase identification (Brockett & Dolan 2005 style): pair features + a linear classifier.
+"""Paraphrase identification (in the style of the 2005 identification paper): pair features + a linear classifier.
 
 Each sentence is normalised like the build (:func:`pivot.text.normalize_many`: lower-cased
 Moses tokens). Features of a pair (a, b) -- every directional feature is given as the min and
