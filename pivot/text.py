@@ -209,3 +209,17 @@ def normalize(text, lang, backend="moses-cpp"):
     "l' analyse d' adn n' est pas finie ."
     """
     return normalize_many([text], lang, backend)[0]
+
+
+def edit_distance(a, b) -> int:
+    """Levenshtein distance between two sequences (characters of strings, tokens of lists):
+    insertions, deletions and substitutions of one item, each cost 1."""
+    if len(a) < len(b):
+        a, b = b, a
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        cur = [i]
+        for j, y in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
+        prev = cur
+    return prev[-1]

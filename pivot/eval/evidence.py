@@ -271,26 +271,14 @@ def _plot(ev_: Evidence, name: str, models, path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from pivot.eval.plots import DPI, FIGSIZE, _step_points
+    from pivot.eval.plots import DPI, FIGSIZE, pr_panel
 
     panels = [(p, res) for p, res in (("full-set", ev_.full.get(name)), ("candidate", ev_.candidate.get(name)))
               if res is not None and res.models]
     fig, axes = plt.subplots(1, len(panels), figsize=FIGSIZE, dpi=DPI, squeeze=False)
     for ax, (label, res) in zip(axes[0], panels):
-        for m in models:
-            r = res.models.get(m)
-            if r is None:
-                continue
-            x, y = _step_points(r.precision, r.recall)
-            ax.plot(x, y, drawstyle="steps-post", linewidth=1.4, label=f"{m} (AP×100 {100 * r.ap:.1f})")
-        ax.axhline(res.n_positive / res.n, color="grey", linewidth=0.8, linestyle=":", label="chance")
-        ax.set_title(f"{name}, {label} (n={res.n}, {res.n_positive} positive)", fontsize=9)
-        ax.set_xlabel("recall")
-        ax.set_ylabel("precision")
-        ax.set_xlim(0, 1.02)
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper right")
+        pr_panel(ax, res.models, models, f"{name}, {label} (n={res.n}, {res.n_positive} positive)",
+                 title_size=9, legend_loc="upper right", chance=res.n_positive / res.n)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI, format="png")

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pivot.store.combined import FLOOR_LOG_P
+from pivot.text import edit_distance as levenshtein
 
 log = logging.getLogger("pivot")
 
@@ -81,19 +82,6 @@ def jaccard(x: set, y: set) -> float:
     """|x & y| / |x | y| (1 for two empty sets)."""
     union = len(x | y)
     return len(x & y) / union if union else 1.0
-
-
-def levenshtein(a: str, b: str) -> int:
-    """Edit distance (insertions, deletions, substitutions of one character, each cost 1)."""
-    if len(a) < len(b):
-        a, b = b, a
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
 
 
 def edit_ratio(a: str, b: str) -> float:

@@ -42,6 +42,27 @@ def _step_points(precision, recall):
     return x, y
 
 
+def pr_panel(ax, curves: dict, models, title: str, *, title_size: int, legend_loc: str,
+             chance: float | None = None) -> None:
+    """One PR panel: the step curve of every model in ``models`` that ``curves`` (name -> a
+    result with precision, recall, ap) holds with an AP, then the chance line if given."""
+    for m in models:
+        r = curves.get(m)
+        if r is None or r.ap is None:
+            continue
+        x, y = _step_points(r.precision, r.recall)
+        ax.plot(x, y, drawstyle="steps-post", linewidth=1.4, label=f"{m} (AP×100 {100 * r.ap:.1f})")
+    if chance is not None:
+        ax.axhline(chance, color="grey", linewidth=0.8, linestyle=":", label="chance")
+    ax.set_title(title, fontsize=title_size)
+    ax.set_xlabel("recall")
+    ax.set_ylabel("precision")
+    ax.set_xlim(0, 1.02)
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc=legend_loc)
+
+
 def plot_pr(results: dict, path, title: str, models) -> Path:
     """One PNG with a PR panel per gold set in `results` (name -> EvalResult), side by side.
 
@@ -53,20 +74,8 @@ def plot_pr(results: dict, path, title: str, models) -> Path:
         raise ValueError("no evaluation results to plot")
     fig, axes = plt.subplots(1, len(results), figsize=FIGSIZE, dpi=DPI, squeeze=False)
     for ax, (gold_name, res) in zip(axes[0], results.items()):
-        for m in models:
-            r = res.models.get(m)
-            if r is None or r.ap is None:
-                continue
-            x, y = _step_points(r.precision, r.recall)
-            ax.plot(x, y, drawstyle="steps-post", linewidth=1.4,
-                    label=f"{m} (AP×100 {100 * r.ap:.1f})")
-        ax.set_title(f"{gold_name} (n={res.n_candidates}, {res.n_positive} positive)", fontsize=10)
-        ax.set_xlabel("recall")
-        ax.set_ylabel("precision")
-        ax.set_xlim(0, 1.02)
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower left")
+        pr_panel(ax, res.models, models, f"{gold_name} (n={res.n_candidates}, {res.n_positive} positive)",
+                 title_size=10, legend_loc="lower left")
     fig.suptitle(title)
     # Fixed canvas (no bbox_inches="tight"), so every figure has the same pixel size.
     fig.tight_layout()

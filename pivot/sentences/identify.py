@@ -43,6 +43,7 @@ from collections import Counter
 import numpy as np
 
 from pivot.errors import InputError
+from pivot.text import edit_distance
 
 STOP = frozenset("""a an the of to in on at for from by with and or but as is are was were be been being it its
 this that these those he she they we you i his her their our your my me him them us has have had do does did
@@ -73,19 +74,6 @@ def stem(word: str) -> str:
     if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiousl":
         w = w[:-1]
     return w
-
-
-def edit_distance(a, b) -> int:
-    """Levenshtein distance between two sequences."""
-    if len(a) < len(b):
-        a, b = b, a
-    prev = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        cur = [i]
-        for j, y in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
-        prev = cur
-    return prev[-1]
 
 
 def ngrams(tokens, n):
