@@ -14,7 +14,8 @@ peak summed RSS overall and per stage, the stage times and the database write's 
 across scales: the peak RSS ratio (largest / smallest) and the fitted exponent b of
 wall = a * scale^b and of cpu = a * scale^b.
 
---compare-workers rebuilds the extract, translation and pivot stages of the 1x build with
+--compare-workers rebuilds the extract, translation and pivot stages of the 1x build (of the
+scale --compare-at names: its work directory is kept like 1x's) with
 ``--workers 1`` and ``--workers 2`` (the earlier stages reused; ``--threads 1``, so the
 in-process run uses one core) and compares their seconds, in all and per stage: one discarded
 warm-up build, then ``--repeat`` rounds (default 3) alternating which goes first; the medians,
@@ -112,6 +113,8 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--compare-workers", action="store_true")
     ap.add_argument("--repeat", type=int, default=3, help="rounds of --compare-workers (median reported)")
+    ap.add_argument("--compare-at", type=int, default=1,
+                    help="the scale --compare-workers rebuilds (1: results under 'workers', else 'workers_xS')")
     ap.add_argument("--kill-worker", action="store_true")
     ap.add_argument("--multi", action="store_true")
     ap.add_argument("--tmp", default=None, help="scratch folder (default: a new temporary one)")
@@ -137,10 +140,11 @@ def main():
         builds[str(scale)] = summarize(d / "out.db", figures, d / "build.log")
         print(scale, json.dumps({k: builds[str(scale)][k] for k in ("wall_s", "peak_rss_tree_gib", "n_sentences")}),
               flush=True)
-        if scale == 1:
-            # 1x keeps its work directory: --compare-workers and --kill-worker rebuild from it
-            # (also in a later run of this script) and compare with this content.
-            builds["1"]["content_sha256"] = content_sha256(d / "out.db")
+        if scale in (1, args.compare_at):
+            # 1x (and the --compare-at scale) keep their work directories: --compare-workers and
+            # --kill-worker rebuild from them (also in a later run of this script) and compare
+            # with this content.
+            builds[str(scale)]["content_sha256"] = content_sha256(d / "out.db")
         else:
             shutil.rmtree(d / "work")
         save()
@@ -155,7 +159,7 @@ def main():
             result["cpu_time_exponent"] = round(fit_exponent(done, [builds[str(s)]["cpu_s"] for s in done]), 3)
         save()
 
-    base = tmp / "x1"
+    base = tmp / f"x{args.compare_at}"
     if args.compare_workers:
         runs = {"1": [], "2": []}
 
@@ -193,11 +197,13 @@ def main():
         comp["speedup_by_stage"] = {s: round(comp["1"]["stage_seconds_median"][s] / comp["2"]["stage_seconds_median"][s], 3)
                                     for s in SHARDED}
         shas = {r["content_sha256"] for w in ("1", "2") for r in runs[w]}
-        comp["content_identical"] = shas == {builds["1"]["content_sha256"]}
+        comp["content_identical"] = shas == {builds[str(args.compare_at)]["content_sha256"]}
         comp["work_dir"] = str(base / "work")
-        result["workers"] = comp
+        comp["scale"] = args.compare_at
+        result["workers" if args.compare_at == 1 else f"workers_x{args.compare_at}"] = comp
         save()
 
+    base = tmp / "x1"
     if args.kill_worker:
         for stage_dir in list((base / "work").glob("*")):
             if stage_dir.name.split("-")[0].lstrip(".") in SHARDED:
