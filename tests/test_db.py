@@ -275,3 +275,54 @@ def test_export_ppdb(db_path):
     # -ln .6 = .510826, -ln .3 = 1.20397: p_rev of the first line comes from the reverse pair
     assert lines[0].split(" ||| ")[3] == "-logp(e2|e1)=0.510826 -logp(e1|e2)=1.20397 NumPivots=2 Model=dom"
     assert all(len(l.split(" ||| ")) == 6 for l in lines)
+
+
+def _chunk(rows):
+    from pivot.store.write import PairChunk
+    return PairChunk(E1[rows], E2[rows], N_PIVOTS[rows], PIVOTS[rows], SCORES[rows])
+
+
+def test_chunked_write_is_the_same_file_as_the_whole_table(tmp_path):
+    from pivot.store.write import write_database_chunks
+
+    whole = _write(tmp_path / "whole.db")
+    # The pairs in (e1, e2) order are rows 0, 1, 2 (e1 = 0), 3 (e1 = 1), 4 (e1 = 2); cut after row
+    # 1 and after row 3, with an empty chunk between (an empty row range of the pivot stage).
+    chunks = [_chunk([0, 1]), _chunk([]), _chunk([2, 3]), _chunk([4])]
+    seen = []
+
+    def parts():
+        seen.append(1)
+        return iter(chunks)
+
+    chunked = write_database_chunks(tmp_path / "chunked.db", phrases=PHRASES, phrase_counts=np.array([10, 4, 7, 2]),
+                                    chunks=parts, foreign=FOREIGN, models=MODELS, meta=META)
+    assert _sha256(chunked) == _sha256(whole)
+    assert len(seen) == 2  # read twice: ids and counts, then rows
+
+
+def test_chunks_out_of_key_order_are_refused_and_leave_no_file(tmp_path):
+    from pivot.store.write import write_database_chunks
+
+    for chunks in ([_chunk([3]), _chunk([0, 1, 2, 4])],  # e1 = 1 before e1 = 0
+                   [_chunk([1, 0]), _chunk([2, 3, 4])]):  # inside a chunk: (0, 2) before (0, 1)
+        with pytest.raises(ValueError, match="sorted by"):
+            write_database_chunks(tmp_path / "x.db", phrases=PHRASES, phrase_counts=np.array([10, 4, 7, 2]),
+                                  chunks=lambda: iter(chunks), foreign=FOREIGN, models=MODELS, meta=META)
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_symmetric_scores_over_row_ranges_equal_the_whole_table():
+    from pivot.pipeline.run import symmetric_scores
+
+    class Table:
+        def __init__(self, rows):
+            self.e1, self.e2, self.p = E1[rows], E2[rows], SCORES[rows]
+
+    queries = [(0, 1), (2, 0), (3, 0), (1, 2), (None, 1)]
+    whole = symmetric_scores(Table(slice(None)), queries)
+    parts = symmetric_scores(iter([Table([0, 1, 2]), Table([3]), Table([4])]), queries)
+    # (0,1): max(0.5, p(0|1) = 0.4); (2,0): p(0|2) 0.25 vs p(2|0) 0.2; (3,0): only 0->3; (1,2), unknown: 0.
+    expected = np.array([[0.5, 0.6], [0.25, 0.15], [0.5, 0.1], [0.0, 0.0], [0.0, 0.0]])
+    assert np.array_equal(whole, expected)
+    assert np.array_equal(parts, expected)

@@ -135,21 +135,33 @@ class Paraphrases:
                  "meta": {**meta, "n_pairs_out": int(sum(n_pairs))}}
         (Path(folder) / "paraphrases.json").write_text(json.dumps(index, indent=1, sort_keys=True))
 
+    @staticmethod
+    def read_index(folder) -> dict:
+        """``paraphrases.json`` of a pivot stage: its parts, their pair counts and the meta."""
+        index = json.loads((Path(folder) / "paraphrases.json").read_text())
+        if not index["parts"]:
+            raise ValueError(f"{folder}: the index lists no row ranges")
+        return index
+
     @classmethod
-    def load_parts(cls, folder) -> "Paraphrases":
-        """The table a pivot stage wrote as row ranges (see :meth:`write_index`), concatenated."""
+    def iter_parts(cls, folder):
+        """The row ranges a pivot stage wrote (see :meth:`write_index`), one at a time, in e1
+        order: each is sorted by (e1, e2), so reading them in turn reads the table in key order
+        while holding one range."""
         folder = Path(folder)
-        index = json.loads((folder / "paraphrases.json").read_text())
-        fields = {f: [] for f in _PARA_FIELDS}
+        index = cls.read_index(folder)
         for name, n in zip(index["parts"], index["n_pairs"]):
             with np.load(folder / name, allow_pickle=False) as z:
-                if z["e1"].shape[0] != n:
-                    raise ValueError(f"{folder / name}: {z['e1'].shape[0]} pairs, the index says {n}")
-                for f in _PARA_FIELDS:
-                    fields[f].append(z[f])
-        if not fields["e1"]:
-            raise ValueError(f"{folder}: the index lists no row ranges")
-        return cls(**{f: np.concatenate(v) for f, v in fields.items()}, meta=index["meta"])
+                fields = {f: z[f] for f in _PARA_FIELDS}
+            if fields["e1"].shape[0] != n:
+                raise ValueError(f"{folder / name}: {fields['e1'].shape[0]} pairs, the index says {n}")
+            yield cls(**fields, meta=index["meta"])
+
+    @classmethod
+    def load_parts(cls, folder) -> "Paraphrases":
+        """The row ranges of :meth:`iter_parts` concatenated into one table in memory."""
+        parts = list(cls.iter_parts(folder))
+        return cls(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in _PARA_FIELDS}, meta=parts[0].meta)
 
     @classmethod
     def load(cls, path) -> "Paraphrases":

@@ -597,11 +597,11 @@ class Pipeline:
         """Key of each English phrase id of the paraphrase table (ids are ranks of keys)."""
         return np.load(self.translation_dir[0] / "structure" / "e_key.npy")
 
-    @cached_property
-    def paraphrases(self):
+    def paraphrase_parts(self):
+        """The paraphrase table's row ranges, read one at a time in (e1, e2) order."""
         from pivot.pipeline.pivoting import Paraphrases
 
-        return Paraphrases.load_parts(self.pivot_dir[0])
+        return Paraphrases.iter_parts(self.pivot_dir[0])
 
     # ------------------------------------------------------------ combine: General + X
 
@@ -624,9 +624,8 @@ class Pipeline:
             pairs = [p for g in gold_files for p in gold.read_gold(g, comb["format"])]
             labelled = gold.binarize(pairs, comb["threshold"])
             tune, test = gold.tuning_test_split(labelled, n_tune=comb["n_tune"], seed=comb["seed"])
-            para = self.paraphrases
             ids = self.phrase_ids([t for p in tune for t in p[:2]])
-            p_sym = symmetric_scores(para, [(ids.get(a), ids.get(b)) for a, b, _ in tune])
+            p_sym = symmetric_scores(self.paraphrase_parts(), [(ids.get(a), ids.get(b)) for a, b, _ in tune])
             labels = np.array([p[2] for p in tune], dtype=np.float64)
             candidate = p_sym[:, 0] > 0  # the paper's candidates: pairs General extracted
             fitted = {}
@@ -681,10 +680,19 @@ class Pipeline:
 
     def _store(self) -> Path:
         from pivot.pipeline import corpus
+        from pivot.pipeline.pivoting import Paraphrases
         from pivot.pipeline.translation import foreign_rows, phrase_rows
-        from pivot.store.db import write_database
+        from pivot.store.write import write_database_chunks
 
-        para = self.paraphrases
+        index = Paraphrases.read_index(self.pivot_dir[0])
+        # The table is read in row ranges, never whole: here for the phrases and pivots it
+        # uses, then twice by the database write (pivot.store.write).
+        e_used, f_used = [], []
+        for part in self.paraphrase_parts():
+            e_used.append(np.unique(np.concatenate([part.e1, part.e2])))
+            f_used.append(np.unique(part.pivots[part.pivots >= 0]))
+        e_used, f_used = np.unique(np.concatenate(e_used)), np.unique(np.concatenate(f_used))
+        n_pairs_out = int(sum(index["n_pairs"]))
         # The sharded stages are done: the workers' memory goes back to the system before the
         # combination and the database are written here.
         self.engine.close()
@@ -705,8 +713,7 @@ class Pipeline:
         f_lang_of_token = np.load(encode_dir / "f_lang.npy")
         # Text only for the phrases the database stores: most phrases pivot to nothing.
         e_rows, e_count = phrase_rows(self._part_paths("e"), self.phrase_keys)
-        e_text = phrase_texts(e_rows, e_vocab.tokens, np.union1d(para.e1, para.e2))
-        f_used = np.unique(para.pivots[para.pivots >= 0])
+        e_text = phrase_texts(e_rows, e_vocab.tokens, e_used)
         f_keys = np.load(self.translation_dir[0] / "structure" / "f_key.npy")
         f_text = dict(zip(f_used.tolist(), foreign_phrase_texts(foreign_rows(self._part_paths("f"), f_keys[f_used]),
                                                                f_vocabs, self.langs, f_lang_of_token)))
@@ -731,9 +738,9 @@ class Pipeline:
             "data_fingerprints": self.fingerprints,
             "parameters": {k: self.rec[k] for k in ("preprocess", "align", "extract", "pivot")},
             # top_n: the recipe's lookup default (pivot lookup -k); the stored pairs are cut by
-            # the floor only (para.meta["top_n"] == 0).
-            "pruning": {**prune, **para.meta, "lookup_top_n": prune["top_n"], "decided_on": "each model's own counts",
-                        "n_pairs_out": int(len(para.e1)), "n_phrase_pairs": tstats["n_phrase_pairs"],
+            # the floor only (index["meta"]["top_n"] == 0).
+            "pruning": {**prune, **index["meta"], "lookup_top_n": prune["top_n"], "decided_on": "each model's own counts",
+                        "n_pairs_out": n_pairs_out, "n_phrase_pairs": tstats["n_phrase_pairs"],
                         "n_english_phrases_kept": tstats["n_e"], "n_foreign_phrases_kept": tstats["n_f"]},
             "shards": {"shard_sentences": self.shard_sentences, "shard_tokens": self.shard_tokens, "n_shards": len(self.shards["shards"]),
                        "n_sentences": self.n_sentences, "n_parts": tstats["n_parts"]},
@@ -754,12 +761,11 @@ class Pipeline:
                           "scoring": json.loads(oov_path.read_text()) if oov_path.is_file() else None}
         if comb_meta is not None:
             meta["combination"] = comb_meta
-        write_database(
-            self.out_path, phrases=e_text, phrase_counts=e_count, e1=para.e1, e2=para.e2,
-            n_pivots=para.n_pivots, pivots=para.pivots, foreign=f_text, models=models, scores=para.p, meta=meta,
-            progress=not self.quiet and sys.stderr.isatty(),
+        write_database_chunks(
+            self.out_path, phrases=e_text, phrase_counts=e_count, chunks=self.paraphrase_parts, foreign=f_text,
+            models=models, meta=meta, progress=not self.quiet and sys.stderr.isatty(),
         )
-        log.info("wrote %s (%d pairs, %d models) in %.1f s; signature %s", self.out_path, len(para.e1),
+        log.info("wrote %s (%d pairs, %d models) in %.1f s; signature %s", self.out_path, n_pairs_out,
                  len(models), time.perf_counter() - self.started, signature)
         return self.out_path
 
@@ -809,16 +815,20 @@ def symmetric_scores(para, id_pairs) -> np.ndarray:
     """Per model, max(p(b|a), p(a|b)) for each pair of phrase ids (0 where absent or unknown).
 
     Gold similarity pairs are unordered, so a pair counts as proposed in either direction;
-    pivot.eval.evaluate ranks with the same convention.
+    pivot.eval.evaluate ranks with the same convention. ``para`` is the table or an iterable
+    of its row ranges (a pair lies in the one range that holds its e1).
     """
     from pivot.store.db import find_pairs
 
     a = np.array([-1 if x is None or y is None else x for x, y in id_pairs], dtype=np.int64)
     b = np.array([-1 if x is None or y is None else y for x, y in id_pairs], dtype=np.int64)
-    out = np.zeros((len(id_pairs), para.p.shape[1]))
-    for row in (find_pairs(para.e1, para.e2, a, b), find_pairs(para.e1, para.e2, b, a)):
-        found = row >= 0
-        out[found] = np.maximum(out[found], para.p[row[found]])
+    out = None
+    for part in ([para] if hasattr(para, "e1") else para):
+        if out is None:
+            out = np.zeros((len(id_pairs), part.p.shape[1]))
+        for row in (find_pairs(part.e1, part.e2, a, b), find_pairs(part.e1, part.e2, b, a)):
+            found = row >= 0
+            out[found] = np.maximum(out[found], part.p[row[found]])
     return out
 
 

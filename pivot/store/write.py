@@ -1,10 +1,11 @@
 """The streaming database writer (schema in `pivot.store.db`).
 
 A real build stores millions of pairs under a handful of models, so the writer never holds a
-Python object per pair for the whole table: it sorts the pairs once with numpy (rows go in
-primary-key order, which lets SQLite append to the WITHOUT ROWID b-tree instead of splitting
-pages all over it) and converts one batch of rows at a time to Python values for
-`executemany`. Ranks and reverse probabilities are not stored; the reader derives them from
+Python object per pair for the whole table: rows go in primary-key order (which lets SQLite
+append to the WITHOUT ROWID b-tree instead of splitting pages all over it), one batch at a
+time converted to Python values for `executemany`. The build hands the table over as chunks
+in key order (`write_database_chunks`, the pivot stage's row ranges read in turn), so the
+write holds one chunk of pairs, not the table; `write_database` takes whole arrays. Ranks and reverse probabilities are not stored; the reader derives them from
 the pair rows of one phrase, which are few.
 
 The file is built under a temporary name in the destination folder and renamed into place
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -99,22 +101,56 @@ def write_database(
     propose the pair and is stored as NULL. A combined model's params hold
     {"base": name, "other": name, "fit": pivot.store.combined.Combination.to_meta()}.
     """
-    from tqdm import tqdm
-
-    path = Path(path)
-    # Integer arrays keep their dtype (the pipeline's are int32): a copy per column would cost
-    # hundreds of MB at a real build's size, and .tolist() gives Python ints either way.
     e1, e2, n_pivots, pivots = (_integers(a) for a in (e1, e2, n_pivots, pivots))
     scores = np.asarray(scores, dtype=np.float64)
     n = len(e1)
     if pivots.ndim == 1 and n == 0:
         pivots = pivots.reshape(0, 3)
-    stored = [m for m in models if m["kind"] != "combined"]
-    if scores.shape != (n, len(stored)):
-        raise ValueError(f"scores has shape {scores.shape}, expected ({n}, {len(stored)})")
+    n_stored = sum(m["kind"] != "combined" for m in models)
+    if scores.shape != (n, n_stored):
+        raise ValueError(f"scores has shape {scores.shape}, expected ({n}, {n_stored})")
     if len(e2) != n or len(n_pivots) != n or pivots.ndim != 2 or len(pivots) != n:
         raise ValueError(f"e2 {e2.shape}, n_pivots {n_pivots.shape} and pivots {pivots.shape} must have "
                          f"{n} rows")
+    # Primary-key order; a duplicate pair fails the insert (and the write).
+    order = np.lexsort((e2, e1))
+    chunk = PairChunk(e1[order], e2[order], n_pivots[order], pivots[order], scores[order])
+    return write_database_chunks(path, phrases=phrases, phrase_counts=phrase_counts, chunks=lambda: [chunk],
+                                 foreign=foreign, models=models, meta=meta, progress=progress, batch_rows=batch_rows)
+
+
+@dataclass
+class PairChunk:
+    """Consecutive pairs of the table in (e1, e2) order: the unit the database write streams."""
+
+    e1: np.ndarray
+    e2: np.ndarray
+    n_pivots: np.ndarray
+    pivots: np.ndarray  # (n, k) foreign phrase ids, best first, -1 for none
+    p: np.ndarray  # (n, stored models) scores
+
+
+def write_database_chunks(
+    path,
+    *,
+    phrases,
+    phrase_counts: np.ndarray,
+    chunks,
+    foreign: dict,
+    models: list[dict],
+    meta: dict,
+    progress: bool = False,
+    batch_rows: int = 200_000,
+) -> Path:
+    """:func:`write_database` for a table too large to hold at once: ``chunks()`` returns a fresh
+    iterable of :class:`PairChunk` (or objects with the same fields), each sorted by (e1, e2)
+    and following the previous one in that order. It is read twice (ids and counts, then rows),
+    so the write holds one chunk of pairs, never the table.
+    """
+    from tqdm import tqdm
+
+    path = Path(path)
+    stored = [m for m in models if m["kind"] != "combined"]
     names = [m["name"] for m in models]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate model names: {names}")
@@ -122,11 +158,39 @@ def write_database(
     for m in models:
         if m["kind"] == "combined" and not {m["params"].get("base"), m["params"].get("other")} <= stored_names:
             raise ValueError(f"combined model {m['name']!r} must name two stored models as base and other")
-    used_f = _used_ids(pivots[pivots >= 0])
+    # Pass 1: shapes, order, the phrases and pivots used, each model's pair count.
+    n, n_piv_cols = 0, None
+    n_pairs = np.zeros(len(stored), dtype=np.int64)
+    used, used_f, last = np.zeros(0, np.int64), np.zeros(0, np.int64), None
+    for c in chunks():
+        e1, e2, n_piv, piv, sc = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots),
+                                  np.asarray(c.p, dtype=np.float64))
+        m = len(e1)
+        if piv.ndim == 1 and m == 0:
+            piv = piv.reshape(0, 3 if n_piv_cols is None else n_piv_cols)
+        if sc.shape != (m, len(stored)):
+            raise ValueError(f"scores has shape {sc.shape}, expected ({m}, {len(stored)})")
+        if len(e2) != m or len(n_piv) != m or piv.ndim != 2 or len(piv) != m:
+            raise ValueError(f"e2 {e2.shape}, n_pivots {n_piv.shape} and pivots {piv.shape} must have {m} rows")
+        if n_piv_cols is None:
+            n_piv_cols = piv.shape[1]
+        elif piv.shape[1] != n_piv_cols:
+            raise ValueError(f"pivots have {piv.shape[1]} columns in one chunk and {n_piv_cols} in another")
+        if m:
+            key = e1.astype(np.int64) << 32 | e2.astype(np.int64)
+            if (np.diff(key) < 0).any() or (last is not None and key[0] < last):
+                raise ValueError("pair chunks must be sorted by (e1, e2), each after the previous one")
+            last = key[-1]
+        n += m
+        n_pairs += (sc > 0).sum(axis=0)  # 0 and NaN: the model does not propose the pair
+        used = _used_ids(used, e1, e2)
+        used_f = _used_ids(used_f, piv[piv >= 0])
+    if n_piv_cols is None:
+        n_piv_cols = 3
+    n_pairs = n_pairs.tolist()
     missing = [f for f in used_f.tolist() if f not in foreign]
     if missing:
         raise ValueError(f"{len(missing)} pivot id(s) have no text in `foreign`, e.g. {missing[:5]}")
-    n_piv_cols = pivots.shape[1]
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -142,7 +206,6 @@ def write_database(
         conn.executescript(schema_sql(len(stored), n_piv_cols))
         conn.execute("BEGIN")  # one transaction for the whole load
 
-        used = _used_ids(e1, e2)
         conn.executemany(
             "INSERT INTO phrase VALUES (?, ?, ?, ?)",
             ((i, phrases[i], phrases[i].count(" ") + 1, int(phrase_counts[i])) for i in used.tolist()),
@@ -150,23 +213,22 @@ def write_database(
         conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)",
                          ((int(f), foreign[f]) for f in sorted(foreign)))
 
-        # Primary-key order; a duplicate pair fails the insert (and the write) below.
-        order = np.lexsort((e2, e1))
-        absent = ~(scores > 0)  # 0 and NaN: the model does not propose the pair
-        n_pairs = (n - absent.sum(axis=0)).tolist() if n else [0] * len(stored)
+        # Pass 2: the rows, in primary-key order (a duplicate pair fails the insert and the write).
         insert = f"INSERT INTO pair VALUES ({', '.join('?' * (3 + n_piv_cols + len(stored)))})"
         with tqdm(total=n, desc="database: pairs", unit="row", unit_scale=True,
                   disable=not progress, mininterval=1.0) as bar:
-            for start in range(0, n, batch_rows):
-                idx = order[start:start + batch_rows]
-                piv = pivots[idx]
-                sc = scores[idx]
-                ab = absent[idx]
-                columns = [e1[idx].tolist(), e2[idx].tolist(), n_pivots[idx].tolist()]
-                columns += [_masked(piv[:, j], piv[:, j] < 0) for j in range(n_piv_cols)]
-                columns += [_masked(sc[:, j], ab[:, j]) for j in range(len(stored))]
-                conn.executemany(insert, zip(*columns))
-                bar.update(len(idx))
+            for c in chunks():
+                e1, e2, n_piv, piv = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots))
+                scores = np.asarray(c.p, dtype=np.float64)
+                for start in range(0, len(e1), batch_rows):
+                    sl = slice(start, start + batch_rows)
+                    pv, sc = piv[sl], scores[sl]
+                    ab = ~(sc > 0)
+                    columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
+                    columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
+                    columns += [_masked(sc[:, j], ab[:, j]) for j in range(len(stored))]
+                    conn.executemany(insert, zip(*columns))
+                    bar.update(len(sc))
 
         # A model's pair count is stored so that n_pairs() need not scan the table; a combined
         # model proposes exactly its base model's pairs.
