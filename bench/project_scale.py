@@ -4,8 +4,9 @@
 
 Inputs (all measured by the benchmark scripts, kept in bench/results/):
 
-* determinism-final.json: three clean bio builds of this release; the median seconds of every
-  stage that runs in the build's own process or aligns;
+* determinism-stream.json: the clean bio build of this release's final code (quiet machine);
+  the seconds of every stage that runs in the build's own process or aligns, the database
+  write's seconds and its peak;
 * scale.json: the bio bitext at 1x..8x (copies). Its wall times were taken on a machine shared
   with other builds, so the growth is read from ``cpu_s`` (user + system seconds of the whole
   process tree, which contention does not inflate): the fitted exponent of cpu_s over the
@@ -57,7 +58,7 @@ def main():
     ap.add_argument("--nodes", type=int, nargs="*", default=[1, 8, 32, 128])
     args = ap.parse_args()
 
-    det = json.loads((RESULTS / "determinism-final.json").read_text())["builds"]
+    det = json.loads((RESULTS / "determinism-stream.json").read_text())["builds"]
     scale = json.loads((RESULTS / "scale.json").read_text())
     multi = json.loads((RESULTS / "scale-multi.json").read_text())
     builds = {int(s): b for s, b in scale["scales"].items()}
@@ -74,9 +75,11 @@ def main():
     streamed_1x = sum(v for k, v in quiet.items()
                       if not k.startswith("align.") and k not in SHARDED and k not in CONSTANT)
     constant = sum(quiet.get(k, 0.0) for k in CONSTANT)
-    _, b_cpu = fit_power(scales, [builds[s]["cpu_s"] for s in scales])
+    with_cpu = [s for s in scales if "cpu_s" in builds[s]]
+    _, b_cpu = fit_power(with_cpu, [builds[s]["cpu_s"] for s in with_cpu])
 
-    compared = {1: scale["workers"], **{int(k.split("_x")[1]): v for k, v in scale.items() if k.startswith("workers_x")}}
+    compared = {1: scale["workers"], **{int(k[len("workers_x"):]): v for k, v in scale.items()
+                                        if k.startswith("workers_x") and k[len("workers_x"):].isdigit()}}
     at = max(compared)
     w = compared[at]
     efficiency = w["speedup_extract_pivot"] / 2
@@ -88,8 +91,9 @@ def main():
     pairs_target = builds[1]["n_pairs"] * s_target ** b_pairs
     # The database write's peak (the build process holding the pruned pairs' rows).
     store_peak = lambda b: b["peak_rss_tree_gib_by_stage"]["store"]
-    b_peak = math.log(store_peak(multi) / store_peak(builds[1])) / math.log(r_sent)
-    peak_target = store_peak(builds[1]) * s_target ** b_peak
+    bio_store_peak = statistics.median(store_peak(b) for b in det)
+    b_peak = math.log(store_peak(multi) / bio_store_peak) / math.log(r_sent)
+    peak_target = bio_store_peak * s_target ** b_peak
     serial = streamed_1x * s_target + constant + store_1x * pairs_target / builds[1]["n_pairs"]
 
     per_language = align_1x * s_target / args.languages
