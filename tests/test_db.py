@@ -299,6 +299,19 @@ def test_chunked_write_is_the_same_file_as_the_whole_table(tmp_path):
                                     chunks=parts, foreign=FOREIGN, models=MODELS, meta=META)
     assert _sha256(chunked) == _sha256(whole)
     assert len(seen) == 2  # read twice: ids and counts, then rows
+    # Texts asked for after the first pass, for exactly the ids the pairs use: the same file.
+    asked = {}
+
+    def texts(table, name):
+        def lookup(ids):
+            asked[name] = ids.tolist()
+            return {i: table[i] for i in ids.tolist()}
+        return lookup
+
+    lazy = write_database_chunks(tmp_path / "lazy.db", phrases=texts(PHRASES, "e"), phrase_counts=np.array([10, 4, 7, 2]),
+                                 chunks=parts, foreign=texts(FOREIGN, "f"), models=MODELS, meta=META)
+    assert _sha256(lazy) == _sha256(whole)
+    assert asked == {"e": [0, 1, 2, 3], "f": [0, 1, 2]}
 
 
 def test_chunks_out_of_key_order_are_refused_and_leave_no_file(tmp_path):

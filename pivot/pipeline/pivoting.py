@@ -129,7 +129,7 @@ class Paraphrases:
         """``paraphrases.json``: the files holding consecutive e1 ranges, in order, and the meta.
 
         The pivot stage leaves one file per range of English rows; this index makes them one
-        table for :meth:`load_parts` (an empty range may have no pairs).
+        table, read in turn by :meth:`iter_parts` (an empty range may have no pairs).
         """
         index = {"parts": [Path(p).name for p in parts], "n_pairs": [int(n) for n in n_pairs],
                  "meta": {**meta, "n_pairs_out": int(sum(n_pairs))}}
@@ -156,12 +156,6 @@ class Paraphrases:
             if fields["e1"].shape[0] != n:
                 raise ValueError(f"{folder / name}: {fields['e1'].shape[0]} pairs, the index says {n}")
             yield cls(**fields, meta=index["meta"])
-
-    @classmethod
-    def load_parts(cls, folder) -> "Paraphrases":
-        """The row ranges of :meth:`iter_parts` concatenated into one table in memory."""
-        parts = list(cls.iter_parts(folder))
-        return cls(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in _PARA_FIELDS}, meta=parts[0].meta)
 
     @classmethod
     def load(cls, path) -> "Paraphrases":

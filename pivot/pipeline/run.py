@@ -685,13 +685,6 @@ class Pipeline:
         from pivot.store.write import write_database_chunks
 
         index = Paraphrases.read_index(self.pivot_dir[0])
-        # The table is read in row ranges, never whole: here for the phrases and pivots it
-        # uses, then twice by the database write (pivot.store.write).
-        e_used, f_used = [], []
-        for part in self.paraphrase_parts():
-            e_used.append(np.unique(np.concatenate([part.e1, part.e2])))
-            f_used.append(np.unique(part.pivots[part.pivots >= 0]))
-        e_used, f_used = np.unique(np.concatenate(e_used)), np.unique(np.concatenate(f_used))
         n_pairs_out = int(sum(index["n_pairs"]))
         # The sharded stages are done: the workers' memory goes back to the system before the
         # combination and the database are written here.
@@ -711,12 +704,17 @@ class Pipeline:
         e_vocab = corpus.Vocab.load(encode_dir / "vocab.en")
         f_vocabs = [corpus.Vocab.load(encode_dir / f"vocab.{lang}") for lang in self.langs]
         f_lang_of_token = np.load(encode_dir / "f_lang.npy")
-        # Text only for the phrases the database stores: most phrases pivot to nothing.
+        # Text only for the phrases the database stores (most phrases pivot to nothing): the
+        # write finds which in its first pass over the row ranges and asks for their texts.
         e_rows, e_count = phrase_rows(self._part_paths("e"), self.phrase_keys)
-        e_text = phrase_texts(e_rows, e_vocab.tokens, e_used)
         f_keys = np.load(self.translation_dir[0] / "structure" / "f_key.npy")
-        f_text = dict(zip(f_used.tolist(), foreign_phrase_texts(foreign_rows(self._part_paths("f"), f_keys[f_used]),
-                                                               f_vocabs, self.langs, f_lang_of_token)))
+
+        def e_text(e_used):
+            return phrase_texts(e_rows, e_vocab.tokens, e_used)
+
+        def f_text(f_used):
+            return dict(zip(f_used.tolist(), foreign_phrase_texts(foreign_rows(self._part_paths("f"), f_keys[f_used]),
+                                                                  f_vocabs, self.langs, f_lang_of_token)))
         tstats = json.loads((self.translation_dir[0] / "translation.json").read_text())
 
         prune = self.rec["pivot"]

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot.pipeline.engine import atomic_save_npz
+from pivot.pipeline.extract import partition_of
 
 
 def _segments(*keys) -> np.ndarray:
@@ -99,8 +100,6 @@ def merge_by_e(part_paths: list, p: int, n_parts: int, out_path, min_phrase_coun
     Also decides each model's minimum-count rule per English phrase (n_k(e) >= min_phrase_count,
     summed over shards) and hands it on per pair as ``e_ok`` (uint8, one column per model).
     """
-    from pivot.pipeline.extract import partition_of
-
     out_path = Path(out_path)
     if out_path.is_file():
         return {"reused": True}
@@ -218,8 +217,6 @@ def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_giv
     kept_e = a["e_key"][kept]
     # For round 4's row tasks: the kept entries of each English partition p (still in (f, e)
     # order), so the task that writes the rows of partition p reads exactly its entries.
-    from pivot.pipeline.extract import partition_of
-
     n_parts = len(e_paths)
     e_part = partition_of(kept_e, n_parts)
     kept_p_fe = p_fe[kept]
@@ -250,8 +247,6 @@ def assemble(f_paths: list, out_dir, engine=None) -> dict:
     range. Partitions are key ranges, so a partition's ids, columns and rows are contiguous.
     """
     from pivot.pipeline.engine import Engine
-    from pivot.pipeline.extract import partition_of
-
     engine = engine or Engine(workers=1)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

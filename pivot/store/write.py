@@ -5,8 +5,9 @@ Python object per pair for the whole table: rows go in primary-key order (which 
 append to the WITHOUT ROWID b-tree instead of splitting pages all over it), one batch at a
 time converted to Python values for `executemany`. The build hands the table over as chunks
 in key order (`write_database_chunks`, the pivot stage's row ranges read in turn), so the
-write holds one chunk of pairs, not the table; `write_database` takes whole arrays. Ranks and reverse probabilities are not stored; the reader derives them from
-the pair rows of one phrase, which are few.
+write holds one chunk of pairs, not the table; `write_database` takes whole arrays. Ranks
+and reverse probabilities are not stored; the reader derives them from the pair rows of one
+phrase, which are few.
 
 The file is built under a temporary name in the destination folder and renamed into place
 only when complete, so a reader never sees half a database; any exception removes it. Equal
@@ -145,7 +146,9 @@ def write_database_chunks(
     """:func:`write_database` for a table too large to hold at once: ``chunks()`` returns a fresh
     iterable of :class:`PairChunk` (or objects with the same fields), each sorted by (e1, e2)
     and following the previous one in that order. It is read twice (ids and counts, then rows),
-    so the write holds one chunk of pairs, never the table.
+    so the write holds one chunk of pairs, never the table. ``phrases`` and ``foreign`` may
+    also be functions of the ids the pairs use (ascending), called after the first pass, so
+    that a caller builds texts only for the phrases stored.
     """
     from tqdm import tqdm
 
@@ -162,6 +165,8 @@ def write_database_chunks(
     n, n_piv_cols = 0, None
     n_pairs = np.zeros(len(stored), dtype=np.int64)
     used, used_f, last = np.zeros(0, np.int64), np.zeros(0, np.int64), None
+    # Integer arrays keep their dtype (the pipeline's are int32): a copy per column would cost
+    # hundreds of MB at a real build's size, and .tolist() gives Python ints either way.
     for c in chunks():
         e1, e2, n_piv, piv, sc = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots),
                                   np.asarray(c.p, dtype=np.float64))
@@ -188,6 +193,10 @@ def write_database_chunks(
     if n_piv_cols is None:
         n_piv_cols = 3
     n_pairs = n_pairs.tolist()
+    if callable(phrases):
+        phrases = phrases(used)
+    if callable(foreign):
+        foreign = foreign(used_f)
     missing = [f for f in used_f.tolist() if f not in foreign]
     if missing:
         raise ValueError(f"{len(missing)} pivot id(s) have no text in `foreign`, e.g. {missing[:5]}")
