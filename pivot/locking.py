@@ -33,7 +33,8 @@ LOCK_NAME = ".lock"
 PER_CORE = 4
 
 # Temporary names that carry the writer's pid, as the project's writers spell them:
-#   .NAME.tmp-PID   pivot.store.write, pivot.store.labels, pivot.pipeline.engine.atomic_save_npz
+#   .NAME.tmp-PID   pivot.store.write, pivot.store.labels, pivot.pipeline.engine.atomic_save_npz,
+#                   pivot.pipeline.bundle.save_bundle
 #   .NAME.PID.tmp   pivot.pipeline.align (chunk and link files)
 #   NAME.tmpPID     pivot.pipeline.lm (ARPA files)
 _TMP_PATTERNS = (

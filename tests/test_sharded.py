@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from pivot.pipeline import pivoting, translation
+from pivot.pipeline.bundle import open_bundle
 from pivot.pipeline.engine import Engine, atomic_save_npz
 from pivot.pipeline.extract import (_whole_pair_links, extract_phrase_pairs, extract_shard, partition_of,
                                     phrase_keys)
@@ -53,13 +54,13 @@ def sharded(tmp, bitext, weights, *, shard_sentences, n_parts, max_len=3, top_n=
     tmp.mkdir(parents=True, exist_ok=True)
     np.save(tmp / "weights.npy", weights)
     shards = write_shards(tmp, bitext, shard_sentences, whole)
-    x = [tmp / f"x-{i}.npz" for i in range(len(shards))]
+    x = [tmp / f"x-{i}.arrays" for i in range(len(shards))]
     engine.map(extract_shard, [(p, tmp / "weights.npy", s0, max_len, n_parts, out)
                                for (p, s0), out in zip(shards, x)], name="extract")
-    e_paths = [tmp / f"e-{p}.npz" for p in range(n_parts)]
+    e_paths = [tmp / f"e-{p}.arrays" for p in range(n_parts)]
     engine.map(translation.merge_by_e, [(x, p, n_parts, e_paths[p], min_phrase_count) for p in range(n_parts)],
                name="merge-e")
-    f_paths = [tmp / f"f-{q}.npz" for q in range(n_parts)]
+    f_paths = [tmp / f"f-{q}.arrays" for q in range(n_parts)]
     prune = dict(min_p_f_given_e=min_p_f_given_e, min_p_e_given_f=min_p_e_given_f, max_e_per_f=max_e_per_f,
                  min_phrase_count=min_phrase_count)
     for q in range(n_parts):
@@ -67,12 +68,12 @@ def sharded(tmp, bitext, weights, *, shard_sentences, n_parts, max_len=3, top_n=
     translation.assemble(f_paths, tmp / "structure")
     s = pivoting.load_structure(tmp / "structure", mmap=False)
     ranges = pivoting.row_ranges(s["row_ptr"], s["col_ptr"], s["row_f"], 3)
-    outs = [tmp / f"rows-{i}.npz" for i in range(len(ranges))]
+    outs = [tmp / f"rows-{i}.arrays" for i in range(len(ranges))]
     engine.map(pivoting.pivot_rows, [(tmp / "structure", lo, hi, top_n, out) for (lo, hi), out in zip(ranges, outs)],
                name="pivot")
     para = {}
     for path in outs:
-        with np.load(path) as z:
+        with open_bundle(path) as z:
             for f in z.files:
                 para.setdefault(f, []).append(z[f])
     para = {f: np.concatenate(v) for f, v in para.items()}
@@ -260,10 +261,10 @@ def test_tasks_are_idempotent(tmp_path):
     rng = np.random.default_rng(1)
     bitext = random_bitext(rng, 20)
     sharded(tmp_path, bitext, np.ones((20, 1)), shard_sentences=10, n_parts=2)
-    before = {p.name: p.read_bytes() for p in tmp_path.glob("*.npz")}
-    out = extract_shard(tmp_path / "shard-0.npz", tmp_path / "weights.npy", 0, 3, 2, tmp_path / "x-0.npz")
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("*.arrays")}
+    out = extract_shard(tmp_path / "shard-0.npz", tmp_path / "weights.npy", 0, 3, 2, tmp_path / "x-0.arrays")
     assert out["reused"] is True
-    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.npz")} == before
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.arrays")} == before
     assert not list(tmp_path.glob(".*tmp-*"))
 
 
@@ -285,13 +286,13 @@ def _run_on(engine, tmp, bitext, weights, kill=False):
     tmp.mkdir()
     np.save(tmp / "weights.npy", weights)
     shards = write_shards(tmp, bitext, 8)
-    x = [tmp / f"x-{i}.npz" for i in range(len(shards))]
+    x = [tmp / f"x-{i}.arrays" for i in range(len(shards))]
     fn, extra = (_extract_killing_its_worker, (tmp / "killed",)) if kill else (extract_shard, ())
     engine.map(fn, [(*extra, p, tmp / "weights.npy", s0, 3, 3, out) for (p, s0), out in zip(shards, x)],
                name="extract")
-    e_paths = [tmp / f"e-{p}.npz" for p in range(3)]
+    e_paths = [tmp / f"e-{p}.arrays" for p in range(3)]
     engine.map(translation.merge_by_e, [(x, p, 3, e_paths[p], 2) for p in range(3)], name="merge-e")
-    return {p.name: p.read_bytes() for p in sorted(tmp.glob("[xe]-*.npz"))}
+    return {p.name: p.read_bytes() for p in sorted(tmp.glob("[xe]-*.arrays"))}
 
 
 def test_dask_workers_same_bytes_and_a_killed_worker_changes_nothing(tmp_path):

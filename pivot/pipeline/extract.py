@@ -281,14 +281,14 @@ def extract_shard(shard_path, weights_path, start: int, max_len: int, n_parts: i
     """Round 1 of the sharded count: extract one shard, write its pairs split into partitions.
 
     Reads the shard's arrays (see pivot.pipeline.encode) and rows [start, start + n) of the
-    weight matrix; writes ``out_path`` (one .npz) holding, for each partition p of the English
+    weight matrix; writes ``out_path`` (one bundle, see pivot.pipeline.bundle) holding, for each partition p of the English
     key range, ``p{p}_e_key``, ``p{p}_f_key`` (uint64, sorted by (e, f)), ``p{p}_counts``
     (float64, one column per model), ``p{p}_support`` (int64) and the token rows behind the
     keys (``p{p}_e_rows`` for the partition's English phrases, with their per-model
     observation counts ``p{p}_e_nobs``, see :class:`PhraseTable`; ``q{p}_f_rows``/``q{p}_f_key``
     for foreign phrases of foreign key range p). Idempotent: an existing output is kept.
     """
-    from pivot.pipeline.engine import atomic_save_npz
+    from pivot.pipeline.bundle import save_bundle
 
     out_path = Path(out_path)
     if out_path.is_file():
@@ -329,6 +329,6 @@ def extract_shard(shard_path, weights_path, start: int, max_len: int, n_parts: i
         arrays[f"p{p}_e_nobs"] = table.e_nobs[mine]
         mine = np.flatnonzero(f_part == p)
         arrays[f"q{p}_f_dict_key"], arrays[f"q{p}_f_rows"] = f_key_of[mine], f_rows[mine]
-    atomic_save_npz(out_path, **arrays)
+    save_bundle(out_path, **arrays)
     return {"shard": str(shard_path), "reused": False, "n_sentences": n, "n_pairs": int(len(e_key)),
             "n_e": int(len(e_rows)), "n_f": int(len(f_rows))}

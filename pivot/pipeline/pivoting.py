@@ -59,6 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot._native import _counts
+from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.pipeline.extract import PhraseTable
 
 # Defaults follow PPDB/Thrax practice: the cost of the product is sum_f deg(f)^2, so the few
@@ -151,7 +152,7 @@ class Paraphrases:
         folder = Path(folder)
         index = cls.read_index(folder)
         for name, n in zip(index["parts"], index["n_pairs"]):
-            with np.load(folder / name, allow_pickle=False) as z:
+            with open_bundle(folder / name) as z:
                 fields = {f: z[f] for f in _PARA_FIELDS}
             if fields["e1"].shape[0] != n:
                 raise ValueError(f"{folder / name}: {fields['e1'].shape[0]} pairs, the index says {n}")
@@ -365,15 +366,13 @@ def pivot_rows(structure_dir, lo: int, hi: int, top_n: int, out_path, n_threads:
     own rows and the columns they reach. Writes e1, e2, p, n_pivots, pivots for its rows;
     rule (c) (the floor ``min_p_e2_given_e1``, and ``top_n`` when > 0) is applied per model.
     """
-    from pivot.pipeline.engine import atomic_save_npz
-
     out_path = Path(out_path)
     if out_path.is_file():
-        with np.load(out_path) as done:
+        with open_bundle(out_path) as done:
             return {"reused": True, "n_pairs": int(done["e1"].shape[0])}
     z = load_structure(structure_dir)
     e1, e2, p, n_pivots, pivots = _counts.pivot_product(
         z["row_ptr"], z["row_f"], z["p_fe"], z["col_ptr"], z["col_e"], z["p_ef"], int(top_n),
         resolve_threads(n_threads), 0, int(lo), int(hi), float(min_p_e2_given_e1))
-    atomic_save_npz(out_path, e1=e1, e2=e2, p=p, n_pivots=n_pivots, pivots=pivots)
+    save_bundle(out_path, e1=e1, e2=e2, p=p, n_pivots=n_pivots, pivots=pivots)
     return {"reused": False, "n_pairs": int(len(e1))}

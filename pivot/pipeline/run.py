@@ -37,7 +37,7 @@ log = logging.getLogger("pivot")
 
 # Bump a stage's version when its code changes what it writes: old artifacts then miss.
 STAGE_VERSIONS = {"corpus": 1, "align": 1, "encode": 2, "lmtext": 4, "lm": 3, "score": 4,
-                  "weights": 3, "extract": 3, "translation": 3, "pivot": 4, "combine": 2}
+                  "weights": 3, "extract": 4, "translation": 4, "pivot": 5, "combine": 2}
 
 
 def _key(parts) -> str:
@@ -520,7 +520,7 @@ class Pipeline:
         def produce(tmp):
             weights = self.weights[0] / "weights.npy"
             tasks = [(self.encoded[0] / sh["file"], weights, sh["start"], max_len, n_parts,
-                      tmp / f"x-{i:05d}.npz") for i, sh in enumerate(self.shards["shards"])]
+                      tmp / f"x-{i:05d}.arrays") for i, sh in enumerate(self.shards["shards"])]
             done = self.engine.map(extract.extract_shard, tasks, name="extract",
                                    cost=[sh.get("english_tokens", sh["n"]) for sh in self.shards["shards"]])
             (tmp / "extract.json").write_text(json.dumps({"n_parts": n_parts, "n_shards": len(tasks),
@@ -537,13 +537,13 @@ class Pipeline:
         prune = {k: v for k, v in self.rec["pivot"].items() if k in _ENTRY_PRUNING}
         x_dir = self.table_dir[0]
         n_parts = json.loads((x_dir / "extract.json").read_text())["n_parts"]
-        x_paths = sorted(x_dir.glob("x-*.npz"))
+        x_paths = sorted(x_dir.glob("x-*.arrays"))
 
         def produce(tmp):
-            e_paths = [tmp / f"e-{p:04d}.npz" for p in range(n_parts)]
+            e_paths = [tmp / f"e-{p:04d}.arrays" for p in range(n_parts)]
             self.engine.map(T.merge_by_e, [(x_paths, p, n_parts, e_paths[p], prune["min_phrase_count"])
                                            for p in range(n_parts)], name="merge-e")
-            f_paths = [tmp / f"f-{q:04d}.npz" for q in range(n_parts)]
+            f_paths = [tmp / f"f-{q:04d}.arrays" for q in range(n_parts)]
             stats = self.engine.map(_merge_by_f_task, [(e_paths, x_paths, q, f_paths[q], prune)
                                                        for q in range(n_parts)], name="merge-f")
             shape = T.assemble(f_paths, tmp / "structure", self.engine)
@@ -558,7 +558,7 @@ class Pipeline:
         return self.wd.stage("translation", {"extract": self.table_dir[1]}, prune, produce)
 
     def _part_paths(self, prefix: str) -> list[Path]:
-        return sorted(self.translation_dir[0].glob(f"{prefix}-*.npz"))
+        return sorted(self.translation_dir[0].glob(f"{prefix}-*.arrays"))
 
     @cached_property
     def pivot_dir(self) -> tuple[Path, str]:
@@ -578,7 +578,7 @@ class Pipeline:
             ranges = pivoting.row_ranges(np.asarray(s["row_ptr"]), np.asarray(s["col_ptr"]), np.asarray(s["row_f"]),
                                          n_tasks)
             del s
-            parts = [tmp / f"rows-{i:04d}.npz" for i in range(len(ranges))]
+            parts = [tmp / f"rows-{i:04d}.arrays" for i in range(len(ranges))]
             # In process the kernel's own threads share the work; on a cluster, the workers do.
             threads = self.threads if self.engine.in_process else 1
             done = self.engine.map(pivoting.pivot_rows, [(structure, lo, hi, top_n, path, threads, floor)

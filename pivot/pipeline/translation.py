@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pivot.pipeline.engine import atomic_save_npz
+from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.pipeline.extract import partition_of
 
 
@@ -106,7 +106,7 @@ def merge_by_e(part_paths: list, p: int, n_parts: int, out_path, min_phrase_coun
     cols = {"e_key": [], "f_key": [], "counts": [], "support": []}
     dict_keys, dict_rows, dict_nobs = [], [], []
     for path in part_paths:
-        with np.load(path) as z:
+        with open_bundle(path) as z:
             for c in cols:
                 cols[c].append(z[f"p{p}_{c}"])
             dict_keys.append(z[f"p{p}_e_dict_key"])
@@ -144,7 +144,7 @@ def merge_by_e(part_paths: list, p: int, n_parts: int, out_path, min_phrase_coun
         for name, values in (("e_key", e_key), ("f_key", f_key), ("counts", counts), ("support", support),
                              ("p_fe", p_fe), ("e_count", e_count), ("e_ok", e_ok)):
             arrays[f"q{q}_{name}"] = values[mine]
-    atomic_save_npz(out_path, **arrays)
+    save_bundle(out_path, **arrays)
     return {"reused": False, "n_pairs": int(len(e_key)), "n_e": int(len(keys))}
 
 
@@ -157,14 +157,14 @@ def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_giv
     """
     out_path = Path(out_path)
     if out_path.is_file():
-        with np.load(out_path) as z:
+        with open_bundle(out_path) as z:
             st = z["stats"]
             return {**{k: int(v) for k, v in zip(_STAT_NAMES, st[:len(_STAT_NAMES)])},
                     "n_kept_by_model": st[len(_STAT_NAMES):].tolist()}
     names = ("e_key", "f_key", "counts", "support", "p_fe", "e_count", "e_ok")
     cols = {c: [] for c in names}
     for path in e_paths:
-        with np.load(path) as z:
+        with open_bundle(path) as z:
             for c in names:
                 cols[c].append(z[f"q{q}_{c}"])
     a = {c: np.concatenate(v) for c, v in cols.items()}
@@ -179,27 +179,26 @@ def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_giv
     owner = np.repeat(np.arange(len(col_start)), np.diff(np.append(col_start, len(a["f_key"]))))
     p_ef = _normalise(a["counts"], col_start, owner)
     p_fe = a["p_fe"]
-    n, K = a["counts"].shape
-    after_floors = np.zeros(n, dtype=bool)
-    keep_any = np.zeros(n, dtype=bool)
-    n_kept_by_model = []
-    for k in range(K):
-        c_k = a["counts"][:, k]
-        # Rule (a) on model k's own numbers.
-        keep = (c_k > 0) & (p_fe[:, k] >= min_p_f_given_e) & (p_ef[:, k] >= min_p_e_given_f) & (a["e_ok"][:, k] > 0)
-        after_floors |= keep
-        if max_e_per_f > 0 and keep.any():
-            # Rule (b): rank the survivors of each column by c_k (descending), then English key.
-            idx = np.flatnonzero(keep)
-            ranked = idx[np.lexsort((a["e_key"][idx], -c_k[idx], owner[idx]))]
-            first = _segments(owner[ranked])
-            rank = np.arange(len(ranked)) - np.repeat(first, np.diff(np.append(first, len(ranked))))
-            keep[ranked[rank >= max_e_per_f]] = False
-        # Model k's pruned entries contribute nothing to its pivot sums.
-        p_fe[~keep, k] = 0.0
-        p_ef[~keep, k] = 0.0
-        keep_any |= keep
-        n_kept_by_model.append(int(keep.sum()))
+    counts = a["counts"]
+    n, K = counts.shape
+    # Rule (a) for every model at once, each on its own numbers: whole-array passes, not one
+    # strided pass per model column (a column of an (n, K) array touches every cache line).
+    keep = (counts > 0) & (p_fe >= min_p_f_given_e) & (p_ef >= min_p_e_given_f) & (a["e_ok"] > 0)
+    after_floors = keep.any(axis=1)
+    for k in range(K if max_e_per_f > 0 else 0):
+        # Rule (b): rank the survivors of each column by c_k (descending), then English key.
+        idx = np.flatnonzero(keep[:, k])
+        if not len(idx):
+            continue
+        ranked = idx[np.lexsort((a["e_key"][idx], -counts[idx, k], owner[idx]))]
+        first = _segments(owner[ranked])
+        rank = np.arange(len(ranked)) - np.repeat(first, np.diff(np.append(first, len(ranked))))
+        keep[ranked[rank >= max_e_per_f], k] = False
+    # Each model's pruned entries contribute nothing to its pivot sums.
+    p_fe[~keep] = 0.0
+    p_ef[~keep] = 0.0
+    keep_any = keep.any(axis=1)
+    n_kept_by_model = [int(x) for x in keep.sum(axis=0)]
     kept = np.flatnonzero(keep_any)
     deg = np.bincount(owner[kept], minlength=len(col_start)) if len(kept) else np.zeros(0, np.int64)
     stats = np.array([n, int(after_floors.sum()), len(kept), int((deg.astype(np.int64) ** 2).sum()),
@@ -207,7 +206,7 @@ def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_giv
     # Foreign phrases with a kept entry, and their token rows.
     dict_keys, dict_rows = [], []
     for path in part_paths:
-        with np.load(path) as z:
+        with open_bundle(path) as z:
             dict_keys.append(z[f"q{q}_f_dict_key"])
             dict_rows.append(z[f"q{q}_f_rows"])
     keys, rows = _check_rows(np.concatenate(dict_keys), np.concatenate(dict_rows), "foreign")
@@ -223,7 +222,7 @@ def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_giv
     by_e = {}
     for p, mine in enumerate(_split(e_part, n_parts)):
         by_e[f"r{p}_e_key"], by_e[f"r{p}_f_key"], by_e[f"r{p}_p_fe"] = kept_e[mine], kept_f[mine], kept_p_fe[mine]
-    atomic_save_npz(out_path, e_key=kept_e, f_key=kept_f, p_ef=p_ef[kept], **by_e,
+    save_bundle(out_path, e_key=kept_e, f_key=kept_f, p_ef=p_ef[kept], **by_e,
                     r_counts=np.bincount(e_part, minlength=n_parts).astype(np.int64),
                     e_kept=np.unique(kept_e), f_dict_key=used, f_rows=rows[pos], stats=stats)
     return {**{k: int(v) for k, v in zip(_STAT_NAMES, stats[:len(_STAT_NAMES)])},
@@ -253,7 +252,7 @@ def assemble(f_paths: list, out_dir, engine=None) -> dict:
     n_parts = len(f_paths)
     e_kept, f_keys, n_entries, r_counts = [], [], [], []
     for path in f_paths:
-        with np.load(path) as z:
+        with open_bundle(path) as z:
             e_kept.append(z["e_kept"])
             f_keys.append(z["f_dict_key"])
             r_counts.append(z["r_counts"])
@@ -292,7 +291,7 @@ def write_columns(f_path, out_dir, col_off: int, f_off: int) -> dict:
     so a retried task needs no check.
     """
     out_dir = Path(out_dir)
-    with np.load(f_path) as z:
+    with open_bundle(f_path) as z:
         e_key, f_key, p_ef = z["e_key"], z["f_key"], z["p_ef"]
     e_keys = np.load(out_dir / "e_key.npy", mmap_mode="r")
     col_e = np.searchsorted(e_keys, e_key).astype(np.int32)
@@ -311,7 +310,7 @@ def write_rows(f_paths: list, p: int, out_dir, row_off: int, e_lo: int, e_hi: in
     out_dir = Path(out_dir)
     e_key, f_key, p_fe = [], [], []
     for path in f_paths:
-        with np.load(path) as z:
+        with open_bundle(path) as z:
             e_key.append(z[f"r{p}_e_key"])
             f_key.append(z[f"r{p}_f_key"])
             p_fe.append(z[f"r{p}_p_fe"])
@@ -367,7 +366,7 @@ def phrase_rows(e_paths: list, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray
     """(token rows, bitext counts) of the English phrases with these keys (sorted, all present)."""
     rows, counts = None, np.zeros(len(keys), dtype=np.int64)
     for path in e_paths:
-        with np.load(path) as z:
+        with open_bundle(path) as z:
             k = z["e_key"]
             if not len(k):
                 continue
@@ -390,7 +389,7 @@ def foreign_rows(f_paths: list, keys: np.ndarray) -> np.ndarray:
     """Token rows of the foreign phrases with these keys (sorted, all kept somewhere)."""
     rows = None
     for path in f_paths:
-        with np.load(path) as z:
+        with open_bundle(path) as z:
             k = z["f_dict_key"]
             if not len(k):
                 continue

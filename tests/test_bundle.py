@@ -1,0 +1,59 @@
+"""Bundles (pivot.pipeline.bundle): the sharded stages' files of named arrays."""
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from pivot.pipeline.bundle import open_bundle, save_bundle
+
+
+def test_members_come_back_exactly_in_order(tmp_path):
+    arrays = {"e_key": np.array([2**64 - 1, 0, 7], np.uint64), "counts": np.arange(12.0).reshape(4, 3) / 7,
+              "rows": np.array([[1, -1], [2, 3]], np.int32), "empty": np.zeros((0, 15)),
+              "flags": np.array([1, 0], np.uint8), "meta": np.array("{\"a\": 1}")}
+    save_bundle(tmp_path / "b.arrays", **arrays)
+    with open_bundle(tmp_path / "b.arrays") as b:
+        assert b.files == list(arrays)
+        assert "counts" in b and "missing" not in b
+        for name, value in arrays.items():
+            got = b[name]
+            assert got.dtype == value.dtype and got.shape == value.shape
+            assert got.tobytes() == value.tobytes()
+        assert b["e_key"][0] == 2**64 - 1
+
+
+def test_layout_is_npy_images_at_64_byte_offsets_then_the_index(tmp_path):
+    save_bundle(tmp_path / "b.arrays", a=np.array([1, 2, 3], np.int8), b=np.array([0.5]))
+    raw = (tmp_path / "b.arrays").read_bytes()
+    at, tag = struct.unpack("<Q8s", raw[-16:])
+    index = json.loads(raw[at:-16])
+    assert tag == b"PIVOTIDX" and list(index) == ["a", "b"]
+    # a: a 128-byte .npy header (numpy pads headers to 64) and 3 bytes; b starts at the next multiple of 64.
+    assert index == {"a": 0, "b": 192}
+    assert raw[:6] == b"\x93NUMPY" and raw[128:131] == b"\x01\x02\x03" and raw[131:192] == b"\0" * 61
+    assert raw[192:198] == b"\x93NUMPY" and at == 192 + 128 + 8
+
+
+def test_the_write_is_atomic_and_replaces(tmp_path):
+    path = tmp_path / "b.arrays"
+    save_bundle(path, a=np.arange(3))
+    save_bundle(path, a=np.arange(5))
+    with open_bundle(path) as b:
+        assert b["a"].tolist() == [0, 1, 2, 3, 4]
+    assert [p.name for p in tmp_path.iterdir()] == ["b.arrays"]
+    with pytest.raises(TypeError, match="Python objects"):
+        save_bundle(tmp_path / "c.arrays", a=np.array([{}], dtype=object))
+    assert [p.name for p in tmp_path.iterdir()] == ["b.arrays"]  # nothing half-written left
+
+
+def test_clear_errors_name_the_file(tmp_path):
+    save_bundle(tmp_path / "b.arrays", a=np.arange(3))
+    with open_bundle(tmp_path / "b.arrays") as b, pytest.raises(KeyError, match=r"b\.arrays: no member 'z'"):
+        b["z"]
+    (tmp_path / "short").write_bytes(b"abc")
+    with pytest.raises(ValueError, match=r"short: not a bundle \(3 bytes\)"):
+        open_bundle(tmp_path / "short")
+    np.savez(tmp_path / "z.npz", a=np.arange(3))
+    with pytest.raises(ValueError, match=r"z\.npz: not a bundle \(no index at its end\)"):
+        open_bundle(tmp_path / "z.npz")
