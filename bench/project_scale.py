@@ -4,7 +4,7 @@
 
 Inputs (all measured by the benchmark scripts, kept in bench/results/):
 
-* determinism-stream.json: the clean bio build of this release's final code (quiet machine);
+* determinism-bundles.json: the clean bio build of this release's final code (quiet machine);
   the seconds of every stage that runs in the build's own process or aligns, the database
   write's seconds and its peak;
 * scale.json: the bio bitext at 1x..8x (copies). Its wall times were taken on a machine shared
@@ -58,7 +58,7 @@ def main():
     ap.add_argument("--nodes", type=int, nargs="*", default=[1, 8, 32, 128])
     args = ap.parse_args()
 
-    det = json.loads((RESULTS / "determinism-stream.json").read_text())["builds"]
+    det = json.loads((RESULTS / "determinism-bundles.json").read_text())["builds"]
     scale = json.loads((RESULTS / "scale.json").read_text())
     multi = json.loads((RESULTS / "scale-multi.json").read_text())
     builds = {int(s): b for s, b in scale["scales"].items()}
