@@ -1,7 +1,7 @@
 """Spread of the headline APs over resamples of the training bitext.
 
     python bench/bench_resamples.py --data ../shared/data --tmp DIR [--seeds 3] [--fraction 0.8]
-        [--workers 2] [--reference DB --view-work WORK] [--reuse]
+        [--workers 2] [--reference DB --view-work WORK] [--reuse] [--markdown-only]
 
 For each seed s = 1..N the recipe (``recipes/bio.toml`` or ``--recipe``) is written again with
 ``[preprocess] sample_fraction = F`` and ``sample_seed = s``: its corpus stage keeps a
@@ -104,6 +104,11 @@ def _x(v, digits=1):
     return "–" if v is None else f"{100 * v:.{digits}f}"
 
 
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: a '|' (a signature's separator) escaped."""
+    return text.replace("|", "\\|")
+
+
 def _signed(v):
     return "–" if v is None else f"{100 * v:+.1f}"
 
@@ -122,6 +127,14 @@ def _spread(s, scale=100.0, sign=""):
     f = f"{sign}.1f"
     return (f"{scale * s['mean']:{f}} ± {scale * s['sd']:.1f} "
             f"[{scale * s['min']:{f}}, {scale * s['max']:{f}}]")
+
+
+def _sizes(figures) -> str:
+    """n (positive) of a gold set over the resamples: one value, or the range (a candidate set
+    is the union of a database's own proposals, so it differs between databases)."""
+    def span(values):
+        return str(values[0]) if min(values) == max(values) else f"{min(values)}–{max(values)}"
+    return f"{span([f['n'] for f in figures])} ({span([f['n_positive'] for f in figures])})"
 
 
 def markdown(result: dict) -> str:
@@ -146,26 +159,31 @@ def markdown(result: dict) -> str:
            "The in-bitext view is each resample's own bitext, so the in-bitext gold sets differ "
            "between resamples. ")
         + "AP and Δ abs ×100, Δ rel in % of General's AP, coverage = share of a gold set's pairs "
-        "(full-set) or candidates that General proposes, in %. Spread = mean ± sd (ddof 1) "
+        "(full-set) or candidates that General proposes, in %; a candidate set is the union of the "
+        "database's own top-20 proposals, so its size differs between databases. Spread = mean ± sd (ddof 1) "
         "[min, max] over the resamples. A resample holds "
         f"{100 * result['fraction']:.0f}% of the pairs, so its mean need not equal the full bitext's "
         "figure; the sd says how much a figure moves with the training bitext, to set beside the "
         "bootstrap intervals, which say how much it moves with the gold pairs.", "",
-        "| bitext | sentence pairs kept | ★ (chosen on dev) | signature |", "|---|---|---|---|"]
-    for r in runs:
+        "★ is the combination General+X with the best dev AP, ties broken by the larger name "
+        "(pivot.eval.evidence.select_on_dev); *tied* counts the combinations that share ★'s dev AP.", "",
+        "| bitext | sentence pairs kept | ★ (chosen on dev) | dev AP ×100: ★, General | tied | signature |",
+        "|---|---|---|---|---|---|"]
+    for label, r in [(f"seed {r['seed']}", r) for r in runs] + ([("full", ref)] if ref else []):
         kept = " + ".join(f"{v['kept']} {lang}" for lang, v in r["bitext"].items())
-        out.append(f"| seed {r['seed']} | {kept} | {r['star']} | `{r['signature']}` |")
-    if ref:
-        kept = " + ".join(f"{v['kept']} {lang}" for lang, v in ref["bitext"].items())
-        out.append(f"| full | {kept} | {ref['star']} | `{ref['signature']}` |")
+        dev = r["selection"].get("dev AP", {})
+        star = r["star"]
+        tied = sum(1 for m, v in dev.items() if "+" in m and star and v == dev.get(star))
+        out.append(f"| {label} | {kept} | {star} | {_x(dev.get(star))}, {_x(dev.get('general'))} | "
+                   f"{tied} of {sum(1 for m in dev if '+' in m)} | `{_cell(r['signature'])}` |")
     out += ["", "## Spread over the resamples", "",
             "| gold / protocol | n (positive) | General AP | ★ AP | Δ abs ×100 | Δ rel % | General coverage %"
             + (" | full bitext: General AP, ★ AP, Δ rel % |" if ref else " |"),
             "|---|---|---|---|---|---|---|" + ("---|" if ref else "")]
     for row in rows:
         s = result["spread"][row]
-        first = runs[0]["headline"][row]
-        line = (f"| {row} | {first['n']} ({first['n_positive']}) | {_spread(s['general_ap'])} | "
+        line = (f"| {row} | {_sizes([r['headline'][row] for r in runs if row in r['headline']])} | "
+                f"{_spread(s['general_ap'])} | "
                 f"{_spread(s['star_ap'])} | {_spread(s['delta_abs'], sign='+')} | "
                 f"{_spread(s['delta_rel_pct'], scale=1.0, sign='+')} | {_spread(s['general_coverage'])} |")
         if ref:
@@ -174,14 +192,15 @@ def markdown(result: dict) -> str:
                      f" {_x(f['general_ap'])}, {_x(f['star_ap'])}, {_rel(f['delta_rel_pct'])} |")
         out.append(line)
     out += ["", "## Per resample", "",
-            "| gold / protocol | bitext | General AP [95% CI] | ★ AP [95% CI] | Δ abs ×100 [95% CI] | "
-            "Δ rel % [95% CI] | General proposes |", "|---|---|---|---|---|---|---|"]
+            "| gold / protocol | bitext | n (positive) | General AP [95% CI] | ★ AP [95% CI] | "
+            "Δ abs ×100 [95% CI] | Δ rel % [95% CI] | General proposes |", "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         for label, r in [(f"seed {r['seed']}", r) for r in runs] + ([("full", ref)] if ref else []):
             f = r["headline"].get(row)
             if f is None:
                 continue
-            out.append(f"| {row} | {label} | {_x(f['general_ap'])}{_ci(f['general_ap_ci'])} | "
+            out.append(f"| {row} | {label} | {f['n']} ({f['n_positive']}) | "
+                       f"{_x(f['general_ap'])}{_ci(f['general_ap_ci'])} | "
                        f"{_x(f['star_ap'])}{_ci(f['star_ap_ci'])} | "
                        f"{_signed(f['delta_abs'])}{_ci(f['delta_abs_ci'], '+')} | "
                        f"{_rel(f['delta_rel_pct'], f['delta_rel_pct_ci'])} | "
@@ -194,8 +213,8 @@ def markdown(result: dict) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", required=True, help="data root (read only)")
-    ap.add_argument("--tmp", required=True, type=Path,
+    ap.add_argument("--data", help="data root (read only)")
+    ap.add_argument("--tmp", type=Path,
                     help="work dirs (deleted after each build), logs, and the databases under dbs/")
     ap.add_argument("--recipe", type=Path, default=ROOT / "recipes" / "bio.toml")
     ap.add_argument("--domain", default="bio", help="pivot eval --domain (the recipe's gold sets)")
@@ -210,7 +229,14 @@ def main():
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "resamples.json")
     ap.add_argument("--md", type=Path, default=ROOT / "docs" / "resamples.md")
+    ap.add_argument("--markdown-only", action="store_true",
+                    help="only write --md again from the results in --json (no build, no evaluation)")
     args = ap.parse_args()
+    if args.markdown_only:
+        args.md.write_text(markdown(json.loads(args.json.read_text(encoding="utf-8"))), encoding="utf-8")
+        return
+    if args.data is None or args.tmp is None:
+        sys.exit("--data and --tmp are needed to build and evaluate")
     if args.seeds < 2:
         sys.exit("--seeds: at least 2 resamples for a standard deviation")
     if not 0 < args.fraction < 1:
