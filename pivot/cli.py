@@ -100,6 +100,9 @@ def _add_eval(sub):
     evi.add_argument("--reference", default=None,
                      help="another database (e.g. the previous release's): its General's coverage "
                           "of each gold, and the ratio, in the report")
+    evi.add_argument("--json", default=None,
+                     help="write the figures (dev selection; per gold and protocol every model's AP, "
+                          "interval, Δ vs General and coverage) as JSON here")
     p.add_argument("--models", nargs="+", help="models to evaluate (default: all)")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
@@ -421,6 +424,9 @@ def cmd_eval(args) -> int:
     from pivot.eval import evaluate
     from pivot import recipes
 
+    if args.json and not ((args.domain or args.recipe) and (args.ontology_gold or args.rival or args.features)):
+        raise InputError("--json writes the evidence report's figures: give --domain/--recipe with "
+                         "--ontology-gold, --rival or --features")
     if args.domain or args.recipe:
         from pivot.eval.report import evaluate_recipe_sets
 
@@ -494,6 +500,14 @@ def _cmd_evidence(args, rec) -> int:
                 print()
     if args.report:
         print(f"report: {write_evidence_report(args.report, evd)}")
+    if args.json:
+        from pathlib import Path
+
+        from pivot.eval.evidence import evidence_json
+
+        Path(args.json).write_text(json.dumps(evidence_json(evd), indent=1, ensure_ascii=False) + "\n",
+                                   encoding="utf-8")
+        print(f"json: {args.json}")
     return 0
 
 

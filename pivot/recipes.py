@@ -116,7 +116,10 @@ _INT, _NUM, _BOOL, _STR = "an integer", "a number", "true or false", "a string"
 # section -> key -> (kind, low, high, choices); None: checked by a function below.
 SCHEMA = {
     "preprocess": {"max_tokens": (_INT, 2, None, None), "max_ratio": (_NUM, 1, None, None),
-                   "dedup": (_BOOL, None, None, None)},
+                   "dedup": (_BOOL, None, None, None),
+                   # A resample of the bitext (pivot.pipeline.corpus.sample_keeps); no default in
+                   # DEFAULTS, so that a recipe without them records and builds what it always did.
+                   "sample_fraction": (_NUM, 0, 1, None), "sample_seed": (_INT, 0, None, None)},
     "align": {"method": (_STR, None, None, ("ibm2", "eflomal", "pharaoh")), "model": (_INT, 1, 3, None),
               "length": (_NUM, 0, None, None), "pharaoh": None},
     "extract": {"max_phrase_len": (_INT, 1, None, None), "shard_sentences": (_INT, 1, None, None),
@@ -134,7 +137,7 @@ SCHEMA = {
     "eval": {"sets": None},
 }
 # Open lower bounds (a value must be strictly greater).
-_OPEN_LOW = {("align", "length")}
+_OPEN_LOW = {("align", "length"), ("preprocess", "sample_fraction")}
 GOLD_FORMATS = ("simlex", "ppdb-human", "pairs")
 MONO_FORMATS = ("conll", "openstax", "brown", "lines")
 
@@ -252,7 +255,7 @@ class _Checker:
         too_high = high is not None and value > high
         if too_low or too_high:
             if low is not None and high is not None:
-                rule = f"between {low} and {high}"
+                rule = f"greater than {low} and at most {high}" if open_low else f"between {low} and {high}"
             elif low is not None:
                 rule = f"greater than {low}" if open_low else f"at least {low}"
             else:
@@ -337,6 +340,11 @@ def validate(recipe: dict, path: Path, text: str | None = None) -> None:
                    f"{did_you_mean(lang, langs)}", line)
         if not isinstance(file, str) or not file:
             c.fail(f"[align] pharaoh {lang} = {toml_repr(file)}: must be a file path (a string)", line)
+    fraction = recipe.get("preprocess", {}).get("sample_fraction", 1)
+    if fraction < 1 and align.get("method") == "pharaoh":
+        c.fail(f"[preprocess] sample_fraction = {toml_repr(fraction)}: a resample changes the saved bitext, "
+               "which an [align] pharaoh file is line-aligned with; align with method \"ibm2\" or \"eflomal\"",
+               w.key("preprocess", "sample_fraction"))
     if align.get("method") == "pharaoh":
         missing = [lang for lang in langs if lang not in pharaoh]
         if missing:

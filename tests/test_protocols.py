@@ -6,11 +6,14 @@ Database (phrases treat 0, cure 1, handle 2, heal 3, gene 4), p(e2|e1) under gen
 general+dom: const 0, ln p_g 1, ln p_x 1: score = x/(1+x), x = p_g·p_x (each model's better direction).
 Gold: treat–cure +, treat–handle −, cure–heal +, heal–gene +, treat–gene −.
 """
+import json
+
 import numpy as np
 import pytest
 
+from pivot.cli import main
 from pivot.eval import protocols as pr
-from pivot.eval.evidence import run_evidence, write_evidence_report
+from pivot.eval.evidence import evidence_json, run_evidence, write_evidence_report
 from pivot.eval.rivals import EmbeddingCache, EmbeddingRival, cosine_scores
 from pivot.store.db import ParaphraseDB, write_database
 
@@ -150,6 +153,27 @@ def test_evidence_report(db, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the paper's Figure 2 (General + X) beside it; no ml-* model here, so no Figure 1
     assert "](figures/results-combined.png)" in text and "results-subsampled" not in text
+    # the same figures as data (pivot eval --json): the Headline row, General and ★
+    data = json.loads(json.dumps(evidence_json(evd), allow_nan=False))
+    assert data["selection"]["combination"] == "general+dom" and data["signature"] == "sig-p"
+    head = data["golds"]["bio"]["full-set"]["headline"]
+    assert head["star"] == "general+dom"
+    assert head["general"]["ap"] == pytest.approx((1 + 2 / 3 + 3 / 5) / 3, abs=1e-12)
+    assert (head["general"]["n_proposed"], head["general"]["coverage"]) == (3, 0.6)
+    star = head["star_figures"]
+    assert star["ap"] == pytest.approx(2.6 / 3, abs=1e-12)
+    # Δ = .866667 − .755556 = +.111111, +14.71 % of General's AP
+    assert star["delta_abs"] == pytest.approx(2.6 / 3 - 2.2667 / 3, abs=1e-4)
+    assert star["delta_rel_pct"] == pytest.approx(14.706, abs=1e-3)
+    assert star["ap_ci"][0] <= star["ap"] <= star["ap_ci"][1]
+    assert data["golds"]["bio"]["reference_general_proposed"] == [3, 5]
+
+
+def test_eval_json_needs_the_evidence_report(tmp_path, capsys):
+    assert main(["eval", str(tmp_path / "x.db"), "--gold", "g.txt", "--json", str(tmp_path / "o.json")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "--json writes the evidence report's figures" in err
+    assert not (tmp_path / "o.json").exists()
 
 
 def test_phrases_in_text(tmp_path):

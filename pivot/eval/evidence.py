@@ -420,6 +420,52 @@ def combination_section(evd: Evidence, best_c, rival) -> list[str]:
     return out
 
 
+def _num(v):
+    """A float for JSON: None where it is not finite (JSON has no NaN)."""
+    v = float(v)
+    return v if np.isfinite(v) else None
+
+
+def evidence_json(evd: Evidence) -> dict:
+    """The report's figures as data (``pivot eval ... --json FILE``): the dev-part selection and,
+    per gold set and protocol, every model's AP with its interval, its Δ vs General (paired
+    bootstrap) and its coverage. Areas and coverages are fractions, Δ rel in per cent; the
+    headline entry is the Headline table's row: General, the combination chosen on dev (★) and
+    ★'s Δ vs General."""
+    sel = evd.selection
+    best_c = sel.get("combination")
+
+    def model(m: pr.ModelAP) -> dict:
+        d = m.delta
+        return {"ap": _num(m.ap), "ap_ci": [_num(x) for x in m.ap_ci],
+                "delta_abs": None if d is None else _num(d.abs),
+                "delta_abs_ci": None if d is None else [_num(x) for x in d.abs_ci],
+                "delta_rel_pct": None if d is None else _num(d.rel_pct),
+                "delta_rel_pct_ci": None if d is None else [_num(x) for x in d.rel_pct_ci],
+                "n_proposed": m.n_proposed, "coverage": _num(m.coverage),
+                "n_positive_proposed": m.n_positive_proposed}
+
+    golds = {}
+    for name in evd.full:
+        golds[name] = {"reachable": list(evd.reachable.get(name, ())),
+                       "reference_general_proposed": list(evd.reference[name]) if name in evd.reference else None}
+        for proto, res in (("full-set", evd.full[name]), ("candidate", evd.candidate.get(name))):
+            if res is None or not res.models:
+                golds[name][proto] = None
+                continue
+            models = {m: model(r) for m, r in res.models.items()}
+            golds[name][proto] = {
+                "n": res.n, "n_positive": res.n_positive, "baseline": res.baseline,
+                "n_boot_dropped": res.n_boot_dropped,
+                "headline": {"general": models[res.baseline], "star": best_c,
+                             "star_figures": models.get(best_c) if best_c else None},
+                "models": models}
+    return {"database": evd.db_path, "signature": evd.signature, "settings": evd.settings,
+            "selection": {k: ({m: _num(v) for m, v in val.items()} if k == "dev AP" else val)
+                          for k, val in sel.items()},
+            "reference_signature": evd.reference_signature or None, "golds": golds}
+
+
 def write_evidence_report(path_md, evd: Evidence, command: str | None = None) -> Path:
     """Markdown with tables (AP with CIs, both protocols, per gold), coverage, PR plots, rival."""
     path_md = Path(path_md)

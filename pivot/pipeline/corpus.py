@@ -12,6 +12,7 @@ memory; :func:`load_bitext` builds the same result in memory as a :class:`Bitext
                    --row filters, blanks, is_section_header------> dropped, counted
                    --normalize_many (batches)--------------------> NFC, Moses tokens, lowercase
                    --length / ratio filter, dedup----------------> dropped, counted
+                   --resample (sample_fraction < 1 only)---------> dropped, counted
                    --> bitext.en, bitext.<lang>, origin.npy, meta.json
 
 Recipe sources (one ``[[bitext]]`` block per pivot language holds a list of them; paths are
@@ -58,6 +59,7 @@ import gzip
 import hashlib
 import itertools
 import json
+import math
 import os
 import re
 import struct
@@ -83,6 +85,11 @@ STAT_KEYS = ("read", "blank", "header", "empty", "too_long", "ratio", "duplicate
 # other formats are as they always were.
 FILTERED = "filtered"
 
+# Pairs a resample of the bitext leaves out ([preprocess] sample_fraction < 1, see
+# sample_keeps); only a resampled corpus carries this count, right after "duplicate", so the
+# statistics of a full corpus are as they always were.
+SAMPLED_OUT = "sampled_out"
+
 # Kinds of recipe source: sentence bitext, or a term list (dictionary of names).
 SOURCE_KINDS = ("sentences", "terms")
 
@@ -92,9 +99,64 @@ DATA_ROOT_HINT = "the data root is set by `--data DIR` or the PIVOT_DATA environ
 BATCH_LINES = 20_000
 
 
-def _new_stats(filtered=False):
+def _new_stats(filtered=False, sampled=False):
     keys = STAT_KEYS[:1] + (FILTERED,) + STAT_KEYS[1:] if filtered else STAT_KEYS
+    if sampled:
+        keys = keys[:-1] + (SAMPLED_OUT,) + keys[-1:]
     return {k: 0 for k in keys}
+
+
+# ----------------------------------------------------------------------------- resampling
+
+#: The [preprocess] keys of a resample of the bitext, with their defaults (fraction 1: every
+#: pair, no hashing, and neither key in the corpus stage's parameters: see sample_params).
+SAMPLE_DEFAULTS = {"sample_fraction": 1.0, "sample_seed": 0}
+
+
+def sample_params(preprocess: dict) -> dict:
+    """The corpus stage's [preprocess] parameters: the table as the recipe gives it when it
+    keeps every pair (fraction 1, or no sample key), so that the stage key, its artifact and
+    the database are those of a recipe without the keys; with a fraction below 1, both sample
+    keys (the seed defaulted), so that each resample has its own key and signature."""
+    out = {k: v for k, v in preprocess.items() if k not in SAMPLE_DEFAULTS}
+    fraction = preprocess.get("sample_fraction", SAMPLE_DEFAULTS["sample_fraction"])
+    if fraction < 1:
+        out["sample_fraction"] = fraction
+        out["sample_seed"] = preprocess.get("sample_seed", SAMPLE_DEFAULTS["sample_seed"])
+    return out
+
+
+def sample_limit(fraction: float) -> int:
+    """The 64-bit hash values a resample keeps are those below this: ceil(fraction * 2^64).
+
+    A pair is kept iff h < fraction * 2^64, i.e. iff h / 2^64 (uniform on [0, 1) over pairs)
+    < fraction; for an integer h that is h < ceil(fraction * 2^64). fraction * 2^64 is exact
+    in floating point (a power-of-two scaling), so the limit is exact too.
+    """
+    return math.ceil(fraction * 2.0 ** 64)
+
+
+def sample_keeps(pairs, fraction: float, seed: int) -> list[bool]:
+    """Whether a resample of the bitext keeps each normalised (english, foreign) pair.
+
+    h = the first 8 bytes of blake2b(str(seed) + "\\n" + english + "\\t" + foreign), read as a
+    big-endian integer; the pair is kept iff h < ceil(fraction * 2^64) (:func:`sample_limit`).
+    The hash of the pair's own text (the house rule of pivot.pipeline.run.cross_fit_folds):
+    each pair is kept with probability ``fraction`` independently of the others, the same
+    pairs on every run, machine and worker count, whatever the order of the input; a pair
+    repeated (in one source or several) is kept or left out as a whole. Seeds give
+    independent resamples of the same size in expectation.
+    """
+    limit, salt = sample_limit(fraction), _sample_salt(seed)
+    return [_sample_hash(salt, en, f) < limit for en, f in pairs]
+
+
+def _sample_salt(seed: int) -> bytes:
+    return str(seed).encode() + b"\n"
+
+
+def _sample_hash(salt: bytes, en: str, f: str) -> int:
+    return int.from_bytes(hashlib.blake2b(salt + f"{en}\t{f}".encode("utf-8"), digest_size=8).digest(), "big")
 
 
 # ----------------------------------------------------------------------------- damaged files
@@ -814,7 +876,7 @@ def source_kind(source):
     return kind
 
 
-def _plan(sources, lang, data_root):
+def _plan(sources, lang, data_root, sampled=False):
     """(readers per source, names, kinds, fresh stats per source), all checked up front."""
     data_root = Path(data_root)
     if len(sources) > np.iinfo(np.int16).max:
@@ -824,7 +886,7 @@ def _plan(sources, lang, data_root):
     if len(set(names)) != len(names):
         raise InputError(f"recipe source names repeat: {names}")
     kinds = [source_kind(s) for s in sources]
-    stats = [_new_stats(filtered=s["format"] == "tsv-gz") for s in sources]
+    stats = [_new_stats(filtered=s["format"] == "tsv-gz", sampled=sampled) for s in sources]
     return readers, names, kinds, stats
 
 
@@ -834,7 +896,7 @@ def _progress(quiet, **kwargs):
 
 
 def _kept_batches(readers, source_stats, lang, max_tokens, max_ratio, dedup, quiet, backend,
-                  batch_lines):
+                  batch_lines, sample=None):
     """Yield lists of kept (english, foreign, source index), in source order.
 
     Reads ``batch_lines`` raw pairs at a time, normalises them, applies the length rules
@@ -842,8 +904,13 @@ def _kept_batches(readers, source_stats, lang, max_tokens, max_ratio, dedup, qui
     (a set of the kept (english, foreign) strings), "digest" (a set of 8-byte blake2b
     digests of "english<TAB>foreign": a fixed 8 bytes of key per kept pair; two different
     pairs collide with probability about n^2 / 2^65, 3e-8 for a million pairs) or None.
+    ``sample``: (fraction, seed) of a resample (:func:`sample_keeps`), applied last, to the
+    pairs the rules and deduplication keep (the stats of each source then hold "sampled_out");
+    None keeps them all.
     """
     seen = set()
+    if sample is not None:
+        limit, salt = sample_limit(sample[0]), _sample_salt(sample[1])
     f_lang = tokenizer_lang(lang)
     blake2b = hashlib.blake2b
     with _progress(quiet, desc=f"read {lang}-en", unit=" lines") as bar:
@@ -868,6 +935,8 @@ def _kept_batches(readers, source_stats, lang, max_tokens, max_ratio, dedup, qui
                                 reason = "duplicate"
                             else:
                                 seen.add(key)
+                        if reason is None and sample is not None and _sample_hash(salt, en, f) >= limit:
+                            reason = SAMPLED_OUT
                         if reason is None:
                             reason = "kept"
                             kept.append((en, f, k))
@@ -877,7 +946,8 @@ def _kept_batches(readers, source_stats, lang, max_tokens, max_ratio, dedup, qui
 
 
 def _summary(names, source_stats, max_tokens, max_ratio, backend):
-    total = _new_stats(filtered=any(FILTERED in st for st in source_stats))
+    total = _new_stats(filtered=any(FILTERED in st for st in source_stats),
+                       sampled=any(SAMPLED_OUT in st for st in source_stats))
     for st in source_stats:
         for key, value in st.items():
             total[key] += value
@@ -908,7 +978,8 @@ def load_bitext(sources, lang, data_root, max_tokens=80, max_ratio=9.0, quiet=Fa
 
 
 def write_bitext(sources, lang, data_root, out_dir, max_tokens=80, max_ratio=9.0, dedup=True,
-                 quiet=False, backend="moses-cpp", batch_lines=BATCH_LINES):
+                 quiet=False, backend="moses-cpp", batch_lines=BATCH_LINES,
+                 sample_fraction=SAMPLE_DEFAULTS["sample_fraction"], sample_seed=SAMPLE_DEFAULTS["sample_seed"]):
     """Stream the corpus stage of one pivot language into ``out_dir``; return its meta dict.
 
     Writes ``bitext.en``, ``bitext.<lang>``, ``origin.npy`` and ``meta.json``, byte for byte
@@ -920,16 +991,21 @@ def write_bitext(sources, lang, data_root, out_dir, max_tokens=80, max_ratio=9.0
 
     ``dedup=False`` keeps repeated pairs (every "duplicate" count stays 0 and meta.json's
     stats say ``"dedup": false``): the scale benchmark feeds one corpus several times.
+    ``sample_fraction`` < 1 writes a resample of the bitext: of the pairs the rules and
+    deduplication keep, those :func:`sample_keeps` keeps for ``sample_seed`` (meta.json's
+    stats count the others as "sampled_out" and record ``"sample": {"fraction", "seed"}``);
+    at 1 (the default) nothing is hashed and the folder is that of a full corpus.
     Every file a source names is checked to exist before anything is written.
     """
-    readers, names, kinds, source_stats = _plan(sources, lang, data_root)
+    sample = (sample_fraction, sample_seed) if sample_fraction < 1 else None
+    readers, names, kinds, source_stats = _plan(sources, lang, data_root, sampled=sample is not None)
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     origin = array("h")
     with open(d / "bitext.en", "w", encoding="utf-8", newline="\n") as fe, \
             open(d / f"bitext.{lang}", "w", encoding="utf-8", newline="\n") as ff:
         for batch in _kept_batches(readers, source_stats, lang, max_tokens, max_ratio,
-                                   "digest" if dedup else None, quiet, backend, batch_lines):
+                                   "digest" if dedup else None, quiet, backend, batch_lines, sample):
             fe.writelines(t[0] + "\n" for t in batch)
             ff.writelines(t[1] + "\n" for t in batch)
             origin.extend(t[2] for t in batch)
@@ -937,6 +1013,8 @@ def write_bitext(sources, lang, data_root, out_dir, max_tokens=80, max_ratio=9.0
     stats = _summary(names, source_stats, max_tokens, max_ratio, backend)
     if not dedup:
         stats["dedup"] = False
+    if sample:
+        stats["sample"] = {"fraction": sample_fraction, "seed": sample_seed}
     meta = _bitext_meta(lang, len(origin), names, kinds, stats)
     _write_meta(d, meta)
     return meta

@@ -200,14 +200,17 @@ class Pipeline:
         from pivot.pipeline import corpus
 
         out = []
+        # A resample of the bitext ([preprocess] sample_fraction < 1) enters the key here; the
+        # full bitext's parameters are the table as always (corpus.sample_params).
+        preprocess = corpus.sample_params(self.rec["preprocess"])
         for spec in self.rec["bitext"]:
             lang = spec["lang"]
             files = [f for src in spec["sources"] for f in recipes.source_files(src, self.data_root, lang)]
             corpus_dir, corpus_key = self.wd.stage(
                 f"corpus.{lang}", {},
-                {"sources": spec["sources"], "data": self._fingerprint(files), "preprocess": self.rec["preprocess"]},
+                {"sources": spec["sources"], "data": self._fingerprint(files), "preprocess": preprocess},
                 lambda tmp, spec=spec: corpus.write_bitext(
-                    spec["sources"], spec["lang"], self.data_root, tmp, quiet=self.quiet, **self.rec["preprocess"]),
+                    spec["sources"], spec["lang"], self.data_root, tmp, quiet=self.quiet, **preprocess),
             )
             params = dict(self.rec["align"])
             pharaoh = params.pop("pharaoh", {}) or {}
@@ -719,9 +722,14 @@ class Pipeline:
 
         prune = self.rec["pivot"]
         final_key = _key([self.pivot_dir[1], self.combination[1] if self.combination else None])
+        # Only a resample of the bitext says so: a full bitext's signature is as it always was.
+        sample = corpus.sample_params(self.rec["preprocess"])
+        resample = ([f"sample:{sample['sample_fraction']!r}/seed{sample['sample_seed']}"]
+                    if "sample_fraction" in sample else [])
         signature = "|".join([
             f"pivot:{__version__}", f"recipe:{self.name}@{self.rec['_sha256'][:12]}",
-            f"data:{_key(self.fingerprints)[:12]}", f"align:{self.rec['align']['method']}@" + "+".join(self.wd.contents[f"align.{lang}"][:8] for lang in self.langs),
+            f"data:{_key(self.fingerprints)[:12]}", *resample,
+            f"align:{self.rec['align']['method']}@" + "+".join(self.wd.contents[f"align.{lang}"][:8] for lang in self.langs),
             f"maxlen:{self.rec['extract']['max_phrase_len']}", f"shards:{self.shard_sentences}/{self.shard_tokens}t",
             "prune:{min_p_f_given_e}/{min_p_e_given_f}/{max_e_per_f}/n{min_phrase_count}/floor{min_p_e2_given_e1}"
             "/per-model".format(**prune),
