@@ -6,7 +6,7 @@
 For each seed s = 1..N the recipe (``recipes/bio.toml`` or ``--recipe``) is written again with
 ``[preprocess] sample_fraction = F`` and ``sample_seed = s``: its corpus stage keeps a
 normalised sentence pair iff blake2b(s, english TAB foreign) / 2^64 < F
-(pivot.pipeline.corpus.sample_keeps), so each resample is the same on every run and machine and
+(pivot.pipeline.corpus.sample_keeper), so each resample is the same on every run and machine and
 the seeds' resamples are independent. Each is built as a child process (``pivot build --recipe
 ... --workers W``, measured as bench_determinism measures a build) into ``DIR/work-sS``, which is
 deleted once the database ``DIR/dbs/<name>-sS.db`` is written, and evaluated as the project

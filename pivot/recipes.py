@@ -117,7 +117,7 @@ _INT, _NUM, _BOOL, _STR = "an integer", "a number", "true or false", "a string"
 SCHEMA = {
     "preprocess": {"max_tokens": (_INT, 2, None, None), "max_ratio": (_NUM, 1, None, None),
                    "dedup": (_BOOL, None, None, None),
-                   # A resample of the bitext (pivot.pipeline.corpus.sample_keeps); no default in
+                   # A resample of the bitext (pivot.pipeline.corpus.sample_keeper); no default in
                    # DEFAULTS, so that a recipe without them records and builds what it always did.
                    "sample_fraction": (_NUM, 0, 1, None), "sample_seed": (_INT, 0, None, None)},
     "align": {"method": (_STR, None, None, ("ibm2", "eflomal", "pharaoh")), "model": (_INT, 1, 3, None),

@@ -1,6 +1,6 @@
 """Resamples of the bitext: [preprocess] sample_fraction and sample_seed.
 
-Rule (pivot.pipeline.corpus.sample_keeps): a normalised pair (english, foreign) is kept iff
+Rule (pivot.pipeline.corpus.sample_keeper): a normalised pair (english, foreign) is kept iff
 h < ceil(fraction * 2^64), h = the first 8 bytes, big-endian, of
 blake2b(str(seed) + "\\n" + english + "\\t" + foreign). The hash values of the corpus below,
 written out once with hashlib (h / 2^64 in brackets):
@@ -28,7 +28,7 @@ import pytest
 
 from pivot import recipes
 from pivot.cli import main
-from pivot.pipeline.corpus import sample_keeps, sample_limit, sample_params, write_bitext
+from pivot.pipeline.corpus import sample_keeper, sample_limit, sample_params, write_bitext
 from pivot.store.db import ParaphraseDB
 from test_preflight import Tiny
 
@@ -60,7 +60,8 @@ def test_sample_limit_is_exact():
 
 @pytest.mark.parametrize("seed, fraction", list(KEPT))
 def test_kept_set_by_hand(seed, fraction):
-    assert [i for i, keep in enumerate(sample_keeps(PAIRS, fraction, seed)) if keep] == KEPT[(seed, fraction)]
+    keep = sample_keeper(fraction, seed)
+    assert [i for i, (en, f) in enumerate(PAIRS) if keep(en, f)] == KEPT[(seed, fraction)]
     # the same from the hash values: h < fraction * 2^64
     assert [i for i, h in enumerate(HASHES[seed]) if h < Fraction(fraction) * 2 ** 64] == KEPT[(seed, fraction)]
 

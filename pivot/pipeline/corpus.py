@@ -86,7 +86,7 @@ STAT_KEYS = ("read", "blank", "header", "empty", "too_long", "ratio", "duplicate
 FILTERED = "filtered"
 
 # Pairs a resample of the bitext leaves out ([preprocess] sample_fraction < 1, see
-# sample_keeps); only a resampled corpus carries this count, right after "duplicate", so the
+# sample_keeper); only a resampled corpus carries this count, right after "duplicate", so the
 # statistics of a full corpus are as they always were.
 SAMPLED_OUT = "sampled_out"
 
@@ -136,8 +136,8 @@ def sample_limit(fraction: float) -> int:
     return math.ceil(fraction * 2.0 ** 64)
 
 
-def sample_keeps(pairs, fraction: float, seed: int) -> list[bool]:
-    """Whether a resample of the bitext keeps each normalised (english, foreign) pair.
+def sample_keeper(fraction: float, seed: int):
+    """The resample rule as a predicate ``keep(english, foreign)`` on a normalised pair.
 
     h = the first 8 bytes of blake2b(str(seed) + "\\n" + english + "\\t" + foreign), read as a
     big-endian integer; the pair is kept iff h < ceil(fraction * 2^64) (:func:`sample_limit`).
@@ -147,16 +147,13 @@ def sample_keeps(pairs, fraction: float, seed: int) -> list[bool]:
     repeated (in one source or several) is kept or left out as a whole. Seeds give
     independent resamples of the same size in expectation.
     """
-    limit, salt = sample_limit(fraction), _sample_salt(seed)
-    return [_sample_hash(salt, en, f) < limit for en, f in pairs]
+    limit, salt = sample_limit(fraction), str(seed).encode() + b"\n"
+    blake2b = hashlib.blake2b
 
+    def keep(en: str, f: str) -> bool:
+        return int.from_bytes(blake2b(salt + f"{en}\t{f}".encode("utf-8"), digest_size=8).digest(), "big") < limit
 
-def _sample_salt(seed: int) -> bytes:
-    return str(seed).encode() + b"\n"
-
-
-def _sample_hash(salt: bytes, en: str, f: str) -> int:
-    return int.from_bytes(hashlib.blake2b(salt + f"{en}\t{f}".encode("utf-8"), digest_size=8).digest(), "big")
+    return keep
 
 
 # ----------------------------------------------------------------------------- damaged files
@@ -904,13 +901,12 @@ def _kept_batches(readers, source_stats, lang, max_tokens, max_ratio, dedup, qui
     (a set of the kept (english, foreign) strings), "digest" (a set of 8-byte blake2b
     digests of "english<TAB>foreign": a fixed 8 bytes of key per kept pair; two different
     pairs collide with probability about n^2 / 2^65, 3e-8 for a million pairs) or None.
-    ``sample``: (fraction, seed) of a resample (:func:`sample_keeps`), applied last, to the
+    ``sample``: (fraction, seed) of a resample (:func:`sample_keeper`), applied last, to the
     pairs the rules and deduplication keep (the stats of each source then hold "sampled_out");
     None keeps them all.
     """
     seen = set()
-    if sample is not None:
-        limit, salt = sample_limit(sample[0]), _sample_salt(sample[1])
+    keep = sample_keeper(*sample) if sample is not None else None
     f_lang = tokenizer_lang(lang)
     blake2b = hashlib.blake2b
     with _progress(quiet, desc=f"read {lang}-en", unit=" lines") as bar:
@@ -935,7 +931,7 @@ def _kept_batches(readers, source_stats, lang, max_tokens, max_ratio, dedup, qui
                                 reason = "duplicate"
                             else:
                                 seen.add(key)
-                        if reason is None and sample is not None and _sample_hash(salt, en, f) >= limit:
+                        if reason is None and keep is not None and not keep(en, f):
                             reason = SAMPLED_OUT
                         if reason is None:
                             reason = "kept"
@@ -992,7 +988,7 @@ def write_bitext(sources, lang, data_root, out_dir, max_tokens=80, max_ratio=9.0
     ``dedup=False`` keeps repeated pairs (every "duplicate" count stays 0 and meta.json's
     stats say ``"dedup": false``): the scale benchmark feeds one corpus several times.
     ``sample_fraction`` < 1 writes a resample of the bitext: of the pairs the rules and
-    deduplication keep, those :func:`sample_keeps` keeps for ``sample_seed`` (meta.json's
+    deduplication keep, those :func:`sample_keeper` keeps for ``sample_seed`` (meta.json's
     stats count the others as "sampled_out" and record ``"sample": {"fraction", "seed"}``);
     at 1 (the default) nothing is hashed and the folder is that of a full corpus.
     Every file a source names is checked to exist before anything is written.
