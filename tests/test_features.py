@@ -68,7 +68,11 @@ def test_pair_records(db):
 
 
 def test_pivot_features_by_hand_and_symmetric(db):
-    names, x = ft.pivot_features(db, [("treat", "cure"), ("cure", "treat"), ("handle", "heal"), ("heal", "gene")])
+    names, groups, x = ft.pivot_features(db, [("treat", "cure"), ("cure", "treat"), ("handle", "heal"), ("heal", "gene")])
+    group = dict(zip(names, groups))
+    # the domain ablation's split: only the Moore-Lewis models' estimates are "domain"
+    assert [n for n in names if group[n] == "domain"] == ["log_pmax[dom]", "log_pmin[dom]", "missing[dom]"]
+    assert set(groups) == {"general", "domain"} and group["char3_jaccard"] == group["n_pivot_languages"] == "general"
     row = dict(zip(names, x[0]))
     assert row["log_pmax[general]"] == pytest.approx(math.log(0.5))
     assert row["log_pmin[general]"] == pytest.approx(math.log(0.4))
@@ -222,7 +226,7 @@ def test_fit_variants_choose_lambda_on_dev(db):
         # a pair scores the same in either order
         assert m.score([("cure", "treat")]).tolist() == pytest.approx(m.score([("treat", "cure")]).tolist())
     with pytest.raises(ValueError, match="no source"):
-        ft.FeatureExtractor(db, None, None).matrix([("treat", "cure")], ("pivot", "ppmi"))
+        ft.FeatureExtractor(db, None, None).matrix([("treat", "cure")], ("general", "ppmi"))
     rows = ft.coefficient_rows(fitted)
     assert rows[0] == "| feature | " + " | ".join(ft.VARIANTS) + " |" and rows[2].startswith("| (intercept) | ")
 
@@ -258,6 +262,10 @@ def test_evidence_with_the_combination_model(db, tmp_path, monkeypatch):
     assert "**Fitted on `ontology-train`** (6 pairs, 3 positive); **λ chosen on `ontology-dev`** (4 pairs, 2 positive)" in text
     assert "| ppmi-svd | 58.3 [" in text
     assert "- ontology-test: ppdb2-pivot AP×100 " in text and "- ontology-test: ppdb2-all AP×100 " in text
+    d = res.paired_delta("ppdb2-general", "ppdb2-pivot")   # the domain ablation's line, its own figures
+    assert (f"- ontology-test: ppdb2-pivot AP×100 {100 * res.models['ppdb2-pivot'].ap:.1f} vs ppdb2-general "
+            f"{100 * res.models['ppdb2-general'].ap:.1f}: {d.rel_pct:+.1f}% [{d.rel_pct_ci[0]:+.1f}, "
+            f"{d.rel_pct_ci[1]:+.1f}] (target >= +10%, interval above 0): **") in text
     assert "| log_pmax[general] | " in text and "| minilm_cos | – | – | " in text   # not a feature of pivot-only
     # the feature-based models score every pair: the coverage table leaves them out with the rivals
     cov = text.split("## Gold sets: size and coverage")[1].split("## ontology-test")[0]

@@ -5,11 +5,12 @@ features of a pair instead of one probability. Here every gold pair is an *unord
 {a, b} (similarity gold has no direction), so every feature is a symmetric function of the two
 directions; swapping a and b never changes a feature (a test checks it).
 
-Features (groups; a variant is a set of groups):
+Features (groups; a variant is a set of groups; ``general`` + ``domain`` is what a pivot-only
+system knows):
 
-``pivot`` (the database and the strings; what a pivot-only system knows):
-  for every stored model M (General and each Moore-Lewis model, not the General+X combinations,
-  which are functions of these):
+``general`` (General's estimates and the strings) and ``domain`` (each Moore-Lewis model's
+estimates): for every stored model M (General in ``general``, each Moore-Lewis model in
+``domain``; not the General+X combinations, which are functions of these):
     log_pmax[M] = log max(p_M(b|a), p_M(a|b))   the better direction (natural log)
     log_pmin[M] = log min(p_M(b|a), p_M(a|b))   the worse one: a pair proposed both ways is
                                                  stronger evidence than a one-way pair
@@ -27,6 +28,9 @@ Features (groups; a variant is a set of groups):
     token_jaccard       Jaccard of the two token sets
   The database stores no lexical weights and no per-pair counts, so those PPDB 2.0 features
   are absent; the phrase counts stand in for the counts.
+  the remaining features below belong to ``general`` (they do not depend on a domain weighting).
+The variant ``ppdb2-general`` (no ``domain`` group) is the domain ablation: ppdb2-pivot minus
+ppdb2-general is what the domain-weighted estimates add to the same regression over General.
 ``ppmi``: ppmi_cos = cosine of the phrases' PPMI-SVD vectors trained on the build's in-domain
   text (pivot.eval.distributional), ppmi_missing = 1 when a phrase has no in-vocabulary word.
 ``minilm``: minilm_cos = cosine of all-MiniLM-L6-v2 embeddings (pivot.eval.rivals).
@@ -57,13 +61,16 @@ from pivot.text import edit_distance as levenshtein
 
 log = logging.getLogger("pivot")
 
-GROUPS = ("pivot", "ppmi", "minilm")
+GROUPS = ("general", "domain", "ppmi", "minilm")
+#: the General model's name in a database (its estimates are the ``general`` group)
+GENERAL = "general"
 #: the variants the report shows: name -> feature groups
 VARIANTS = {
-    "ppdb2-pivot": ("pivot",),
-    "ppdb2-pivot+ppmi": ("pivot", "ppmi"),
-    "ppdb2-pivot+minilm": ("pivot", "minilm"),
-    "ppdb2-all": ("pivot", "ppmi", "minilm"),
+    "ppdb2-general": ("general",),
+    "ppdb2-pivot": ("general", "domain"),
+    "ppdb2-pivot+ppmi": ("general", "domain", "ppmi"),
+    "ppdb2-pivot+minilm": ("general", "domain", "minilm"),
+    "ppdb2-all": ("general", "domain", "ppmi", "minilm"),
 }
 #: ridge penalties tried on dev (lambda of the module docstring)
 LAMBDAS = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)
@@ -154,11 +161,12 @@ def _log_floor(p: np.ndarray) -> np.ndarray:
     return np.where(ok, np.log(np.where(ok, p, 1.0)), FLOOR_LOG_P)
 
 
-def pivot_features(db, pairs) -> tuple[list[str], np.ndarray]:
-    """The database features of the module docstring for each unordered (normalised) pair."""
+def pivot_features(db, pairs) -> tuple[list[str], list[str], np.ndarray]:
+    """The database features of the module docstring for each unordered (normalised) pair:
+    (names, each name's group, matrix)."""
     fwd = db.pair_records(pairs, normalize=False)
     rev = db.pair_records([(b, a) for a, b in pairs], normalize=False)
-    names, cols = [], []
+    names, groups, cols = [], [], []
     with np.errstate(invalid="ignore"):
         for j, m in enumerate(fwd["stored_models"]):
             pf, pr_ = fwd["p"][:, j], rev["p"][:, j]
@@ -167,13 +175,16 @@ def pivot_features(db, pairs) -> tuple[list[str], np.ndarray]:
             # the worse direction: floor unless both directions are proposed
             pmin = np.where(has_f & has_r, np.fmin(pf, pr_), np.nan)
             names += [f"log_pmax[{m}]", f"log_pmin[{m}]", f"missing[{m}]"]
+            groups += ["general" if m == GENERAL else "domain"] * 3
             cols += [_log_floor(pmax), _log_floor(pmin), (~(has_f | has_r)).astype(np.float64)]
     counts = np.log1p(np.column_stack([fwd["count_e1"], fwd["count_e2"]]).astype(np.float64))
     names += ["log1p_n_pivots", "n_pivot_languages", "log1p_count_min", "log1p_count_max"]
     cols += [np.log1p(np.maximum(fwd["n_pivots"], rev["n_pivots"]).astype(np.float64)),
              np.maximum(fwd["n_pivot_languages"], rev["n_pivot_languages"]).astype(np.float64),
              counts.min(axis=1), counts.max(axis=1)]
-    return names + LEXICAL_NAMES, np.column_stack(cols + [lexical_features(pairs)])
+    names += LEXICAL_NAMES
+    groups += ["general"] * (len(names) - len(groups))
+    return names, groups, np.column_stack(cols + [lexical_features(pairs)])
 
 
 class FeatureExtractor:
@@ -191,8 +202,7 @@ class FeatureExtractor:
         self._group_of: dict[str, str] = {}
 
     def _compute(self, pairs) -> np.ndarray:
-        names, x = pivot_features(self.db, pairs)
-        groups = ["pivot"] * len(names)
+        names, groups, x = pivot_features(self.db, pairs)
         cols = [x]
         if self.word_vectors is not None:
             cos, miss = self.word_vectors.cosine(pairs)
