@@ -51,8 +51,15 @@ def main():
     args = ap.parse_args()
     t0 = time.time()
 
-    translation = max(args.work.glob("translation-*/DONE"), key=lambda p: p.stat().st_mtime).parent
-    encode = max(args.work.glob("encode-*/DONE"), key=lambda p: p.stat().st_mtime).parent
+    def newest(stage):
+        done = sorted(args.work.glob(f"{stage}-*/DONE"), key=lambda p: p.stat().st_mtime)
+        if not done:
+            sys.exit(f"{args.work}: no finished {stage}-* stage (a build's --work dir is needed)")
+        return done[-1].parent
+
+    if not args.db.is_file():
+        sys.exit(f"{args.db}: no such database")
+    translation, encode = newest("translation"), newest("encode")
     vocab = Vocab.load(encode / "vocab.en")
     table = UnprunedTable.from_translation(translation)
     key_of = {tuple(int(x) for x in row if x >= 0): k for k, row in zip(table.dict_key, table.dict_rows)}
