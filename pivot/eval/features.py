@@ -28,7 +28,8 @@ estimates): for every stored model M (General in ``general``, each Moore-Lewis m
     token_jaccard       Jaccard of the two token sets
   The database stores no lexical weights and no per-pair counts, so those PPDB 2.0 features
   are absent; the phrase counts stand in for the counts.
-  the remaining features below belong to ``general`` (they do not depend on a domain weighting).
+  Every feature after the per-model triples above (pivots, languages, counts, lengths, strings)
+  is in ``general``: none depends on a domain weighting.
 The variant ``ppdb2-general`` (no ``domain`` group) is the domain ablation: ppdb2-pivot minus
 ppdb2-general is what the domain-weighted estimates add to the same regression over General.
 ``ppmi``: ppmi_cos = cosine of the phrases' PPMI-SVD vectors trained on the build's in-domain
@@ -62,8 +63,6 @@ from pivot.text import edit_distance as levenshtein
 log = logging.getLogger("pivot")
 
 GROUPS = ("general", "domain", "ppmi", "minilm")
-#: the General model's name in a database (its estimates are the ``general`` group)
-GENERAL = "general"
 #: the variants the report shows: name -> feature groups
 VARIANTS = {
     "ppdb2-general": ("general",),
@@ -175,7 +174,7 @@ def pivot_features(db, pairs) -> tuple[list[str], list[str], np.ndarray]:
             # the worse direction: floor unless both directions are proposed
             pmin = np.where(has_f & has_r, np.fmin(pf, pr_), np.nan)
             names += [f"log_pmax[{m}]", f"log_pmin[{m}]", f"missing[{m}]"]
-            groups += ["general" if m == GENERAL else "domain"] * 3
+            groups += ["general" if j == 0 else "domain"] * 3     # stored model 0 is General
             cols += [_log_floor(pmax), _log_floor(pmin), (~(has_f | has_r)).astype(np.float64)]
     counts = np.log1p(np.column_stack([fwd["count_e1"], fwd["count_e2"]]).astype(np.float64))
     names += ["log1p_n_pivots", "n_pivot_languages", "log1p_count_min", "log1p_count_max"]
