@@ -157,3 +157,19 @@ def content_sha256(db_path: Path) -> str:
         comb = conn.execute("SELECT value FROM meta WHERE key = 'combination'").fetchone()
         h.update(json.dumps(json.loads(comb[0])["models"] if comb else None, sort_keys=True).encode())
     return h.hexdigest()
+
+
+def newest_stage(work: Path, stage: str) -> Path:
+    """The newest finished ``<stage>-*`` folder of a build's work dir (it holds DONE); exits
+    with one line when there is none."""
+    done = sorted(Path(work).glob(f"{stage}-*/DONE"), key=lambda p: p.stat().st_mtime)
+    if not done:
+        sys.exit(f"{work}: no finished {stage}-* stage (a build's --work dir is needed)")
+    return done[-1].parent
+
+
+def bytes_per_pair(db_path: Path) -> float:
+    """A database's file size over its stored pairs (rows of `pair`): for size projections."""
+    with sqlite3.connect(db_path) as conn:
+        rows = conn.execute("SELECT COUNT(*) FROM pair").fetchone()[0]
+    return os.path.getsize(db_path) / max(rows, 1)

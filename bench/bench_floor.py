@@ -14,13 +14,14 @@ Results go to ``bench/results/floor.json``.
 """
 import argparse
 import json
-import os
-import sqlite3
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _measure import bytes_per_pair, newest_stage  # noqa: E402
 
 
 def main():
@@ -36,11 +37,8 @@ def main():
     from pivot._native import _counts
     from pivot.pipeline.pivoting import load_structure, row_ranges
 
-    done = sorted((p for p in args.work.glob("translation-*") if (p / "DONE").is_file()),
-                  key=lambda p: (p / "DONE").stat().st_mtime)
-    if not done:
-        sys.exit(f"{args.work}: no finished translation-* artifact")
-    z = load_structure(done[-1] / "structure")
+    translation = newest_stage(args.work, "translation")
+    z = load_structure(translation / "structure")
     floors = sorted(args.floors)
     K = z["p_fe"].shape[1]
     n_pairs = np.zeros(len(floors), np.int64)
@@ -61,16 +59,12 @@ def main():
             phrases[i] += int((rows > 0).sum())
             max_row[i] = max(max_row[i], int(rows.max()))
         del e1, p, best
-    bytes_per_pair = None
-    if args.db:
-        with sqlite3.connect(args.db) as conn:
-            rows = conn.execute("SELECT COUNT(*) FROM pair").fetchone()[0]
-        bytes_per_pair = os.path.getsize(args.db) / max(rows, 1)
-    out = {"translation": str(done[-1]), "n_models": K, "seconds": round(time.perf_counter() - t0, 1),
-           "bytes_per_pair": round(bytes_per_pair, 1) if bytes_per_pair else None,
+    per_pair = bytes_per_pair(args.db) if args.db else None
+    out = {"translation": str(translation), "n_models": K, "seconds": round(time.perf_counter() - t0, 1),
+           "bytes_per_pair": round(per_pair, 1) if per_pair else None,
            "floors": [{"floor": t, "pairs": int(n), "pairs_by_model": m.tolist(), "phrases_with_pairs": int(ph),
                        "max_pairs_of_a_phrase": int(mr),
-                       "db_gib_projected": round(n * bytes_per_pair / 2**30, 2) if bytes_per_pair else None}
+                       "db_gib_projected": round(n * per_pair / 2**30, 2) if per_pair else None}
                       for t, n, m, ph, mr in zip(floors, n_pairs, per_model, phrases, max_row)]}
     print(json.dumps(out, indent=1))
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)

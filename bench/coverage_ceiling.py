@@ -23,6 +23,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+from _measure import bytes_per_pair, newest_stage  # noqa: E402
 
 from pivot.eval import evidence  # noqa: E402
 from pivot.eval.ceiling import Pruning, UnprunedTable  # noqa: E402
@@ -51,15 +53,9 @@ def main():
     args = ap.parse_args()
     t0 = time.time()
 
-    def newest(stage):
-        done = sorted(args.work.glob(f"{stage}-*/DONE"), key=lambda p: p.stat().st_mtime)
-        if not done:
-            sys.exit(f"{args.work}: no finished {stage}-* stage (a build's --work dir is needed)")
-        return done[-1].parent
-
     if not args.db.is_file():
         sys.exit(f"{args.db}: no such database")
-    translation, encode = newest("translation"), newest("encode")
+    translation, encode = newest_stage(args.work, "translation"), newest_stage(args.work, "encode")
     vocab = Vocab.load(encode / "vocab.en")
     table = UnprunedTable.from_translation(translation)
     key_of = {tuple(int(x) for x in row if x >= 0): k for k, row in zip(table.dict_key, table.dict_rows)}
@@ -81,20 +77,19 @@ def main():
                 ("table 1e-4, no cap", Pruning(1e-4, 1e-4, None, own.min_phrase_count, 1e-4)),
                 ("table 1e-5, no cap", Pruning(1e-5, 1e-5, None, 1, 1e-5)),
                 ("no pruning", Pruning(0.0, 0.0, None, 1, 0.0))]
-    n_stored = db._conn.execute("SELECT COUNT(*) FROM pair").fetchone()[0]
-    bytes_per_pair = args.db.stat().st_size / max(1, n_stored)
+    per_pair = bytes_per_pair(args.db)
     sample = np.sort(np.random.default_rng(args.seed).choice(len(table.e_uniq), size=min(args.sample, len(table.e_uniq)),
                                                              replace=False))
     out = {"work": str(args.work), "translation": translation.name, "database": str(args.db),
            "signature": db.signature, "table_rows": len(table), "english_phrases": int(len(table.e_uniq)),
-           "bytes_per_pair": bytes_per_pair, "sample": len(sample), "seed": args.seed, "settings": [], "golds": {}}
+           "bytes_per_pair": per_pair, "sample": len(sample), "seed": args.seed, "settings": [], "golds": {}}
     for name, s in settings:
         mats = table.matrices(s)
         n_pairs = table.projected_pairs(s, sample, mats)
         entry = {"name": name, **s.__dict__, "kept_entries": int(mats[0].nnz),
                  "general_pairs_projected": round(n_pairs),
                  # General's pairs only (the other models add some): a lower bound of the file
-                 "db_gb_projected_general_only": n_pairs * bytes_per_pair / 1e9, "golds": {}}
+                 "db_gb_projected_general_only": n_pairs * per_pair / 1e9, "golds": {}}
         for gname, g in golds.items():
             stored = table.proposed(rows[gname], s, mats)
             y = np.asarray(g.labels, dtype=bool)
