@@ -18,9 +18,9 @@ import math
 import pytest
 
 from pivot.cli import main
-from pivot.sentences.paraphrase import (LanguageModel, Paraphraser, PhraseTable, Weights, build_lattice,
+from pivot.sentences.paraphrase import (LanguageModel, Option, Paraphraser, PhraseTable, Weights, build_lattice,
                                         decode_lattice, gate_margin)
-from pivot.sentences.rules import FEATURES, RuleModel, _grams, option_label
+from pivot.sentences.rules import CONTEXT_FEATURES, FEATURES, RuleModel, _grams, harmless_label, option_label
 from pivot.store.db import ParaphraseDB
 from test_sentences_decoder import toy  # noqa: F401  (the toy database and LM fixture)
 
@@ -54,6 +54,36 @@ def test_option_labels_and_counts(toy):
         assert f["keep_mean"] == f["keep_min"] == pytest.approx(0.277778, abs=1e-6)
         assert f["rule_rate"] == pytest.approx(math.log(0.722222 / 0.277778), abs=1e-5)
         assert f["rule_log_count"] == pytest.approx(math.log(2))
+
+
+def test_harmless_labels_and_context_features(toy):
+    """A span is harmless when none of its words is in the reference; the context features by hand.
+
+    Reference words {a, feline, sat, down}: "cat" and "the cat" are harmless, "sat" is not.
+    cat -> feline (span [1, 2) of 3 words): start 1/3, end 1/3, left keep_rate(the) = 5/3 / 6 =
+    0.277778, right keep_rate(sat) = 0.444444, "Cat" capitalised after the first word, followed
+    by a word, 1 content word. sat -> sits ([2, 3)): at the end, so the right keep rate is 1 and
+    the "before punctuation" flag is set; "the cat" keeps 1 on the left (the sentence's start)."""
+    db_path, _ = toy
+    words = set(REF)
+    assert harmless_label(SRC, 1, 2, words) and harmless_label(SRC, 0, 2, words)
+    assert not harmless_label(SRC, 2, 3, words) and not harmless_label(SRC, 1, 3, words)
+    with ParaphraseDB(db_path) as db:
+        lattice = build_lattice(SRC, PhraseTable(db, "general"))
+    m = RuleModel()
+    m.count([(SRC, REF)], [lattice])
+    cased = ["The", "Cat", "sat"]
+    f = dict(zip(CONTEXT_FEATURES, m.context_features(SRC, lattice[1][1], cased)))
+    assert f == pytest.approx({"start_share": 1 / 3, "end_share": 1 / 3, "src_len": 3, "has_digit": 0,
+                               "keep_left": 5 / 18, "keep_right": 8 / 18, "capitalised": 1, "before_punct": 0,
+                               "content_words": 1})
+    assert m.context_features(SRC, lattice[1][1])[CONTEXT_FEATURES.index("capitalised")] == 0   # no casing given
+    sits = dict(zip(CONTEXT_FEATURES, m.context_features(SRC, Option(2, 3, ("sits",), -1.0, False), cased)))
+    assert (sits["start_share"], sits["end_share"], sits["keep_right"], sits["before_punct"]) == (2 / 3, 0, 1.0, 1)
+    assert sits["keep_left"] == pytest.approx(5 / 18) and sits["capitalised"] == 0
+    the_cat = [o for o in lattice[0] if o.out == ("a", "feline")][0]
+    g = dict(zip(CONTEXT_FEATURES, m.context_features(SRC, the_cat, cased)))
+    assert (g["start_share"], g["keep_left"], g["content_words"], g["capitalised"]) == (0, 1.0, 1, 1)
 
 
 class _FixedRules:

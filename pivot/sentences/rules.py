@@ -60,6 +60,20 @@ def option_label(src, i: int, j: int, out, ref_grams: set) -> bool:
     return new_in and not old_in
 
 
+def harmless_label(src, i: int, j: int, ref_words) -> bool:
+    """A harmless rewrite of source words [i, j): none of them occurs in the reference.
+
+    Every source n-gram that holds one of those words is then absent from the reference too, so
+    replacing the span removes no matched n-gram: BLEU against the reference cannot drop (up to
+    the brevity penalty) while BLEU against the source does, and iBLEU gains. The generation
+    ceiling (bench/generation_ceiling.py) asks how well a selector can find such rewrites."""
+    return not any(w in ref_words for w in src[i:j])
+
+
+CONTEXT_FEATURES = ["start_share", "end_share", "src_len", "has_digit", "keep_left", "keep_right",
+                    "capitalised", "before_punct", "content_words"]
+
+
 class RuleModel:
     """Keep rates, rule rates and a logistic regression over option features (module docstring)."""
 
@@ -123,6 +137,23 @@ class RuleModel:
                 float(len(span) == len(o.out) == 1 and stem(span[0]) == stem(o.out[0])),
                 difflib.SequenceMatcher(None, a, b, autojunk=False).ratio(),
                 sum(keeps) / len(keeps), min(keeps), _logit(rate), math.log1p(n)]
+
+    def context_features(self, src, o, cased=None) -> list:
+        """CONTEXT_FEATURES of option `o`: where the span sits and what surrounds it.
+
+        Shares of the sentence before the span and after it, the sentence length, a digit in the
+        span, the keep rates of the words on either side (1 at the sentence's edges), a
+        capitalised span word after the first (from `cased`, the source's true-cased tokens; 0
+        without them), a punctuation mark or the end right after the span, its content words."""
+        from pivot.sentences.paraphrase import FUNCTION_WORDS
+
+        n, span = len(src), src[o.start:o.end]
+        upper = cased is not None and len(cased) == n and any(c[:1].isupper() for c in cased[max(o.start, 1):o.end])
+        return [o.start / n, (n - o.end) / n, float(n), float(any(ch.isdigit() for w in span for ch in w)),
+                self.keep_rate(src[o.start - 1]) if o.start > 0 else 1.0,
+                self.keep_rate(src[o.end]) if o.end < n else 1.0, float(upper),
+                float(o.end == n or not any(ch.isalnum() for ch in src[o.end])),
+                float(sum(w not in FUNCTION_WORDS for w in span))]
 
     # -- classifier ------------------------------------------------------------------------
     def fit(self, pairs, lattices, table, seed: int = 0) -> "RuleModel":
