@@ -148,11 +148,12 @@ def main():
             outs[i] = edit_of(best_h[i] if j < n_h else best_x[i])
         break_even.append({"precision": p, "sentences": len(half), **G.score_system(outs, src, ref)})
         print("break-even", break_even[-1], flush=True)
-    met = [k for k in range(1, len(break_even)) if break_even[k]["ibleu"] >= identity["ibleu"] > break_even[k - 1]["ibleu"]]
+    target = identity["ibleu"]
+    met = [k for k in range(1, len(break_even)) if break_even[k]["ibleu"] >= target > break_even[k - 1]["ibleu"]]
     needed = None
     if met:     # linear between the two precisions around the identity's iBLEU
         lo, hi = break_even[met[0] - 1], break_even[met[0]]
-        needed = round(lo["precision"] + (hi["precision"] - lo["precision"]) * (identity["ibleu"] - lo["ibleu"])
+        needed = round(lo["precision"] + (hi["precision"] - lo["precision"]) * (target - lo["ibleu"])
                        / (hi["ibleu"] - lo["ibleu"]), 3)
     print("break-even precision", needed, flush=True)
     order_h = sorted(best_h, key=lambda i: (-rows[best_h[i]][1].logp, i))
@@ -170,7 +171,7 @@ def main():
                 model = classifier(kind, args.seed).fit(x[train], y[label][train])
                 p[~train] = model.predict_proba(x[~train])[:, 1]
             prob[label] = p
-        for target, score in (("harmless", prob["harmless"]), ("good", prob["good"]),
+        for by, score in (("harmless", prob["harmless"]), ("good", prob["good"]),
                               ("harmless + good", prob["harmless"] + prob["good"])):
             best = {}
             for k, s in enumerate(score):
@@ -179,15 +180,18 @@ def main():
             order = sorted(best, key=lambda i: (-score[best[i]], i))
             edits = {i: edit_of(best[i]) for i in order}
             harmless = {i: bool(rows[best[i]][3]) for i in order}
-            selectors.append({"classifier": kind, "selects by": target, "frontier": frontier(src, ref, edits, order, harmless)})
-            print(kind, target, [(r["share"], r["ibleu"], r["precision"]) for r in selectors[-1]["frontier"]], flush=True)
+            curve = frontier(src, ref, edits, order, harmless)
+            selectors.append({"classifier": kind, "selects by": by, "frontier": curve})
+            print(kind, by, [(r["share"], r["ibleu"], r["precision"]) for r in curve], flush=True)
 
-    out = {"set": f"MSRP train positives ({n})", "db": os.path.abspath(args.db), "signature": db.meta.get("signature"),
+    out = {"set": f"MSRP train positives ({n})", "db": os.path.abspath(args.db),
+           "signature": db.meta.get("signature"),
            "lm": str(lm_path), "method": __doc__, "features": FEATURES + CONTEXT_FEATURES,
            "options": len(rows), "harmless_rate": round(float(y["harmless"].mean()), 4),
            "good_rate": round(float(y["good"].mean()), 4),
            "sentences_with_a_harmless_option": len(best_h), "sentences_with_both": len(both),
-           "identity": identity, "break_even_precision": needed, "break_even": break_even, "oracle_harmless": oracle, "selectors": selectors,
+           "identity": identity, "break_even_precision": needed, "break_even": break_even,
+           "oracle_harmless": oracle, "selectors": selectors,
            "seconds": round(time.perf_counter() - t0, 1)}
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as fh:
