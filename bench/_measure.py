@@ -173,3 +173,11 @@ def bytes_per_pair(db_path: Path) -> float:
     with sqlite3.connect(db_path) as conn:
         rows = conn.execute("SELECT COUNT(*) FROM pair").fetchone()[0]
     return os.path.getsize(db_path) / max(rows, 1)
+
+
+def write_json(path, data) -> None:
+    """A benchmark's results file (indent 1, final newline), its folder made if needed; says where."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {path}", flush=True)

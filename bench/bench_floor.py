@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import bytes_per_pair, newest_stage  # noqa: E402
+from _measure import bytes_per_pair, newest_stage, write_json  # noqa: E402
 
 
 def main():
@@ -67,8 +67,7 @@ def main():
                        "db_gib_projected": round(n * per_pair / 2**30, 2) if per_pair else None}
                       for t, n, m, ph, mr in zip(floors, n_pairs, per_model, phrases, max_row)]}
     print(json.dumps(out, indent=1))
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ seeded sample of English phrases (their pairs above the floor, times the phrases
 database's bytes per pair).
 """
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from _measure import bytes_per_pair, newest_stage  # noqa: E402
+from _measure import bytes_per_pair, newest_stage, write_json  # noqa: E402
 
 from pivot.eval import evidence  # noqa: E402
 from pivot.eval.ceiling import Pruning, UnprunedTable  # noqa: E402
@@ -111,9 +110,7 @@ def main():
         if have != got:
             sys.exit(f"{gname}: the recomputation proposes {got} pairs at the recipe's setting, the database {have}")
     out["seconds"] = round(time.time() - t0, 1)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {args.json} ({out['seconds']} s)")
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":

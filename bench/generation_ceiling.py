@@ -23,7 +23,6 @@ true-casing and detokenisation:
    and the selector's precision (share of harmless rewrites) at each share changed.
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -32,12 +31,14 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from _measure import write_json  # noqa: E402
 
 from pivot.sentences import generation_eval as G  # noqa: E402
 from pivot.sentences.msrp import read_msrp  # noqa: E402
 from pivot.sentences.paraphrase import LanguageModel, Paraphraser, Weights, _cased_tokens, resolve_lm  # noqa: E402
-from pivot.sentences.rules import (CONTEXT_FEATURES, FEATURES, RuleModel, _grams, harmless_label,  # noqa: E402
-                                   option_label)
+from pivot.sentences.rules import (CONTEXT_FEATURES, FEATURES, _grams, fold_of, harmless_label,  # noqa: E402
+                                   option_label, statistics_folds)
 from pivot.store.db import ParaphraseDB  # noqa: E402
 
 SHARES = [0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0]
@@ -47,15 +48,9 @@ FOLDS = 5
 
 def options_table(pairs, lattices, table, cased, seed=0):
     """Every non-identity option with its features (statistics of the other folds) and labels."""
-    n = len(pairs)
-    fold = np.empty(n, dtype=int)
-    fold[np.random.default_rng(seed).permutation(n)] = np.arange(n) % FOLDS
     rows = []
-    for f in range(FOLDS):
-        out = [i for i in range(n) if fold[i] != f]
-        stats = RuleModel()
-        stats.count([pairs[i] for i in out], [lattices[i] for i in out])
-        for i in np.flatnonzero(fold == f):
+    for inside, stats in statistics_folds(pairs, lattices, seed, FOLDS):
+        for i in inside:
             src, ref = pairs[i]
             words, grams = set(ref), _grams(ref)
             for opts in lattices[i]:
@@ -65,7 +60,7 @@ def options_table(pairs, lattices, table, cased, seed=0):
                         rows.append((int(i), o, x, harmless_label(src, o.start, o.end, words),
                                      option_label(src, o.start, o.end, o.out, grams)))
     rows.sort(key=lambda r: (r[0], r[1].start, r[1].end, r[1].out))
-    return fold, rows
+    return rows
 
 
 def one_edit(para, tokens, text, lattice, option) -> str:
@@ -115,7 +110,8 @@ def main():
     pairs = list(zip(toks, [para.normalize(r) for r in ref]))
     cased = [_cased_tokens(s, para.lang) for s in src]
     lattices = [para.lattice(t) for t in toks]
-    fold, rows = options_table(pairs, lattices, para.table, cased, args.seed)
+    rows = options_table(pairs, lattices, para.table, cased, args.seed)
+    fold = fold_of(len(pairs), args.seed, FOLDS)
     sent = np.array([r[0] for r in rows])
     x = np.array([r[2] for r in rows])
     y = {"harmless": np.array([r[3] for r in rows], dtype=int), "good": np.array([r[4] for r in rows], dtype=int)}
@@ -193,11 +189,7 @@ def main():
            "identity": identity, "break_even_precision": needed, "break_even": break_even,
            "oracle_harmless": oracle, "selectors": selectors,
            "seconds": round(time.perf_counter() - t0, 1)}
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as fh:
-        json.dump(out, fh, indent=2)
-        fh.write("\n")
-    print("wrote", args.json, flush=True)
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":

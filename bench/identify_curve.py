@@ -15,7 +15,6 @@ the bitext size at which the gain would reach +1 point, if the trend held; the s
 each outer fold's gains shows how far the slope moves with the folds.
 """
 import argparse
-import json
 import math
 import os
 import sys
@@ -25,6 +24,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from _measure import write_json  # noqa: E402
 
 from pivot.sentences.identify import DB_FEATURES, ParaphraseAligner, featurize, make_classifier  # noqa: E402
 from pivot.sentences.msrp import read_msrp  # noqa: E402
@@ -93,11 +94,7 @@ def main():
            "string_only": {"accuracy": round(float(100 * base.mean()), 3),
                            "fold_accuracies": [round(float(100 * a), 3) for a in base]},
            "databases": rows, "log2_fit": fit}
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as fh:
-        json.dump(out, fh, indent=2)
-        fh.write("\n")
-    print("wrote", args.json, flush=True)
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":

@@ -162,8 +162,9 @@ class RuleModel:
         The features of the classifier's training options are themselves cross-fitted (the
         statistics of the other folds), or the rule rate would just memorise each label."""
         x, y = [], []
-        for fold_pairs, fold_lattices, stats in _folds(pairs, lattices, seed):
-            for (src, ref), lattice in zip(fold_pairs, fold_lattices):
+        for inside, stats in statistics_folds(pairs, lattices, seed):
+            for i in inside:
+                (src, ref), lattice = pairs[i], lattices[i]
                 grams = _grams(ref)
                 for opts in lattice:
                     for o in opts:
@@ -230,28 +231,29 @@ class RuleModel:
         return m
 
 
-def _folds(pairs, lattices, seed: int, k: int = 5):
-    """(pairs of fold f, their lattices, a RuleModel whose statistics count the other folds)."""
-    order = np.random.default_rng(seed).permutation(len(pairs))
-    fold_of = np.empty(len(pairs), dtype=int)
-    fold_of[order] = np.arange(len(pairs)) % k
+def fold_of(n: int, seed: int, k: int = 5) -> np.ndarray:
+    """Fold (0 .. k-1) of each of n items: a seeded permutation dealt round-robin."""
+    folds = np.empty(n, dtype=int)
+    folds[np.random.default_rng(seed).permutation(n)] = np.arange(n) % k
+    return folds
+
+
+def statistics_folds(pairs, lattices, seed: int, k: int = 5):
+    """For each fold: (the indices of its pairs, a RuleModel whose statistics count the other folds)."""
+    folds = fold_of(len(pairs), seed, k)
     for f in range(k):
-        inside = [i for i in range(len(pairs)) if fold_of[i] == f]
-        outside = [i for i in range(len(pairs)) if fold_of[i] != f]
+        outside = np.flatnonzero(folds != f)
         stats = RuleModel()
         stats.count([pairs[i] for i in outside], [lattices[i] for i in outside])
-        yield [pairs[i] for i in inside], [lattices[i] for i in inside], stats
+        yield np.flatnonzero(folds == f), stats
 
 
 def cross_fit(pairs, lattices, table, seed: int = 0, k: int = 5) -> list:
     """Every pair's lattice annotated by a RuleModel fitted on the other folds (for tuning)."""
-    order = np.random.default_rng(seed + 1).permutation(len(pairs))
-    fold_of = np.empty(len(pairs), dtype=int)
-    fold_of[order] = np.arange(len(pairs)) % k
+    folds = fold_of(len(pairs), seed + 1, k)
     out = [None] * len(pairs)
     for f in range(k):
-        inside = [i for i in range(len(pairs)) if fold_of[i] == f]
-        outside = [i for i in range(len(pairs)) if fold_of[i] != f]
+        inside, outside = np.flatnonzero(folds == f), np.flatnonzero(folds != f)
         model = RuleModel().fit([pairs[i] for i in outside], [lattices[i] for i in outside], table, seed)
         for i in inside:
             out[i] = model.annotate(table, pairs[i][0], lattices[i])
