@@ -35,12 +35,14 @@ GOLD = "divides\tsplits\t9.0\ngrows\texpands\t8.0\nlike\tlove\t4.0\neat\tdevour\
 CONTROL = "binds\tattaches\t8.0\nwe eat\twe devour\t2.0\npizza\tmusic\t0.5\n"
 
 
-def write_tiny(tmp):
+def write_tiny(tmp, en=EN, lex=LEX):
+    """The tiny recipe and its data under `tmp`; `en` (3-word sentences) and `lex` (word for word)
+    may add sentences, as tests/test_docs.py does; returns the build's arguments."""
     data = tmp / "data"
     data.mkdir()
-    (data / "c.en").write_text("\n".join(EN) + "\n")
-    (data / "c.fr").write_text("\n".join(" ".join(LEX[w] for w in s.split()) for s in EN) + "\n")
-    (data / "c.align").write_text("0-0 1-1 2-2\n" * len(EN))
+    (data / "c.en").write_text("\n".join(en) + "\n")
+    (data / "c.fr").write_text("\n".join(" ".join(lex[w] for w in s.split()) for s in en) + "\n")
+    (data / "c.align").write_text("0-0 1-1 2-2\n" * len(en))
     (data / "bio.txt").write_text("\n".join(IN_DOMAIN) + "\n")
     (data / "gold.txt").write_text(GOLD)
     (data / "control.txt").write_text(CONTROL)
