@@ -23,9 +23,7 @@ logistic regression fitted on 1,000 labelled in-domain pairs. Features of a pair
 """
 from __future__ import annotations
 
-import math
 import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 

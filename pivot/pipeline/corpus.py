@@ -55,7 +55,6 @@ or zip stream raises InputError naming the file and the line where reading broke
 from __future__ import annotations
 
 import glob
-import gzip
 import hashlib
 import itertools
 import json
@@ -64,7 +63,6 @@ import os
 import re
 import struct
 import sys
-import unicodedata
 import zipfile
 import zlib
 from array import array

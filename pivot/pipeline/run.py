@@ -838,57 +838,6 @@ def symmetric_scores(para, id_pairs) -> np.ndarray:
     return out
 
 
-def encode_bitexts(bitext_dirs, align_dirs, langs, out_dir: Path) -> None:
-    """Concatenate the languages' bitexts into one array bitext of token ids.
-
-    English ids come from one vocabulary shared by all languages (paraphrases are English
-    phrases, so "treat" must be one id whichever language it was aligned to). Foreign ids
-    come from one vocabulary per language, offset so that no two languages share an id:
-    "die" (de) and "die" (fr, hypothetical) stay distinct pivots. The pivot then runs over
-    the union of foreign phrases, and p(f|e) is normalised over all languages' phrases of e:
-    a language's share of the pivot mass is its share of e's extracted phrase pairs.
-    """
-    from pivot.pipeline.corpus import Bitext, Vocab
-
-    bitexts = [Bitext.load(d) for d in bitext_dirs]
-    e_vocab = Vocab()
-    e_parts, f_parts, lang_parts, link_parts = [], [], [], []
-    f_offset = 0
-    f_lang = []
-    for i, (bitext, adir, lang) in enumerate(zip(bitexts, align_dirs, langs)):
-        e_parts.append(e_vocab.encode(bitext.en))
-        f_vocab = Vocab()
-        tokens, offsets = f_vocab.encode(bitext.f)
-        f_parts.append((tokens + f_offset, offsets))
-        f_vocab.save(out_dir / f"vocab.{lang}")
-        f_lang += [i] * len(f_vocab)
-        f_offset += len(f_vocab)
-        lang_parts.append(np.full(len(bitext.en), i, dtype=np.int16))
-        links = np.load(adir / "links.npz")
-        link_parts.append((links["link_e"], links["link_f"], links["link_offsets"]))
-    e_vocab.save(out_dir / "vocab.en")
-    np.save(out_dir / "f_lang.npy", np.asarray(f_lang, dtype=np.int16))
-    e_tokens, e_offsets = _concat_ragged(e_parts)
-    f_tokens, f_offsets = _concat_ragged(f_parts)
-    link_e = np.concatenate([p[0] for p in link_parts]).astype(np.int32)
-    link_f = np.concatenate([p[1] for p in link_parts]).astype(np.int32)
-    _, link_offsets = _concat_ragged([(p[0], p[2]) for p in link_parts])
-    origin = np.concatenate([b.origin.astype(np.int32) for b in bitexts])
-    np.savez(out_dir / "bitext.npz", e_tokens=e_tokens, e_offsets=e_offsets, f_tokens=f_tokens,
-             f_offsets=f_offsets, link_e=link_e, link_f=link_f, link_offsets=link_offsets,
-             lang=np.concatenate(lang_parts), origin=origin)
-
-
-def _concat_ragged(parts):
-    """Concatenate (values, offsets) ragged arrays; offsets shift by the values before them."""
-    values = np.concatenate([v for v, _ in parts]).astype(np.int32)
-    offsets, base = [np.zeros(1, dtype=np.int64)], 0
-    for v, o in parts:
-        offsets.append(np.asarray(o[1:], dtype=np.int64) + base)
-        base += int(o[-1])
-    return values, np.concatenate(offsets)
-
-
 def phrase_texts(phrases: np.ndarray, tokens: list[str], ids: np.ndarray) -> dict[int, str]:
     """Phrase id -> space-joined text, for the given ids (rows of token ids, -1 padded)."""
     rows = phrases[ids].tolist()
@@ -896,7 +845,7 @@ def phrase_texts(phrases: np.ndarray, tokens: list[str], ids: np.ndarray) -> dic
 
 
 def foreign_phrase_texts(phrases, vocabs, langs, f_lang_of_token) -> list[str]:
-    """Foreign phrases as 'lang:text' (ids are offset per language, see encode_bitexts)."""
+    """Foreign phrases as 'lang:text' (ids are offset per language, see pivot.pipeline.encode)."""
     starts = np.cumsum([0] + [len(v) for v in vocabs])
     out = []
     for row in phrases.tolist():
