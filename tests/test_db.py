@@ -7,7 +7,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from pivot.store.db import SCHEMA_VERSION, ParaphraseDB, export_ppdb, ppdb_line, write_database
+from pivot.store.db import ParaphraseDB, export_ppdb, ppdb_line
+from pivot.store.write import SCHEMA_VERSION, write_database
 from pivot.errors import InputError
 
 # Phrases 0..3; pairs and two models. Model "general" scores every pair, "dom" only some.

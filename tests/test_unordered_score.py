@@ -15,7 +15,8 @@ import pytest
 from pivot.eval.evaluate import _symmetric_scores
 from pivot.pipeline.combine import fit_combination, fit_combination_unordered
 from pivot.store.combined import Combination, symmetric_p, unordered_features, unordered_score
-from pivot.store.db import ParaphraseDB, write_database
+from pivot.store.db import ParaphraseDB
+from pivot.store.write import write_database
 
 FIT = {"model": "logit", "method": "mle", "features": ["const", "log_p_general", "log_p_x", "x_missing"],
        "params": {"const": 0.0, "log_p_general": 1.0, "log_p_x": 1.0, "x_missing": 0.0},

@@ -1,7 +1,7 @@
 """Corpus stage: read, validate, normalise, filter and deduplicate bitext.
 
 Every English or foreign sentence that enters the project (both sides of the bitext,
-language-model text, gold phrases) goes through :func:`normalize`, so a phrase in the
+language-model text, gold phrases) goes through :func:`pivot.text.normalize`, so a phrase in the
 paraphrase database, a word in a gold pair and an n-gram in a language model are spelt
 the same way.
 
@@ -72,9 +72,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot.errors import InputError
-from pivot.text import (_DAMAGED, _PUNCT_MAP, _checked_lines, _count_lines,  # noqa: F401
-                         _count_lines_checked, _damaged, _iter_lines, _open_binary, normalize,
-                         normalize_many, numbered_lines)
+from pivot.text import _checked_lines, _count_lines_checked, _iter_lines, _open_binary, normalize_many
 
 # The reasons a raw line or pair is not kept, in the order clean_pairs tests them.
 STAT_KEYS = ("read", "blank", "header", "empty", "too_long", "ratio", "duplicate", "kept")
@@ -157,8 +155,8 @@ def sample_keeper(fraction: float, seed: int):
 # ----------------------------------------------------------------------------- damaged files
 
 # Reading a damaged compressed stream, and bad bytes in any text: pivot.text decides both for
-# every reader (see the notes at the top of its readers section): _DAMAGED, _damaged,
-# _checked_lines and _count_lines_checked are imported from there.
+# every reader (see the notes at the top of its readers section): the readers here call its
+# _checked_lines and _count_lines_checked.
 
 # What a damaged zip archive may raise before its member is read: a bad central directory or
 # local header (BadZipFile, ValueError, struct.error, EOFError, OSError), an unsupported

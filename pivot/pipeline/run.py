@@ -653,8 +653,9 @@ class Pipeline:
 
     def phrase_ids(self, texts) -> dict[str, int]:
         """English phrase id of each normalised text that the paraphrase table holds."""
-        from pivot.pipeline.corpus import Vocab, normalize_many
+        from pivot.pipeline.corpus import Vocab
         from pivot.pipeline.extract import phrase_keys
+        from pivot.text import normalize_many
 
         vocab = Vocab.load(self.encoded[0] / "vocab.en")
         width = self.rec["extract"]["max_phrase_len"]
