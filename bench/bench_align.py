@@ -44,6 +44,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numpy as np  # noqa: E402
 
+from pivot.locking import cores  # noqa: E402
 from pivot.pipeline import ibm  # noqa: E402
 
 from pivot.pipeline import align as align_stage  # noqa: E402
@@ -193,7 +194,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "..", "..",
                                                     "shared", "data"))
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--threads", type=int, default=cores())
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--no-eflomal", action="store_true")
     ap.add_argument("--json", default=None,

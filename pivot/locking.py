@@ -11,6 +11,9 @@
 * :func:`bounded_threads` / :func:`bounded_workers` -- ``--threads`` / ``--workers`` between
   0 and 4 x the cores this process may use; a typo such as 100000 is a clear error instead of
   a hundred thousand threads.
+* :func:`cores` -- the cores this process may run on, the one count behind every default
+  (threads, local Dask workers) and every bound above; :func:`resolve_threads` turns a thread
+  count's 0 into it.
 
 Every refusal is an :class:`pivot.errors.InputError`.
 """
@@ -48,11 +51,20 @@ _HELD: set[str] = set()
 
 
 def cores() -> int:
-    """The cores this process may run on."""
+    """The cores this process may run on (its CPU affinity, which a batch scheduler or
+    ``taskset`` may set below the machine's count)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def resolve_threads(n_threads: int) -> int:
+    """A thread count, where 0 means every core this process may run on (:func:`cores`)."""
+    n_threads = int(n_threads)
+    if n_threads < 0:
+        raise ValueError(f"n_threads must be >= 0, got {n_threads}")
+    return n_threads or cores()
 
 
 # ----------------------------------------------------------------------------- lock

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from pivot.errors import InputError
+from pivot.locking import cores
 
 log = logging.getLogger("pivot")
 
@@ -31,14 +32,6 @@ log = logging.getLogger("pivot")
 RETRIES = 3
 #: Most workers a local cluster may start (a typo such as --workers 100000 is refused).
 MAX_LOCAL_WORKERS = 256
-
-
-def default_workers() -> int:
-    """The cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def atomic_save_npz(path: Path, **arrays) -> None:
@@ -57,7 +50,7 @@ class Engine:
 
     def __init__(self, workers: int | None = None, scheduler: str | None = None):
         if scheduler is None:
-            workers = default_workers() if workers in (None, 0) else int(workers)
+            workers = cores() if workers in (None, 0) else int(workers)
             if not 1 <= workers <= MAX_LOCAL_WORKERS:
                 raise InputError(f"--workers must be between 1 and {MAX_LOCAL_WORKERS}, got {workers}")
         self.workers = workers

@@ -52,13 +52,13 @@ entries each rule removed, for the database's build record.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from pivot._native import _counts
+from pivot.locking import resolve_threads
 from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.pipeline.extract import PhraseTable
 
@@ -169,19 +169,6 @@ class Paraphrases:
 
 
 _PARA_FIELDS = ("e1", "e2", "p", "n_pivots", "pivots")
-
-
-def resolve_threads(n_threads: int) -> int:
-    """0 means every core this process may run on."""
-    n_threads = int(n_threads)
-    if n_threads < 0:
-        raise ValueError(f"n_threads must be >= 0, got {n_threads}")
-    if n_threads == 0:
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:  # pragma: no cover - not Linux
-            return max(1, os.cpu_count() or 1)
-    return n_threads
 
 
 def _check_table(table: PhraseTable) -> None:

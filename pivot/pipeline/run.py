@@ -29,9 +29,9 @@ import numpy as np
 from pivot._version import __version__
 from pivot import preflight, recipes
 from pivot.errors import InputError
+from pivot.locking import resolve_threads
 from pivot.pipeline.engine import release_heap
 from pivot.pipeline.graph import check_inputs
-from pivot.pipeline.pivoting import resolve_threads
 
 log = logging.getLogger("pivot")
 

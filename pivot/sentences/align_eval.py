@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import tempfile
 import time
@@ -154,10 +153,11 @@ def run_command(args) -> int:
     import sys
 
     from pivot import recipes
+    from pivot.locking import resolve_threads
 
     root = recipes.resolve_data_root(args.data)
     en, fr, n_gold, sure, possible = load_sets(root, bitext=not args.no_bitext)
-    threads = args.threads or os.cpu_count() or 1
+    threads = resolve_threads(args.threads or 0)
     if args.method == "ibm2":
         res = eval_ibm2(en, fr, n_gold, sure, possible, threads=threads)
     else:
