@@ -72,6 +72,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot.errors import InputError
+from pivot.hashes import hash64
 from pivot.text import _checked_lines, _count_lines_checked, _iter_lines, _open_binary, normalize_many
 
 # The reasons a raw line or pair is not kept, in the order clean_pairs tests them.
@@ -135,19 +136,19 @@ def sample_limit(fraction: float) -> int:
 def sample_keeper(fraction: float, seed: int):
     """The resample rule as a predicate ``keep(english, foreign)`` on a normalised pair.
 
-    h = the first 8 bytes of blake2b(str(seed) + "\\n" + english + "\\t" + foreign), read as a
-    big-endian integer; the pair is kept iff h < ceil(fraction * 2^64) (:func:`sample_limit`).
+    h = :func:`pivot.hashes.hash64` of english + "\\t" + foreign (the first 8 bytes of
+    blake2b(str(seed) + "\\n" + english + "\\t" + foreign), read as a big-endian integer);
+    the pair is kept iff h < ceil(fraction * 2^64) (:func:`sample_limit`).
     The hash of the pair's own text (the house rule of pivot.pipeline.run.cross_fit_folds):
     each pair is kept with probability ``fraction`` independently of the others, the same
     pairs on every run, machine and worker count, whatever the order of the input; a pair
     repeated (in one source or several) is kept or left out as a whole. Seeds give
     independent resamples of the same size in expectation.
     """
-    limit, salt = sample_limit(fraction), str(seed).encode() + b"\n"
-    blake2b = hashlib.blake2b
+    limit = sample_limit(fraction)
 
     def keep(en: str, f: str) -> bool:
-        return int.from_bytes(blake2b(salt + f"{en}\t{f}".encode("utf-8"), digest_size=8).digest(), "big") < limit
+        return hash64(f"{en}\t{f}", seed) < limit
 
     return keep
 
