@@ -36,9 +36,9 @@ LOCK_NAME = ".lock"
 PER_CORE = 4
 
 # Temporary names that carry the writer's pid, as the project's writers spell them:
-#   .NAME.tmp-PID   pivot.store.write, pivot.store.labels, pivot.pipeline.engine.atomic_save_npz,
-#                   pivot.pipeline.bundle.save_bundle
-#   .NAME.PID.tmp   pivot.pipeline.align (chunk and link files)
+#   .NAME.tmp-PID   pivot.atomic (the .npz, bundle, tagger and text writers), pivot.store.write
+#   .NAME.PID.tmp   pivot.pipeline.align before pivot.atomic served it: a work directory of an
+#                   earlier version may still hold one
 #   NAME.tmpPID     pivot.pipeline.lm (ARPA files)
 _TMP_PATTERNS = (
     re.compile(r"^\..+\.tmp-(\d+)$"),

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pivot.atomic import atomic_path, save_npz, write_text
 from pivot.errors import InputError
 
 # The 8 neighbours of a link, in the order the textbook pseudo-code lists them (the 4 sides
@@ -289,10 +290,8 @@ def format_pharaoh(link_e, link_f, link_offsets):
 
 def write_pharaoh(path, link_e, link_f, link_offsets):
     """Write ragged links as Pharaoh lines, one per sentence pair (written whole, then renamed)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    _write_lines(tmp, format_pharaoh(link_e, link_f, link_offsets))
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        _write_lines(tmp, format_pharaoh(link_e, link_f, link_offsets))
 
 
 def read_pharaoh(path, e_lengths, f_lengths):
@@ -355,35 +354,6 @@ LINKS_MANIFEST = "links.json"
 def links_chunk_name(k):
     """File name of chunk ``k`` of :func:`align_corpus`'s output."""
     return f"links-{k:05d}.npz"
-
-
-def _atomic_npz(path, **arrays):
-    """Write an uncompressed .npz under a temporary name in the same folder, then rename it."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def _atomic_text(path, text):
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def _corpus_meta(corpus_dir):
@@ -458,7 +428,7 @@ def _encode_corpus(corpus_dir, chunk_sentences, scratch):
         f_tokens, f_offsets = f_vocab.encode(f)
         n_pairs += len(en)
         del en, f
-        _atomic_npz(Path(scratch) / f"enc-{n_chunks:05d}.npz", e_tokens=e_tokens,
+        save_npz(Path(scratch) / f"enc-{n_chunks:05d}.npz", e_tokens=e_tokens,
                     e_offsets=e_offsets, f_tokens=f_tokens, f_offsets=f_offsets)
         n_chunks += 1
     return n_pairs, n_chunks, len(e_vocab), len(f_vocab)
@@ -524,7 +494,7 @@ def align_corpus(corpus_dir, out_dir, *, method="ibm2", chunk_sentences=50000, n
     def write(k, link_e, link_f, link_offsets):
         if k != len(written):
             raise RuntimeError(f"chunk {k} written out of order")
-        _atomic_npz(out / links_chunk_name(k), link_e=np.asarray(link_e, dtype=np.int32),
+        save_npz(out / links_chunk_name(k), link_e=np.asarray(link_e, dtype=np.int32),
                     link_f=np.asarray(link_f, dtype=np.int32),
                     link_offsets=np.asarray(link_offsets, dtype=np.int64))
         written.append(len(link_offsets) - 1)
@@ -564,7 +534,7 @@ def align_corpus(corpus_dir, out_dir, *, method="ibm2", chunk_sentences=50000, n
         if suffix.isdigit() and int(suffix) >= n_chunks:
             stale.unlink()
     info = {"n_pairs": n_pairs, "chunk_sentences": chunk_sentences, "n_chunks": n_chunks}
-    _atomic_text(manifest, json.dumps(info, indent=2) + "\n")
+    write_text(manifest, json.dumps(info, indent=2) + "\n")
     return info
 
 

@@ -2,7 +2,7 @@
 
 Every sharded task is a plain function of small arguments (paths and numbers) that reads its
 inputs from the work directory and writes its output there atomically (a temporary name,
-then ``os.replace``). Nothing large travels through the scheduler, a task that finds its
+then ``os.replace``: :mod:`pivot.atomic`, :func:`pivot.pipeline.bundle.save_bundle`). Nothing large travels through the scheduler, a task that finds its
 output already written returns at once, and a task whose worker dies is simply run again by
 Dask on another worker: the output is the same bytes either way. That makes the engine a
 detail of speed, never of content: ``--workers 1``, ``--workers 8`` and a SLURM cluster write
@@ -21,7 +21,6 @@ import logging
 import os
 import threading
 import time
-from pathlib import Path
 
 from pivot.errors import InputError
 from pivot.locking import cores
@@ -32,17 +31,6 @@ log = logging.getLogger("pivot")
 RETRIES = 3
 #: Most workers a local cluster may start (a typo such as --workers 100000 is refused).
 MAX_LOCAL_WORKERS = 256
-
-
-def atomic_save_npz(path: Path, **arrays) -> None:
-    """``np.savez`` to a temporary name in the same folder, then rename: readers see all or nothing."""
-    import numpy as np
-
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-    os.replace(tmp, path)
 
 
 class Engine:

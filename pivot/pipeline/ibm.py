@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot import _align
+from pivot.atomic import save_npz
 
 # t(f | e) used by viterbi for a (source, target) pair missing from the table (or whose
 # probability fell to 0): small enough that any seen pair wins, large enough that an unseen
@@ -109,12 +110,11 @@ class Model:
         return float(self.prob[k]) if k < b and self.col[k] == tgt else 0.0
 
     def save(self, path):
-        """Write the model as an uncompressed .npz (arrays plus p_null, tension, n_tgt_vocab)."""
-        with open(Path(path), "wb") as fh:
-            np.savez(fh, row_ptr=self.row_ptr, col=self.col, prob=self.prob,
-                     p_null=np.float64(self.p_null), tension=np.float64(self.tension),
-                     n_tgt_vocab=np.int64(self.n_tgt_vocab),
-                     log_likelihood=np.asarray(self.log_likelihood, dtype=np.float64))
+        """Write the model as an uncompressed .npz (arrays plus p_null, tension, n_tgt_vocab), atomically."""
+        save_npz(path, row_ptr=self.row_ptr, col=self.col, prob=self.prob,
+                 p_null=np.float64(self.p_null), tension=np.float64(self.tension),
+                 n_tgt_vocab=np.int64(self.n_tgt_vocab),
+                 log_likelihood=np.asarray(self.log_likelihood, dtype=np.float64))
 
     @classmethod
     def load(cls, path):
@@ -547,15 +547,6 @@ def _english_first(rf, re_, ro):
     return re_[order], rf[order], ro
 
 
-def _save_npz(path, **arrays):
-    """Write an uncompressed .npz whole under a temporary name, then rename it to ``path``."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-    os.replace(tmp, path)
-
-
 def _load_npz(path, *names):
     with np.load(path, allow_pickle=False) as z:
         return tuple(z[n] for n in names)
@@ -607,7 +598,7 @@ def align_both_chunked(load_chunk, n_chunks, n_e_vocab, n_f_vocab, write_links, 
     for k in range(n_chunks):
         e, eo, f, fo = _chunk_corpus(load_chunk(k), n_e_vocab, n_f_vocab, k)
         le, lf, lo = viterbi(forward, e, eo, f, fo, n_threads)
-        _save_npz(scratch / f"fwd-{k:05d}.npz", link_e=le, link_f=lf, link_offsets=lo)
+        save_npz(scratch / f"fwd-{k:05d}.npz", link_e=le, link_f=lf, link_offsets=lo)
         del e, eo, f, fo, le, lf, lo
     del forward
     reverse = fit_direction("rev", reversed_chunk, n_f_vocab, n_e_vocab)

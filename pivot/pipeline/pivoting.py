@@ -58,6 +58,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot._native import _counts
+from pivot.atomic import save_npz
 from pivot.locking import resolve_threads
 from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.pipeline.extract import PhraseTable
@@ -120,10 +121,9 @@ class Paraphrases:
         return int(self.e1.shape[0])
 
     def save(self, path) -> None:
-        """Write one uncompressed ``.npz``; ``meta`` goes in as a JSON string."""
+        """Write one uncompressed ``.npz``, atomically; ``meta`` goes in as a JSON string."""
         arrays = {name: getattr(self, name) for name in _PARA_FIELDS}
-        with open(Path(path), "wb") as fh:
-            np.savez(fh, meta=np.array(json.dumps(self.meta, sort_keys=True)), **arrays)
+        save_npz(path, meta=np.array(json.dumps(self.meta, sort_keys=True)), **arrays)
 
     @staticmethod
     def write_index(folder, parts, n_pairs, meta: dict) -> None:
