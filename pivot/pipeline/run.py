@@ -30,6 +30,7 @@ from pivot._version import __version__
 from pivot import preflight, recipes
 from pivot.errors import InputError
 from pivot.locking import resolve_threads
+from pivot.store.combined import symmetric_p
 from pivot.pipeline.engine import release_heap
 from pivot.pipeline.graph import check_inputs
 
@@ -628,12 +629,15 @@ class Pipeline:
             labelled = gold.binarize(pairs, comb["threshold"])
             tune, test = gold.tuning_test_split(labelled, n_tune=comb["n_tune"], seed=comb["seed"])
             ids = self.phrase_ids([t for p in tune for t in p[:2]])
-            p_sym = symmetric_scores(self.paraphrase_parts(), [(ids.get(a), ids.get(b)) for a, b, _ in tune])
+            fwd, rev = directed_scores(self.paraphrase_parts(), [(ids.get(a), ids.get(b)) for a, b, _ in tune])
             labels = np.array([p[2] for p in tune], dtype=np.float64)
-            candidate = p_sym[:, 0] > 0  # the paper's candidates: pairs General extracted
+            # The paper's candidates: pairs General extracted (either direction: gold pairs are unordered).
+            candidate = ~np.isnan(symmetric_p(fwd[:, 0], rev[:, 0]))
+            g_f, g_r = fwd[candidate, 0], rev[candidate, 0]
             fitted = {}
             for k, model in enumerate(self.models[1:], start=1):
-                c = combine.fit_combination(p_sym[candidate, 0], p_sym[candidate, k], labels[candidate])
+                # The evaluation scores a combination with the same unordered features.
+                c = combine.fit_combination_unordered(g_f, g_r, fwd[candidate, k], rev[candidate, k], labels[candidate])
                 fitted[f"general+{model['name']}"] = c.to_meta()
                 log.info("general+%s: %s", model["name"], json.dumps(fitted[f"general+{model['name']}"], default=str)[:400])
             (tmp / "combination.json").write_text(json.dumps({
@@ -818,25 +822,27 @@ def cross_fit_folds(sentences: list[str], seed: int) -> np.ndarray:
     return out
 
 
-def symmetric_scores(para, id_pairs) -> np.ndarray:
-    """Per model, max(p(b|a), p(a|b)) for each pair of phrase ids (0 where absent or unknown).
+def directed_scores(para, id_pairs) -> tuple[np.ndarray, np.ndarray]:
+    """(p(b|a), p(a|b)) per model for each pair (a, b) of phrase ids: two (n, K) arrays, 0 where
+    the table lacks that direction or an id is None.
 
-    Gold similarity pairs are unordered, so a pair counts as proposed in either direction;
-    pivot.eval.evaluate ranks with the same convention. ``para`` is the table or an iterable
-    of its row ranges (a pair lies in the one range that holds its e1).
+    Gold similarity pairs are unordered: the combination is fitted on both directions
+    (pivot.pipeline.combine.fit_combination_unordered), as the evaluation scores it
+    (pivot.store.combined.unordered_score). ``para`` is the table or an iterable of its row
+    ranges (a pair lies in the one range that holds its first phrase).
     """
     from pivot.store.db import find_pairs
 
     a = np.array([-1 if x is None or y is None else x for x, y in id_pairs], dtype=np.int64)
     b = np.array([-1 if x is None or y is None else y for x, y in id_pairs], dtype=np.int64)
-    out = None
+    fwd = rev = None
     for part in ([para] if hasattr(para, "e1") else para):
-        if out is None:
-            out = np.zeros((len(id_pairs), part.p.shape[1]))
-        for row in (find_pairs(part.e1, part.e2, a, b), find_pairs(part.e1, part.e2, b, a)):
+        if fwd is None:
+            fwd, rev = np.zeros((len(id_pairs), part.p.shape[1])), np.zeros((len(id_pairs), part.p.shape[1]))
+        for out, row in ((fwd, find_pairs(part.e1, part.e2, a, b)), (rev, find_pairs(part.e1, part.e2, b, a))):
             found = row >= 0
-            out[found] = np.maximum(out[found], part.p[row[found]])
-    return out
+            out[found] = part.p[row[found]]
+    return fwd, rev
 
 
 def phrase_texts(phrases: np.ndarray, tokens: list[str], ids: np.ndarray) -> dict[int, str]:
