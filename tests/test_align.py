@@ -1,12 +1,14 @@
-"""Unit tests of pivot.pipeline.align: grow-diag-final-and by hand, Pharaoh IO, a real eflomal run."""
+"""Unit tests of pivot.pipeline.links (grow-diag-final-and by hand, Pharaoh IO) and pivot.pipeline.align
+(a real eflomal run, the chunked stage)."""
 import os
 import random
 
 import numpy as np
 import pytest
 
-from pivot.pipeline.align import (format_pharaoh, grow_diag_final_and, parse_pharaoh, read_pharaoh,
-                         run_eflomal, symmetrize, write_pharaoh)
+from pivot.pipeline.align import run_eflomal
+from pivot.pipeline.links import (format_pharaoh, grow_diag_final_and, parse_pharaoh, read_pharaoh, symmetrize,
+                                  write_pharaoh)
 from pivot.errors import InputError
 
 # ----------------------------------------------------------------------------- grow-diag-final-and

@@ -168,7 +168,7 @@ def test_align_both_native_equals_project_symmetrize():
 
 
 def test_native_gdfa_matches_reference_on_random_links():
-    from pivot.pipeline.align import grow_diag_final_and
+    from pivot.pipeline.links import grow_diag_final_and
     rng = np.random.RandomState(3)
     fwd_l, rev_l, le_l, lf_l = [], [], [], []
     for _ in range(500):
