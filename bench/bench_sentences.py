@@ -36,8 +36,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from pivot.sentences import generation_eval as G  # noqa: E402
 from pivot.sentences.msrp import read_msrp  # noqa: E402
-from pivot.sentences.paraphrase import (DEFAULT_WEIGHTS, LanguageModel, Paraphraser, Weights,  # noqa: E402
+from pivot.sentences.paraphrase import (DEFAULT_WEIGHTS, LanguageModel, Paraphraser,  # noqa: E402
                                         resolve_lm)
+from pivot.sentences.rewrite import Weights  # noqa: E402
 from pivot.locking import cores  # noqa: E402
 from pivot.store.db import ParaphraseDB  # noqa: E402
 

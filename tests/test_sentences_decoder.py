@@ -20,8 +20,9 @@ import pytest
 
 from pivot.cli import main
 from pivot.errors import InputError
-from pivot.sentences.paraphrase import (REV_FLOOR, LanguageModel, Paraphraser, PhraseTable, Weights,
+from pivot.sentences.paraphrase import (REV_FLOOR, LanguageModel, Paraphraser, PhraseTable,
                                         build_lattice, decode_lattice, find_lm, format_nbest, naive_substitution)
+from pivot.sentences.rewrite import Weights
 from pivot.store.db import ParaphraseDB
 from pivot.store.write import write_database
 

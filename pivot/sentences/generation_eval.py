@@ -12,7 +12,8 @@ from __future__ import annotations
 import itertools
 import time
 
-from pivot.sentences.paraphrase import Paraphraser, Weights, detokenize, naive_substitution
+from pivot.sentences.paraphrase import Paraphraser, detokenize, naive_substitution
+from pivot.sentences.rewrite import Weights
 
 ALPHA = 0.9
 
