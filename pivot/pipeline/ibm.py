@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pivot import _align
+from pivot._native import _align
 from pivot.atomic import save_npz
 from pivot.pipeline.links import format_pharaoh, symmetrize
 
