@@ -1,7 +1,7 @@
 """Tests of pivot.pipeline.ibm, the deterministic fast_align-style IBM Model 2 aligner.
 
 Toy vocabularies: source a=0, b=1; target x=0, y=1. Expected values are traced by hand in
-the comments (notation of pivot/ibm.py: t(f | e), prior p(a_i = j), posteriors, counts c).
+the comments (notation of pivot/pipeline/ibm.py: t(f | e), prior p(a_i = j), posteriors, counts c).
 """
 import math
 
