@@ -1,0 +1,387 @@
+"""Well-formedness labels of paraphrase pairs: a bitmask per pair, computed by array operations.
+
+Bilingual pivoting proposes, beside real paraphrases, phrase fragments that share an aligned
+foreign phrase with the query: *cells ,*, *) infection*, *the infection*, *cell counts were*,
+*treatment of*. Nothing is deleted; every pair gets a bitmask (uint8) whose flags say what is
+wrong with it or how it relates to its partner, and lookup/export hide ``HIDDEN`` by default.
+A flag is set when EITHER phrase (or the pair) has the property:
+
+=============  ===  =====================================================================
+EDGE_PUNCT       1  a punctuation token is the first or last token of e1 or e2
+FUNCTION_ONLY    2  e1 and e2 differ only by function words and punctuation: both have content
+                    words, the same sequence of them, and different surfaces (*the disease* /
+                    *disease*); or exactly one of them has no content word at all (*infection*
+                    / *it*: the content was replaced by function words alone)
+DANGLING         4  a phrase ends with a word that cannot close it (auxiliary, transitive
+                    preposition, determiner, conjunction) or starts with one that cannot open
+                    it (coordinating conjunction, auxiliary): *cell counts were*, *cells might
+                    be*, *treatment of*, *and cells*; not when both phrases are made of function
+                    words only (*because of* / *due to*: a function-word query gets function-word
+                    answers), nor for a phrase that WordNet lists as a multiword unit (*carry
+                    out*, *get rid of*, *human being*), matched after lemmatising its tokens
+INFLECTION       8  the content-word sequences differ in surface but have the same length and
+                    share a lemma at every position (*cells ,* / *cell*, *cell counts* / *cell
+                    count*); exclusive with FUNCTION_ONLY (equal surfaces) and CONTAINMENT
+CONTAINMENT     16  the shorter content-word sequence (at least one word) is a proper
+                    subsequence of the longer one, a word matching when the two share a lemma
+                    (*kidney* / *kidney disease*, *kidneys* / *disease of the kidney*)
+=============  ===  =====================================================================
+
+``HIDDEN = EDGE_PUNCT | FUNCTION_ONLY | DANGLING``: the default lookup and export hide these.
+
+Phrases are the database's normalised text (lower-case, Moses tokens joined by spaces: "cells ,"
+has a comma token, "( a )" bracket tokens, "can't" is "can 't"). Decisions, and why:
+
+* **Punctuation token**: every character is Unicode punctuation (categories P*) or a symbol
+  (S*), except the symbols read aloud as words: currency (Sc), mathematical operators (Sm, but
+  not the separator ``|``), and ``% ‰ ‱ & # @ ° ′ ″``. A phrase fragment is cut at a comma,
+  a bracket, a quote, a dash, a slash; *5 %*, *$ 5*, *a + b*, *r & d* are phrases whose symbol
+  is a word ("percent", "dollars", "plus", "and"), not the debris of a cut.
+* **Function words**: the closed classes of English, listed below by class (articles and other
+  determiners, quantifiers, pronouns, prepositions, coordinating and subordinating conjunctions,
+  auxiliaries and modals with their Moses-split contractions, the particles *to*, *not*, *'t*,
+  existential *there*). Open-class words (nouns, verbs, adjectives, adverbs, numbers) are
+  content words. *be*, *have* and *do* are listed whatever their use (main verb or auxiliary):
+  without a parser the two cannot be told apart, and *have fever* against *fever* is not a
+  paraphrase either.
+* **Dangling ends**: the classes above, with two refinements. (1) Prepositions that English also
+  uses as adverbial particles ending a phrase (*up, down, out, off, over, around, after, before,
+  ...*: *broken down*, *shortly after*) do not dangle; the transitive ones (*of, to, for, with,
+  from, at, in, on, by, about, ...*) do. *in*, *on* and *by* have particle uses too (*log in*),
+  but after a noun, the shape the database proposes (*infection in*), they are fragments; the
+  multiword-unit exemption keeps the lexicalised verbs (*carry on*, *stand by*). (2) Only
+  coordinating conjunctions dangle at the start (*and cells*); subordinators open real phrases
+  (*if necessary*, *when needed*). Among determiners, those that need a noun dangle at the end
+  (articles, demonstratives, possessives, *every*, *whose*); quantifiers that can stand alone
+  (*all*, *some*, *both*, *enough*) do not. A verb plus preposition not in WordNet (*deal with*)
+  stays dangling: without a part-of-speech tag, "a content word then a preposition" is
+  *treatment of* as often as *deal with*; bench/bench_junk.py counts what this rule costs.
+* **Inflection and containment on content words**, lemmas by WordNet's morphology
+  (``wordnet_lemmatizer``: the word itself plus NLTK's ``_morphy`` for each part of speech), so
+  *cells ,* / *cell* is EDGE_PUNCT | INFLECTION and *the kidneys* / *kidney disease* is
+  CONTAINMENT.
+
+Speed: Python runs once per phrase (splitting its text) and once per distinct token (classes,
+lemmas); every pair label is numpy operations over the e1/e2 index arrays.
+
+>>> forms = PhraseForms.from_texts(["cell", "cells ,", "the cell"], lambda t: frozenset({t, t.rstrip("s")}))
+>>> [describe(int(m)) for m in forms.pair_labels(np.array([0, 0]), np.array([1, 2]))]
+[['edge-punct', 'inflection'], ['function-only']]
+"""
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from pivot.errors import InputError
+
+EDGE_PUNCT = 1
+FUNCTION_ONLY = 2
+DANGLING = 4
+INFLECTION = 8
+CONTAINMENT = 16
+HIDDEN = EDGE_PUNCT | FUNCTION_ONLY | DANGLING
+NAMES = {EDGE_PUNCT: "edge-punct", FUNCTION_ONLY: "function-only", DANGLING: "dangling",
+         INFLECTION: "inflection", CONTAINMENT: "containment"}
+
+
+def describe(mask: int) -> list[str]:
+    """Names of the flags set in `mask`, in flag order: describe(5) == ["edge-punct", "dangling"]."""
+    mask = int(mask)
+    if mask < 0 or mask >= 32:
+        raise ValueError(f"not a well-formedness mask: {mask} (0..31)")
+    return [name for bit, name in NAMES.items() if mask & bit]
+
+
+# ------------------------------------------------------------------------ the closed classes
+#
+# Lower-case, as the database stores text; contractions as Moses splits them ("can't" -> "can 't",
+# "doesn't" -> "doesn 't", "I'm" -> "i 'm").
+
+ARTICLES = frozenset("a an the".split())
+DEMONSTRATIVES = frozenset("this that these those".split())
+POSSESSIVE_DETERMINERS = frozenset("my your his its our their whose".split())  # "her": also an object pronoun
+QUANTIFIERS = frozenset(
+    "all another any both each either enough every few fewer least less many more most much "
+    "neither no none other several some such".split())
+DETERMINERS = ARTICLES | DEMONSTRATIVES | POSSESSIVE_DETERMINERS | QUANTIFIERS
+
+PRONOUNS = frozenset(
+    "i me mine myself you yours yourself yourselves he him himself she her hers herself it itself we us "
+    "ours ourselves they them theirs themselves oneself who whom what which whoever whomever whatever "
+    "whichever someone somebody something anyone anybody anything everyone everybody everything "
+    "nobody nothing".split())
+
+PREPOSITIONS = frozenset(
+    "aboard about above across after against along alongside amid amidst among amongst around as at atop "
+    "before behind below beneath beside besides between beyond by despite down during except for from in "
+    "inside into near of off on onto opposite out outside over past per since than through throughout till "
+    "to toward towards under underneath unlike until unto up upon versus via vs vs. with within without "
+    "'til".split())
+# Prepositions that also end a phrase as adverbial particles ("broken down", "shortly after",
+# "as above"): not dangling at the end.
+PARTICLE_PREPOSITIONS = frozenset(
+    "aboard above across after along alongside around atop before behind below beneath beside besides "
+    "beyond down inside near off opposite out outside over past since throughout underneath up "
+    "within without".split())
+
+COORDINATORS = frozenset("and or but nor".split())
+SUBORDINATORS = frozenset(
+    "although because if lest so than that though unless whereas whether while whilst once when where "
+    "whenever wherever".split())
+CONJUNCTIONS = COORDINATORS | SUBORDINATORS
+# Subordinators that also end a phrase ("for a while", "at once", "even though" ends a clause
+# adverbially, "where" / "when" as relative adverbs: "the place where"): not dangling at the end.
+_FREE_END_SUBORDINATORS = frozenset("though while once when where whenever wherever".split())
+
+AUXILIARIES = frozenset(
+    # be, have, do (all forms that serve as auxiliaries) and the modals
+    "be am is are was were been being have has had having do does did "
+    "can could may might must shall should will would ought "
+    # Moses-split contractions: the clitic ("'s", "'re", ...) and the host of a negation
+    # ("doesn 't", "isn 't": "doesn", "isn"); "won 't" leaves "won", a verb, so it is not here
+    "'m 're 's 've 'd 'll ca don doesn didn isn aren wasn weren hasn haven hadn couldn shouldn wouldn "
+    "mustn needn mightn shan".split())
+
+PARTICLES = frozenset("to not n't 't there".split())
+
+FUNCTION_WORDS = DETERMINERS | PRONOUNS | PREPOSITIONS | CONJUNCTIONS | AUXILIARIES | PARTICLES
+
+#: Words that cannot close a phrase: auxiliary, transitive preposition, noun-needing determiner, conjunction.
+DANGLING_END = (AUXILIARIES | (PREPOSITIONS - PARTICLE_PREPOSITIONS)
+                | ARTICLES | DEMONSTRATIVES | POSSESSIVE_DETERMINERS | frozenset({"every"})
+                | (CONJUNCTIONS - _FREE_END_SUBORDINATORS))
+#: Words that cannot open a phrase: a coordinating conjunction or an auxiliary.
+DANGLING_START = COORDINATORS | AUXILIARIES
+
+# Symbols that are read as words ("5 %" = "5 percent"): not punctuation tokens.
+_SPOKEN_SYMBOLS = frozenset("%‰‱&#@°′″")
+
+
+def is_punctuation(token: str) -> bool:
+    """True when every character of `token` is punctuation (P*) or a symbol (S*) that is not read
+    as a word (currency Sc, math Sm other than "|", and % ‰ ‱ & # @ ° ′ ″ are words)."""
+    if not token:
+        return False
+    for ch in token:
+        cat = unicodedata.category(ch)
+        if cat[0] not in "PS" or ch in _SPOKEN_SYMBOLS or cat == "Sc" or (cat == "Sm" and ch != "|"):
+            return False
+    return True
+
+
+# ------------------------------------------------------------------------------ the lemmatizer
+
+
+class WordNetLemmatizer:
+    """token -> frozenset of its lemmas: the token itself and WordNet's base forms of it as a noun,
+    verb, adjective and adverb (NLTK's ``_morphy``: exception lists, then suffix rules, kept only
+    when WordNet has the result). "cells" -> {"cells", "cell"}; "saw" -> {"saw", "see"}.
+
+    ``units`` holds WordNet's multiword lemmas ("carry out", "get rid of", "human being",
+    space-separated): phrases that are lexicalised units, whose edges do not dangle.
+    """
+
+    def __init__(self, wordnet):
+        self._wn = wordnet
+        self.units = frozenset(name.replace("_", " ") for name in wordnet.all_lemma_names() if "_" in name)
+
+    def __call__(self, token: str) -> frozenset:
+        morphy = self._wn._morphy
+        out = {token}
+        for pos in "nvar":
+            out.update(morphy(token, pos))
+        return frozenset(out)
+
+
+def wordnet_lemmatizer(data_root) -> WordNetLemmatizer:
+    """The WordNet 3.0 lemmatizer of the data root's ``lexicon/nltk_data`` (see DATA.md)."""
+    folder = Path(data_root) / "lexicon" / "nltk_data"
+    if not (folder / "corpora" / "wordnet" / "index.noun").is_file():
+        raise InputError("WordNet 3.0 is missing (expected corpora/wordnet/index.noun under it): "
+                         "the well-formedness labels need the data root's lexicon", folder)
+    try:
+        import nltk
+    except ImportError:
+        raise InputError("the well-formedness labels need NLTK (pip install 'nltk>=3.9')") from None
+    if str(folder) not in nltk.data.path:
+        nltk.data.path.insert(0, str(folder))
+    from nltk.corpus import wordnet
+
+    version = wordnet.get_version()
+    if version != "3.0":
+        raise InputError(f"WordNet {version} found, 3.0 expected", folder)
+    return WordNetLemmatizer(wordnet)
+
+
+# ---------------------------------------------------------------------------- phrases and pairs
+
+
+def _padded(rows: list[list[int]], width: int) -> np.ndarray:
+    """int32 matrix of the rows, padded with -1 to `width` columns."""
+    out = np.full((len(rows), max(width, 1)), -1, dtype=np.int32)
+    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    if lengths.sum():
+        rr = np.repeat(np.arange(len(rows)), lengths)
+        cc = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        out[rr, cc] = np.fromiter((x for r in rows for x in r), dtype=np.int32, count=int(lengths.sum()))
+    return out
+
+
+class PhraseForms:
+    """Per-phrase arrays from which pair labels are computed by gathers and comparisons.
+
+    tokens        (n, T) int32 token ids, -1 padded
+    content       (n, C) int32 ids of the content tokens (not function words, not punctuation),
+                  in order, -1 padded; n_content (n,) their number
+    edge_punct    (n,) bool: the first or last token is punctuation
+    dangling      (n,) bool: see the module docstring (units exempted)
+    lemma_ids     (V, L) int32: ids of each token's lemmas (the token's own text among them), -1 padded
+    """
+
+    def __init__(self, tokens, content, n_content, edge_punct, dangling, lemma_ids, vocab):
+        self.tokens = tokens
+        self.content = content
+        self.n_content = n_content
+        self.edge_punct = edge_punct
+        self.dangling = dangling
+        self.lemma_ids = lemma_ids
+        self.vocab = vocab
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str], lemmatizer: Callable[[str], frozenset]) -> "PhraseForms":
+        """The forms of normalised phrases (lower-case, Moses tokens joined by spaces).
+
+        lemmatizer: token -> frozenset of lemmas (``wordnet_lemmatizer(data_root)``, or any
+        function for tests); called once per distinct content token. If it has a ``units``
+        attribute (multiword lemmas, space-separated), phrases found there do not dangle.
+        """
+        vocab: dict[str, int] = {}
+        rows = []
+        for text in texts:
+            rows.append([vocab.setdefault(tok, len(vocab)) for tok in text.split()])
+        words = list(vocab)
+        n_vocab = len(words)
+        punct = np.fromiter((is_punctuation(w) for w in words), dtype=bool, count=n_vocab)
+        function = np.fromiter((w in FUNCTION_WORDS for w in words), dtype=bool, count=n_vocab)
+        end_dangles = np.fromiter((w in DANGLING_END for w in words), dtype=bool, count=n_vocab)
+        start_dangles = np.fromiter((w in DANGLING_START for w in words), dtype=bool, count=n_vocab)
+        is_content = ~punct & ~function
+
+        # Lemmas of content tokens only (function words and punctuation never take part in
+        # INFLECTION or CONTAINMENT), each lemma string interned to an id.
+        lemma_sets: list[frozenset] = [frozenset()] * n_vocab
+        lemma_index: dict[str, int] = {}
+        for i in np.flatnonzero(is_content).tolist():
+            lemmas = lemmatizer(words[i])
+            if words[i] not in lemmas:
+                lemmas = frozenset(lemmas) | {words[i]}
+            lemma_sets[i] = lemmas
+        width = max((len(s) for s in lemma_sets), default=1)
+        lemma_rows = [sorted(lemma_index.setdefault(l, len(lemma_index)) for l in s) for s in lemma_sets]
+        lemma_ids = _padded(lemma_rows, width)
+
+        max_len = max((len(r) for r in rows), default=1)
+        tokens = _padded(rows, max_len)
+        n = len(rows)
+        present = tokens >= 0
+        safe = np.where(present, tokens, 0)
+        lengths = present.sum(axis=1)
+        nonempty = lengths > 0
+        first = safe[:, 0]
+        last = safe[np.arange(n), np.maximum(lengths - 1, 0)]
+        edge_punct = nonempty & (punct[first] | punct[last])
+        dangling = nonempty & (end_dangles[last] | start_dangles[first])
+
+        units = getattr(lemmatizer, "units", None)
+        if units:
+            # A lexicalised multiword unit ("carry out", "get rid of") is exempt; its tokens are
+            # matched in any of their lemmas ("carried out" -> "carry out").
+            for p in np.flatnonzero(dangling & (lengths > 1)).tolist():
+                choices = [lemma_sets[t] or (words[t],) for t in rows[p]]
+                if _any_unit(choices, units):
+                    dangling[p] = False
+
+        cmask = present & is_content[safe]
+        n_content = cmask.sum(axis=1).astype(np.int32)
+        # Compact content tokens to the left, keeping their order (stable sort on "not content").
+        order = np.argsort(~cmask, axis=1, kind="stable")
+        content = np.where(np.take_along_axis(cmask, order, axis=1), np.take_along_axis(tokens, order, axis=1), -1)
+        width_c = max(int(n_content.max()) if n else 0, 1)
+        content = np.ascontiguousarray(content[:, :width_c], dtype=np.int32)
+        return cls(tokens, content, n_content, edge_punct, dangling, lemma_ids, words)
+
+    def __len__(self):
+        return len(self.tokens)
+
+    def _share(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Elementwise: content tokens a and b share a lemma (False where either is -1)."""
+        la = self.lemma_ids[np.maximum(a, 0)]
+        lb = self.lemma_ids[np.maximum(b, 0)]
+        hit = a == b        # a token's own text is one of its lemmas
+        width = la.shape[-1]
+        # L x L comparisons of (m, C) arrays rather than one (m, C, L, L) array: memory stays
+        # that of the inputs (lemma rows are sorted and -1 padded at the end).
+        for x in range(width):
+            lx = la[..., x]
+            valid = lx >= 0
+            for y in range(width):
+                hit |= valid & (lx == lb[..., y])
+        return hit & (a >= 0) & (b >= 0)
+
+    def pair_labels(self, e1_idx: np.ndarray, e2_idx: np.ndarray) -> np.ndarray:
+        """The uint8 well-formedness mask of each pair (e1_idx[i], e2_idx[i]) of phrase indices."""
+        e1 = np.asarray(e1_idx, dtype=np.int64)
+        e2 = np.asarray(e2_idx, dtype=np.int64)
+        if e1.shape != e2.shape or e1.ndim != 1:
+            raise ValueError(f"e1_idx and e2_idx must be 1-d arrays of one length (got {e1.shape}, {e2.shape})")
+        if len(e1) and (min(e1.min(), e2.min()) < 0 or max(e1.max(), e2.max()) >= len(self)):
+            raise ValueError(f"phrase index out of range 0..{len(self) - 1}")
+        out = np.zeros(len(e1), dtype=np.uint8)
+        out[self.edge_punct[e1] | self.edge_punct[e2]] |= EDGE_PUNCT
+
+        n1, n2 = self.n_content[e1], self.n_content[e2]
+        c1, c2 = self.content[e1], self.content[e2]
+        same_content = (n1 == n2) & (c1 == c2).all(axis=1)
+        same_surface = (self.tokens[e1] == self.tokens[e2]).all(axis=1)
+        none1, none2 = n1 == 0, n2 == 0
+        function_only = (same_content & ~none1 & ~same_surface) | (none1 != none2)
+        out[function_only] |= FUNCTION_ONLY
+        out[(self.dangling[e1] | self.dangling[e2]) & ~(none1 & none2)] |= DANGLING
+
+        # INFLECTION: equal content lengths, different content surface, a shared lemma everywhere.
+        cand = np.flatnonzero((n1 == n2) & ~none1 & ~same_content)
+        if len(cand):
+            a, b = c1[cand], c2[cand]
+            ok = (self._share(a, b) | ((a < 0) & (b < 0))).all(axis=1)
+            out[cand[ok]] |= INFLECTION
+
+        # CONTAINMENT: the shorter content sequence (>= 1 word) is a proper subsequence of the
+        # longer one. Greedy leftmost matching decides subsequence for any match predicate: if
+        # short[i] can match long[j], matching it there leaves a superset of later positions.
+        cand = np.flatnonzero((n1 != n2) & ~none1 & ~none2)
+        if len(cand):
+            swap = n1[cand] > n2[cand]
+            short = np.where(swap[:, None], c2[cand], c1[cand])
+            long_ = np.where(swap[:, None], c1[cand], c2[cand])
+            n_short = np.minimum(n1[cand], n2[cand])
+            matched = np.zeros(len(cand), dtype=np.int64)
+            rows = np.arange(len(cand))
+            width = short.shape[1]
+            for j in range(long_.shape[1]):
+                want = short[rows, np.minimum(matched, width - 1)]
+                hit = (matched < n_short) & self._share(want, long_[:, j])
+                matched += hit
+            out[cand[matched == n_short]] |= CONTAINMENT
+        return out
+
+
+def _any_unit(choices: list, units) -> bool:
+    """Whether some choice of one lemma per position, joined by spaces, is in `units`."""
+    prefixes = [""]
+    for k, options in enumerate(choices):
+        prefixes = [f"{p} {o}" if k else o for p in prefixes for o in options]
+    return any(p in units for p in prefixes)
