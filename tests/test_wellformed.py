@@ -4,6 +4,7 @@ Each expected mask is the sum of the flags traced in the comment beside it:
 EDGE_PUNCT 1, FUNCTION_ONLY 2, DANGLING 4, INFLECTION 8, CONTAINMENT 16. The pure tests use a
 dictionary lemmatizer (below); the WordNet tests need the data root (PIVOT_DATA) and skip without it.
 """
+import itertools
 import os
 from pathlib import Path
 
@@ -52,7 +53,7 @@ ISSUE_CASES = [
 ]
 
 MORE_CASES = [
-    ("by", "through", 0),                  # both function words only: neither FUNCTION_ONLY nor dangling
+    ("by", "through", 0),                  # no content on either side; both end on a preposition
     ("5 %", "5 percent", 0),               # "%" is a word (percent): no edge punctuation; % / percent differ
     ("cells", "and cells", FUNCTION_ONLY | DANGLING),      # coordinating conjunction at the start
     ("necessary", "if necessary", FUNCTION_ONLY),          # a subordinator opens a real phrase
@@ -64,7 +65,12 @@ MORE_CASES = [
     ("mouse cells", "mice cell", INFLECTION),      # every position shares a lemma
     ("cell count", "cell", CONTAINMENT),           # either direction
     ("treat this", "treat", FUNCTION_ONLY | DANGLING),   # a demonstrative that needs a noun ends it
-    ("( a )", "a", EDGE_PUNCT),            # brackets at both edges; "a" alone: both sides without content
+    ("( a )", "a", EDGE_PUNCT | DANGLING),  # brackets at both edges; "a" ends on an article, "( a )" on ")"
+    ("because of", "due to", FUNCTION_ONLY),   # both ends dangle alike; "because of" has no content word
+    ("associated with", "related to", 0),      # a dangling query keeps its like answers
+    ("infection with", "infection in", FUNCTION_ONLY),
+    ("alzheimer 's disease", "alzheimer disease", INFLECTION),   # only the genitive differs
+    ("alzheimer 's", "alzheimer", DANGLING | INFLECTION),      # "'s" ends it (a clitic cannot close)
 ]
 
 
@@ -103,6 +109,71 @@ def test_labels_are_symmetric_and_hidden():
     assert len(hidden) == 9   # every junk example of the issue but kidney disease and cure
 
 
+def reference_mask(t1, t2, lemmas, units=frozenset()):
+    """The mask of one pair, straight from the module docstring's definitions (no arrays)."""
+    def is_content(x):
+        return not is_punctuation(x) and x not in wf.FUNCTION_WORDS
+
+    def lem(x):
+        return lemmas(x) | {x} if is_content(x) else {x}
+
+    def unit(toks):
+        return len(toks) > 1 and any(" ".join(c) in units for c in itertools.product(*[sorted(lem(x)) for x in toks]))
+
+    def edges(toks):
+        u = unit(toks)
+        return (bool(toks) and toks[-1] in wf.DANGLING_END and not u,
+                bool(toks) and toks[0] in wf.DANGLING_START and not u)
+
+    a, b = t1.split(), t2.split()
+    c1, c2 = [x for x in a if is_content(x)], [x for x in b if is_content(x)]
+    share = lambda x, y: bool(lem(x) & lem(y))  # noqa: E731
+    mask = 0
+    if any(is_punctuation(t[0]) or is_punctuation(t[-1]) for t in (a, b) if t):
+        mask |= EDGE_PUNCT
+    genitive_only = a != b and bool(c1) and [x for x in a if x != "'s"] == [x for x in b if x != "'s"]
+    if (c1 == c2 and c1 and a != b and not genitive_only) or bool(c1) != bool(c2):
+        mask |= FUNCTION_ONLY
+    if edges(a) != edges(b):
+        mask |= DANGLING
+    if genitive_only or (len(c1) == len(c2) and c1 and c1 != c2 and all(map(share, c1, c2))):
+        mask |= INFLECTION
+    if c1 and c2 and len(c1) != len(c2):
+        short, long_ = sorted((c1, c2), key=len)
+        # every choice of positions in the longer sequence, not the module's greedy scan
+        if any(all(map(share, short, [long_[j] for j in pos]))
+               for pos in itertools.combinations(range(len(long_)), len(short))):
+            mask |= CONTAINMENT
+    return mask
+
+
+def test_random_pairs_match_the_reference():
+    # A vocabulary dense in shared lemmas ("leaves": leaf and leave; "saw": saw and see), function
+    # words of every dangling kind, punctuation, the genitive and a unit ("get rid of").
+    lemma_of = {"cells": {"cell"}, "leaves": {"leaf", "leave"}, "left": {"leave"}, "saw": {"see"},
+                "seen": {"see"}, "got": {"get"}, "kidneys": {"kidney"}}
+
+    class Lemmas:
+        units = frozenset({"get rid of", "see off"})
+
+        def __call__(self, token):
+            return frozenset({token} | lemma_of.get(token, set()))
+
+    words = ("cell cells leaf leaves leave left saw see seen get got rid kidney kidneys disease "
+             "the of with and if might be 's by off , ) down").split()
+    rng = np.random.default_rng(7)
+    texts = sorted({" ".join(rng.choice(words, size=rng.integers(1, 6))) for _ in range(3000)})
+    forms = PhraseForms.from_texts(texts, Lemmas())
+    e1 = rng.integers(0, len(texts), size=20000)
+    e2 = rng.integers(0, len(texts), size=20000)
+    got = forms.pair_labels(e1, e2)
+    want = [reference_mask(texts[i], texts[j], Lemmas(), Lemmas.units) for i, j in zip(e1.tolist(), e2.tolist())]
+    assert got.tolist() == want
+    # the sample exercises every flag, alone and together
+    assert all(((got & bit) != 0).sum() > 100 for bit in NAMES)
+    assert len(set(want)) > 15
+
+
 def test_lemmatizer_called_once_per_distinct_content_token():
     calls = []
 
@@ -127,10 +198,17 @@ def test_describe():
         describe(32)
 
 
+def test_duplicate_texts_are_one_surface():
+    forms = PhraseForms.from_texts(["the cell", "the cell", "cell"], toy_lemmas)
+    assert forms.pair_labels(np.array([0, 0]), np.array([1, 2])).tolist() == [0, FUNCTION_ONLY]   # "the" opens a phrase: no dangling start
+
+
 def test_pair_labels_checks_indices():
     forms = PhraseForms.from_texts(["a", "b"], toy_lemmas)
     with pytest.raises(ValueError, match="out of range"):
         forms.pair_labels(np.array([0]), np.array([2]))
+    with pytest.raises(ValueError, match="integers"):
+        forms.pair_labels(np.array([0.0]), np.array([1.0]))
     with pytest.raises(ValueError, match="one length"):
         forms.pair_labels(np.array([0, 1]), np.array([1]))
     assert forms.pair_labels(np.array([], dtype=np.int64), np.array([], dtype=np.int64)).shape == (0,)

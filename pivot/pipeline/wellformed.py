@@ -12,16 +12,21 @@ FUNCTION_ONLY    2  e1 and e2 differ only by function words and punctuation: bot
                     words, the same sequence of them, and different surfaces (*the disease* /
                     *disease*); or exactly one of them has no content word at all (*infection*
                     / *it*: the content was replaced by function words alone)
-DANGLING         4  a phrase ends with a word that cannot close it (auxiliary, transitive
-                    preposition, determiner, conjunction) or starts with one that cannot open
-                    it (coordinating conjunction, auxiliary): *cell counts were*, *cells might
-                    be*, *treatment of*, *and cells*; not when both phrases are made of function
-                    words only (*because of* / *due to*: a function-word query gets function-word
-                    answers), nor for a phrase that WordNet lists as a multiword unit (*carry
-                    out*, *get rid of*, *human being*), matched after lemmatising its tokens
+DANGLING         4  one phrase has a dangling edge where the other has not. A phrase's end
+                    dangles on a word that cannot close it (auxiliary, transitive preposition,
+                    determiner, conjunction), its start on one that cannot open it (coordinating
+                    conjunction, auxiliary): *cell counts were*, *cells might be*, *treatment of*,
+                    *and cells*; a phrase that WordNet lists as a multiword unit (*carry out*,
+                    *get rid of*, *human being*, matched after lemmatising its tokens) has none.
+                    Compared edge by edge, so a dangling query keeps its like answers
+                    (*associated with* / *related to*, *because of* / *due to*, *by* / *through*)
+                    while *infection* / *infection with* and *infection* / *by* are flagged
 INFLECTION       8  the content-word sequences differ in surface but have the same length and
                     share a lemma at every position (*cells ,* / *cell*, *cell counts* / *cell
-                    count*); exclusive with FUNCTION_ONLY (equal surfaces) and CONTAINMENT
+                    count*), or the phrases differ only by the genitive *'s* (*alzheimer 's
+                    disease* / *alzheimer disease*: English's one case inflection, a spelling
+                    variant of a name, not a function-word change); exclusive with FUNCTION_ONLY
+                    and CONTAINMENT
 CONTAINMENT     16  the shorter content-word sequence (at least one word) is a proper
                     subsequence of the longer one, a word matching when the two share a lemma
                     (*kidney* / *kidney disease*, *kidneys* / *disease of the kidney*)
@@ -44,7 +49,11 @@ has a comma token, "( a )" bracket tokens, "can't" is "can 't"). Decisions, and 
   content words. *be*, *have* and *do* are listed whatever their use (main verb or auxiliary):
   without a parser the two cannot be told apart, and *have fever* against *fever* is not a
   paraphrase either.
-* **Dangling ends**: the classes above, with two refinements. (1) Prepositions that English also
+* **Dangling edges, compared per pair**: a flag set when either phrase dangles would hide every
+  answer to a query that dangles itself (PATO's *associated with*, whose curated synonym is
+  *associated*, would show nothing); comparing the two phrases' edges flags exactly the pairs in
+  which one side is a fragment of what the other says.
+* **Dangling words**: the classes above, with two refinements. (1) Prepositions that English also
   uses as adverbial particles ending a phrase (*up, down, out, off, over, around, after, before,
   ...*: *broken down*, *shortly after*) do not dangle; the transitive ones (*of, to, for, with,
   from, at, in, on, by, about, ...*) do. *in*, *on* and *by* have particle uses too (*log in*),
@@ -55,7 +64,9 @@ has a comma token, "( a )" bracket tokens, "can't" is "can 't"). Decisions, and 
   (articles, demonstratives, possessives, *every*, *whose*); quantifiers that can stand alone
   (*all*, *some*, *both*, *enough*) do not. A verb plus preposition not in WordNet (*deal with*)
   stays dangling: without a part-of-speech tag, "a content word then a preposition" is
-  *treatment of* as often as *deal with*; bench/bench_junk.py counts what this rule costs.
+  *treatment of* as often as *deal with*; bench/bench_junk.py counts what this rule costs (on
+  General's top 10 for 715 ontology terms: 46 of 4,162 proposals, none an ontology synonym, and
+  most fragments: *combined with*, *birth to*, *pain in*, *increase in*).
 * **Inflection and containment on content words**, lemmas by WordNet's morphology
   (``wordnet_lemmatizer``: the word itself plus NLTK's ``_morphy`` for each part of speech), so
   *cells ,* / *cell* is EDGE_PUNCT | INFLECTION and *the kidneys* / *kidney disease* is
@@ -157,6 +168,10 @@ DANGLING_END = (AUXILIARIES | (PREPOSITIONS - PARTICLE_PREPOSITIONS)
 #: Words that cannot open a phrase: a coordinating conjunction or an auxiliary.
 DANGLING_START = COORDINATORS | AUXILIARIES
 
+#: The genitive clitic as Moses splits it ("alzheimer's" -> "alzheimer 's"): a difference in it
+#: alone is an inflection (see INFLECTION), not a function-word change.
+GENITIVE = "'s"
+
 # Symbols that are read as words ("5 %" = "5 percent"): not punctuation tokens.
 _SPOKEN_SYMBOLS = frozenset("%‰‱&#@°′″")
 
@@ -231,25 +246,47 @@ def _padded(rows: list[list[int]], width: int) -> np.ndarray:
     return out
 
 
+# Per-phrase bits packed into one byte, so that a pair needs one gather per side.
+_P_EDGE = EDGE_PUNCT          # the first or last token is punctuation
+_P_END = 2                    # a dangling end (units exempted)
+_P_START = 4                  # a dangling start (units exempted)
+_P_NO_CONTENT = 32            # no content word at all
+
+
 class PhraseForms:
     """Per-phrase arrays from which pair labels are computed by gathers and comparisons.
 
     tokens        (n, T) int32 token ids, -1 padded
     content       (n, C) int32 ids of the content tokens (not function words, not punctuation),
                   in order, -1 padded; n_content (n,) their number
-    edge_punct    (n,) bool: the first or last token is punctuation
-    dangling      (n,) bool: see the module docstring (units exempted)
-    lemma_ids     (V, L) int32: ids of each token's lemmas (the token's own text among them), -1 padded
+    content_class (n,) int32: phrases with equal content sequences share it (exact, no hashing)
+    core_class    (n,) int32: phrases with equal token sequences once the genitive 's is dropped
+    surface       (n,) int32: phrases with equal texts share it
+    bits          (n,) uint8: 1 edge punctuation, 2 dangling end, 4 dangling start, 32 no content word
+    lemma_ids     (V, L) int32: ids of each content token's lemmas (its own text among them),
+                  sorted, -1 padded; all -1 for function words and punctuation
+    vocab         the V distinct tokens, by id
     """
 
-    def __init__(self, tokens, content, n_content, edge_punct, dangling, lemma_ids, vocab):
+    def __init__(self, tokens, content, n_content, content_class, core_class, surface, bits, lemma_ids, vocab):
         self.tokens = tokens
         self.content = content
         self.n_content = n_content
-        self.edge_punct = edge_punct
-        self.dangling = dangling
+        self.content_class = content_class
+        self.core_class = core_class
+        self.surface = surface
+        self.bits = bits
         self.lemma_ids = lemma_ids
         self.vocab = vocab
+
+    @property
+    def edge_punct(self) -> np.ndarray:
+        return (self.bits & _P_EDGE) != 0
+
+    @property
+    def dangling(self) -> np.ndarray:
+        """(n,) bool: the phrase has a dangling end or start."""
+        return (self.bits & (_P_END | _P_START)) != 0
 
     @classmethod
     def from_texts(cls, texts: Iterable[str], lemmatizer: Callable[[str], frozenset]) -> "PhraseForms":
@@ -260,8 +297,10 @@ class PhraseForms:
         attribute (multiword lemmas, space-separated), phrases found there do not dangle.
         """
         vocab: dict[str, int] = {}
-        rows = []
+        texts_seen: dict[str, int] = {}
+        rows, surface = [], []
         for text in texts:
+            surface.append(texts_seen.setdefault(text, len(texts_seen)))
             rows.append([vocab.setdefault(tok, len(vocab)) for tok in text.split()])
         words = list(vocab)
         n_vocab = len(words)
@@ -274,19 +313,14 @@ class PhraseForms:
         # Lemmas of content tokens only (function words and punctuation never take part in
         # INFLECTION or CONTAINMENT), each lemma string interned to an id.
         lemma_sets: list[frozenset] = [frozenset()] * n_vocab
-        lemma_index: dict[str, int] = {}
         for i in np.flatnonzero(is_content).tolist():
-            lemmas = lemmatizer(words[i])
-            if words[i] not in lemmas:
-                lemmas = frozenset(lemmas) | {words[i]}
-            lemma_sets[i] = lemmas
-        width = max((len(s) for s in lemma_sets), default=1)
-        lemma_rows = [sorted(lemma_index.setdefault(l, len(lemma_index)) for l in s) for s in lemma_sets]
-        lemma_ids = _padded(lemma_rows, width)
+            lemma_sets[i] = frozenset(lemmatizer(words[i])) | {words[i]}
+        lemma_index: dict[str, int] = {}
+        lemma_rows = [sorted(lemma_index.setdefault(x, len(lemma_index)) for x in s) for s in lemma_sets]
+        lemma_ids = _padded(lemma_rows, max((len(s) for s in lemma_sets), default=1))
 
-        max_len = max((len(r) for r in rows), default=1)
-        tokens = _padded(rows, max_len)
         n = len(rows)
+        tokens = _padded(rows, max((len(r) for r in rows), default=1))
         present = tokens >= 0
         safe = np.where(present, tokens, 0)
         lengths = present.sum(axis=1)
@@ -294,25 +328,32 @@ class PhraseForms:
         first = safe[:, 0]
         last = safe[np.arange(n), np.maximum(lengths - 1, 0)]
         edge_punct = nonempty & (punct[first] | punct[last])
-        dangling = nonempty & (end_dangles[last] | start_dangles[first])
+        end = nonempty & end_dangles[last]
+        start = nonempty & start_dangles[first]
 
         units = getattr(lemmatizer, "units", None)
         if units:
             # A lexicalised multiword unit ("carry out", "get rid of") is exempt; its tokens are
             # matched in any of their lemmas ("carried out" -> "carry out").
-            for p in np.flatnonzero(dangling & (lengths > 1)).tolist():
-                choices = [lemma_sets[t] or (words[t],) for t in rows[p]]
-                if _any_unit(choices, units):
-                    dangling[p] = False
+            for p in np.flatnonzero((end | start) & (lengths > 1)).tolist():
+                if _any_unit([lemma_sets[t] or (words[t],) for t in rows[p]], units):
+                    end[p] = start[p] = False
 
         cmask = present & is_content[safe]
         n_content = cmask.sum(axis=1).astype(np.int32)
         # Compact content tokens to the left, keeping their order (stable sort on "not content").
         order = np.argsort(~cmask, axis=1, kind="stable")
         content = np.where(np.take_along_axis(cmask, order, axis=1), np.take_along_axis(tokens, order, axis=1), -1)
-        width_c = max(int(n_content.max()) if n else 0, 1)
-        content = np.ascontiguousarray(content[:, :width_c], dtype=np.int32)
-        return cls(tokens, content, n_content, edge_punct, dangling, lemma_ids, words)
+        content = np.ascontiguousarray(content[:, :max(int(n_content.max()) if n else 0, 1)], dtype=np.int32)
+        # The token sequence without the genitive, compacted the same way.
+        genitive = vocab.get(GENITIVE, -2)
+        kept = present & (tokens != genitive)
+        order = np.argsort(~kept, axis=1, kind="stable")
+        core = np.where(np.take_along_axis(kept, order, axis=1), np.take_along_axis(tokens, order, axis=1), -1)
+        bits = (np.where(edge_punct, _P_EDGE, 0) | np.where(end, _P_END, 0) | np.where(start, _P_START, 0)
+                | np.where(n_content == 0, _P_NO_CONTENT, 0)).astype(np.uint8)
+        return cls(tokens, content, n_content, _row_classes(content), _row_classes(core),
+                   np.asarray(surface, dtype=np.int32), bits, lemma_ids, words)
 
     def __len__(self):
         return len(self.tokens)
@@ -323,8 +364,8 @@ class PhraseForms:
         lb = self.lemma_ids[np.maximum(b, 0)]
         hit = a == b        # a token's own text is one of its lemmas
         width = la.shape[-1]
-        # L x L comparisons of (m, C) arrays rather than one (m, C, L, L) array: memory stays
-        # that of the inputs (lemma rows are sorted and -1 padded at the end).
+        # L x L comparisons of 1-d arrays rather than one (m, L, L) array: memory stays that
+        # of the inputs (lemma rows are sorted and -1 padded at the end).
         for x in range(width):
             lx = la[..., x]
             valid = lx >= 0
@@ -334,49 +375,80 @@ class PhraseForms:
 
     def pair_labels(self, e1_idx: np.ndarray, e2_idx: np.ndarray) -> np.ndarray:
         """The uint8 well-formedness mask of each pair (e1_idx[i], e2_idx[i]) of phrase indices."""
-        e1 = np.asarray(e1_idx, dtype=np.int64)
-        e2 = np.asarray(e2_idx, dtype=np.int64)
+        e1 = np.asarray(e1_idx)
+        e2 = np.asarray(e2_idx)
         if e1.shape != e2.shape or e1.ndim != 1:
             raise ValueError(f"e1_idx and e2_idx must be 1-d arrays of one length (got {e1.shape}, {e2.shape})")
-        if len(e1) and (min(e1.min(), e2.min()) < 0 or max(e1.max(), e2.max()) >= len(self)):
+        if len(e1) == 0:
+            return np.zeros(0, dtype=np.uint8)
+        if not (np.issubdtype(e1.dtype, np.integer) and np.issubdtype(e2.dtype, np.integer)):
+            raise ValueError(f"phrase indices must be integers (got {e1.dtype}, {e2.dtype})")
+        if min(e1.min(), e2.min()) < 0 or max(e1.max(), e2.max()) >= len(self):
             raise ValueError(f"phrase index out of range 0..{len(self) - 1}")
-        out = np.zeros(len(e1), dtype=np.uint8)
-        out[self.edge_punct[e1] | self.edge_punct[e2]] |= EDGE_PUNCT
+        b1, b2 = self.bits[e1], self.bits[e2]
+        none1 = (b1 & _P_NO_CONTENT) != 0
+        none2 = (b2 & _P_NO_CONTENT) != 0
+        out = (b1 | b2) & EDGE_PUNCT
+        # DANGLING: an edge dangles on one side only (the bits differ: XOR).
+        out |= np.where(((b1 ^ b2) & (_P_END | _P_START)) != 0, DANGLING, 0).astype(np.uint8)
+
+        same_content = self.content_class[e1] == self.content_class[e2]
+        same_surface = self.surface[e1] == self.surface[e2]
+        genitive_only = (self.core_class[e1] == self.core_class[e2]) & ~same_surface & ~none1
+        function_only = (same_content & ~none1 & ~same_surface & ~genitive_only) | (none1 != none2)
+        out |= np.where(function_only, FUNCTION_ONLY, 0).astype(np.uint8)
+        out |= np.where(genitive_only, INFLECTION, 0).astype(np.uint8)
 
         n1, n2 = self.n_content[e1], self.n_content[e2]
-        c1, c2 = self.content[e1], self.content[e2]
-        same_content = (n1 == n2) & (c1 == c2).all(axis=1)
-        same_surface = (self.tokens[e1] == self.tokens[e2]).all(axis=1)
-        none1, none2 = n1 == 0, n2 == 0
-        function_only = (same_content & ~none1 & ~same_surface) | (none1 != none2)
-        out[function_only] |= FUNCTION_ONLY
-        out[(self.dangling[e1] | self.dangling[e2]) & ~(none1 & none2)] |= DANGLING
-
-        # INFLECTION: equal content lengths, different content surface, a shared lemma everywhere.
+        # INFLECTION: equal content lengths, different content, a shared lemma at every position.
+        # Candidates are filtered position by position, so later positions see few rows.
         cand = np.flatnonzero((n1 == n2) & ~none1 & ~same_content)
-        if len(cand):
-            a, b = c1[cand], c2[cand]
-            ok = (self._share(a, b) | ((a < 0) & (b < 0))).all(axis=1)
-            out[cand[ok]] |= INFLECTION
+        for j in range(self.content.shape[1]):
+            if not len(cand):
+                break
+            a, b = self.content[e1[cand], j], self.content[e2[cand], j]
+            cand = cand[self._share(a, b) | (a < 0)]    # a < 0: past the end (b too: equal lengths)
+        out[cand] |= INFLECTION
 
         # CONTAINMENT: the shorter content sequence (>= 1 word) is a proper subsequence of the
         # longer one. Greedy leftmost matching decides subsequence for any match predicate: if
         # short[i] can match long[j], matching it there leaves a superset of later positions.
+        # A row leaves the loop once it has matched everything (contained) or once too few
+        # positions remain for what it still needs (not contained).
         cand = np.flatnonzero((n1 != n2) & ~none1 & ~none2)
-        if len(cand):
-            swap = n1[cand] > n2[cand]
-            short = np.where(swap[:, None], c2[cand], c1[cand])
-            long_ = np.where(swap[:, None], c1[cand], c2[cand])
-            n_short = np.minimum(n1[cand], n2[cand])
-            matched = np.zeros(len(cand), dtype=np.int64)
-            rows = np.arange(len(cand))
-            width = short.shape[1]
-            for j in range(long_.shape[1]):
-                want = short[rows, np.minimum(matched, width - 1)]
-                hit = (matched < n_short) & self._share(want, long_[:, j])
-                matched += hit
-            out[cand[matched == n_short]] |= CONTAINMENT
+        swap = n1[cand] > n2[cand]
+        short_p = np.where(swap, e2[cand], e1[cand])
+        long_p = np.where(swap, e1[cand], e2[cand])
+        n_short = np.minimum(n1[cand], n2[cand])
+        n_long = np.maximum(n1[cand], n2[cand])
+        matched = np.zeros(len(cand), dtype=np.int32)
+        for j in range(self.content.shape[1]):
+            if not len(cand):
+                break
+            want = self.content[short_p, matched]
+            matched = matched + self._share(want, self.content[long_p, j])
+            done = matched == n_short
+            out[cand[done]] |= CONTAINMENT
+            keep = ~done & (n_short - matched <= n_long - (j + 1))
+            cand, short_p, long_p, n_short, n_long, matched = (
+                cand[keep], short_p[keep], long_p[keep], n_short[keep], n_long[keep], matched[keep])
         return out
+
+
+def _row_classes(matrix: np.ndarray) -> np.ndarray:
+    """(n,) int32: one id per distinct row of `matrix`, equal rows sharing it (exact comparison)."""
+    n = len(matrix)
+    if not n:
+        return np.zeros(0, dtype=np.int32)
+    # Sort the rows (lexsort: last key primary, so the columns reversed), then number the runs
+    # of equal rows; np.unique(axis=0) does the same through a structured view, ~10x slower.
+    order = np.lexsort(matrix.T[::-1])
+    rows = matrix[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    out = np.empty(n, dtype=np.int32)
+    out[order] = np.cumsum(new) - 1
+    return out
 
 
 def _any_unit(choices: list, units) -> bool:
