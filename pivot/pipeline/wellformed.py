@@ -12,15 +12,17 @@ FUNCTION_ONLY    2  e1 and e2 differ only by function words and punctuation: bot
                     words, the same sequence of them, and different surfaces (*the disease* /
                     *disease*); or exactly one of them has no content word at all (*infection*
                     / *it*: the content was replaced by function words alone)
-DANGLING         4  one phrase has a dangling edge where the other has not. A phrase's end
+DANGLING         4  one phrase dangles at an edge where the other does not. A phrase's end
                     dangles on a word that cannot close it (auxiliary, transitive preposition,
                     determiner, conjunction), its start on one that cannot open it (coordinating
                     conjunction, auxiliary): *cell counts were*, *cells might be*, *treatment of*,
-                    *and cells*; a phrase that WordNet lists as a multiword unit (*carry out*,
-                    *get rid of*, *human being*, matched after lemmatising its tokens) has none.
-                    Compared edge by edge, so a dangling query keeps its like answers
-                    (*associated with* / *related to*, *because of* / *due to*, *by* / *through*)
-                    while *infection* / *infection with* and *infection* / *by* are flagged
+                    *and cells*. Compared edge by edge, so a dangling query keeps its like
+                    answers (*associated with* / *linked to*, *by* / *through*) while *infection* /
+                    *infection with* and *infection* / *by* are flagged. A phrase that WordNet
+                    lists as a multiword unit (*carry out*, *get rid of*, *relate to*, matched
+                    after lemmatising its tokens: *related to*) is neutral at its dangling edges:
+                    it matches both a dangling phrase (*associated with* / *related to*) and a
+                    whole one (*remove* / *get rid of*)
 INFLECTION       8  the content-word sequences differ in surface but have the same length and
                     share a lemma at every position (*cells ,* / *cell*, *cell counts* / *cell
                     count*), or the phrases differ only by the genitive *'s* (*alzheimer 's
@@ -82,6 +84,7 @@ lemmas); every pair label is numpy operations over the e1/e2 index arrays.
 from __future__ import annotations
 
 import unicodedata
+from itertools import chain
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -237,19 +240,27 @@ def wordnet_lemmatizer(data_root) -> WordNetLemmatizer:
 
 def _padded(rows: list[list[int]], width: int) -> np.ndarray:
     """int32 matrix of the rows, padded with -1 to `width` columns."""
-    out = np.full((len(rows), max(width, 1)), -1, dtype=np.int32)
-    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
-    if lengths.sum():
-        rr = np.repeat(np.arange(len(rows)), lengths)
-        cc = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        out[rr, cc] = np.fromiter((x for r in rows for x in r), dtype=np.int32, count=int(lengths.sum()))
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    flat = np.fromiter(chain.from_iterable(rows), dtype=np.int32, count=int(lengths.sum()))
+    return _padded_flat(flat, lengths, width)
+
+
+def _padded_flat(flat: np.ndarray, lengths: np.ndarray, width: int) -> np.ndarray:
+    """int32 matrix of rows given as one flat array and their lengths, padded with -1 to `width`."""
+    out = np.full((len(lengths), max(width, 1)), -1, dtype=np.int32)
+    if len(flat):
+        rr = np.repeat(np.arange(len(lengths)), lengths)
+        cc = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        out[rr, cc] = flat
     return out
 
 
 # Per-phrase bits packed into one byte, so that a pair needs one gather per side.
 _P_EDGE = EDGE_PUNCT          # the first or last token is punctuation
-_P_END = 2                    # a dangling end (units exempted)
-_P_START = 4                  # a dangling start (units exempted)
+_P_END = 2                    # the end dangles (not a unit)
+_P_START = 4                  # the start dangles (not a unit)
+_P_END_WHOLE = 8              # the end does not dangle (no dangling word there); a unit has neither bit
+_P_START_WHOLE = 16           # the start does not dangle
 _P_NO_CONTENT = 32            # no content word at all
 
 
@@ -262,7 +273,8 @@ class PhraseForms:
     content_class (n,) int32: phrases with equal content sequences share it (exact, no hashing)
     core_class    (n,) int32: phrases with equal token sequences once the genitive 's is dropped
     surface       (n,) int32: phrases with equal texts share it
-    bits          (n,) uint8: 1 edge punctuation, 2 dangling end, 4 dangling start, 32 no content word
+    bits          (n,) uint8: 1 edge punctuation, 2 / 4 the end / start dangles, 8 / 16 the end /
+                  start is whole (a unit's dangling edge has neither), 32 no content word
     lemma_ids     (V, L) int32: ids of each content token's lemmas (its own text among them),
                   sorted, -1 padded; all -1 for function words and punctuation
     vocab         the V distinct tokens, by id
@@ -285,7 +297,7 @@ class PhraseForms:
 
     @property
     def dangling(self) -> np.ndarray:
-        """(n,) bool: the phrase has a dangling end or start."""
+        """(n,) bool: the phrase has a dangling end or start (a multiword unit has none)."""
         return (self.bits & (_P_END | _P_START)) != 0
 
     @classmethod
@@ -296,13 +308,16 @@ class PhraseForms:
         function for tests); called once per distinct content token. If it has a ``units``
         attribute (multiword lemmas, space-separated), phrases found there do not dangle.
         """
-        vocab: dict[str, int] = {}
-        texts_seen: dict[str, int] = {}
-        rows, surface = [], []
-        for text in texts:
-            surface.append(texts_seen.setdefault(text, len(texts_seen)))
-            rows.append([vocab.setdefault(tok, len(vocab)) for tok in text.split()])
-        words = list(vocab)
+        # Ids by first occurrence, looked up through C-level map() calls, not a Python loop per token.
+        texts = list(texts)
+        text_ids = {t: i for i, t in enumerate(dict.fromkeys(texts))}
+        surface = np.fromiter(map(text_ids.__getitem__, texts), dtype=np.int32, count=len(texts))
+        rows = [t.split() for t in texts]
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        flat_words = list(chain.from_iterable(rows))
+        words = list(dict.fromkeys(flat_words))
+        vocab = {w: i for i, w in enumerate(words)}
+        flat = np.fromiter(map(vocab.__getitem__, flat_words), dtype=np.int32, count=len(flat_words))
         n_vocab = len(words)
         punct = np.fromiter((is_punctuation(w) for w in words), dtype=bool, count=n_vocab)
         function = np.fromiter((w in FUNCTION_WORDS for w in words), dtype=bool, count=n_vocab)
@@ -320,23 +335,24 @@ class PhraseForms:
         lemma_ids = _padded(lemma_rows, max((len(s) for s in lemma_sets), default=1))
 
         n = len(rows)
-        tokens = _padded(rows, max((len(r) for r in rows), default=1))
+        tokens = _padded_flat(flat, lengths, int(lengths.max()) if n else 1)
         present = tokens >= 0
         safe = np.where(present, tokens, 0)
-        lengths = present.sum(axis=1)
         nonempty = lengths > 0
         first = safe[:, 0]
         last = safe[np.arange(n), np.maximum(lengths - 1, 0)]
         edge_punct = nonempty & (punct[first] | punct[last])
         end = nonempty & end_dangles[last]
         start = nonempty & start_dangles[first]
+        end_whole = nonempty & ~end        # an empty phrase has no edge at all
+        start_whole = nonempty & ~start
 
         units = getattr(lemmatizer, "units", None)
         if units:
-            # A lexicalised multiword unit ("carry out", "get rid of") is exempt; its tokens are
-            # matched in any of their lemmas ("carried out" -> "carry out").
+            # A lexicalised multiword unit ("get rid of", "relate to") is neutral at its dangling
+            # edges (neither bit); its tokens are matched in any of their lemmas ("related to").
             for p in np.flatnonzero((end | start) & (lengths > 1)).tolist():
-                if _any_unit([lemma_sets[t] or (words[t],) for t in rows[p]], units):
+                if _any_unit([lemma_sets[vocab[w]] or (w,) for w in rows[p]], units):
                     end[p] = start[p] = False
 
         cmask = present & is_content[safe]
@@ -351,9 +367,10 @@ class PhraseForms:
         order = np.argsort(~kept, axis=1, kind="stable")
         core = np.where(np.take_along_axis(kept, order, axis=1), np.take_along_axis(tokens, order, axis=1), -1)
         bits = (np.where(edge_punct, _P_EDGE, 0) | np.where(end, _P_END, 0) | np.where(start, _P_START, 0)
+                | np.where(end_whole, _P_END_WHOLE, 0) | np.where(start_whole, _P_START_WHOLE, 0)
                 | np.where(n_content == 0, _P_NO_CONTENT, 0)).astype(np.uint8)
         return cls(tokens, content, n_content, _row_classes(content), _row_classes(core),
-                   np.asarray(surface, dtype=np.int32), bits, lemma_ids, words)
+                   surface, bits, lemma_ids, words)
 
     def __len__(self):
         return len(self.tokens)
@@ -389,8 +406,11 @@ class PhraseForms:
         none1 = (b1 & _P_NO_CONTENT) != 0
         none2 = (b2 & _P_NO_CONTENT) != 0
         out = (b1 | b2) & EDGE_PUNCT
-        # DANGLING: an edge dangles on one side only (the bits differ: XOR).
-        out |= np.where(((b1 ^ b2) & (_P_END | _P_START)) != 0, DANGLING, 0).astype(np.uint8)
+        # DANGLING: an edge dangles on one side and is whole on the other. Shifting the "whole"
+        # bits (8, 16) down by 2 lines them up with the "dangles" bits (2, 4) of the same edge.
+        dangles = _P_END | _P_START
+        mismatch = ((b1 & dangles) & ((b2 >> 2) & dangles)) | ((b2 & dangles) & ((b1 >> 2) & dangles))
+        out |= np.where(mismatch != 0, DANGLING, 0).astype(np.uint8)
 
         same_content = self.content_class[e1] == self.content_class[e2]
         same_surface = self.surface[e1] == self.surface[e2]
