@@ -154,7 +154,8 @@ def main(argv=None):
         "k": args.k, "over": args.over, "n_terms": len(terms), "models": results,
         "verb_particle": {
             "model": general,
-            "n_proposals": sum(verb_particle.values()), "share_of_top_k": round(sum(verb_particle.values()) / n_general, 4),
+            "n_proposals": sum(verb_particle.values()),
+            "share_of_top_k": round(sum(verb_particle.values()) / n_general, 4),
             "ontology_synonyms_among_them": synonym_vp,
             "most_common": verb_particle.most_common(25),
             "rule": "2 tokens: a word with a WordNet verb reading, then a transitive preposition; hidden only "

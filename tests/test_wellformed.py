@@ -13,8 +13,19 @@ import pytest
 
 from pivot.errors import InputError
 from pivot.pipeline import wellformed as wf
-from pivot.pipeline.wellformed import (CONTAINMENT, DANGLING, EDGE_PUNCT, FUNCTION_ONLY, HIDDEN, INFLECTION,
-                                       NAMES, PhraseForms, describe, is_punctuation, wordnet_lemmatizer)
+from pivot.pipeline.wellformed import (
+    CONTAINMENT,
+    DANGLING,
+    EDGE_PUNCT,
+    FUNCTION_ONLY,
+    HIDDEN,
+    INFLECTION,
+    NAMES,
+    PhraseForms,
+    describe,
+    is_punctuation,
+    wordnet_lemmatizer,
+)
 
 DATA = Path(os.environ.get("PIVOT_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 WORDNET = DATA / "lexicon" / "nltk_data" / "corpora" / "wordnet" / "index.noun"
@@ -175,7 +186,8 @@ def test_random_pairs_match_the_reference():
     e1 = rng.integers(0, len(texts), size=20000)
     e2 = rng.integers(0, len(texts), size=20000)
     got = forms.pair_labels(e1, e2)
-    want = [reference_mask(texts[i], texts[j], Lemmas(), Lemmas.units) for i, j in zip(e1.tolist(), e2.tolist())]
+    want = [reference_mask(texts[i], texts[j], Lemmas(), Lemmas.units)
+            for i, j in zip(e1.tolist(), e2.tolist())]
     assert got.tolist() == want
     # the sample exercises every flag, alone and together
     assert all(((got & bit) != 0).sum() > 100 for bit in NAMES)

@@ -83,10 +83,12 @@ lemmas); every pair label is numpy operations over the e1/e2 index arrays.
 """
 from __future__ import annotations
 
+import gc
 import unicodedata
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 
@@ -301,15 +303,19 @@ class PhraseForms:
         return (self.bits & (_P_END | _P_START)) != 0
 
     @classmethod
-    def from_texts(cls, texts: Iterable[str], lemmatizer: Callable[[str], frozenset]) -> "PhraseForms":
+    def from_texts(cls, texts: Iterable[str], lemmatizer: Callable[[str], frozenset]) -> PhraseForms:
         """The forms of normalised phrases (lower-case, Moses tokens joined by spaces).
 
         lemmatizer: token -> frozenset of lemmas (``wordnet_lemmatizer(data_root)``, or any
         function for tests); called once per distinct content token. If it has a ``units``
         attribute (multiword lemmas, space-separated), phrases found there do not dangle.
         """
+        with _collector_paused():
+            return cls._from_texts(list(texts), lemmatizer)
+
+    @classmethod
+    def _from_texts(cls, texts: list[str], lemmatizer) -> PhraseForms:
         # Ids by first occurrence, looked up through C-level map() calls, not a Python loop per token.
-        texts = list(texts)
         text_ids = {t: i for i, t in enumerate(dict.fromkeys(texts))}
         surface = np.fromiter(map(text_ids.__getitem__, texts), dtype=np.int32, count=len(texts))
         rows = [t.split() for t in texts]
@@ -351,7 +357,18 @@ class PhraseForms:
         if units:
             # A lexicalised multiword unit ("get rid of", "relate to") is neutral at its dangling
             # edges (neither bit); its tokens are matched in any of their lemmas ("related to").
-            for p in np.flatnonzero((end | start) & (lengths > 1)).tolist():
+            # Only phrases whose first and last tokens can be a unit's first and last words
+            # (in some lemma) and whose length is a unit's are tried, one by one.
+            unit_words = [u.split() for u in units]
+            firsts = {w[0] for w in unit_words}
+            lasts = {w[-1] for w in unit_words}
+            unit_lengths = np.fromiter({len(w) for w in unit_words}, dtype=np.int64)
+            first_ok = np.fromiter((bool((lemma_sets[i] or {w}) & firsts) for i, w in enumerate(words)),
+                                   dtype=bool, count=n_vocab)
+            last_ok = np.fromiter((bool((lemma_sets[i] or {w}) & lasts) for i, w in enumerate(words)),
+                                  dtype=bool, count=n_vocab)
+            maybe = (end | start) & first_ok[first] & last_ok[last] & np.isin(lengths, unit_lengths)
+            for p in np.flatnonzero(maybe).tolist():
                 if _any_unit([lemma_sets[vocab[w]] or (w,) for w in rows[p]], units):
                     end[p] = start[p] = False
 
@@ -453,6 +470,23 @@ class PhraseForms:
             cand, short_p, long_p, n_short, n_long, matched = (
                 cand[keep], short_p[keep], long_p[keep], n_short[keep], n_long[keep], matched[keep])
         return out
+
+
+@contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector off for the block (restored as it was).
+
+    from_texts allocates a list per phrase (millions on a build) and no reference cycles; each
+    collection pass walks every live container, so with the collector on, splitting 448k
+    phrases takes ~4x longer than the split itself. Reference counting still frees everything.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _row_classes(matrix: np.ndarray) -> np.ndarray:
