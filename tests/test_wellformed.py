@@ -220,7 +220,8 @@ def test_describe():
 
 def test_duplicate_texts_are_one_surface():
     forms = PhraseForms.from_texts(["the cell", "the cell", "cell"], toy_lemmas)
-    assert forms.pair_labels(np.array([0, 0]), np.array([1, 2])).tolist() == [0, FUNCTION_ONLY]   # "the" opens a phrase: no dangling start
+    # "the cell" twice: one surface, no flag; against "cell": "the" opens a phrase (no dangling start)
+    assert forms.pair_labels(np.array([0, 0]), np.array([1, 2])).tolist() == [0, FUNCTION_ONLY]
 
 
 def test_pair_labels_checks_indices():
