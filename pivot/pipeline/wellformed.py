@@ -205,9 +205,17 @@ class WordNetLemmatizer:
     space-separated): phrases that are lexicalised units, whose edges do not dangle.
     """
 
-    def __init__(self, wordnet):
+    def __init__(self, wordnet, data_root=None):
         self._wn = wordnet
+        self.data_root = data_root
         self.units = frozenset(name.replace("_", " ") for name in wordnet.all_lemma_names() if "_" in name)
+
+    def __reduce__(self):
+        # NLTK's corpus reader does not travel to a Dask worker; the data root does, and the
+        # worker loads WordNet from it.
+        if self.data_root is None:
+            raise TypeError("this WordNetLemmatizer was built without a data root and cannot be pickled")
+        return wordnet_lemmatizer, (self.data_root,)
 
     def __call__(self, token: str) -> frozenset:
         morphy = self._wn._morphy
@@ -234,7 +242,7 @@ def wordnet_lemmatizer(data_root) -> WordNetLemmatizer:
     version = wordnet.get_version()
     if version != "3.0":
         raise InputError(f"WordNet {version} found, 3.0 expected", folder)
-    return WordNetLemmatizer(wordnet)
+    return WordNetLemmatizer(wordnet, str(data_root))
 
 
 # ---------------------------------------------------------------------------- phrases and pairs
