@@ -139,7 +139,7 @@ SCHEMA = {
 # Open lower bounds (a value must be strictly greater).
 _OPEN_LOW = {("align", "length"), ("preprocess", "sample_fraction")}
 GOLD_FORMATS = ("simlex", "ppdb-human", "pairs")
-MONO_FORMATS = ("conll", "openstax", "brown", "lines")
+MONO_FORMATS = ("conll", "openstax", "brown", "lines", "tsv")
 
 
 def _max_phrase_len() -> int:
