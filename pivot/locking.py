@@ -193,9 +193,10 @@ def sweep_stale(root, outputs=()) -> list[Path]:
 
     Looks in the work directory ``root`` and every folder below it (stage folders, ``.partial``
     folders, align scratch), and next to each path in ``outputs`` (the database: its writer
-    uses ``.<name>.tmp-<pid>`` in the destination folder; only that name is considered
-    there). A file is removed only when its name carries a pid (see ``_TMP_PATTERNS``), that
-    pid is not a live process on this machine, and it is not this process. Folders are never
+    uses ``.<name>.tmp-<pid>`` or ``.<name>.tmp-<pid>-<n>`` in the destination folder, see
+    pivot/outputs.py; only those names are considered there). A file is removed only when its
+    name carries a pid (see ``_TMP_PATTERNS``), that pid is not a live process on this
+    machine, and it is not this process. Folders are never
     removed: a ``.partial`` stage folder is kept for resume. Symbolic links are not followed.
 
     Only for a work directory used from this machine: on a shared file system a live worker
@@ -225,7 +226,7 @@ def sweep_stale(root, outputs=()) -> list[Path]:
                 consider(Path(folder) / name, stale_owner(name))
     for out in outputs:
         out = Path(out)
-        rx = re.compile(r"^\." + re.escape(out.name) + r"\.tmp-(\d+)$")
+        rx = re.compile(r"^\." + re.escape(out.name) + r"\.tmp-(\d+)(?:-\d+)?$")
         try:
             entries = list(os.scandir(out.parent if str(out.parent) else "."))
         except OSError:
