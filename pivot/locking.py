@@ -36,7 +36,8 @@ LOCK_NAME = ".lock"
 PER_CORE = 4
 
 # Temporary names that carry the writer's pid, as the project's writers spell them:
-#   .NAME.tmp-PID   pivot.atomic (the .npz, bundle, tagger and text writers), pivot.store.write
+#   .NAME.tmp-PID   pivot.atomic (the .npz, bundle, tagger and text writers), pivot.outputs (every
+#                   command's outputs, the database among them)
 #   .NAME.PID.tmp   pivot.pipeline.align before pivot.atomic served it: a work directory of an
 #                   earlier version may still hold one
 #   NAME.tmpPID     pivot.pipeline.lm (ARPA files)
@@ -193,10 +194,9 @@ def sweep_stale(root, outputs=()) -> list[Path]:
 
     Looks in the work directory ``root`` and every folder below it (stage folders, ``.partial``
     folders, align scratch), and next to each path in ``outputs`` (the database: its writer
-    uses ``.<name>.tmp-<pid>`` or ``.<name>.tmp-<pid>-<n>`` in the destination folder, see
-    pivot/outputs.py; only those names are considered there). A file is removed only when its
-    name carries a pid (see ``_TMP_PATTERNS``), that pid is not a live process on this
-    machine, and it is not this process. Folders are never
+    uses ``.<name>.tmp-<pid>`` in the destination folder; only that name is considered
+    there). A file is removed only when its name carries a pid (see ``_TMP_PATTERNS``), that
+    pid is not a live process on this machine, and it is not this process. Folders are never
     removed: a ``.partial`` stage folder is kept for resume. Symbolic links are not followed.
 
     Only for a work directory used from this machine: on a shared file system a live worker
@@ -226,7 +226,7 @@ def sweep_stale(root, outputs=()) -> list[Path]:
                 consider(Path(folder) / name, stale_owner(name))
     for out in outputs:
         out = Path(out)
-        rx = re.compile(r"^\." + re.escape(out.name) + r"\.tmp-(\d+)(?:-\d+)?$")
+        rx = re.compile(r"^\." + re.escape(out.name) + r"\.tmp-(\d+)$")
         try:
             entries = list(os.scandir(out.parent if str(out.parent) else "."))
         except OSError:

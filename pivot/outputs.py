@@ -25,8 +25,12 @@ Rules, the same for every subcommand (``build --out``, ``export -o``, ``serve --
    it is produced, with no temporary file.
 
 A symbolic link as an output is followed: the file it points to is replaced (the link stays),
-as ``open(path, "w")`` would. The temporary file is ``.NAME.tmp-PID``; it is created with
-``O_EXCL`` (never through a link someone planted) and gets the replaced file's permission bits.
+as ``open(path, "w")`` would. The temporary file has the name every writer of pivot uses,
+``.NAME.tmp-PID`` (:func:`pivot.atomic.temporary`); it is created with ``O_EXCL`` (never
+through a link someone planted) and gets the replaced file's permission bits. No fsync, as in
+pivot/atomic.py: the promise is against a failing or killed process, not a power cut.
+:mod:`pivot.atomic` writes the build's own artifacts (stage files, bundles, caches), which
+no command names and which are no command's result; this module writes what a user names.
 
 One file is written in place on purpose: the phrase index ``pivot search`` adds to the
 database it searches (the database is its input and its output). That write is one SQLite
@@ -43,6 +47,7 @@ import stat
 from pathlib import Path
 from typing import Self
 
+from pivot import atomic
 from pivot.errors import InputError
 
 _KINDS = {stat.S_IFCHR: "character device", stat.S_IFBLK: "block device", stat.S_IFIFO: "FIFO (named pipe)",
@@ -231,32 +236,25 @@ def _unlink(path: Path) -> None:
 
 
 def _temporary(final: Path) -> Path:
-    """A new empty file ``.NAME.tmp-PID`` beside ``final`` (``.NAME.tmp-PID-N`` if that is
-    taken), created exclusively, mode 0666 less the umask. Only a killed process leaves one
-    behind (the next build removes its database's: pivot.locking.sweep_stale)."""
+    """A new empty file under the writers' one temporary name (:func:`pivot.atomic.temporary`,
+    ``.NAME.tmp-PID`` beside ``final``), created exclusively (O_EXCL: never through a link
+    planted there), mode 0666 less the umask. Only a killed process leaves one behind; the
+    next build removes its database's (pivot.locking.sweep_stale)."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    while True:
-        tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}" + (f"-{n}" if n else ""))
-        try:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            return tmp
-        except FileExistsError:
-            n += 1
+    tmp = atomic.temporary(final)
+    _unlink(tmp)          # this process's own name: a leftover of an earlier, failed write
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    return tmp
 
 
 def _commit(tmp: Path, final: Path) -> None:
-    """Flush ``tmp`` to the disk and rename it over ``final`` (keeping final's permission bits)."""
+    """Rename ``tmp`` over ``final``, giving it final's permission bits if final exists. No
+    fsync, as for every writer of pivot (see pivot/atomic.py): the promise is against a
+    failing or killed process, not a power cut."""
     try:
         os.chmod(tmp, stat.S_IMODE(os.stat(final).st_mode))
     except FileNotFoundError:
         pass
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        # a crash after the rename must not leave an empty file where the old one was
-        os.fsync(fd)
-    finally:
-        os.close(fd)
     os.replace(tmp, final)
 
 
@@ -267,6 +265,8 @@ def replacing(path, option: str | None = None):
     group, if there is one); if it fails the temporary file is removed."""
     group = _GROUP.get()
     final = group.add(path, option) if group is not None else check_target(path, option or "output")
+    if group is not None:   # written again in the same command: this write replaces the staged one
+        group.staged = [entry for entry in group.staged if entry[1] != final]
     tmp = _temporary(final)
     try:
         yield tmp

@@ -182,6 +182,11 @@ def test_success_replaces_and_keeps_the_mode(tmp_path):
     assert target.read_text() == "new\n"
     assert stat.S_IMODE(os.stat(target).st_mode) == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+    # written twice in one command: the second write is the one renamed
+    with outputs.Outputs():
+        outputs.write_text(target, "first\n")
+        outputs.write_text(target, "second\n")
+    assert target.read_text() == "second\n" and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
 
 
 def test_symbolic_link_output_writes_through(tmp_path):
