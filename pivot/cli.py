@@ -340,24 +340,24 @@ def cmd_lookup(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from pivot.store.db import ParaphraseDB, export_ppdb
+    import contextlib
+
+    from pivot import outputs
+    from pivot.store.db import ParaphraseDB, export_ppdb, tagged_labeler, tagged_labeler_inputs
 
     labeler = None
     if args.agree and args.lhs != "tagged":
         raise InputError("--agree compares the phrases' labels: give --lhs tagged")
-    if args.lhs == "tagged":
-        from pivot.store.db import tagged_labeler
-
-        labeler = tagged_labeler(args.data)
+    reads = [(args.db, "the database")] + (tagged_labeler_inputs(args.data) if args.lhs == "tagged" else [])
     stats = {}
-    with ParaphraseDB(args.db) as db:
-        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-        try:
+    with outputs.Outputs(reads, stdout=True) as guard:
+        dest = guard.add(args.output, "-o") if args.output else None   # checked before any work
+        if args.lhs == "tagged":
+            labeler = tagged_labeler(args.data)
+        with ParaphraseDB(args.db) as db, \
+                (outputs.writing(dest) if dest else contextlib.nullcontext(sys.stdout)) as out:
             n = export_ppdb(db, out, model=args.model, label=args.label, labeler=labeler, agree=args.agree,
                             stats=stats)
-        finally:
-            if args.output:
-                out.close()
     logging.getLogger("pivot").info("exported %d pairs (model %s)%s", n, args.model,
                                     f"; {stats['disagree']} dropped by --agree" if args.agree else "")
     return 0
@@ -396,8 +396,11 @@ def cmd_serve(args) -> int:
     from pivot.store.serve import metadata, serve
 
     if args.metadata:
-        with open(args.metadata, "w", encoding="utf-8") as f:
-            json.dump(metadata(args.db), f, ensure_ascii=False, indent=1)
+        from pivot import outputs
+
+        with outputs.Outputs([(args.db, "the database")]) as guard:
+            dest = guard.add(args.metadata, "--metadata")
+            outputs.write_text(dest, json.dumps(metadata(args.db), ensure_ascii=False, indent=1))
         print(args.metadata)
         return 0
     serve(args.db, host=args.host, port=args.port)
@@ -407,13 +410,23 @@ def cmd_serve(args) -> int:
 def cmd_score(args) -> int:
     import shutil
 
+    from pivot import outputs, preflight, recipes
     from pivot.pipeline.run import Pipeline
 
-    pipe = Pipeline(args.domain if not args.recipe else None, recipe=args.recipe, data=args.data,
-                    work=args.work, quiet=args.quiet, lmplz=args.lmplz)
-    if pipe.domain is None:
-        raise InputError("the recipe has no [domain] section: nothing to score against", pipe.recipe_file)
-    shutil.copyfile(pipe.scores[0] / "ranked.tsv", args.output)
+    domain = args.domain if not args.recipe else None
+    # -o is checked against the recipe and every file it names before anything is read through
+    recipe_file = recipes.recipe_path(domain, args.recipe)
+    plan = preflight.check(recipe_file, recipes.resolve_data_root(args.data), read_inputs=False)
+    with outputs.Outputs([(recipe_file, "the recipe"), *((f.path, f"{f.role} file") for f in plan.inputs)]) as guard:
+        dest = guard.add(args.output, "-o")
+        pipe = Pipeline(domain, recipe=args.recipe, data=args.data, work=args.work, quiet=args.quiet,
+                        lmplz=args.lmplz, store=False)
+        if pipe.domain is None:
+            raise InputError("the recipe has no [domain] section: nothing to score against", pipe.recipe_file)
+        ranked = pipe.scores[0] / "ranked.tsv"
+        guard.input(ranked, "the score stage's ranking")
+        with outputs.replacing(dest) as tmp:
+            shutil.copyfile(ranked, tmp)
     report = json.loads((pipe.weights[0] / "report.json").read_text())
     print(json.dumps({"ranked": args.output, "n_sentences": report.get("n_sentences"),
                       "auc_minus_sigma": report.get("auc_minus_sigma")}, indent=1))
@@ -421,12 +434,42 @@ def cmd_score(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from pivot.eval import evaluate
-    from pivot import recipes
+    from pathlib import Path
+
+    from pivot import outputs, recipes
 
     if args.json and not ((args.domain or args.recipe) and (args.ontology_gold or args.rival or args.features)):
         raise InputError("--json writes the evidence report's figures: give --domain/--recipe with "
                          "--ontology-gold, --rival or --features")
+    if args.report and not (args.domain or args.recipe):
+        raise InputError("--report writes the report of a recipe's gold sets: give --domain or --recipe")
+    # What the evaluation reads: no output may be one of these files (pivot/outputs.py).
+    reads = [(args.db, "the database"), *((g, "gold file") for g in args.gold or ())]
+    if args.domain or args.recipe:
+        recipe_file = recipes.recipe_path(args.domain, args.recipe)
+        root = recipes.resolve_data_root(args.data)
+        reads += [(recipe_file, "the recipe")] + [
+            (root / src["path"], "gold file")
+            for spec in (recipes.load_recipe(recipe_file).get("eval") or {}).get("sets") or []
+            for src in spec["sources"]]
+    if args.reference:
+        reads.append((args.reference, "the reference database"))
+    if args.work:
+        reads += [(f, "work file") for pattern in ("corpus.*/bitext.en", "lmtext-*/in_domain.txt")
+                  for f in sorted(Path(args.work).glob(pattern))]
+    with outputs.Outputs(reads) as guard:
+        if args.report:
+            guard.add(args.report, "--report")
+            guard.folder(Path(args.report).parent / "figures", "--report", args.report)
+        if args.json:
+            guard.add(args.json, "--json")
+        return _cmd_eval(args)
+
+
+def _cmd_eval(args) -> int:
+    from pivot.eval import evaluate
+    from pivot import recipes
+
     if args.domain or args.recipe:
         from pivot.eval.report import evaluate_recipe_sets
 
@@ -501,12 +544,10 @@ def _cmd_evidence(args, rec) -> int:
     if args.report:
         print(f"report: {write_evidence_report(args.report, evd)}")
     if args.json:
-        from pathlib import Path
-
+        from pivot import outputs
         from pivot.eval.evidence import evidence_json
 
-        Path(args.json).write_text(json.dumps(evidence_json(evd), indent=1, ensure_ascii=False) + "\n",
-                                   encoding="utf-8")
+        outputs.write_text(args.json, json.dumps(evidence_json(evd), indent=1, ensure_ascii=False) + "\n")
         print(f"json: {args.json}")
     return 0
 
@@ -532,8 +573,8 @@ def cmd_align_eval(args) -> int:
 def main(argv=None) -> int:
     """Run one command. Exit codes: 0 done, 1 nothing found (lookup, search) or an operating
     system error (disk full, permission denied: one line, the traceback with --debug), 2 bad
-    input or usage (one line naming the file and line; the traceback with --debug), 130
-    interrupted."""
+    input or usage (one line naming the file and line; the traceback with --debug; a closed
+    standard output is one: every command writes there), 130 interrupted."""
     args = build_parser().parse_args(argv)
     level = (logging.DEBUG if args.verbose or args.debug else
              logging.WARNING if args.quiet else logging.INFO)
@@ -541,7 +582,12 @@ def main(argv=None) -> int:
     logging.getLogger("pivot").setLevel(level)
     where = f"pivot {args.command}"
     try:
-        return args.func(args)
+        if sys.stdout is None:  # started with fd 1 closed (`>&-`): print() would drop everything
+            raise InputError("standard output is closed (e.g. `>&-`), and this command writes its "
+                             "results there: redirect it to a file, or to /dev/null to discard them")
+        code = args.func(args)
+        sys.stdout.flush()  # a full disk or a closed pipe is met here, not silently at exit
+        return code
     except InputError as exc:
         if args.debug:
             import traceback
@@ -556,10 +602,20 @@ def main(argv=None) -> int:
         print(f"{where}: interrupted", file=sys.stderr)
         return 130
     except OSError as exc:  # the machine's, not the input's: a full disk, a denied write
+        _settle_stdout()
         if args.debug:
             raise
         print(f"{where}: error: {InputError(exc)} (run with --debug for the traceback)", file=sys.stderr)
         return 1
+
+
+def _settle_stdout() -> None:
+    """Flush what is left for stdout; if that fails too (stdout on a full disk), send it nowhere,
+    so that the one-line error is the only one (not a second at exit, with exit code 120)."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError, AttributeError):
+        _silence_stdout()
 
 
 def _silence_stdout() -> None:

@@ -12,14 +12,16 @@
    general) text file must hold at least one word; every gold file must parse and hold pairs;
    Pharaoh alignment files must hold ``i-j`` links; the tools the recipe asks for (eflomal,
    lmplz) must be installed;
-4. an output that cannot be written or would destroy an input: ``--out`` (symbolic links
-   resolved) naming an input file, the recipe, a directory or a file that is not an SQLite
-   database; ``--work`` being a file, holding input files, or in use by another build; a
-   folder along either path that is not writable.
+4. an output that cannot be written or would destroy an input: ``--out`` naming an input
+   file or the recipe (by path, symbolic links resolved, or by inode), a directory, a device,
+   a FIFO, a read-only file or a file that is not an SQLite database (the checks of every
+   command's outputs, :mod:`pivot.outputs`, plus the last); ``--work`` being a file, holding
+   input files, or in use by another build; a folder along either path that is not writable.
 
 Nothing is written: the checks only read (a lock is probed, not taken). A database path is a
-plain file name, so ``#``, ``?`` and ``%`` in it are fine; :attr:`Plan.out_path` is absolute,
-which keeps SQLite from reading a name that starts with ``file:`` as a URI.
+plain file name, so ``#``, ``?`` and ``%`` in it are fine; :attr:`Plan.out_path` is absolute
+(and resolved: a symbolic link's target is what the build replaces), which keeps SQLite from
+reading a name that starts with ``file:`` as a URI.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pivot import locking, recipes
+from pivot import locking, outputs, recipes
 from pivot.errors import InputError
 
 
@@ -114,7 +116,7 @@ def check(recipe_path, data_root, out_path=None, work_dir=None, *, threads=None,
 
     checks = _collect_inputs(rec, data_root, plan, lmplz)
     _check_tools(rec, lmplz)
-    protected = {_real(f.path) for f in plan.inputs} | {_real(recipe_path)}
+    protected = {outputs.real(f.path) for f in plan.inputs} | {outputs.real(recipe_path)}
     if work_dir is not None:
         plan.work_dir = _check_work(Path(work_dir), data_root, protected, plan)
     if out_path is not None:
@@ -131,10 +133,6 @@ def check(recipe_path, data_root, out_path=None, work_dir=None, *, threads=None,
 
 
 # ----------------------------------------------------------------------------- inputs
-
-
-def _real(path) -> Path:
-    return Path(os.path.realpath(os.path.abspath(os.path.expanduser(str(path)))))
 
 
 def _size(path) -> int:
@@ -340,34 +338,16 @@ def _read_eval(plan: Plan, files, name: str) -> None:
 # ----------------------------------------------------------------------------- outputs
 
 
-def _existing_ancestor(path: Path) -> Path:
-    p = path
-    while not os.path.lexists(p) and p != p.parent:
-        p = p.parent
-    return p
-
-
-def _check_writable(folder: Path, option: str, target: Path) -> None:
-    """``folder`` (or the nearest existing folder above it, under which the build creates it)
-    must be a writable directory."""
-    base = _existing_ancestor(folder)
-    if not os.path.isdir(base):
-        raise InputError(f"{option} {target}: {base} is not a directory, so nothing can be created under it")
-    if not os.access(base, os.W_OK | os.X_OK):
-        raise InputError(f"{option} {target}: cannot write in {base} (no permission, or a read-only "
-                         "file system)")
-
-
 def _inside(child: Path, parent: Path) -> bool:
     return child != parent and parent in child.parents
 
 
 def _check_work(work: Path, data_root: Path, protected: set, plan: Plan) -> Path:
     absolute = Path(os.path.abspath(os.path.expanduser(str(work))))
-    real = _real(absolute)
+    real = outputs.real(absolute)
     if os.path.lexists(absolute) and not os.path.isdir(real):
         raise InputError(f"--work {work}: exists and is not a directory")
-    if real == _real(data_root):
+    if real == outputs.real(data_root):
         raise InputError(f"--work {work}: is the data root; the build writes its stage folders into the work "
                          "directory: pass another --work")
     held = sorted(p for p in protected if _inside(p, real))
@@ -376,7 +356,7 @@ def _check_work(work: Path, data_root: Path, protected: set, plan: Plan) -> Path
                          "is written and swept: pass a --work outside the data")
     if real in protected:
         raise InputError(f"--work {work}: is an input of the build")
-    _check_writable(absolute, "--work", work)
+    outputs.check_writable(absolute, "--work", work)
     locking.check_not_locked(absolute)
     return absolute
 
@@ -385,14 +365,14 @@ def _check_out(out: Path, protected: set, work: Path | None) -> Path:
     text = str(out)
     if not text or text.endswith(("/", os.sep)) or out.name in ("", ".", ".."):
         raise InputError(f"--out {text!r}: must name the database file, e.g. --out bio.db")
-    absolute = Path(os.path.abspath(os.path.expanduser(text)))
-    real = _real(absolute)
+    real = outputs.real(out)
     if os.path.isdir(real):
         raise InputError(f"--out {out}: is a directory; --out names the database file (e.g. {out}/bio.db)")
-    if real in protected:
-        raise InputError(f"--out {out}: is an input of the build ({real}); refusing to overwrite it")
-    if work is not None and real == _real(work):
+    if work is not None and real == outputs.real(work):
         raise InputError(f"--out {out}: is the work directory")
+    # The guard of every command's outputs (pivot/outputs.py): not an input (by path or by
+    # inode), not a device, FIFO or socket, not read-only, in a writable folder.
+    real = outputs.check_target(out, "--out", sorted(protected), of="the build")
     if os.path.isfile(real) and os.path.getsize(real) > 0:
         try:
             with open(real, "rb") as fh:
@@ -402,5 +382,4 @@ def _check_out(out: Path, protected: set, work: Path | None) -> Path:
         if head != _SQLITE_MAGIC:
             raise InputError(f"--out {out}: exists and is not an SQLite database; refusing to replace it "
                              "(remove it, or choose another --out)")
-    _check_writable(absolute.parent, "--out", out)
-    return absolute
+    return real

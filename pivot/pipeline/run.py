@@ -144,7 +144,8 @@ class Pipeline:
 
     def __init__(self, domain: str | None = "bio", *, recipe=None, data=None, out=None, work=None,
                  threads: int = 0, quiet: bool = False, lmplz: bool = False, workers: int | None = None,
-                 scheduler: str | None = None, prestart: bool = False):
+                 scheduler: str | None = None, prestart: bool = False, store: bool = True):
+        # store=False: no database is written (`pivot score`), so none is checked
         self.recipe_file = recipes.recipe_path(domain, recipe)
         self.rec = recipes.load_recipe(self.recipe_file)
         self.data_root = recipes.resolve_data_root(data)
@@ -165,7 +166,7 @@ class Pipeline:
 
         try:
             self.plan = preflight.check(self.recipe_file, self.data_root,
-                                        Path(out) if out else Path(f"{self.name}.db"),
+                                        (Path(out) if out else Path(f"{self.name}.db")) if store else None,
                                         Path(work) if work else Path("work") / self.name,
                                         threads=threads, workers=workers, scheduler=scheduler, lmplz=lmplz,
                                         on_checked=start_workers)

@@ -383,19 +383,31 @@ def ppdb_line(e1: str, e2: str, p: float, p_rev: float | None, n_pivots: int, *,
 def tagged_labeler(data=None, *, cache=None):
     """A PhraseLabeler whose tagger is trained on GENIA-pos under the data root `data`
     (default $PIVOT_DATA), or read from the cache; InputError when that is impossible."""
-    from pivot import recipes
-
     try:
         from pivot.store.labels import PhraseLabeler, genia_tagger
         import nltk  # noqa: F401
     except ImportError as exc:
         raise InputError(f"PPDB labels need NLTK ({exc}): pip install 'pivot-paraphrase[labels]'") from None
+    tagger, _ = genia_tagger(_labeler_root(data), cache=cache)
+    return PhraseLabeler(tagger)
+
+
+def tagged_labeler_inputs(data=None) -> list[tuple[Path, str]]:
+    """The files `tagged_labeler(data)` reads (GENIA-pos's train, devel and test files), as
+    (path, role) pairs: an export's output may not be one of them (pivot/outputs.py)."""
+    from pivot.store.labels import GENIA_DIR, TEST_FILE, TRAIN_FILES
+
+    folder = _labeler_root(data) / GENIA_DIR
+    return [(folder / name, "GENIA-pos file") for name in (*TRAIN_FILES, TEST_FILE)]
+
+
+def _labeler_root(data) -> Path:
+    from pivot import recipes
+
     try:
-        root = recipes.resolve_data_root(data)
+        return recipes.resolve_data_root(data)
     except InputError as exc:
         raise InputError(f"--lhs tagged trains a part-of-speech tagger on the data root's GENIA-pos: {exc}") from None
-    tagger, _ = genia_tagger(root, cache=cache)
-    return PhraseLabeler(tagger)
 
 
 def export_ppdb(db: ParaphraseDB, out, model: str = "general", *, labeler=None, agree: bool = False,

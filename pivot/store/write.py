@@ -16,12 +16,13 @@ inputs give a byte-identical file: nothing time- or process-dependent is written
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from pivot import outputs
 
 SCHEMA_VERSION = 2
 
@@ -201,73 +202,65 @@ def write_database_chunks(
     if missing:
         raise ValueError(f"{len(missing)} pivot id(s) have no text in `foreign`, e.g. {missing[:5]}")
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.unlink(missing_ok=True)
-    conn = sqlite3.connect(tmp, isolation_level=None)
-    try:
-        # The file is private until renamed: durability is unnecessary while writing, and a
-        # large cache keeps the b-tree's interior pages in memory during the load.
-        conn.execute("PRAGMA journal_mode=OFF")
-        conn.execute("PRAGMA synchronous=OFF")
-        conn.execute("PRAGMA cache_size=-262144")  # KiB: 256 MiB
-        conn.execute("PRAGMA temp_store=MEMORY")
-        conn.executescript(schema_sql(len(stored), n_piv_cols))
-        conn.execute("BEGIN")  # one transaction for the whole load
+    # Built under a temporary name beside `path` and renamed when complete (pivot/outputs.py);
+    # an exception removes it.
+    with outputs.replacing(path) as tmp:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            # The file is private until renamed: durability is unnecessary while writing, and a
+            # large cache keeps the b-tree's interior pages in memory during the load.
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+            conn.execute("PRAGMA cache_size=-262144")  # KiB: 256 MiB
+            conn.execute("PRAGMA temp_store=MEMORY")
+            conn.executescript(schema_sql(len(stored), n_piv_cols))
+            conn.execute("BEGIN")  # one transaction for the whole load
 
-        conn.executemany(
-            "INSERT INTO phrase VALUES (?, ?, ?, ?)",
-            ((i, phrases[i], phrases[i].count(" ") + 1, int(phrase_counts[i])) for i in used.tolist()),
-        )
-        conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)",
-                         ((int(f), foreign[f]) for f in sorted(foreign)))
-
-        # Pass 2: the rows, in primary-key order (a duplicate pair fails the insert and the write).
-        insert = f"INSERT INTO pair VALUES ({', '.join('?' * (3 + n_piv_cols + len(stored)))})"
-        with tqdm(total=n, desc="database: pairs", unit="row", unit_scale=True,
-                  disable=not progress, mininterval=1.0) as bar:
-            for c in chunks():
-                e1, e2, n_piv, piv = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots))
-                scores = np.asarray(c.p, dtype=np.float64)
-                for start in range(0, len(e1), batch_rows):
-                    sl = slice(start, start + batch_rows)
-                    pv, sc = piv[sl], scores[sl]
-                    ab = ~(sc > 0)
-                    columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
-                    columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
-                    columns += [_masked(sc[:, j], ab[:, j]) for j in range(len(stored))]
-                    conn.executemany(insert, zip(*columns))
-                    bar.update(len(sc))
-
-        # A model's pair count is stored so that n_pairs() need not scan the table; a combined
-        # model proposes exactly its base model's pairs.
-        column_of = {m["name"]: j for j, m in enumerate(stored)}
-        for model_id, spec in enumerate(models):
-            if spec["kind"] == "combined":
-                col, count = None, n_pairs[column_of[spec["params"]["base"]]]
-            else:
-                col, count = f"p_{column_of[spec['name']]}", n_pairs[column_of[spec["name"]]]
-            conn.execute(
-                "INSERT INTO model VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (model_id, spec["name"], spec["kind"], spec.get("description", ""),
-                 json.dumps(spec.get("params", {}), sort_keys=True), col, int(count)),
+            conn.executemany(
+                "INSERT INTO phrase VALUES (?, ?, ?, ?)",
+                ((i, phrases[i], phrases[i].count(" ") + 1, int(phrase_counts[i])) for i in used.tolist()),
             )
-        meta = {"schema_version": SCHEMA_VERSION, **meta}
-        conn.executemany("INSERT INTO meta VALUES (?, ?)",
-                         ((k, json.dumps(v, sort_keys=True)) for k, v in meta.items()))
-        # Lookups by text go through this index; pairs are clustered by their key. Built after
-        # the load: one sort instead of an index update per row.
-        conn.execute("CREATE UNIQUE INDEX phrase_text ON phrase(text)")
-        conn.execute("COMMIT")
-        conn.execute("ANALYZE")
-    except BaseException:
-        conn.close()
-        tmp.unlink(missing_ok=True)
-        raise
-    conn.close()
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+            conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)",
+                             ((int(f), foreign[f]) for f in sorted(foreign)))
+
+            # Pass 2: the rows, in primary-key order (a duplicate pair fails the insert and the write).
+            insert = f"INSERT INTO pair VALUES ({', '.join('?' * (3 + n_piv_cols + len(stored)))})"
+            with tqdm(total=n, desc="database: pairs", unit="row", unit_scale=True,
+                      disable=not progress, mininterval=1.0) as bar:
+                for c in chunks():
+                    e1, e2, n_piv, piv = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots))
+                    scores = np.asarray(c.p, dtype=np.float64)
+                    for start in range(0, len(e1), batch_rows):
+                        sl = slice(start, start + batch_rows)
+                        pv, sc = piv[sl], scores[sl]
+                        ab = ~(sc > 0)
+                        columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
+                        columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
+                        columns += [_masked(sc[:, j], ab[:, j]) for j in range(len(stored))]
+                        conn.executemany(insert, zip(*columns))
+                        bar.update(len(sc))
+
+            # A model's pair count is stored so that n_pairs() need not scan the table; a combined
+            # model proposes exactly its base model's pairs.
+            column_of = {m["name"]: j for j, m in enumerate(stored)}
+            for model_id, spec in enumerate(models):
+                if spec["kind"] == "combined":
+                    col, count = None, n_pairs[column_of[spec["params"]["base"]]]
+                else:
+                    col, count = f"p_{column_of[spec['name']]}", n_pairs[column_of[spec["name"]]]
+                conn.execute(
+                    "INSERT INTO model VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (model_id, spec["name"], spec["kind"], spec.get("description", ""),
+                     json.dumps(spec.get("params", {}), sort_keys=True), col, int(count)),
+                )
+            meta = {"schema_version": SCHEMA_VERSION, **meta}
+            conn.executemany("INSERT INTO meta VALUES (?, ?)",
+                             ((k, json.dumps(v, sort_keys=True)) for k, v in meta.items()))
+            # Lookups by text go through this index; pairs are clustered by their key. Built after
+            # the load: one sort instead of an index update per row.
+            conn.execute("CREATE UNIQUE INDEX phrase_text ON phrase(text)")
+            conn.execute("COMMIT")
+            conn.execute("ANALYZE")
+        finally:
+            conn.close()
     return path
