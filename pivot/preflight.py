@@ -101,7 +101,8 @@ def check(recipe_path, data_root, out_path=None, work_dir=None, *, threads=None,
     ``recipe_path``: the recipe file; ``data_root``: the resolved data root; ``out_path``:
     the database (None: not checked, e.g. ``pivot score``); ``work_dir``: the stage folder
     root (None: not checked); ``threads`` / ``workers``: the command-line counts (None: not
-    checked; ``workers`` is not checked with a ``scheduler``); ``lmplz``: the build was asked
+    checked; ``workers`` is not checked with a ``scheduler``, which must be a Dask address,
+    :func:`check_scheduler`); ``lmplz``: the build was asked
     to use lmplz whatever the recipe says. ``read_inputs=False`` skips reading the inputs
     through (existence, outputs and the recipe are still checked).
     """
