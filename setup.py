@@ -11,6 +11,6 @@ def kernel(name: str, openmp: bool = True) -> Extension:
                      extra_compile_args=["-O3", "-std=c++17", *flags], extra_link_args=flags)
 
 
-extensions = [kernel("_counts"), kernel("_align"), kernel("_lm", openmp=False)]
+extensions = [kernel("_counts"), kernel("_align"), kernel("_lm", openmp=False), kernel("_export", openmp=False)]
 
 setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}))

@@ -7,8 +7,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from pivot.store.db import ParaphraseDB, export_ppdb, ppdb_line
-from pivot.store.write import SCHEMA_VERSION, write_database
+from pivot.store.db import ParaphraseDB
+from pivot.store.write import SCHEMA_VERSION_PLAIN, write_database
 from pivot.errors import InputError
 
 # Phrases 0..3; pairs and two models. Model "general" scores every pair, "dom" only some.
@@ -73,8 +73,9 @@ def test_schema_holds_one_row_per_pair(db_path):
         (0, "treat", 1, 10), (1, "cure", 1, 4), (2, "handle", 1, 7), (3, "look after", 2, 2)]
     assert conn.execute("SELECT name, kind, score_column, n_pairs FROM model ORDER BY id").fetchall() == [
         ("general", "pivot", "p_0", 5), ("dom", "pivot", "p_1", 4), ("general+dom", "combined", None, 5)]
-    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
-    assert SCHEMA_VERSION == 2
+    # Without PPDB 2.0's layer (tests/test_export.py writes it) the file is schema 2.
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION_PLAIN),)
+    assert SCHEMA_VERSION_PLAIN == 2
 
 
 def test_lookup_default_k_is_the_recipes_top_n(tmp_path, db_path):
@@ -251,31 +252,6 @@ def test_failed_write_leaves_nothing(tmp_path):
     with pytest.raises(TypeError):
         _write(path, models=bad)
     assert [p.name for p in tmp_path.iterdir()] == ["t.db"] and _sha256(path) == before
-
-
-def test_ppdb_line_format():
-    # -ln(0.5) = 0.693147..., -ln(0.25) = 1.386294...
-    line = ppdb_line("treat", "cure", 0.5, 0.25, 2, model="general")
-    fields = line.split(" ||| ")
-    assert fields == ["[X]", "treat", "cure",
-                      "-logp(e2|e1)=0.693147 -logp(e1|e2)=1.38629 NumPivots=2 Model=general",
-                      "0-0", "OtherRelated"]
-    assert ppdb_line("look after", "treat", 1.0, None, 1, model="m").split(" ||| ")[3:] == [
-        "-logp(e2|e1)=-0 NumPivots=1 Model=m", "", "OtherRelated"]
-
-
-def test_export_ppdb(db_path):
-    import io
-
-    out = io.StringIO()
-    with ParaphraseDB(db_path) as db:
-        assert export_ppdb(db, out, model="dom") == 4
-    lines = out.getvalue().splitlines()
-    assert [l.split(" ||| ")[1:3] for l in lines] == [
-        ["treat", "cure"], ["treat", "handle"], ["treat", "look after"], ["cure", "treat"]]
-    # -ln .6 = .510826, -ln .3 = 1.20397: p_rev of the first line comes from the reverse pair
-    assert lines[0].split(" ||| ")[3] == "-logp(e2|e1)=0.510826 -logp(e1|e2)=1.20397 NumPivots=2 Model=dom"
-    assert all(len(l.split(" ||| ")) == 6 for l in lines)
 
 
 def _chunk(rows):

@@ -24,11 +24,27 @@ import numpy as np
 
 from pivot import outputs
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: Schema 2: no learned columns (a database written without them is still schema 2 and readable).
+SCHEMA_VERSION_PLAIN = 2
+
+# Schema 3 (issue 22): PPDB 2.0's learned score, relations and the well-formedness labels.
+#: The relation columns of `pair` (per mille) and the relations' names, in the stored order
+#: (Pavlick et al. 2015); `pair.relation` indexes them.
+RELATION_COLUMNS = ("rel_eq", "rel_fwd", "rel_rev", "rel_excl", "rel_other", "rel_indep")
+RELATION_NAMES = ("Equivalence", "ForwardEntailment", "ReverseEntailment", "Exclusion", "OtherRelated",
+                  "Independent")
+#: `pair.form` is a bitmask of these well-formedness flags (set when either phrase or the pair has it).
+FORM_NAMES = {1: "edge-punct", 2: "function-only", 4: "dangling", 8: "inflection", 16: "containment"}
+#: The flags that the default lookup and export hide (edge punctuation, function-word-only, dangling).
+HIDDEN_FORMS = 1 | 2 | 4
+#: The kind and score column of the learned model (PPDB2.0Score).
+LEARNED_KIND, LEARNED_COLUMN = "learned", "ppdb2"
 
 
-def schema_sql(n_models: int, n_pivot_columns: int = 3) -> str:
-    """The DDL of a database with `n_models` stored models and `n_pivot_columns` pivots per pair.
+def schema_sql(n_models: int, n_pivot_columns: int = 3, learned: bool = False) -> str:
+    """The DDL of a database with `n_models` stored models and `n_pivot_columns` pivots per pair;
+    `learned` adds schema 3's columns (phrase.lhs; pair.form, ppdb2, rel_*, relation).
 
     Model columns are named by position (p_0, p_1, ...), never by model name, so no user text
     reaches the DDL; `model.score_column` maps names to columns. The foreign phrase table is
@@ -36,13 +52,17 @@ def schema_sql(n_models: int, n_pivot_columns: int = 3) -> str:
     """
     pivots = "".join(f"pivot{j + 1} INTEGER, " for j in range(n_pivot_columns))
     probs = "".join(f"p_{j} REAL, " for j in range(n_models))
+    lhs = ", lhs TEXT NOT NULL" if learned else ""
+    if learned:
+        probs += (f"form INTEGER NOT NULL, {LEARNED_COLUMN} REAL NOT NULL, "
+                  + "".join(f"{c} INTEGER NOT NULL, " for c in RELATION_COLUMNS) + "relation INTEGER NOT NULL, ")
     return f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE model (
     id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, kind TEXT NOT NULL,
     description TEXT NOT NULL, params TEXT NOT NULL, score_column TEXT, n_pairs INTEGER NOT NULL);
 CREATE TABLE phrase (
-    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL);
+    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL{lhs});
 CREATE TABLE foreign_phrase (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE pair (
     e1 INTEGER NOT NULL, e2 INTEGER NOT NULL, n_pivots INTEGER NOT NULL, {pivots}{probs}
@@ -77,6 +97,21 @@ def _used_ids(*ids: np.ndarray) -> np.ndarray:
     return np.flatnonzero(seen)
 
 
+def _check_learned(c, m: int) -> None:
+    """A schema-3 chunk's form, ppdb2 and rel: present, of m rows, rel per-mille in 6 columns."""
+    form, ppdb2, rel = (getattr(c, name, None) for name in ("form", "ppdb2", "rel"))
+    if form is None or ppdb2 is None or rel is None:
+        raise ValueError("a schema-3 write (lhs given) needs form, ppdb2 and rel on every chunk")
+    form, ppdb2, rel = _integers(form), np.asarray(ppdb2, np.float64), _integers(rel)
+    if rel.ndim == 1 and m == 0:
+        rel = rel.reshape(0, len(RELATION_COLUMNS))
+    if form.shape != (m,) or ppdb2.shape != (m,) or rel.shape != (m, len(RELATION_COLUMNS)):
+        raise ValueError(f"form {form.shape}, ppdb2 {ppdb2.shape} and rel {rel.shape} must have {m} rows "
+                         f"(rel: {len(RELATION_COLUMNS)} columns)")
+    if m and (not np.isfinite(ppdb2).all() or rel.min() < 0 or rel.max() > 1000 or form.min() < 0):
+        raise ValueError("ppdb2 must be finite, rel per-mille in 0..1000, form a non-negative bitmask")
+
+
 def write_database(
     path,
     *,
@@ -92,6 +127,10 @@ def write_database(
     meta: dict,
     progress: bool = False,
     batch_rows: int = 200_000,
+    form: np.ndarray | None = None,
+    ppdb2: np.ndarray | None = None,
+    rel: np.ndarray | None = None,
+    lhs=None,
 ) -> Path:
     """Write a complete database to `path` atomically.
 
@@ -102,13 +141,19 @@ def write_database(
     whose kind is not "combined", in order. A zero (or NaN) score means the model does not
     propose the pair and is stored as NULL. A combined model's params hold
     {"base": name, "other": name, "fit": pivot.store.combined.Combination.to_meta()}.
+
+    Schema 3 (all four or none): `lhs` maps a phrase id to its PPDB label ("[NN]", like
+    `phrases`), `form` is the pairs' well-formedness bitmask (FORM_NAMES), `ppdb2` their learned
+    score and `rel` an int (n, 6) array of relation probabilities in per-mille (RELATION_NAMES order);
+    `pair.relation` is written as rel's argmax (ties: the lowest index). A model of kind
+    "learned" (score column `ppdb2`) then has no column in `scores`.
     """
     e1, e2, n_pivots, pivots = (_integers(a) for a in (e1, e2, n_pivots, pivots))
     scores = np.asarray(scores, dtype=np.float64)
     n = len(e1)
     if pivots.ndim == 1 and n == 0:
         pivots = pivots.reshape(0, 3)
-    n_stored = sum(m["kind"] != "combined" for m in models)
+    n_stored = sum(m["kind"] not in ("combined", LEARNED_KIND) for m in models)
     if scores.shape != (n, n_stored):
         raise ValueError(f"scores has shape {scores.shape}, expected ({n}, {n_stored})")
     if len(e2) != n or len(n_pivots) != n or pivots.ndim != 2 or len(pivots) != n:
@@ -116,9 +161,15 @@ def write_database(
                          f"{n} rows")
     # Primary-key order; a duplicate pair fails the insert (and the write).
     order = np.lexsort((e2, e1))
-    chunk = PairChunk(e1[order], e2[order], n_pivots[order], pivots[order], scores[order])
+    learned = [a is not None for a in (lhs, form, ppdb2, rel)]
+    if any(learned) and not all(learned):
+        raise ValueError("lhs, form, ppdb2 and rel are schema 3's columns: give all four or none")
+    extra = {} if lhs is None else {"form": _integers(form)[order], "ppdb2": np.asarray(ppdb2, np.float64)[order],
+                                    "rel": _integers(rel)[order]}
+    chunk = PairChunk(e1[order], e2[order], n_pivots[order], pivots[order], scores[order], **extra)
     return write_database_chunks(path, phrases=phrases, phrase_counts=phrase_counts, chunks=lambda: [chunk],
-                                 foreign=foreign, models=models, meta=meta, progress=progress, batch_rows=batch_rows)
+                                 foreign=foreign, models=models, meta=meta, progress=progress, batch_rows=batch_rows,
+                                 lhs=lhs)
 
 
 @dataclass
@@ -130,6 +181,10 @@ class PairChunk:
     n_pivots: np.ndarray
     pivots: np.ndarray  # (n, k) foreign phrase ids, best first, -1 for none
     p: np.ndarray  # (n, stored models) scores
+    # Schema 3 (given with `lhs`): well-formedness bitmask, learned score, (n, 6) per-mille relations.
+    form: np.ndarray | None = None
+    ppdb2: np.ndarray | None = None
+    rel: np.ndarray | None = None
 
 
 def write_database_chunks(
@@ -143,18 +198,26 @@ def write_database_chunks(
     meta: dict,
     progress: bool = False,
     batch_rows: int = 200_000,
+    lhs=None,
 ) -> Path:
     """:func:`write_database` for a table too large to hold at once: ``chunks()`` returns a fresh
     iterable of :class:`PairChunk` (or objects with the same fields), each sorted by (e1, e2)
     and following the previous one in that order. It is read twice (ids and counts, then rows),
     so the write holds one chunk of pairs, never the table. ``phrases`` and ``foreign`` may
     also be functions of the ids the pairs use (ascending), called after the first pass, so
-    that a caller builds texts only for the phrases stored.
+    that a caller builds texts only for the phrases stored. ``lhs`` (each stored phrase's PPDB
+    label, like ``phrases``) makes it schema 3: every chunk then carries ``form``, ``ppdb2`` and
+    ``rel``; a model of kind "learned" is scored by ``ppdb2`` and proposes every pair, and the
+    meta's "default_model" is that model unless the caller's meta says otherwise.
     """
     from tqdm import tqdm
 
     path = Path(path)
-    stored = [m for m in models if m["kind"] != "combined"]
+    learned = lhs is not None
+    stored = [m for m in models if m["kind"] not in ("combined", LEARNED_KIND)]
+    if not learned and any(m["kind"] == LEARNED_KIND for m in models):
+        raise ValueError(f"a model of kind {LEARNED_KIND!r} scores by the {LEARNED_COLUMN!r} column: give lhs "
+                         "and the chunks' form, ppdb2 and rel")
     names = [m["name"] for m in models]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate model names: {names}")
@@ -182,6 +245,8 @@ def write_database_chunks(
             n_piv_cols = piv.shape[1]
         elif piv.shape[1] != n_piv_cols:
             raise ValueError(f"pivots have {piv.shape[1]} columns in one chunk and {n_piv_cols} in another")
+        if learned:
+            _check_learned(c, m)
         if m:
             key = e1.astype(np.int64) << 32 | e2.astype(np.int64)
             if (np.diff(key) < 0).any() or (last is not None and key[0] < last):
@@ -196,6 +261,8 @@ def write_database_chunks(
     n_pairs = n_pairs.tolist()
     if callable(phrases):
         phrases = phrases(used)
+    if callable(lhs):
+        lhs = lhs(used)
     if callable(foreign):
         foreign = foreign(used_f)
     missing = [f for f in used_f.tolist() if f not in foreign]
@@ -213,18 +280,20 @@ def write_database_chunks(
             conn.execute("PRAGMA synchronous=OFF")
             conn.execute("PRAGMA cache_size=-262144")  # KiB: 256 MiB
             conn.execute("PRAGMA temp_store=MEMORY")
-            conn.executescript(schema_sql(len(stored), n_piv_cols))
+            conn.executescript(schema_sql(len(stored), n_piv_cols, learned))
             conn.execute("BEGIN")  # one transaction for the whole load
 
             conn.executemany(
-                "INSERT INTO phrase VALUES (?, ?, ?, ?)",
-                ((i, phrases[i], phrases[i].count(" ") + 1, int(phrase_counts[i])) for i in used.tolist()),
+                f"INSERT INTO phrase VALUES (?, ?, ?, ?{', ?' if learned else ''})",
+                ((i, phrases[i], phrases[i].count(" ") + 1, int(phrase_counts[i]), *((lhs[i],) if learned else ()))
+                 for i in used.tolist()),
             )
             conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)",
                              ((int(f), foreign[f]) for f in sorted(foreign)))
 
             # Pass 2: the rows, in primary-key order (a duplicate pair fails the insert and the write).
-            insert = f"INSERT INTO pair VALUES ({', '.join('?' * (3 + n_piv_cols + len(stored)))})"
+            n_extra = 3 + len(RELATION_COLUMNS) if learned else 0  # form, ppdb2, rel_*, relation
+            insert = f"INSERT INTO pair VALUES ({', '.join('?' * (3 + n_piv_cols + len(stored) + n_extra))})"
             with tqdm(total=n, desc="database: pairs", unit="row", unit_scale=True,
                       disable=not progress, mininterval=1.0) as bar:
                 for c in chunks():
@@ -237,6 +306,11 @@ def write_database_chunks(
                         columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
                         columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
                         columns += [_masked(sc[:, j], ab[:, j]) for j in range(len(stored))]
+                        if learned:
+                            rel = _integers(c.rel)[sl]
+                            columns += [_integers(c.form)[sl].tolist(), np.asarray(c.ppdb2, np.float64)[sl].tolist()]
+                            columns += [rel[:, j].tolist() for j in range(len(RELATION_COLUMNS))]
+                            columns.append(rel.argmax(axis=1).tolist())  # the first maximum: ties to the lowest index
                         conn.executemany(insert, zip(*columns))
                         bar.update(len(sc))
 
@@ -246,6 +320,8 @@ def write_database_chunks(
             for model_id, spec in enumerate(models):
                 if spec["kind"] == "combined":
                     col, count = None, n_pairs[column_of[spec["params"]["base"]]]
+                elif spec["kind"] == LEARNED_KIND:  # scores every pair
+                    col, count = LEARNED_COLUMN, n
                 else:
                     col, count = f"p_{column_of[spec['name']]}", n_pairs[column_of[spec["name"]]]
                 conn.execute(
@@ -253,7 +329,10 @@ def write_database_chunks(
                     (model_id, spec["name"], spec["kind"], spec.get("description", ""),
                      json.dumps(spec.get("params", {}), sort_keys=True), col, int(count)),
                 )
-            meta = {"schema_version": SCHEMA_VERSION, **meta}
+            meta = {"schema_version": SCHEMA_VERSION if learned else SCHEMA_VERSION_PLAIN, **meta}
+            if learned and "default_model" not in meta:
+                meta["default_model"] = next((m["name"] for m in models if m["kind"] == LEARNED_KIND),
+                                             models[0]["name"])
             conn.executemany("INSERT INTO meta VALUES (?, ?)",
                              ((k, json.dumps(v, sort_keys=True)) for k, v in meta.items()))
             # Lookups by text go through this index; pairs are clustered by their key. Built after
