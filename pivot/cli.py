@@ -24,6 +24,83 @@ quick usage:
 """
 
 
+# ---------------------------------------------------------------------------- argument types
+#
+# Every number a user types has a range, checked by argparse: a value outside it is one line,
+# "pivot lookup: error: argument -k: must be between 1 and 1000000 (got 0)", exit 2. (build's
+# --threads and --workers are checked by its preflight, which pivot.build() runs too.)
+
+#: At most this many of anything a user counts (paraphrases, resamples, beam entries, ...).
+MAX_COUNT = 1_000_000
+#: Seeds are numpy seeds: 0 .. 2^32 - 1 (what every numpy generator accepts).
+MAX_SEED = 2**32 - 1
+
+
+def _limit(value):
+    return value() if callable(value) else value
+
+
+def bounded_int(lo, hi, *, lo_note="", hi_note=""):
+    """An argparse type: an integer lo <= n <= hi (hi, or a note, may be a callable: the bound of
+    this machine). Not an integer: argparse's "invalid int value"; out of range: "must be
+    between lo and hi (got n)"."""
+    def check(text):
+        value = int(text)  # ValueError: argparse says "invalid int value: 'text'"
+        low, high = _limit(lo), _limit(hi)
+        if not low <= value <= high:
+            low_text = f"{low} ({_limit(lo_note)})" if lo_note else f"{low}"
+            high_text = f"{high} ({_limit(hi_note)})" if hi_note else f"{high}"
+            raise argparse.ArgumentTypeError(f"must be between {low_text} and {high_text} (got {value})")
+        return value
+
+    check.__name__ = "int"
+    return check
+
+
+def finite_float(text):
+    """An argparse type: a finite decimal number (nan and inf are refused)."""
+    import math
+
+    value = float(text)  # ValueError: argparse says "invalid float value: 'text'"
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number (got {text})")
+    return value
+
+
+finite_float.__name__ = "float"
+
+
+def _max_phrase_len() -> int:
+    from pivot.recipes import _max_phrase_len as longest
+
+    return longest()
+
+
+def _max_threads() -> int:
+    from pivot.locking import PER_CORE, cores
+
+    return PER_CORE * cores()
+
+
+def _max_threads_note() -> str:
+    from pivot.locking import PER_CORE, cores
+
+    return f"{PER_CORE} x the {cores()} cores of this machine"
+
+
+def utf8_text(text):
+    """An argparse type: text that is UTF-8. Bytes that are not arrive as lone surrogates
+    (Python's surrogateescape); refused here, with the bytes shown, before any lookup."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raw = text.encode("utf-8", "surrogateescape")
+        raise argparse.ArgumentTypeError(
+            f"not UTF-8 text: {raw!r} (byte {len(text[:exc.start].encode('utf-8', 'surrogateescape')) + 1}); "
+            "set the terminal to UTF-8, or pass the text in UTF-8") from None
+    return text
+
+
 def _add_build(sub):
     p = sub.add_parser("build", help="build a paraphrase database from a recipe",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -68,7 +145,7 @@ def _add_eval(sub):
     one.add_argument("--gold", action="append", help="gold file (repeat to pool several)")
     one.add_argument("--gold-format", choices=["simlex", "ppdb-human", "pairs"], default="simlex",
                      help="w1 TAB w2 TAB score | mean TAB [LHS] TAB p1 TAB p2 TAB ratings | 'w1 w2'")
-    one.add_argument("--threshold", type=float, default=None,
+    one.add_argument("--threshold", type=finite_float, default=None,
                      help="a pair is positive when its score >= this (default 6.0 for simlex, 3.0 for ppdb-human)")
     one.add_argument("--name", default=None, help="name of the gold set in the output")
     one.add_argument("--exclude-tuning", action="store_true",
@@ -86,10 +163,12 @@ def _add_eval(sub):
                           "best model is chosen on its dev part")
     evi.add_argument("--rival", action="append", choices=["minilm"], default=None,
                      help="score every pair with a rival too (minilm: extra [rivals])")
-    evi.add_argument("--top-k", type=int, default=20, help="candidate AP: each model's top-K per query term")
+    evi.add_argument("--top-k", type=bounded_int(1, MAX_COUNT), default=20,
+                     help="candidate AP: each model's top-K per query term")
     evi.add_argument("--cache-dir", default=None,
                      help="embedding cache; None: $XDG_CACHE_HOME/pivot/embeddings")
-    evi.add_argument("--threads", type=int, default=None, help="torch threads for the rival; None: torch's choice")
+    evi.add_argument("--threads", type=bounded_int(1, _max_threads, hi_note=_max_threads_note), default=None,
+                     help="torch threads for the rival; None: torch's choice")
     evi.add_argument("--work", default=None,
                      help="the build's work dir: its corpus.*/bitext.en give the ontology gold's "
                           "in-bitext view (pairs whose phrases both occur in the bitext)")
@@ -104,8 +183,8 @@ def _add_eval(sub):
                      help="write the figures (dev selection; per gold and protocol every model's AP, "
                           "interval, Δ vs General and coverage) as JSON here")
     p.add_argument("--models", nargs="+", help="models to evaluate (default: all)")
-    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--n-boot", type=bounded_int(1, MAX_COUNT), default=1000, help="bootstrap resamples")
+    p.add_argument("--seed", type=bounded_int(0, MAX_SEED), default=0, help="bootstrap seed")
     p.set_defaults(func=cmd_eval)
 
 
@@ -113,8 +192,8 @@ def _add_lookup(sub):
     p = sub.add_parser("lookup", help="paraphrases of a phrase, best first",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("db", help="database written by `pivot build`")
-    p.add_argument("phrase", nargs="+", help="the phrase (normalised like the corpus)")
-    p.add_argument("-k", type=int, default=None,
+    p.add_argument("phrase", nargs="+", type=utf8_text, help="the phrase (normalised like the corpus)")
+    p.add_argument("-k", type=bounded_int(1, MAX_COUNT), default=None,
                    help="how many paraphrases (default: the recipe's [pivot] top_n recorded in the database)")
     p.add_argument("--model", default=None,
                    help="model to rank by (see --list-models; default: the database's, the learned ppdb2 score)")
@@ -166,11 +245,12 @@ def _add_search(sub):
     p = sub.add_parser("search", help="phrases matching a glob-like pattern, with counts and paraphrase numbers",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("db", help="database written by `pivot build`")
-    p.add_argument("pattern", nargs="*",
+    p.add_argument("pattern", nargs="*", type=utf8_text,
                    help="words matched against consecutive tokens of the stored phrases: * any run of characters "
                         "within a token, ? one character ('tumo*r', 'tumor supp*')")
     p.add_argument("--model", default="general", help="count the paraphrases of this model")
-    p.add_argument("-n", "--limit", type=int, default=50, help="show at most this many phrases (0: all)")
+    p.add_argument("-n", "--limit", type=bounded_int(0, 1000 * MAX_COUNT), default=50,
+                   help="show at most this many phrases (0: all)")
     p.add_argument("--whole", action="store_true", help="the pattern must cover the whole phrase")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--build-index", action="store_true",
@@ -183,7 +263,7 @@ def _add_serve(sub):
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("db", help="database written by `pivot build`")
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0: every interface)")
-    p.add_argument("--port", type=int, default=8001, help="port (0: any free port)")
+    p.add_argument("--port", type=bounded_int(0, 65535), default=8001, help="port (0: any free port)")
     p.add_argument("--metadata", metavar="FILE", help="write the generated datasette metadata JSON here and exit")
     p.set_defaults(func=cmd_serve)
 
@@ -192,10 +272,12 @@ def _add_paraphrase(sub):
     p = sub.add_parser("paraphrase", help="paraphrase sentences with a database (beam-search decoder + LM)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("db", help="database written by `pivot build`")
-    p.add_argument("text", nargs="*", help="the sentence (else -i FILE, else stdin, one sentence a line)")
+    p.add_argument("text", nargs="*", type=utf8_text,
+                   help="the sentence (else -i FILE, else stdin, one sentence a line)")
     p.add_argument("-i", "--input", help="file of sentences, one a line (UTF-8); the best paraphrase a line out")
     p.add_argument("--model", default="general", help="model whose log p(e2|e1) scores the options")
-    p.add_argument("-n", type=int, default=5, help="how many outputs per sentence with --nbest / --format json")
+    p.add_argument("-n", type=bounded_int(1, 10_000), default=5,
+                   help="how many outputs per sentence with --nbest / --format json")
     p.add_argument("--nbest", action="store_true",
                    help="n-best lines: 'index ||| text ||| score ||| features ||| replaced spans'")
     p.add_argument("--format", choices=["text", "json"], default="text", help="json: one object per sentence")
@@ -203,17 +285,19 @@ def _add_paraphrase(sub):
                                 "the general LM for General, found in the work dir beside the database)")
     p.add_argument("--work", help="the build's work dir, where its LMs are (default: <db dir>/work, ./work/DB)")
     p.add_argument("--weights", help="JSON of decoder weights (default: the tuned ones, docs/sentences.md)")
-    p.add_argument("--lm-weight", type=float, help="override the LM weight (lambda)")
-    p.add_argument("--identity-bias", type=float, help="override the per-kept-word identity bias (beta)")
+    p.add_argument("--lm-weight", type=finite_float, help="override the LM weight (lambda)")
+    p.add_argument("--identity-bias", type=finite_float, help="override the per-kept-word identity bias (beta)")
     p.add_argument("--force-change", action="store_true",
                    help="replace at least one span whenever the lattice allows (else the unchanged sentence may win)")
     p.add_argument("--rules", help="rule model JSON learned on paraphrase pairs (bench/bench_sentences.py --tune "
                                    "--rules-out FILE): scores each option, and brings its tuned weights and gate")
-    p.add_argument("--gate", type=float, help="with --rules: change a sentence only when the mean log-odds of its "
-                                              "replaced spans is at least this (default: the rule file's)")
-    p.add_argument("-k", type=int, default=8, help="paraphrases per span")
-    p.add_argument("--max-span", type=int, default=5, help="longest span (words) to paraphrase")
-    p.add_argument("--beam", type=int, default=8, help="hypotheses kept per stack")
+    p.add_argument("--gate", type=finite_float,
+                   help="with --rules: change a sentence only when the mean log-odds of its replaced spans is at "
+                        "least this (default: the rule file's)")
+    p.add_argument("-k", type=bounded_int(1, 10_000), default=8, help="paraphrases per span")
+    p.add_argument("--max-span", type=bounded_int(1, _max_phrase_len, hi_note="the longest phrase a database holds"),
+                   default=5, help="longest span (words) to paraphrase")
+    p.add_argument("--beam", type=bounded_int(1, 10_000), default=8, help="hypotheses kept per stack")
     p.set_defaults(func=cmd_paraphrase)
 
     # Options may come between DB and TEXT (`pivot paraphrase db.db --nbest "a sentence"`):
@@ -241,8 +325,9 @@ def _add_identify(sub):
     p.add_argument("--model", default="general",
                    help="model whose paraphrases align the sentences; several, comma-separated, give a feature block each")
     p.add_argument("--classifier", choices=["logreg", "svm"], default="logreg")
-    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the ablation's CI")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-boot", type=bounded_int(1, MAX_COUNT), default=1000,
+                   help="bootstrap resamples for the ablation's CI")
+    p.add_argument("--seed", type=bounded_int(0, MAX_SEED), default=0)
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.set_defaults(func=cmd_identify)
 
@@ -252,9 +337,11 @@ def _add_align_eval(sub):
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--data", help="data root holding gold/hansards-align and bitext/tatoeba-fr-en (default: $PIVOT_DATA)")
     p.add_argument("--method", choices=["ibm2", "eflomal"], default="ibm2")
-    p.add_argument("--runs", type=int, default=3, help="eflomal runs (it is unseeded: the spread is reported)")
+    p.add_argument("--runs", type=bounded_int(1, 1000), default=3,
+                   help="eflomal runs (it is unseeded: the spread is reported)")
     p.add_argument("--no-bitext", action="store_true", help="train on the gold sentences only (quick, worse)")
-    p.add_argument("--threads", type=int, default=0, help="aligner threads (0: all cores)")
+    p.add_argument("--threads", type=bounded_int(0, _max_threads, lo_note="all cores", hi_note=_max_threads_note),
+                   default=0, help="aligner threads (0: all cores)")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.set_defaults(func=cmd_align_eval)
 

@@ -164,6 +164,13 @@ def tsv_source(t: Tiny, content: bytes):
     t.write_recipe()
 
 
+def extra_parallel(t: Tiny, en: str, en_content: bytes, f: str, f_content: bytes):
+    t.file(en, en_content)
+    t.file(f, f_content)
+    t.extra_sources = f', {{ name = "d", format = "parallel", en = "{en}", f = "{f}" }}'
+    t.write_recipe()
+
+
 def in_domain(t: Tiny, spec: str, name: str | None = None, content: bytes | str = b""):
     if name:
         t.file(name, content)
@@ -261,6 +268,14 @@ CASES = {
     "gold-score": (lambda t: t.file("gold.txt", "treat\tcure\t8.0\ncell\tnucleus\thigh\n"), "DATA/gold.txt:2"),
     "gold-empty": (lambda t: t.file("gold.txt", "\n"), "DATA/gold.txt"),
     "pharaoh-link": (lambda t: t.file("c.align", "0-0 1-1 2-2\n0-0 1_1\n0-0\n"), "DATA/c.align:2"),
+    # data that is sound but leaves the build nothing to work with
+    "bitext-empty": (lambda t: extra_parallel(t, "d.en", b"", "d.fr", b""), "DATA/d.en"),
+    "gzip-empty": (lambda t: gz_source(t, b""), "DATA/c2.en.gz"),
+    "tsv-empty": (lambda t: tsv_source(t, b""), "DATA/t.tsv.gz"),
+    "same-file": (edit('f = "c.fr"', 'f = "c.en"'), "DATA/c.en"),
+    "identical-sides": (lambda t: t.file("c.fr", "\n".join(EN) + "\n"), "DATA/c.en"),
+    "no-pair-fits": (lambda t: t.file("c.en", "".join(f"{' '.join(['cells'] * 85)}\n" for _ in EN)), "DATA/c.en:1"),
+    "tuning-one-class": (lambda t: t.file("gold.txt", "treat\tcure\t8.0\ncell\tnucleus\t7.0\n"), "DATA/gold.txt"),
     # outputs
     "out-is-input": (lambda t: ["--out", str(t.data / "c.en")], "DATA/c.en"),
     "out-links-to-input": (lambda t: _then((t.tmp / "link.db").symlink_to(t.data / "c.en"),
@@ -287,20 +302,19 @@ CASES = {
     "threads-huge": (lambda t: ["--threads", "100000"], "--threads"),
     "threads-negative": (lambda t: ["--threads", "-1"], "--threads"),
     "workers-huge": (lambda t: ["--workers", "100000"], "--workers"),
+    "scheduler-not-an-address": (lambda t: ["--scheduler", "not a url"], "--scheduler"),
 }
 
 
 def doc_table(section: str = "Refused") -> dict[str, str]:
-    """id -> message template, from the tables under the heading ``## {section}`` of docs/bad-input.md."""
-    rows = {}
-    inside = False
+    """id -> message template, from the tables of one section ("## <section>") of
+    docs/bad-input.md; "Refused" holds the preflight's cases, tested here."""
+    rows, current = {}, None
     for line in DOC.read_text(encoding="utf-8").splitlines():
         if line.startswith("## "):
-            inside = line[3:].strip() == section
-        if not inside:
-            continue
+            current = line[3:].strip()
         m = re.match(r"^\|\s*`([a-z0-9-]+)`\s*\|[^|]*\|\s*``\s?(.*?)\s?``\s*\|\s*$", line)
-        if m:
+        if m and current == section:
             rows[m.group(1)] = m.group(2)
     return rows
 

@@ -214,6 +214,7 @@ class Pipeline:
                 lambda tmp, spec=spec: corpus.write_bitext(
                     spec["sources"], spec["lang"], self.data_root, tmp, quiet=self.quiet, **preprocess),
             )
+            _check_kept(corpus.read_meta(corpus_dir), self.recipe_file)
             params = dict(self.rec["align"])
             pharaoh = params.pop("pharaoh", {}) or {}
             pharaoh_path = None
@@ -634,6 +635,14 @@ class Pipeline:
             labels = np.array([p[2] for p in tune], dtype=np.float64)
             # The paper's candidates: pairs General extracted (either direction: gold pairs are unordered).
             candidate = ~np.isnan(symmetric_p(fwd[:, 0], rev[:, 0]))
+            n_candidates, n_good = int(candidate.sum()), int(labels[candidate].sum())
+            if n_good in (0, n_candidates):
+                # Preflight checked the tuning pairs hold both classes; which of them the bitext
+                # made pairs of only the built table says.
+                raise InputError(
+                    f"[combine]: {n_candidates} of the {len(tune)} tuning pairs are pairs of the General model, "
+                    f"{n_good} of them good: fitting the combination needs good and bad pairs among them; "
+                    "add gold pairs whose phrases the bitext holds, or build without [combine]", self.recipe_file)
             g_f, g_r = fwd[candidate, 0], rev[candidate, 0]
             fitted = {}
             for k, model in enumerate(self.models[1:], start=1):
@@ -797,6 +806,22 @@ def run_build(domain: str | None = "bio", **kwargs) -> Path:
 
 
 # -------------------------------------------------------------------------------- helpers
+
+
+def _check_kept(meta: dict, recipe_file) -> None:
+    """A pivot language whose corpus stage kept no sentence pair stops the build here, in one
+    line, before its alignment and the later stages meet an empty bitext (an LM "with no
+    sentences", an empty table). Preflight refuses the plain cases (every pair surely too long
+    or empty); this is the rest, which only tokenising decides."""
+    if meta["n_pairs"] > 0:
+        return
+    total = meta["stats"]["total"]
+    dropped = ", ".join(f"{total[k]:,} {k.replace('_', ' ')}" for k in
+                        ("blank", "header", "empty", "too_long", "ratio", "duplicate", "sampled_out")
+                        if total.get(k))
+    raise InputError(f"[[bitext]] {meta['lang']}: no sentence pair is left after the [preprocess] rules "
+                     f"({total['read']:,} read: {dropped or 'none kept'}); raise max_tokens or max_ratio, "
+                     "or check the files", recipe_file)
 
 
 #: The pivot stage's row ranges: at least this many, and about this many kept translation

@@ -101,6 +101,54 @@ def find_pairs(e1: np.ndarray, e2: np.ndarray, q1: np.ndarray, q2: np.ndarray) -
 # ------------------------------------------------------------------------------------ reading
 
 
+#: What a reader says of a file that lacks a table, a column or a readable value of the schema.
+DAMAGED = "not a pivot paraphrase database, or a damaged one"
+
+#: The columns every database has, table by table (`pair` has more: pivots and one per model).
+SCHEMA_COLUMNS = {
+    "meta": ("key", "value"),
+    "model": ("id", "name", "kind", "description", "params", "score_column", "n_pairs"),
+    "phrase": ("id", "text", "n_words", "count"),
+    "foreign_phrase": ("id", "text"),
+    "pair": ("e1", "e2", "n_pivots"),
+}
+
+
+def check_schema(conn: sqlite3.Connection, path) -> dict[str, list[str]]:
+    """{table: its columns} of a paraphrase database, or InputError naming the first table or
+    column of SCHEMA_COLUMNS it lacks (a dropped table would otherwise fail a later query,
+    with a traceback, after part of the output was written)."""
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        out = {}
+        for table, wanted in SCHEMA_COLUMNS.items():
+            if table not in tables:
+                raise InputError(f"{DAMAGED}: no table {table!r}", path)
+            out[table] = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            missing = [c for c in wanted if c not in out[table]]
+            if missing:
+                raise InputError(f"{DAMAGED}: table {table!r} lacks the columns {missing}", path)
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{DAMAGED}: {exc}", path) from exc
+    return out
+
+
+def _json_value(text, what: str, path):
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{DAMAGED}: {what} is not JSON ({exc})", path) from None
+
+
+def read_meta(conn: sqlite3.Connection, path) -> dict:
+    """The `meta` table as {key: decoded JSON value}; InputError for a value that is not JSON."""
+    try:
+        rows = conn.execute("SELECT key, value FROM meta").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{DAMAGED}: {exc}", path) from exc
+    return {k: _json_value(v, f"meta {k!r}", path) for k, v in rows}
+
+
 #: Paraphrases a lookup shows when neither the caller nor the database says how many.
 DEFAULT_K = 10
 
@@ -124,30 +172,40 @@ class ParaphraseDB:
         # "a#b?.db" or "50%.db" opens that file, read-only, never another one.
         self._conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
         try:
-            self.meta = {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
+            tables = check_schema(self._conn, path)
+            self.meta = read_meta(self._conn, path)
             version = self.meta.get("schema_version")
             if version not in (SCHEMA_VERSION_PLAIN, SCHEMA_VERSION):
                 raise InputError(f"database schema version {version}, this pivot reads versions "
                                  f"{SCHEMA_VERSION_PLAIN} and {SCHEMA_VERSION}: rebuild it with `pivot build`", path)
             rows = self._conn.execute(
                 "SELECT id, name, kind, description, params, score_column, n_pairs FROM model ORDER BY id").fetchall()
-            pair_columns = [r[1] for r in self._conn.execute("PRAGMA table_info(pair)")]
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise InputError(f"not a pivot paraphrase database ({exc})", path) from exc
+            self._models = {}
+            for i, name, kind, desc, params, column, n in rows:
+                self._models[name] = {"id": i, "name": name, "kind": kind, "description": desc,
+                                      "params": _json_value(params, f"model {name!r} params", path),
+                                      "column": column, "n_pairs": n}
+            pair_columns = tables["pair"]
+            # Column names are spliced into SQL text (a column cannot be a parameter): accept
+            # only columns the table really has.
+            for info in self._models.values():
+                if info["kind"] != "combined" and info["column"] not in pair_columns:
+                    raise InputError(f"model {info['name']!r} names a missing column {info['column']!r}", path)
+            self._lang = self.meta.get("normalization", {}).get("lang", "en")
+            # How many paraphrases a lookup shows by default: the recipe's top_n. The database
+            # stores every pair above the probability floor, so this is a view, not a cut.
+            pruning = self.meta.get("pruning") or {}
+            self.default_k = int(pruning.get("lookup_top_n") or DEFAULT_K)
         except InputError:
             self._conn.close()
             raise
-        self._models = {
-            name: {"id": i, "name": name, "kind": kind, "description": desc, "params": json.loads(params),
-                   "column": column, "n_pairs": n}
-            for i, name, kind, desc, params, column, n in rows
-        }
-        # Column names are spliced into SQL text (a column cannot be a parameter): accept only
-        # columns the table really has.
-        for info in self._models.values():
-            if info["kind"] != "combined" and info["column"] not in pair_columns:
-                raise InputError(f"model {info['name']!r} names a missing column {info['column']!r}", path)
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise InputError(f"{DAMAGED}: {exc}", path) from exc
+        except (AttributeError, TypeError, ValueError) as exc:  # a meta value of the wrong shape
+            self._conn.close()
+            raise InputError(f"{DAMAGED}: unreadable meta or model values ({type(exc).__name__}: {exc})",
+                             path) from None
         pivots = [c for c in pair_columns if c.startswith("pivot") and c[5:].isdigit()]
         self._pivot_select = ", ".join(f"f{j}.text" for j in range(len(pivots)))
         self._pivot_join = " ".join(f"LEFT JOIN foreign_phrase f{j} ON f{j}.id = t.{c}"
@@ -162,11 +220,6 @@ class ParaphraseDB:
         default = self.meta.get("default_model")
         #: The model a lookup ranks by when none is named: the learned model when there is one.
         self.default_model = default if default in self._models else next(iter(self._models), None)
-        self._lang = self.meta.get("normalization", {}).get("lang", "en")
-        # How many paraphrases a lookup shows by default: the recipe's top_n. The database
-        # stores every pair above the probability floor, so this is a view, not a cut.
-        pruning = self.meta.get("pruning") or {}
-        self.default_k = int(pruning.get("lookup_top_n") or DEFAULT_K)
 
     def close(self):
         self._conn.close()

@@ -162,11 +162,11 @@ class _Plan:
     kinds), the combined model's fit, and whether the score and relations are real."""
 
     def __init__(self, db, model: str | None, lhs: str):
+        self.name = model or db.default_model
+        info = db.model_info(self.name)  # an unknown model: its own error, before the schema's
         _require_layer(db)
         if lhs not in ("stored", "x"):
             raise InputError(f"unknown LHS choice {lhs!r} (stored or x)")
-        self.name = model or db.default_model
-        info = db.model_info(self.name)
         self.kind = info["kind"]
         self.pcol = db.model_info(probability_model(db, self.name))["column"]
         self.learned = bool((db.meta.get("ppdb2") or {}).get("learned"))

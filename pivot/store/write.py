@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot import outputs
+from pivot.errors import InputError
 
 SCHEMA_VERSION = 3
 #: Schema 2: no learned columns (a database written without them is still schema 2 and readable).
@@ -68,6 +69,26 @@ CREATE TABLE pair (
     e1 INTEGER NOT NULL, e2 INTEGER NOT NULL, n_pivots INTEGER NOT NULL, {pivots}{probs}
     PRIMARY KEY (e1, e2)) WITHOUT ROWID;
 """
+
+
+def _write_failed(exc: sqlite3.OperationalError, path: Path) -> InputError:
+    """A database write that SQLite could not finish, as one line naming the file.
+
+    SQLite says "database or disk is full" (SQLITE_FULL) when a write finds no space, and
+    only "disk I/O error" when the kernel refuses it otherwise, e.g. EFBIG at this process'
+    file size limit (``ulimit -f``), which is then named, since SQLite cannot say so.
+    """
+    import resource
+
+    if getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL":
+        return InputError(f"cannot write the database: the disk is full (SQLite: {exc}); free space in "
+                          f"{path.parent} or write the database elsewhere", path)
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY:
+        return InputError(f"cannot write the database (SQLite: {exc}), and this process may write files of at "
+                          f"most {limit:,} bytes (ulimit -f): raise that limit, or check the disk", path)
+    return InputError(f"cannot write the database (SQLite: {exc}); check the disk and the free space in "
+                      f"{path.parent}", path)
 
 
 def _masked(values: np.ndarray, absent: np.ndarray) -> list:
@@ -340,6 +361,8 @@ def write_database_chunks(
             conn.execute("CREATE UNIQUE INDEX phrase_text ON phrase(text)")
             conn.execute("COMMIT")
             conn.execute("ANALYZE")
+        except sqlite3.OperationalError as exc:  # the disk's: full, a file size limit, an I/O error
+            raise _write_failed(exc, path) from exc
         finally:
             conn.close()
     return path
