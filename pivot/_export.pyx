@@ -423,12 +423,13 @@ def format_ppdb(bytearray out, int64_t start,
                 const unsigned char[::1] lhs, const int64_t[::1] lhs_off,
                 const double[::1] ppdb2, const double[::1] p, const double[::1] p_rev,
                 const int64_t[:, ::1] rel, const int64_t[::1] relation, const int64_t[::1] n_pivots,
-                const int64_t[::1] form, const double[::1] model_score, bint lhs_x=False,
-                bint with_score=True, bint with_relations=True):
+                const int64_t[::1] form, const double[::1] model_score, const int64_t[::1] order,
+                bint lhs_x=False, bint with_score=True, bint with_relations=True):
     """Fill `out` with the PPDB 2.0 lines of rows start, start + 1, ... while they fit; returns
     (the next row, the number of bytes written). Each line ends in "\\n". A caller writes the
     bytes and calls again from the next row (the same buffer, reused: its pages stay mapped);
-    when not even one line fits, it grows the buffer.
+    when not even one line fits, it grows the buffer. Line r is of row order[r] of the arrays
+    (order empty: row r), so that the caller need not gather ten arrays into the line order.
 
     Row r: phrase ids e1[r], e2[r], whose texts are texts[text_off[id]:text_off[id + 1]] and
     LHS labels lhs[lhs_off[id]:lhs_off[id + 1]] (of e1; lhs_x: "[X]" instead). Features, in
@@ -444,10 +445,12 @@ def format_ppdb(bytearray out, int64_t start,
     cdef int j, first
     cdef int64_t f
     cdef bint has_score = model_score.shape[0] > 0
-    cdef int64_t n_ids = text_off.shape[0] - 1
+    cdef bint has_order = order.shape[0] > 0
+    cdef int64_t n_ids = text_off.shape[0] - 1, i
     if (e2.shape[0] != n or ppdb2.shape[0] != n or p.shape[0] != n or p_rev.shape[0] != n
             or rel.shape[0] != n or rel.shape[1] != 6 or relation.shape[0] != n or n_pivots.shape[0] != n
-            or form.shape[0] != n or (has_score and model_score.shape[0] != n)):
+            or form.shape[0] != n or (has_score and model_score.shape[0] != n)
+            or (has_order and order.shape[0] != n)):
         raise ValueError("format_ppdb: every row array must have n rows (rel: n x 6)")
     if start < 0 or start > n:
         raise ValueError(f"format_ppdb: start {start} outside 0..{n}")
@@ -462,16 +465,19 @@ def format_ppdb(bytearray out, int64_t start,
                        or (not lhs_x and (lhs_off[0] < 0 or lhs_off[n_ids] > lhs.shape[0]))):
         raise ValueError("format_ppdb: offsets outside the text buffers")
     for r in range(start, n):
-        a, b = e1[r], e2[r]
+        i = order[r] if has_order else r
+        if i < 0 or i >= n:
+            raise ValueError(f"format_ppdb: order[{r}] = {i}, outside 0..{n - 1}")
+        a, b = e1[i], e2[i]
         if a < 0 or a >= n_ids or b < 0 or b >= n_ids:
-            raise ValueError(f"format_ppdb: row {r} names phrase {a} or {b}, outside the tables")
-        if relation[r] < 0 or relation[r] > 5:
-            raise ValueError(f"format_ppdb: row {r} has relation {relation[r]} (0..5)")
-        if form[r] < 0 or form[r] >> N_FORM_FLAGS:
-            raise ValueError(f"format_ppdb: row {r} has form {form[r]}, beyond the {N_FORM_FLAGS} known flags")
+            raise ValueError(f"format_ppdb: row {i} names phrase {a} or {b}, outside the tables")
+        if relation[i] < 0 or relation[i] > 5:
+            raise ValueError(f"format_ppdb: row {i} has relation {relation[i]} (0..5)")
+        if form[i] < 0 or form[i] >> N_FORM_FLAGS:
+            raise ValueError(f"format_ppdb: row {i} has form {form[i]}, beyond the {N_FORM_FLAGS} known flags")
         for j in range(6):
-            if rel[r, j] < 0 or rel[r, j] > 1000:
-                raise ValueError(f"format_ppdb: row {r} has a relation probability of {rel[r, j]} per mille")
+            if rel[i, j] < 0 or rel[i, j] > 1000:
+                raise ValueError(f"format_ppdb: row {i} has a relation probability of {rel[i, j]} per mille")
     cdef char* buf = PyByteArray_AS_STRING(out)
     cdef char* q = buf
     cdef char* end = buf + len(out)
@@ -484,12 +490,13 @@ def format_ppdb(bytearray out, int64_t start,
     cdef const char* lbase = <const char*>&lhs[0] if lhs.shape[0] else EMPTY
     with nogil:
         for r in range(start, n):
-            a, b = e1[r], e2[r]
-            # e2 jumps around the phrase table: fetch a later row's offsets and text ahead.
+            i = order[r] if has_order else r
+            a, b = e1[i], e2[i]
+            # e2 jumps around the phrase table: fetch a later line's offsets and text ahead.
             if r + 16 < n:
-                __builtin_prefetch(&text_off[e2[r + 16]])
+                __builtin_prefetch(&text_off[e2[order[r + 16] if has_order else r + 16]])
             if r + 8 < n:
-                __builtin_prefetch(tbase + text_off[e2[r + 8]])
+                __builtin_prefetch(tbase + text_off[e2[order[r + 8] if has_order else r + 8]])
             t1 = tbase + text_off[a]
             n1 = text_off[a + 1] - text_off[a]
             t2 = tbase + text_off[b]
@@ -509,33 +516,33 @@ def format_ppdb(bytearray out, int64_t start,
             q = _put(q, b" ||| ", 5)
             if with_score:
                 q = _put(q, b"PPDB2.0Score=", 13)
-                q = pivot_g6(q, end, ppdb2[r])
+                q = pivot_g6(q, end, ppdb2[i])
                 q[0] = b" "
                 q += 1
-            if not isnan(p[r]):
+            if not isnan(p[i]):
                 q = _put(q, b"-logp(e2|e1)=", 13)
-                q = pivot_g6(q, end, -log(p[r]))
+                q = pivot_g6(q, end, -log(p[i]))
                 q[0] = b" "
                 q += 1
-            if not isnan(p_rev[r]):
+            if not isnan(p_rev[i]):
                 q = _put(q, b"-logp(e1|e2)=", 13)
-                q = pivot_g6(q, end, -log(p_rev[r]))
+                q = pivot_g6(q, end, -log(p_rev[i]))
                 q[0] = b" "
                 q += 1
             if with_relations:
                 # The six relations, unrolled so that each name is a constant-size copy.
-                q = _permille(_put(q, b"Equivalence=", 12), rel[r, 0])
-                q = _permille(_put(q, b" ForwardEntailment=", 19), rel[r, 1])
-                q = _permille(_put(q, b" ReverseEntailment=", 19), rel[r, 2])
-                q = _permille(_put(q, b" Exclusion=", 11), rel[r, 3])
-                q = _permille(_put(q, b" OtherRelated=", 14), rel[r, 4])
-                q = _permille(_put(q, b" Independent=", 13), rel[r, 5])
+                q = _permille(_put(q, b"Equivalence=", 12), rel[i, 0])
+                q = _permille(_put(q, b" ForwardEntailment=", 19), rel[i, 1])
+                q = _permille(_put(q, b" ReverseEntailment=", 19), rel[i, 2])
+                q = _permille(_put(q, b" Exclusion=", 11), rel[i, 3])
+                q = _permille(_put(q, b" OtherRelated=", 14), rel[i, 4])
+                q = _permille(_put(q, b" Independent=", 13), rel[i, 5])
                 q[0] = b" "
                 q += 1
             q = _put(q, b"NumPivots=", 10)
-            q = pivot_i64(q, end, n_pivots[r])
+            q = pivot_i64(q, end, n_pivots[i])
             q = _put(q, b" Form=", 6)
-            f = form[r]
+            f = form[i]
             if f == 0:
                 q = _put(q, b"none", 4)
             else:
@@ -549,13 +556,13 @@ def format_ppdb(bytearray out, int64_t start,
                         first = 0
             if has_score:
                 q = _put(q, b" ModelScore=", 12)
-                q = pivot_g6(q, end, model_score[r])
+                q = pivot_g6(q, end, model_score[i])
             # Pivoting aligns no words inside phrases: only a one-word pair has a known link.
             if memchr(t1, 32, n1) == NULL and memchr(t2, 32, n2) == NULL:
                 q = _put(q, b" ||| 0-0 ||| ", 13)
             else:
                 q = _put(q, b" |||  ||| ", 10)
-            q = _put(q, REL_NAMES[relation[r]], REL_NAME_LEN[relation[r]])
+            q = _put(q, REL_NAMES[relation[i]], REL_NAME_LEN[relation[i]])
             q[0] = b"\n"
             q += 1
     return nxt, q - buf

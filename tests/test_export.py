@@ -286,7 +286,7 @@ def test_kernel_writes_printf_g6_and_exact_per_mille():
         nxt, size = _export.format_ppdb(out, r, np.zeros(n, np.int64), np.ones(n, np.int64), texts, text_off,
                                         b"[X]", np.array([0, 3, 3], np.int64), values, np.full(n, NAN),
                                         np.full(n, NAN), rel, relation, np.arange(n, dtype=np.int64), form,
-                                        np.zeros(0), False, True, True)
+                                        np.zeros(0), np.zeros(0, np.int64), False, True, True)
         if nxt == r:
             out.extend(bytes(len(out)))
             continue
@@ -311,7 +311,7 @@ def test_kernel_minus_log_matches_python():
     _, size = _export.format_ppdb(out, 0, np.zeros(n, np.int64), np.ones(n, np.int64), b"ab c", np.array([0, 1, 4]),
                                   b"", np.zeros(3, np.int64), np.zeros(n), p, p[::-1].copy(),
                                   np.zeros((n, 6), np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64),
-                                  np.zeros(n, np.int64), np.zeros(0), True, False, False)
+                                  np.zeros(n, np.int64), np.zeros(0), np.zeros(0, np.int64), True, False, False)
     for line, a, b in zip(bytes(out[:size]).decode().splitlines(), p, p[::-1]):
         assert line == (f"[X] ||| a ||| b c ||| -logp(e2|e1)={format(-math.log(a), '.6g')} "
                         f"-logp(e1|e2)={format(-math.log(b), '.6g')} NumPivots=0 Form=none |||  ||| Equivalence")
@@ -326,17 +326,18 @@ def test_kernel_minus_log_matches_python():
     (dict(text_off=np.array([0, 2, 1])), "offsets decrease"),
     (dict(text_off=np.array([0, 1, 9])), "outside the text buffers"),
     (dict(p=np.zeros(2)), "n rows"),
+    (dict(order=np.array([1])), "order\\[0\\] = 1"),
 ])
 def test_kernel_checks_its_input(change, message):
     args = dict(e1=np.array([0]), e2=np.array([1]), texts=b"ab", text_off=np.array([0, 1, 2]), lhs=b"[X]",
                 lhs_off=np.array([0, 3, 3]), ppdb2=np.ones(1), p=np.ones(1), p_rev=np.ones(1),
                 rel=np.zeros((1, 6), np.int64), relation=np.zeros(1, np.int64), n_pivots=np.zeros(1, np.int64),
-                form=np.zeros(1, np.int64))
+                form=np.zeros(1, np.int64), order=np.zeros(0, np.int64))
     args.update(change)
     with pytest.raises(ValueError, match=message):
         _export.format_ppdb(bytearray(1024), 0, args["e1"], args["e2"], args["texts"], args["text_off"], args["lhs"],
                             args["lhs_off"], args["ppdb2"], args["p"], args["p_rev"], args["rel"], args["relation"],
-                            args["n_pivots"], args["form"], np.zeros(0))
+                            args["n_pivots"], args["form"], np.zeros(0), args["order"])
 
 
 def test_find_rows_and_order_runs_by_hand():
