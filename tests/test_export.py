@@ -269,6 +269,20 @@ def test_export_needs_the_layer_and_the_size_cuts(tmp_path, capsys):
         export_ppdb(db, io.BytesIO(), model="general", relations=(0,))
 
 
+def test_a_damaged_layer_is_one_line(db_path, tmp_path, capsys):
+    # A relation index outside 0..5 (the kernel checks what it unpacks): one line naming the file.
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(db_path.read_bytes())
+    with sqlite3.connect(bad) as conn:
+        conn.execute("UPDATE pair SET relation = 9 WHERE e1 = 1 AND e2 = 0")
+    assert cli.main(["-q", "export", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"pivot export: error: {bad}: not a pivot paraphrase database, or a damaged one: format_ppdb: "
+                   "row 3 has relation 9 (0..5)\n")  # the chunk's rows: treat's 3, then cure -> treat
+    assert cli.main(["lookup", str(bad), "cure", "--format", "ppdb"]) == 2
+    assert "damaged one: a pair's relation is 9 (0..5)" in capsys.readouterr().err
+
+
 def test_kernel_writes_printf_g6_and_exact_per_mille():
     rng = np.random.default_rng(7)
     values = np.concatenate([

@@ -252,6 +252,8 @@ class ParaphraseDB:
         if self._learned:
             out["ppdb2"] = ppdb2
         if self._classified:
+            if not 0 <= relation < len(RELATION_NAMES):
+                raise InputError(f"{DAMAGED}: a pair's relation is {relation} (0..{len(RELATION_NAMES) - 1})", self.path)
             out["relation"] = RELATION_NAMES[relation]
             out["relations"] = {name: v / 1000 for name, v in zip(RELATION_NAMES, rel)}
         return out

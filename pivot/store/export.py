@@ -39,6 +39,7 @@ columns, read once. No Python object is made per pair.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 
 import numpy as np
@@ -95,6 +96,19 @@ def _require_layer(db) -> None:
     if db.schema != SCHEMA_VERSION:
         raise InputError(f"a PPDB 2.0 export needs the learned score, relations and labels of a schema-{SCHEMA_VERSION} "
                          f"database; this one is schema {db.schema}: rebuild it with `pivot build`", db.path)
+
+
+@contextlib.contextmanager
+def _read_checked(path):
+    """The kernel's checks of what it reads (a NULL where the schema forbids one, a relation
+    index outside 0..5, a per-mille value above 1000, a missing column ...) as one line about the
+    database: the file is damaged, or not a pivot database."""
+    from pivot.store.db import DAMAGED
+
+    try:
+        yield
+    except ValueError as exc:
+        raise InputError(f"{DAMAGED}: {exc}", path) from None
 
 
 def _offsets_by_id(ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -258,30 +272,31 @@ def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size:
 
     table = _export.Table(plan.uri)
     try:
-        table.scan(f"PRAGMA mmap_size = {MMAP_BYTES}", (), "I")
-        table.scan("BEGIN", (), "")  # one read snapshot for every scan below
-        phrases = _Phrases.read(table)
-        classes = phrases.label_classes() if agree else None
-        writer = plan.writer(_writer(out), phrases)
-        # The probability model's pairs over the whole table, in key order: where every pair's
-        # p(e1|e2) comes from (its reverse row), and the chunk boundaries.
-        e1_all, e2_all, p_all = _scan_halves(table, plan.uri, f"SELECT e1, e2, {plan.pcol} FROM pair WHERE "
-                                             f"e1 >= ?1 AND e1 < ?2 AND {plan.pcol} IS NOT NULL", "IID",
-                                             phrases.n_ids, prefetch)
-        ptr = _export.row_pointer(e1_all, phrases.n_ids)
-        bounds = _chunk_bounds(e1_all, phrases.n_ids, chunk_rows)
-        for cols in _prefetched(lambda lo, hi: table.scan(sql, (lo, hi, *params), plan.kinds), bounds, prefetch):
-            if classes is not None:
-                key = cols[0]
-                ok = classes[key >> 32] == classes[key & 0xFFFFFFFF]
-                counts["disagree"] += int((~ok).sum())
-                cols = [c[ok] for c in cols]
-            if len(cols[0]):
-                rows = plan.unpack(cols)
-                rev = _export.find_rows(ptr, e2_all, rows["e2"], rows["e1"])
-                p_rev = np.where(rev >= 0, p_all[np.maximum(rev, 0)], np.nan)
-                counts["written"] += plan.write_rows(writer, rows, p_rev)
-        table.scan("COMMIT", (), "")
+        with _read_checked(db.path):
+            table.scan(f"PRAGMA mmap_size = {MMAP_BYTES}", (), "I")
+            table.scan("BEGIN", (), "")  # one read snapshot for every scan below
+            phrases = _Phrases.read(table)
+            classes = phrases.label_classes() if agree else None
+            writer = plan.writer(_writer(out), phrases)
+            # The probability model's pairs over the whole table, in key order: where every pair's
+            # p(e1|e2) comes from (its reverse row), and the chunk boundaries.
+            e1_all, e2_all, p_all = _scan_halves(table, plan.uri, f"SELECT e1, e2, {plan.pcol} FROM pair WHERE "
+                                                 f"e1 >= ?1 AND e1 < ?2 AND {plan.pcol} IS NOT NULL", "IID",
+                                                 phrases.n_ids, prefetch)
+            ptr = _export.row_pointer(e1_all, phrases.n_ids)
+            bounds = _chunk_bounds(e1_all, phrases.n_ids, chunk_rows)
+            for cols in _prefetched(lambda lo, hi: table.scan(sql, (lo, hi, *params), plan.kinds), bounds, prefetch):
+                if classes is not None:
+                    key = cols[0]
+                    ok = classes[key >> 32] == classes[key & 0xFFFFFFFF]
+                    counts["disagree"] += int((~ok).sum())
+                    cols = [c[ok] for c in cols]
+                if len(cols[0]):
+                    rows = plan.unpack(cols)
+                    rev = _export.find_rows(ptr, e2_all, rows["e2"], rows["e1"])
+                    p_rev = np.where(rev >= 0, p_all[np.maximum(rev, 0)], np.nan)
+                    counts["written"] += plan.write_rows(writer, rows, p_rev)
+            table.scan("COMMIT", (), "")
     finally:
         table.close()
     if stats is not None:
@@ -365,10 +380,11 @@ def lookup_lines(db, query: str, hits, model: str | None = None, *, lhs: str = "
         raise InputError(f"{query!r}: the answers are not pairs of this database", db.path)
     table = _export.Table(plan.uri)
     try:
-        one = f"SELECT {', '.join(plan.columns)} FROM pair WHERE e1 = ?1 AND e2 = ?2"
-        rows = [table.scan(one, (e1, b), plan.kinds) for b in e2]
-        back = [table.scan(f"SELECT {plan.pcol} FROM pair WHERE e1 = ?1 AND e2 = ?2", (b, e1), "d")[0] for b in e2]
-        label = table.scan("SELECT lhs FROM phrase WHERE id = ?1", (e1,), "t")[0]
+        with _read_checked(db.path):
+            one = f"SELECT {', '.join(plan.columns)} FROM pair WHERE e1 = ?1 AND e2 = ?2"
+            rows = [table.scan(one, (e1, b), plan.kinds) for b in e2]
+            back = [table.scan(f"SELECT {plan.pcol} FROM pair WHERE e1 = ?1 AND e2 = ?2", (b, e1), "d")[0] for b in e2]
+            label = table.scan("SELECT lhs FROM phrase WHERE id = ?1", (e1,), "t")[0]
     finally:
         table.close()
     if any(len(r[0]) != 1 for r in rows):
@@ -384,5 +400,6 @@ def lookup_lines(db, query: str, hits, model: str | None = None, *, lhs: str = "
     phrases = _Phrases(b"".join(encoded), np.concatenate([[0], np.cumsum([len(t) for t in encoded])]).astype(np.int64),
                        lhs_text, np.array([0] + [int(lhs_off[1])] * len(encoded), np.int64))
     out = io.BytesIO()
-    plan.write_rows(plan.writer(out.write, phrases, buffer_bytes=1 << 12), unpacked, p_rev)
+    with _read_checked(db.path):
+        plan.write_rows(plan.writer(out.write, phrases, buffer_bytes=1 << 12), unpacked, p_rev)
     return out.getvalue().decode("utf-8")
