@@ -116,7 +116,11 @@ def _add_lookup(sub):
     p.add_argument("phrase", nargs="+", help="the phrase (normalised like the corpus)")
     p.add_argument("-k", type=int, default=None,
                    help="how many paraphrases (default: the recipe's [pivot] top_n recorded in the database)")
-    p.add_argument("--model", default="general", help="model to rank by (see --list-models)")
+    p.add_argument("--model", default=None,
+                   help="model to rank by (see --list-models; default: the database's, the learned ppdb2 score)")
+    p.add_argument("--all", action="store_true",
+                   help="also show the pairs hidden by default (edge punctuation, a function-word-only "
+                        "difference, a dangling edge); their flags are listed")
     p.add_argument("--format", choices=["table", "json", "ppdb"], default="table")
     p.add_argument("--list-models", action="store_true", help="print the database's models and exit")
     p.set_defaults(func=cmd_lookup)
@@ -317,25 +321,32 @@ def cmd_lookup(args) -> int:
                 info = db.model_info(name)
                 print(f"{name}\t{info['kind']}\t{info['description']}")
             return 0
-        hits = db.lookup(phrase, k=args.k, model=args.model)
+        model = args.model or db.default_model
+        hits = db.lookup(phrase, k=args.k, model=model, all=args.all)
         query = db.normalize(phrase)
         if args.format == "json":
-            json.dump({"phrase": query, "model": args.model, "signature": db.signature,
+            json.dump({"phrase": query, "model": model, "all": args.all, "signature": db.signature,
                        "paraphrases": [h.__dict__ for h in hits]}, sys.stdout, ensure_ascii=False, indent=1)
             print()
         elif args.format == "ppdb":
             for h in hits:
-                print(ppdb_line(query, h.paraphrase, h.score, h.p_rev, h.n_pivots, model=args.model))
+                print(ppdb_line(query, h.paraphrase, h.score, h.p_rev, h.n_pivots, model=model))
         else:
             if not hits:
-                print(f"no paraphrases of {query!r} under model {args.model}", file=sys.stderr)
+                print(f"no paraphrases of {query!r} under model {model}", file=sys.stderr)
                 return 1
             width = max(len(h.paraphrase) for h in hits)
-            print(f"{'#':>3}  {'paraphrase':<{width}}  {'score':>9}  {'p(e1|e2)':>9}  pivots")
+            # the reverse column: p(e1|e2) of a probability model, the reverse pair's score otherwise
+            reverse = "p(e1|e2)" if db.model_info(model)["kind"] not in ("learned", "combined") else "reverse"
+            relation = any(h.relation for h in hits)
+            print(f"{'#':>3}  {'paraphrase':<{width}}  {'score':>9}  {reverse:>9}  "
+                  f"{'relation':<17}  " * relation + "pivots")
             for h in hits:
                 rev = f"{h.p_rev:9.4f}" if h.p_rev is not None else f"{'-':>9}"
-                print(f"{h.rank + 1:>3}  {h.paraphrase:<{width}}  {h.score:9.4f}  {rev}  "
-                      f"{h.n_pivots}: {', '.join(h.pivots)}")
+                flags = f"  [{', '.join(h.form)}]" if args.all and h.form else ""
+                rel = f"{h.relation or '-':<17}  " if relation else ""
+                print(f"{h.rank + 1:>3}  {h.paraphrase:<{width}}  {h.score:9.4f}  {rev}  {rel}"
+                      f"{h.n_pivots}: {', '.join(h.pivots)}{flags}")
     return 0
 
 

@@ -49,6 +49,9 @@ max_phrase_len = 5
 min_p_f_given_e = 0.001
 top_n = 20
 min_phrase_count = 1
+[ppdb2]
+learn = false
+wordnet = false
 {domain}
 """
 DOMAIN = """[domain]
@@ -260,6 +263,11 @@ CASES = {
     "gold-score": (lambda t: t.file("gold.txt", "treat\tcure\t8.0\ncell\tnucleus\thigh\n"), "DATA/gold.txt:2"),
     "gold-empty": (lambda t: t.file("gold.txt", "\n"), "DATA/gold.txt"),
     "pharaoh-link": (lambda t: t.file("c.align", "0-0 1-1 2-2\n0-0 1_1\n0-0\n"), "DATA/c.align:2"),
+    "ppdb2-learn-no-wordnet": (edit("learn = false", "learn = true"), "RECIPE"),
+    "ppdb2-ratings-missing": (edit("learn = false\nwordnet = false", "learn = true\nwordnet = true"),
+                              "DATA/gold/ppdb-human-dev.tsv"),
+    "ppdb2-wordnet-missing": (edit("wordnet = false", "wordnet = true"),
+                              "DATA/lexicon/nltk_data/corpora/wordnet/index.noun"),
     # outputs
     "out-is-input": (lambda t: ["--out", str(t.data / "c.en")], "DATA/c.en"),
     "out-links-to-input": (lambda t: _then((t.tmp / "link.db").symlink_to(t.data / "c.en"),
