@@ -436,9 +436,8 @@ def cmd_lookup(args) -> int:
         probs = _lookup_probabilities(db, query, hits, model)
         if args.format == "json":
             json.dump({"phrase": query, "model": model, "all": args.all, "signature": db.signature,
-                       "probability_model": probs[0] if probs else None,
-                       "paraphrases": [{**h.__dict__, **(_probability_fields(probs, i) if probs else {})}
-                                       for i, h in enumerate(hits)]},
+                       "probability_model": probs[0],
+                       "paraphrases": [{**h.__dict__, **_probability_fields(probs, i)} for i, h in enumerate(hits)]},
                       sys.stdout, ensure_ascii=False, indent=1)
             print()
             return 0
@@ -450,10 +449,8 @@ def cmd_lookup(args) -> int:
 
 
 def _lookup_probabilities(db, query: str, hits, model: str):
-    """(probability model, p(e2|e1) and p(e1|e2) of each answer under it) for a database with
-    PPDB 2.0's layer, where the ranking score may be the learned one; None without the layer."""
-    if db.schema < 3:
-        return None
+    """(probability model, p(e2|e1) and p(e1|e2) of each answer under it): the ranking score
+    may be the learned one, whose answers still show a probability of General's."""
     from pivot.store.export import probability_model
 
     name = probability_model(db, model)
@@ -473,19 +470,12 @@ def _probability_fields(probs, i: int) -> dict:
 
 
 def _lookup_table(hits, probs) -> list[str]:
-    """The lookup's table: rank, paraphrase, score, then p(e1|e2) (schema 2) or the probability
-    model's p(e2|e1), p(e1|e2), the most probable relation, the well-formedness flags (schema 3),
-    and the pivots."""
+    """The lookup's table: rank, paraphrase, score, the probability model's p(e2|e1) and
+    p(e1|e2), the most probable relation (with its probability), the well-formedness flags and
+    the pivots."""
     import math
 
     width = max(len(h.paraphrase) for h in hits)
-    if probs is None:
-        out = [f"{'#':>3}  {'paraphrase':<{width}}  {'score':>9}  {'p(e1|e2)':>9}  pivots"]
-        for h in hits:
-            rev = f"{h.p_rev:9.4f}" if h.p_rev is not None else f"{'-':>9}"
-            out.append(f"{h.rank + 1:>3}  {h.paraphrase:<{width}}  {h.score:9.4f}  {rev}  "
-                       f"{h.n_pivots}: {', '.join(h.pivots)}")
-        return out
     _, forward, reverse = probs
 
     def prob(x):

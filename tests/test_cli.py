@@ -42,6 +42,10 @@ method = "pharaoh"
 pharaoh = {{ fr = "c.align" }}
 [pivot]
 {pivot_extra or 'min_phrase_count = 1   # "cure" occurs once'}
+[ppdb2]
+# this data root holds neither the PPDB 2.0 ratings nor WordNet: no learned score, no relations
+learn = false
+wordnet = false
 """)
     return recipe, data
 

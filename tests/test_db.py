@@ -1,5 +1,5 @@
 """The database: schema, round trip, ranks and ties, reverse probabilities, atomic and
-deterministic writes, PPDB lines."""
+deterministic writes (PPDB lines: tests/test_export.py)."""
 import hashlib
 import math
 import sqlite3
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pivot.store.db import ParaphraseDB
-from pivot.store.write import SCHEMA_VERSION_PLAIN, write_database
+from pivot.store.write import SCHEMA_VERSION, write_database
 from pivot.errors import InputError
 
 # Phrases 0..3; pairs and two models. Model "general" scores every pair, "dom" only some.
@@ -60,22 +60,26 @@ def test_schema_holds_one_row_per_pair(db_path):
     tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
     assert tables == ["foreign_phrase", "meta", "model", "pair", "phrase", "sqlite_stat1"]
     assert [r[1] for r in conn.execute("PRAGMA table_info(pair)")] == [
-        "e1", "e2", "n_pivots", "pivot1", "pivot2", "pivot3", "p_0", "p_1"]
-    # Key order; NULL for "no pivot" and for a model's zero.
+        "e1", "e2", "n_pivots", "pivot1", "pivot2", "pivot3", "p_0", "p_1", "form", "ppdb2",
+        "rel_eq", "rel_fwd", "rel_rev", "rel_excl", "rel_other", "rel_indep", "relation"]
+    # Key order; NULL for "no pivot" and for a model's zero. Written without PPDB 2.0's layer:
+    # no flag, score 0, unclassified (OtherRelated, 1000 per mille, index 4).
+    layer = (0, 0.0, 0, 0, 0, 0, 1000, 0, 4)
     assert conn.execute("SELECT * FROM pair").fetchall() == [
-        (0, 1, 2, 0, 1, None, 0.5, 0.6),
-        (0, 2, 1, 0, None, None, 0.2, 0.15),
-        (0, 3, 1, 2, None, None, 0.5, 0.1),
-        (1, 0, 2, 0, 1, None, 0.4, 0.3),
-        (2, 0, 1, 0, None, None, 0.25, None)]
+        (0, 1, 2, 0, 1, None, 0.5, 0.6, *layer),
+        (0, 2, 1, 0, None, None, 0.2, 0.15, *layer),
+        (0, 3, 1, 2, None, None, 0.5, 0.1, *layer),
+        (1, 0, 2, 0, 1, None, 0.4, 0.3, *layer),
+        (2, 0, 1, 0, None, None, 0.25, None, *layer)]
     assert conn.execute("SELECT * FROM foreign_phrase").fetchall() == [(0, "fr:traiter"), (1, "fr:soigner"), (2, "de:x")]
     assert conn.execute("SELECT * FROM phrase").fetchall() == [
-        (0, "treat", 1, 10), (1, "cure", 1, 4), (2, "handle", 1, 7), (3, "look after", 2, 2)]
+        (0, "treat", 1, 10, "[X]"), (1, "cure", 1, 4, "[X]"), (2, "handle", 1, 7, "[X]"),
+        (3, "look after", 2, 2, "[X]")]
     assert conn.execute("SELECT name, kind, score_column, n_pairs FROM model ORDER BY id").fetchall() == [
         ("general", "pivot", "p_0", 5), ("dom", "pivot", "p_1", 4), ("general+dom", "combined", None, 5)]
-    # Without PPDB 2.0's layer (tests/test_export.py writes it) the file is schema 2.
-    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION_PLAIN),)
-    assert SCHEMA_VERSION_PLAIN == 2
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'default_model'").fetchone() == ('"general"',)
+    assert SCHEMA_VERSION == 3
 
 
 def test_lookup_default_k_is_the_recipes_top_n(tmp_path, db_path):

@@ -248,25 +248,33 @@ def test_cli_export_options_and_errors(db_path, tmp_path, capsys):
     assert db_path.is_file() and sqlite3.connect(db_path).execute("SELECT count(*) FROM pair").fetchone() == (8,)
 
 
-def test_export_needs_the_layer_and_the_size_cuts(tmp_path, capsys):
-    # A schema-2 database (no learned score, relations or labels) is refused, in one line.
+def test_export_without_a_learned_layer_and_of_an_old_schema(tmp_path, capsys):
+    # A database written without the layer: labels [X], no flags, no learned score, relations
+    # unclassified (OtherRelated, stored as 1000 per mille): no PPDB2.0Score and no relation
+    # probabilities on its lines, and --size / --relation are refused.
     plain = write_database(tmp_path / "plain.db", phrases=PHRASES, phrase_counts=np.full(len(PHRASES), 3),
-                           e1=np.array([0]), e2=np.array([1]), n_pivots=np.array([1]),
-                           pivots=np.zeros((1, 1), np.int64), foreign={0: "fr:x"}, models=MODELS[:1],
-                           scores=np.array([[0.5]]), meta={"normalization": {"lang": "en"}})
-    assert cli.main(["-q", "export", str(plain)]) == 2
-    assert "schema 2: rebuild it with `pivot build`" in capsys.readouterr().err
-    # No sizes in the meta (a score that was not learned): --size says so.
+                           e1=np.array([0, 1]), e2=np.array([1, 0]), n_pivots=np.array([1, 1]),
+                           pivots=np.zeros((2, 1), np.int64), foreign={0: "fr:x"}, models=MODELS[:1],
+                           scores=np.array([[0.5], [0.4]]), meta={"normalization": {"lang": "en"}})
+    assert export(plain) == ["[X] ||| treat ||| cure ||| -logp(e2|e1)=0.693147 -logp(e1|e2)=0.916291 NumPivots=1 "
+                             "Form=none ||| 0-0 ||| OtherRelated",
+                             "[X] ||| cure ||| treat ||| -logp(e2|e1)=0.916291 -logp(e1|e2)=0.693147 NumPivots=1 "
+                             "Form=none ||| 0-0 ||| OtherRelated"]
+    assert cli.main(["-q", "export", str(plain), "--size", "m"]) == 2
+    assert "records no learned-score cut for size 'm'" in capsys.readouterr().err
+    assert cli.main(["-q", "export", str(plain), "--relation", "Equivalence"]) == 2
+    assert "relations were not classified" in capsys.readouterr().err
+    # A learned score without recorded sizes: --size says so too.
     bare = write_db(tmp_path / "bare.db", meta={**META, "ppdb2": {"learned": True}})
     assert cli.main(["-q", "export", str(bare), "--size", "m"]) == 2
     assert "records no learned-score cut for size 'm'" in capsys.readouterr().err
-    # Unlearned and unclassified: no PPDB2.0Score, no relation probabilities, --relation refused.
-    raw = write_db(tmp_path / "raw.db", meta={**META, "ppdb2": {"learned": False}, "relations": {"classified": False}})
-    lines = export(raw, model="general")
-    assert lines[0] == "[VB] ||| treat ||| cure ||| -logp(e2|e1)=0.693147 -logp(e1|e2)=0.916291 NumPivots=2 " \
-                       "Form=none ||| 0-0 ||| Equivalence"
-    with ParaphraseDB(raw) as db, pytest.raises(InputError, match="not classified"):
-        export_ppdb(db, io.BytesIO(), model="general", relations=(0,))
+    # A database of an earlier schema is refused in one line.
+    old = tmp_path / "old.db"
+    old.write_bytes(plain.read_bytes())
+    with sqlite3.connect(old) as conn:
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    assert cli.main(["-q", "export", str(old)]) == 2
+    assert "rebuild it with `pivot build`" in capsys.readouterr().err
 
 
 def test_a_damaged_layer_is_one_line(db_path, tmp_path, capsys):

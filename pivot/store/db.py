@@ -1,7 +1,6 @@
 """The paraphrase database: one SQLite file per build, written whole or not at all.
 
-Schema (version 3; every lookup is a primary-key range scan, never a table scan; a version-2
-database, without PPDB 2.0's layer, is still read):
+Schema (version 3; every lookup is a primary-key range scan, never a table scan):
 
     meta(key PRIMARY KEY, value)            build signature, parameters, pruning, versions (JSON values)
     model(id PRIMARY KEY, name UNIQUE, kind, description, params, score_column, n_pairs)
@@ -17,7 +16,7 @@ database, without PPDB 2.0's layer, is still read):
                                             ids of its best foreign phrases (NULL: none), one column
                                             per stored model, and PPDB 2.0's layer: the well-formedness
                                             bitmask, the learned score, the six relation probabilities
-                                            (per mille) and the argmax relation
+                                            (per mille) and the argmax relation (pivot.pipeline.ppdb2)
 
 `p_j` is model j's score of the pair, p(e2|e1), NULL where the model gives the pair zero.
 Neither the rank nor the reverse probability is stored: a phrase has a few dozen pairs, all
@@ -47,8 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot.errors import InputError
-from pivot.store.write import (FORM_NAMES, HIDDEN_FORMS, RELATION_COLUMNS, RELATION_NAMES, SCHEMA_VERSION,
-                                SCHEMA_VERSION_PLAIN)
+from pivot.store.write import FORM_NAMES, HIDDEN_FORMS, RELATION_COLUMNS, RELATION_NAMES, SCHEMA_VERSION
 
 
 @dataclass(frozen=True)
@@ -175,9 +173,9 @@ class ParaphraseDB:
             tables = check_schema(self._conn, path)
             self.meta = read_meta(self._conn, path)
             version = self.meta.get("schema_version")
-            if version not in (SCHEMA_VERSION_PLAIN, SCHEMA_VERSION):
-                raise InputError(f"database schema version {version}, this pivot reads versions "
-                                 f"{SCHEMA_VERSION_PLAIN} and {SCHEMA_VERSION}: rebuild it with `pivot build`", path)
+            if version != SCHEMA_VERSION:
+                raise InputError(f"database schema version {version}, this pivot reads version {SCHEMA_VERSION}: "
+                                 "rebuild it with `pivot build`", path)
             rows = self._conn.execute(
                 "SELECT id, name, kind, description, params, score_column, n_pairs FROM model ORDER BY id").fetchall()
             self._models = {}
@@ -212,9 +210,6 @@ class ParaphraseDB:
                                     for j, c in enumerate(pivots))
         self._pivot_columns = ", ".join(pivots)
         self._n_pivot_columns = len(pivots)
-        #: The database's schema version; 3 has PPDB 2.0's layer (_LAYER columns, phrase.lhs).
-        self.schema = version
-        self._layer_columns = _LAYER if version == SCHEMA_VERSION else ()
         self._learned = bool((self.meta.get("ppdb2") or {}).get("learned"))
         self._classified = bool((self.meta.get("relations") or {}).get("classified"))
         default = self.meta.get("default_model")
@@ -245,8 +240,6 @@ class ParaphraseDB:
     def _layer(self, values) -> dict:
         """Paraphrase fields from the _LAYER columns of a pair (a database without a learned
         score or a classifier reports None for them)."""
-        if not values:
-            return {}
         form, ppdb2, *rel, relation = values
         out = {"form": form_names(form)}
         if self._learned:
@@ -289,20 +282,16 @@ class ParaphraseDB:
         return (self._model(params["base"])["column"], self._model(params["other"])["column"],
                 Combination.from_meta(params["fit"]))
 
-    def _hide(self, all: bool) -> str:
-        """The SQL condition that leaves out the HIDDEN_FORMS pairs (none: all, or no layer)."""
-        return "" if all or not self._layer_columns else f" AND (form & {HIDDEN_FORMS}) = 0"
-
     def _details(self, e1: int, e2s) -> dict:
         """{e2: (text, n_pivots, pivots tuple, layer fields)} of the pairs (e1, e2) for e2 in e2s."""
         out = {}
-        layer = "".join(f", t.{c}" for c in self._layer_columns)
-        k = 2 + len(self._layer_columns)
+        layer = ", ".join(f"t.{c}" for c in _LAYER)
         for e2 in e2s:
             row = self._conn.execute(
-                f"""SELECT ph.text, t.n_pivots{layer}{', ' if self._pivot_select else ''}{self._pivot_select}
+                f"""SELECT ph.text, t.n_pivots, {layer}{', ' if self._pivot_select else ''}{self._pivot_select}
                       FROM pair t JOIN phrase ph ON ph.id = t.e2 {self._pivot_join}
                      WHERE t.e1 = ? AND t.e2 = ?""", (e1, e2)).fetchone()
+            k = 2 + len(_LAYER)
             out[e2] = (row[0], row[1], tuple(f for f in row[k:] if f is not None), self._layer(row[2:k]))
         return out
 
@@ -310,9 +299,9 @@ class ParaphraseDB:
         """(e2, score) of every pair of e1 that the base model proposes (and no HIDDEN_FORMS
         flag hides, unless all), best first."""
         base, other, fit = self._combination(info)
+        hide = "" if all else f" AND (form & {HIDDEN_FORMS}) = 0"
         rows = self._conn.execute(
-            f"SELECT e2, {base}, {other} FROM pair WHERE e1 = ? AND {base} IS NOT NULL{self._hide(all)}",
-            (e1,)).fetchall()
+            f"SELECT e2, {base}, {other} FROM pair WHERE e1 = ? AND {base} IS NOT NULL{hide}", (e1,)).fetchall()
         if not rows:
             return []
         return self._rank_combined(fit, rows)
@@ -344,34 +333,26 @@ class ParaphraseDB:
             return [Paraphrase(details[e2][0], score, None, rank, details[e2][1], details[e2][2], **details[e2][3])
                     for rank, (e2, score) in enumerate(best)]
         col = info["column"]
-        n = len(self._layer_columns)
-        layer = "".join(f", {c}" for c in self._layer_columns)
+        hide = "" if all else f" AND (form & {HIDDEN_FORMS}) = 0"
+        layer = ", ".join(_LAYER)
         # The inner query picks the k best rows of e1 (a primary-key range of a few dozen rows,
         # sorted); only those k are joined to their text, reverse pair and pivots.
         piv = f", {self._pivot_columns}" if self._pivot_columns else ""
         rows = self._conn.execute(
-            f"""SELECT ph.text, t.p, rv.{col}, t.n_pivots{layer.replace(", ", ", t.")}
+            f"""SELECT ph.text, t.p, rv.{col}, t.n_pivots, {", ".join(f"t.{c}" for c in _LAYER)}
                        {', ' if self._pivot_select else ''}{self._pivot_select}
-                  FROM (SELECT e2, {col} AS p, n_pivots{layer}{piv} FROM pair
-                         WHERE e1 = ?1 AND {col} IS NOT NULL{self._hide(all)} ORDER BY {col} DESC, e2 LIMIT ?2) t
+                  FROM (SELECT e2, {col} AS p, n_pivots, {layer}{piv} FROM pair
+                         WHERE e1 = ?1 AND {col} IS NOT NULL{hide} ORDER BY {col} DESC, e2 LIMIT ?2) t
                   JOIN phrase ph ON ph.id = t.e2
                   LEFT JOIN pair rv ON rv.e1 = t.e2 AND rv.e2 = ?1
                   {self._pivot_join}
                  ORDER BY t.p DESC, t.e2""",
             (e1, k),
         )
+        n = len(_LAYER)
         return [Paraphrase(text, p, p_rev, rank, n_piv, tuple(f for f in rest[n:] if f is not None),
                            **self._layer(rest[:n]))
                 for rank, (text, p, p_rev, n_piv, *rest) in enumerate(rows)]
-
-    def phrase_lhs(self, phrase: str, *, normalize: bool = True) -> str | None:
-        """The stored PPDB label of a phrase ("[NN]"); None when the phrase is absent or the
-        database has no labels (schema 2)."""
-        if not self._layer_columns:
-            return None
-        text = self.normalize(phrase) if normalize else phrase
-        row = self._conn.execute("SELECT lhs FROM phrase WHERE text = ?", (text,)).fetchone()
-        return None if row is None else row[0]
 
     def scores(self, pairs, model: str = "general", *, normalize: bool = True) -> np.ndarray:
         """The model's score of each (e1, e2) pair; NaN where the model does not propose it."""

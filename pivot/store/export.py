@@ -45,7 +45,10 @@ import io
 import numpy as np
 
 from pivot.errors import InputError
-from pivot.store.write import HIDDEN_FORMS, LEARNED_KIND, RELATION_COLUMNS, RELATION_NAMES, SCHEMA_VERSION
+from pivot.store.write import HIDDEN_FORMS, RELATION_COLUMNS, RELATION_NAMES
+
+#: The kind of the learned model (PPDB2.0Score), scored by the `ppdb2` column of every pair.
+LEARNED = "learned"
 
 #: PPDB 2.0's sizes, smallest first; each holds the ones before it.
 SIZES = ("s", "m", "l", "xl", "xxl", "xxxl")
@@ -87,15 +90,9 @@ def probability_model(db, name: str) -> str:
     info = db.model_info(name)
     if info["kind"] == "combined":
         return info["params"]["base"]
-    if info["kind"] == LEARNED_KIND:
+    if info["kind"] == LEARNED:
         return db.stored_models[0]
     return name
-
-
-def _require_layer(db) -> None:
-    if db.schema != SCHEMA_VERSION:
-        raise InputError(f"a PPDB 2.0 export needs the learned score, relations and labels of a schema-{SCHEMA_VERSION} "
-                         f"database; this one is schema {db.schema}: rebuild it with `pivot build`", db.path)
 
 
 @contextlib.contextmanager
@@ -179,8 +176,7 @@ class _Plan:
 
     def __init__(self, db, model: str | None, lhs: str):
         self.name = model or db.default_model
-        info = db.model_info(self.name)  # an unknown model: its own error, before the schema's
-        _require_layer(db)
+        info = db.model_info(self.name)
         if lhs not in ("stored", "x"):
             raise InputError(f"unknown LHS choice {lhs!r} (stored or x)")
         self.kind = info["kind"]
@@ -225,7 +221,7 @@ class _Plan:
 
         e1, p, ppdb2 = rows["e1"], rows["p"], rows["ppdb2"]
         model_score = np.zeros(0)
-        if self.kind == LEARNED_KIND:
+        if self.kind == LEARNED:
             score = ppdb2
         elif self.kind == "combined":
             score = model_score = self.fit.predict(p, np.nan_to_num(rows["other"]))
@@ -258,7 +254,7 @@ def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size:
     # The pairs to write, as SQL over one chunk's e1 range (?1, ?2): the model's own, minus the
     # filtered ones.
     where, params = ["e1 >= ?1", "e1 < ?2"], ()
-    if plan.kind != LEARNED_KIND:
+    if plan.kind != LEARNED:
         where.append(f"{plan.pcol} IS NOT NULL")  # a combined model proposes its base model's pairs
     if not show_all:
         where.append(f"(form & {HIDDEN_FORMS}) = 0")

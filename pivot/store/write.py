@@ -26,26 +26,23 @@ from pivot import outputs
 from pivot.errors import InputError
 
 SCHEMA_VERSION = 3
-#: Schema 2: no learned columns (a database written without them is still schema 2 and readable).
-SCHEMA_VERSION_PLAIN = 2
 
-# Schema 3 (issue 22): PPDB 2.0's learned score, relations and the well-formedness labels.
-#: The relation columns of `pair` (per mille) and the relations' names, in the stored order
-#: (Pavlick et al. 2015); `pair.relation` indexes them.
+#: The relation columns of `pair` and the relations' names (pivot.pipeline.wordnet.RELATIONS).
 RELATION_COLUMNS = ("rel_eq", "rel_fwd", "rel_rev", "rel_excl", "rel_other", "rel_indep")
 RELATION_NAMES = ("Equivalence", "ForwardEntailment", "ReverseEntailment", "Exclusion", "OtherRelated",
                   "Independent")
-#: `pair.form` is a bitmask of these well-formedness flags (set when either phrase or the pair has it).
+#: The well-formedness flags of the `form` column (pivot.pipeline.wellformed.NAMES, HIDDEN; the
+#: store cannot import the pipeline, a test checks that the two agree).
 FORM_NAMES = {1: "edge-punct", 2: "function-only", 4: "dangling", 8: "inflection", 16: "containment"}
-#: The flags that the default lookup and export hide (edge punctuation, function-word-only, dangling).
 HIDDEN_FORMS = 1 | 2 | 4
-#: The kind and score column of the learned model (PPDB2.0Score).
-LEARNED_KIND, LEARNED_COLUMN = "learned", "ppdb2"
+#: A pair no classifier labelled (a build with ``[ppdb2] learn = false``, or a writer given no
+#: relations): OtherRelated, with probability 1 (per mille: 1000), as pivot wrote before it had a
+#: classifier; the database's meta "relations" then says ``classified: false``.
+UNCLASSIFIED = 4
 
 
-def schema_sql(n_models: int, n_pivot_columns: int = 3, learned: bool = False) -> str:
-    """The DDL of a database with `n_models` stored models and `n_pivot_columns` pivots per pair;
-    `learned` adds schema 3's columns (phrase.lhs; pair.form, ppdb2, rel_*, relation).
+def schema_sql(n_models: int, n_pivot_columns: int = 3) -> str:
+    """The DDL of a database with `n_models` stored models and `n_pivot_columns` pivots per pair.
 
     Model columns are named by position (p_0, p_1, ...), never by model name, so no user text
     reaches the DDL; `model.score_column` maps names to columns. The foreign phrase table is
@@ -53,20 +50,19 @@ def schema_sql(n_models: int, n_pivot_columns: int = 3, learned: bool = False) -
     """
     pivots = "".join(f"pivot{j + 1} INTEGER, " for j in range(n_pivot_columns))
     probs = "".join(f"p_{j} REAL, " for j in range(n_models))
-    lhs = ", lhs TEXT NOT NULL" if learned else ""
-    if learned:
-        probs += (f"form INTEGER NOT NULL, {LEARNED_COLUMN} REAL NOT NULL, "
-                  + "".join(f"{c} INTEGER NOT NULL, " for c in RELATION_COLUMNS) + "relation INTEGER NOT NULL, ")
+    relations = "".join(f"{c} INTEGER NOT NULL, " for c in RELATION_COLUMNS)
     return f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE model (
     id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, kind TEXT NOT NULL,
     description TEXT NOT NULL, params TEXT NOT NULL, score_column TEXT, n_pairs INTEGER NOT NULL);
 CREATE TABLE phrase (
-    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL{lhs});
+    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL,
+    lhs TEXT NOT NULL);
 CREATE TABLE foreign_phrase (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE pair (
     e1 INTEGER NOT NULL, e2 INTEGER NOT NULL, n_pivots INTEGER NOT NULL, {pivots}{probs}
+    form INTEGER NOT NULL, ppdb2 REAL NOT NULL, {relations}relation INTEGER NOT NULL,
     PRIMARY KEY (e1, e2)) WITHOUT ROWID;
 """
 
@@ -118,21 +114,6 @@ def _used_ids(*ids: np.ndarray) -> np.ndarray:
     return np.flatnonzero(seen)
 
 
-def _check_learned(c, m: int) -> None:
-    """A schema-3 chunk's form, ppdb2 and rel: present, of m rows, rel per-mille in 6 columns."""
-    form, ppdb2, rel = (getattr(c, name, None) for name in ("form", "ppdb2", "rel"))
-    if form is None or ppdb2 is None or rel is None:
-        raise ValueError("a schema-3 write (lhs given) needs form, ppdb2 and rel on every chunk")
-    form, ppdb2, rel = _integers(form), np.asarray(ppdb2, np.float64), _integers(rel)
-    if rel.ndim == 1 and m == 0:
-        rel = rel.reshape(0, len(RELATION_COLUMNS))
-    if form.shape != (m,) or ppdb2.shape != (m,) or rel.shape != (m, len(RELATION_COLUMNS)):
-        raise ValueError(f"form {form.shape}, ppdb2 {ppdb2.shape} and rel {rel.shape} must have {m} rows "
-                         f"(rel: {len(RELATION_COLUMNS)} columns)")
-    if m and (not np.isfinite(ppdb2).all() or rel.min() < 0 or rel.max() > 1000 or form.min() < 0):
-        raise ValueError("ppdb2 must be finite, rel per-mille in 0..1000, form a non-negative bitmask")
-
-
 def write_database(
     path,
     *,
@@ -162,19 +143,15 @@ def write_database(
     whose kind is not "combined", in order. A zero (or NaN) score means the model does not
     propose the pair and is stored as NULL. A combined model's params hold
     {"base": name, "other": name, "fit": pivot.store.combined.Combination.to_meta()}.
-
-    Schema 3 (all four or none): `lhs` maps a phrase id to its PPDB label ("[NN]", like
-    `phrases`), `form` is the pairs' well-formedness bitmask (FORM_NAMES), `ppdb2` their learned
-    score and `rel` an int (n, 6) array of relation probabilities in per-mille (RELATION_NAMES order);
-    `pair.relation` is written as rel's argmax (ties: the lowest index). A model of kind
-    "learned" (score column `ppdb2`) then has no column in `scores`.
+    form, ppdb2, rel: PPDB 2.0's layer per pair (see PairChunk); a model of kind "learned" is
+    scored by `ppdb2`. lhs: see write_database_chunks.
     """
     e1, e2, n_pivots, pivots = (_integers(a) for a in (e1, e2, n_pivots, pivots))
     scores = np.asarray(scores, dtype=np.float64)
     n = len(e1)
     if pivots.ndim == 1 and n == 0:
         pivots = pivots.reshape(0, 3)
-    n_stored = sum(m["kind"] not in ("combined", LEARNED_KIND) for m in models)
+    n_stored = sum(m["kind"] not in ("combined", "learned") for m in models)
     if scores.shape != (n, n_stored):
         raise ValueError(f"scores has shape {scores.shape}, expected ({n}, {n_stored})")
     if len(e2) != n or len(n_pivots) != n or pivots.ndim != 2 or len(pivots) != n:
@@ -182,12 +159,9 @@ def write_database(
                          f"{n} rows")
     # Primary-key order; a duplicate pair fails the insert (and the write).
     order = np.lexsort((e2, e1))
-    learned = [a is not None for a in (lhs, form, ppdb2, rel)]
-    if any(learned) and not all(learned):
-        raise ValueError("lhs, form, ppdb2 and rel are schema 3's columns: give all four or none")
-    extra = {} if lhs is None else {"form": _integers(form)[order], "ppdb2": np.asarray(ppdb2, np.float64)[order],
-                                    "rel": _integers(rel)[order]}
-    chunk = PairChunk(e1[order], e2[order], n_pivots[order], pivots[order], scores[order], **extra)
+    layer = {name: None if a is None else np.asarray(a)[order] for name, a in (("form", form), ("ppdb2", ppdb2),
+                                                                              ("rel", rel))}
+    chunk = PairChunk(e1[order], e2[order], n_pivots[order], pivots[order], scores[order], **layer)
     return write_database_chunks(path, phrases=phrases, phrase_counts=phrase_counts, chunks=lambda: [chunk],
                                  foreign=foreign, models=models, meta=meta, progress=progress, batch_rows=batch_rows,
                                  lhs=lhs)
@@ -195,17 +169,21 @@ def write_database(
 
 @dataclass
 class PairChunk:
-    """Consecutive pairs of the table in (e1, e2) order: the unit the database write streams."""
+    """Consecutive pairs of the table in (e1, e2) order: the unit the database write streams.
+
+    PPDB 2.0's layer (pivot.pipeline.ppdb2) is optional: without ``form`` a pair has no flag (0),
+    without ``ppdb2`` no learned score (0.0; then no model may be of kind "learned"), without
+    ``rel`` it is UNCLASSIFIED.
+    """
 
     e1: np.ndarray
     e2: np.ndarray
     n_pivots: np.ndarray
     pivots: np.ndarray  # (n, k) foreign phrase ids, best first, -1 for none
     p: np.ndarray  # (n, stored models) scores
-    # Schema 3 (given with `lhs`): well-formedness bitmask, learned score, (n, 6) per-mille relations.
-    form: np.ndarray | None = None
-    ppdb2: np.ndarray | None = None
-    rel: np.ndarray | None = None
+    form: np.ndarray | None = None  # (n,) the well-formedness bitmask (pivot.pipeline.wellformed)
+    ppdb2: np.ndarray | None = None  # (n,) the learned score
+    rel: np.ndarray | None = None  # (n, 6) relation probabilities per mille, RELATION_COLUMNS order
 
 
 def write_database_chunks(
@@ -226,19 +204,21 @@ def write_database_chunks(
     and following the previous one in that order. It is read twice (ids and counts, then rows),
     so the write holds one chunk of pairs, never the table. ``phrases`` and ``foreign`` may
     also be functions of the ids the pairs use (ascending), called after the first pass, so
-    that a caller builds texts only for the phrases stored. ``lhs`` (each stored phrase's PPDB
-    label, like ``phrases``) makes it schema 3: every chunk then carries ``form``, ``ppdb2`` and
-    ``rel``; a model of kind "learned" is scored by ``ppdb2`` and proposes every pair, and the
-    meta's "default_model" is that model unless the caller's meta says otherwise.
+    that a caller builds texts only for the phrases stored. ``lhs`` gives each stored phrase's
+    PPDB label (a mapping id -> "[NN]", or a function of the ids returning one); None: "[X]".
+
+    The chunks' PPDB 2.0 fields (PairChunk) must be given in every chunk or in none. A model of
+    kind "learned" is scored by the ``ppdb2`` column and proposes every pair; the meta's
+    "default_model" is the learned model when there is one, else the first model (unless the
+    caller's meta sets it).
     """
     from tqdm import tqdm
 
     path = Path(path)
-    learned = lhs is not None
-    stored = [m for m in models if m["kind"] not in ("combined", LEARNED_KIND)]
-    if not learned and any(m["kind"] == LEARNED_KIND for m in models):
-        raise ValueError(f"a model of kind {LEARNED_KIND!r} scores by the {LEARNED_COLUMN!r} column: give lhs "
-                         "and the chunks' form, ppdb2 and rel")
+    stored = [m for m in models if m["kind"] not in ("combined", "learned")]
+    learned = [m for m in models if m["kind"] == "learned"]
+    if len(learned) > 1:
+        raise ValueError(f"at most one learned model (the ppdb2 column): {[m['name'] for m in learned]}")
     names = [m["name"] for m in models]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate model names: {names}")
@@ -250,6 +230,7 @@ def write_database_chunks(
     n, n_piv_cols = 0, None
     n_pairs = np.zeros(len(stored), dtype=np.int64)
     used, used_f, last = np.zeros(0, np.int64), np.zeros(0, np.int64), None
+    given = None  # which PPDB 2.0 fields the chunks carry
     # Integer arrays keep their dtype (the pipeline's are int32): a copy per column would cost
     # hundreds of MB at a real build's size, and .tolist() gives Python ints either way.
     for c in chunks():
@@ -266,8 +247,16 @@ def write_database_chunks(
             n_piv_cols = piv.shape[1]
         elif piv.shape[1] != n_piv_cols:
             raise ValueError(f"pivots have {piv.shape[1]} columns in one chunk and {n_piv_cols} in another")
-        if learned:
-            _check_learned(c, m)
+        have = tuple(getattr(c, f, None) is not None for f in ("form", "ppdb2", "rel"))
+        if given is not None and have != given:
+            raise ValueError("every chunk or none must carry form, ppdb2 and rel")
+        given = have
+        for name in ("form", "ppdb2"):
+            a = getattr(c, name, None)
+            if a is not None and np.shape(a) != (m,):
+                raise ValueError(f"{name} has shape {np.shape(a)}, expected ({m},)")
+        if getattr(c, "rel", None) is not None and np.shape(c.rel) != (m, len(RELATION_COLUMNS)):
+            raise ValueError(f"rel has shape {np.shape(c.rel)}, expected ({m}, {len(RELATION_COLUMNS)})")
         if m:
             key = e1.astype(np.int64) << 32 | e2.astype(np.int64)
             if (np.diff(key) < 0).any() or (last is not None and key[0] < last):
@@ -279,11 +268,11 @@ def write_database_chunks(
         used_f = _used_ids(used_f, piv[piv >= 0])
     if n_piv_cols is None:
         n_piv_cols = 3
+    if learned and not (given or (False, False, False))[1]:
+        raise ValueError(f"model {learned[0]['name']!r} is learned: the chunks must carry its ppdb2 scores")
     n_pairs = n_pairs.tolist()
     if callable(phrases):
         phrases = phrases(used)
-    if callable(lhs):
-        lhs = lhs(used)
     if callable(foreign):
         foreign = foreign(used_f)
     missing = [f for f in used_f.tolist() if f not in foreign]
@@ -301,37 +290,46 @@ def write_database_chunks(
             conn.execute("PRAGMA synchronous=OFF")
             conn.execute("PRAGMA cache_size=-262144")  # KiB: 256 MiB
             conn.execute("PRAGMA temp_store=MEMORY")
-            conn.executescript(schema_sql(len(stored), n_piv_cols, learned))
+            conn.executescript(schema_sql(len(stored), n_piv_cols))
             conn.execute("BEGIN")  # one transaction for the whole load
 
+            if callable(lhs):
+                lhs = lhs(used)
             conn.executemany(
-                f"INSERT INTO phrase VALUES (?, ?, ?, ?{', ?' if learned else ''})",
-                ((i, phrases[i], phrases[i].count(" ") + 1, int(phrase_counts[i]), *((lhs[i],) if learned else ()))
+                "INSERT INTO phrase VALUES (?, ?, ?, ?, ?)",
+                ((i, phrases[i], phrases[i].count(" ") + 1, int(phrase_counts[i]), "[X]" if lhs is None else lhs[i])
                  for i in used.tolist()),
             )
             conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)",
                              ((int(f), foreign[f]) for f in sorted(foreign)))
 
             # Pass 2: the rows, in primary-key order (a duplicate pair fails the insert and the write).
-            n_extra = 3 + len(RELATION_COLUMNS) if learned else 0  # form, ppdb2, rel_*, relation
-            insert = f"INSERT INTO pair VALUES ({', '.join('?' * (3 + n_piv_cols + len(stored) + n_extra))})"
+            n_columns = 3 + n_piv_cols + len(stored) + 2 + len(RELATION_COLUMNS) + 1
+            insert = f"INSERT INTO pair VALUES ({', '.join('?' * n_columns)})"
+            unclassified = np.zeros(len(RELATION_COLUMNS), dtype=np.int64)
+            unclassified[UNCLASSIFIED] = 1000
             with tqdm(total=n, desc="database: pairs", unit="row", unit_scale=True,
                       disable=not progress, mininterval=1.0) as bar:
                 for c in chunks():
                     e1, e2, n_piv, piv = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots))
                     scores = np.asarray(c.p, dtype=np.float64)
-                    for start in range(0, len(e1), batch_rows):
+                    m = len(e1)
+                    form = np.zeros(m, np.int64) if getattr(c, "form", None) is None else _integers(c.form)
+                    score = np.zeros(m) if getattr(c, "ppdb2", None) is None else np.asarray(c.ppdb2, np.float64)
+                    rel = (np.broadcast_to(unclassified, (m, len(RELATION_COLUMNS))) if getattr(c, "rel", None) is None
+                           else _integers(c.rel))
+                    # the argmax relation, ties to the lower index (np.argmax returns the first maximum)
+                    relation = rel.argmax(axis=1) if m else np.zeros(0, np.int64)
+                    for start in range(0, m, batch_rows):
                         sl = slice(start, start + batch_rows)
                         pv, sc = piv[sl], scores[sl]
                         ab = ~(sc > 0)
                         columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
                         columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
                         columns += [_masked(sc[:, j], ab[:, j]) for j in range(len(stored))]
-                        if learned:
-                            rel = _integers(c.rel)[sl]
-                            columns += [_integers(c.form)[sl].tolist(), np.asarray(c.ppdb2, np.float64)[sl].tolist()]
-                            columns += [rel[:, j].tolist() for j in range(len(RELATION_COLUMNS))]
-                            columns.append(rel.argmax(axis=1).tolist())  # the first maximum: ties to the lowest index
+                        columns += [form[sl].tolist(), score[sl].tolist()]
+                        columns += [rel[sl, j].tolist() for j in range(len(RELATION_COLUMNS))]
+                        columns.append(relation[sl].tolist())
                         conn.executemany(insert, zip(*columns))
                         bar.update(len(sc))
 
@@ -341,8 +339,8 @@ def write_database_chunks(
             for model_id, spec in enumerate(models):
                 if spec["kind"] == "combined":
                     col, count = None, n_pairs[column_of[spec["params"]["base"]]]
-                elif spec["kind"] == LEARNED_KIND:  # scores every pair
-                    col, count = LEARNED_COLUMN, n
+                elif spec["kind"] == "learned":
+                    col, count = "ppdb2", n
                 else:
                     col, count = f"p_{column_of[spec['name']]}", n_pairs[column_of[spec["name"]]]
                 conn.execute(
@@ -350,10 +348,8 @@ def write_database_chunks(
                     (model_id, spec["name"], spec["kind"], spec.get("description", ""),
                      json.dumps(spec.get("params", {}), sort_keys=True), col, int(count)),
                 )
-            meta = {"schema_version": SCHEMA_VERSION if learned else SCHEMA_VERSION_PLAIN, **meta}
-            if learned and "default_model" not in meta:
-                meta["default_model"] = next((m["name"] for m in models if m["kind"] == LEARNED_KIND),
-                                             models[0]["name"])
+            meta = {"schema_version": SCHEMA_VERSION,
+                    "default_model": learned[0]["name"] if learned else (models[0]["name"] if models else None), **meta}
             conn.executemany("INSERT INTO meta VALUES (?, ?)",
                              ((k, json.dumps(v, sort_keys=True)) for k, v in meta.items()))
             # Lookups by text go through this index; pairs are clustered by their key. Built after
