@@ -12,9 +12,10 @@ process of this checkout (interpreter start-up included), in three configuration
 * ``equivalence-m``: ``--relation Equivalence --size m``, the file nlpaug reads.
 
 Per run: lines, bytes, sha256 of the file, wall and CPU seconds (user + system of the child:
-the scan thread's too, so CPU can exceed wall), the 1-minute load average before it (others'
-jobs share the 2 cores: wall grows with it, CPU much less), lines per wall second. The runs of
-one configuration must give the same sha256 (same bytes), or the script fails.
+the scan threads' too, so CPU can exceed wall), the peak RSS of the largest child so far
+(getrusage's: a run after a larger one reports the larger), the 1-minute load average before it
+(others' jobs share the 2 cores: wall grows with it, CPU much less), lines per wall second. The
+runs of one configuration must give the same sha256 (same bytes), or the script fails.
 
 ``--before CHECKOUT --before-db OLD.db`` also times the export of another source tree (e.g. the
 main branch before issue 22, whose export formats each line in Python) on its own database, as
@@ -25,13 +26,15 @@ the default model and for General.
 import argparse
 import hashlib
 import os
+import resource
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import run_measured, write_json  # noqa: E402
+from _measure import write_json  # noqa: E402
 from bench_lookup import lookup_latency  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,15 +56,29 @@ def _sha256_and_lines(path: Path) -> tuple[str, int, int]:
 
 
 def time_export(checkout: Path, db: Path, args: list[str], tmp: Path, name: str) -> dict:
-    """One `pivot export` of `checkout`'s code, measured; the output file is removed after."""
-    out, log = tmp / f"{name}.ppdb", tmp / f"{name}.log"
+    """One `pivot export` of `checkout`'s code, measured; the output file is removed after.
+
+    Wall time from start to exit (no sampling loop beside it: on 2 cores a poller costs the
+    export CPU, and its period rounds a 3 s run up by up to 7%); CPU and peak RSS from the
+    kernel's accounting of the finished child (getrusage)."""
+    out = tmp / f"{name}.ppdb"
+    # -P: the current folder is not put first on sys.path, so PYTHONPATH's checkout is the pivot run.
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    m = run_measured([sys.executable, "-m", "pivot", "-q", "export", str(db), *args, "-o", str(out)], log, env=env)
+    cmd = [sys.executable, "-P", "-m", "pivot", "-q", "export", str(db), *args, "-o", str(out)]
+    load = os.getloadavg()[0]
+    usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
     sha, lines, size = _sha256_and_lines(out)
     out.unlink()
-    return {"args": args, "lines": lines, "bytes": size, "sha256": sha, "wall_s": m["wall_s"], "cpu_s": m["cpu_s"],
-            "loadavg_1min_before": m["loadavg_1min_before"], "peak_rss_gib": m["peak_rss_tree_gib"],
-            "lines_per_s": round(lines / m["wall_s"]) if m["wall_s"] else None}
+    return {"args": args, "lines": lines, "bytes": size, "sha256": sha, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+            "loadavg_1min_before": round(load, 2), "peak_rss_gib": round(usage1.ru_maxrss / 2**20, 3),
+            "lines_per_s": round(lines / wall)}
 
 
 def commit_of(checkout: Path) -> str:

@@ -439,7 +439,8 @@ def format_ppdb(bytearray out, int64_t start,
     form's flags joined by ",", or "none"), and ModelScore=model_score[r] when model_score is
     not empty (a combined model's ranking score). Alignment "0-0" when both phrases are one
     word, else empty; the last field is the relation named by relation[r]. Every index is
-    checked before anything is written.
+    checked before its line is written (a row that fails raises ValueError, and the lines of
+    this call are not returned).
     """
     cdef int64_t n = e1.shape[0], r, a, b, x
     cdef int j, first
@@ -464,39 +465,42 @@ def format_ppdb(bytearray out, int64_t start,
     if n_ids >= 0 and (text_off[0] < 0 or text_off[n_ids] > texts.shape[0]
                        or (not lhs_x and (lhs_off[0] < 0 or lhs_off[n_ids] > lhs.shape[0]))):
         raise ValueError("format_ppdb: offsets outside the text buffers")
-    for r in range(start, n):
-        i = order[r] if has_order else r
-        if i < 0 or i >= n:
-            raise ValueError(f"format_ppdb: order[{r}] = {i}, outside 0..{n - 1}")
-        a, b = e1[i], e2[i]
-        if a < 0 or a >= n_ids or b < 0 or b >= n_ids:
-            raise ValueError(f"format_ppdb: row {i} names phrase {a} or {b}, outside the tables")
-        if relation[i] < 0 or relation[i] > 5:
-            raise ValueError(f"format_ppdb: row {i} has relation {relation[i]} (0..5)")
-        if form[i] < 0 or form[i] >> N_FORM_FLAGS:
-            raise ValueError(f"format_ppdb: row {i} has form {form[i]}, beyond the {N_FORM_FLAGS} known flags")
-        for j in range(6):
-            if rel[i, j] < 0 or rel[i, j] > 1000:
-                raise ValueError(f"format_ppdb: row {i} has a relation probability of {rel[i, j]} per mille")
     cdef char* buf = PyByteArray_AS_STRING(out)
     cdef char* q = buf
     cdef char* end = buf + len(out)
     cdef const char* t1
     cdef const char* t2
     cdef const char* lh
-    cdef int64_t n1, n2, nl, nxt = n
+    cdef int64_t n1, n2, nl, nxt = n, bad = -1, ahead
     # Base pointers (an empty buffer has no element 0: every length taken from it is 0).
     cdef const char* tbase = <const char*>&texts[0] if texts.shape[0] else EMPTY
     cdef const char* lbase = <const char*>&lhs[0] if lhs.shape[0] else EMPTY
     with nogil:
         for r in range(start, n):
+            # Each row is checked as it comes (once: a check of every remaining row at each
+            # call would cost a pass over the rest of the chunk per buffer filled).
             i = order[r] if has_order else r
+            if i < 0 or i >= n:
+                bad = r
+                break
             a, b = e1[i], e2[i]
-            # e2 jumps around the phrase table: fetch a later line's offsets and text ahead.
+            if (a < 0 or a >= n_ids or b < 0 or b >= n_ids or relation[i] < 0 or relation[i] > 5
+                    or form[i] < 0 or form[i] >> N_FORM_FLAGS
+                    or rel[i, 0] < 0 or rel[i, 0] > 1000 or rel[i, 1] < 0 or rel[i, 1] > 1000
+                    or rel[i, 2] < 0 or rel[i, 2] > 1000 or rel[i, 3] < 0 or rel[i, 3] > 1000
+                    or rel[i, 4] < 0 or rel[i, 4] > 1000 or rel[i, 5] < 0 or rel[i, 5] > 1000):
+                bad = r
+                break
+            # e2 jumps around the phrase table: fetch a later line's offsets and text ahead
+            # (only through indices in range: that row is checked when its turn comes).
             if r + 16 < n:
-                __builtin_prefetch(&text_off[e2[order[r + 16] if has_order else r + 16]])
+                ahead = order[r + 16] if has_order else r + 16
+                if 0 <= ahead < n and 0 <= e2[ahead] < n_ids:
+                    __builtin_prefetch(&text_off[e2[ahead]])
             if r + 8 < n:
-                __builtin_prefetch(tbase + text_off[e2[order[r + 8] if has_order else r + 8]])
+                ahead = order[r + 8] if has_order else r + 8
+                if 0 <= ahead < n and 0 <= e2[ahead] < n_ids:
+                    __builtin_prefetch(tbase + text_off[e2[ahead]])
             t1 = tbase + text_off[a]
             n1 = text_off[a + 1] - text_off[a]
             t2 = tbase + text_off[b]
@@ -565,4 +569,22 @@ def format_ppdb(bytearray out, int64_t start,
             q = _put(q, REL_NAMES[relation[i]], REL_NAME_LEN[relation[i]])
             q[0] = b"\n"
             q += 1
+    if bad >= 0:
+        raise ValueError(_row_problem(bad, order, e1, e2, relation, form, rel, n_ids))
     return nxt, q - buf
+
+
+def _row_problem(int64_t r, const int64_t[::1] order, const int64_t[::1] e1, const int64_t[::1] e2,
+                 const int64_t[::1] relation, const int64_t[::1] form, const int64_t[:, ::1] rel, int64_t n_ids):
+    """What is wrong with line r's row (format_ppdb refused it)."""
+    cdef int64_t n = e1.shape[0]
+    i = order[r] if order.shape[0] else r
+    if i < 0 or i >= n:
+        return f"format_ppdb: order[{r}] = {i}, outside 0..{n - 1}"
+    if not (0 <= e1[i] < n_ids and 0 <= e2[i] < n_ids):
+        return f"format_ppdb: row {i} names phrase {e1[i]} or {e2[i]}, outside the tables"
+    if not 0 <= relation[i] <= 5:
+        return f"format_ppdb: row {i} has relation {relation[i]} (0..5)"
+    if form[i] < 0 or form[i] >> N_FORM_FLAGS:
+        return f"format_ppdb: row {i} has form {form[i]}, beyond the {N_FORM_FLAGS} known flags"
+    return f"format_ppdb: row {i} has a relation probability of {max(rel[i, j] for j in range(6) if not 0 <= rel[i, j] <= 1000)} per mille"

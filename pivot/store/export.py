@@ -32,10 +32,11 @@ databases give equal bytes.
 
 Speed (the issue's target: 500k lines a second): the pair table is read by a C scan straight
 into arrays (``pivot._export.Table``), one chunk of whole e1 runs at a time, with the filters
-in its SQL (SQLite skips a filtered row before reading its other columns); the next chunk is
-read in a second thread while this one is formatted (both run without the GIL). p(e1|e2) comes
-from the reverse pair's row, found by ``find_rows`` in the probability model's (e1, e2, p)
-columns, read once. No Python object is made per pair.
+in its SQL (SQLite skips a filtered row before reading its other columns); the next two
+chunks are read in two threads, each on its own connection, while this one is formatted (the
+scans and the formatting run without the GIL). p(e1|e2) comes from the reverse pair's row,
+found by ``find_rows`` in the probability model's (e1, e2, p) columns, read once (in two
+halves, at once). No Python object is made per pair.
 """
 from __future__ import annotations
 
@@ -243,8 +244,8 @@ def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size:
     relations: indices into RELATION_NAMES to keep (by the last field), None for all;
     show_all: keep the HIDDEN_FORMS kinds; agree: keep only pairs whose two labels are of one
     broad class. `stats`, if given, receives "written" and "disagree" (the pairs agree
-    removed). prefetch: read the next chunk in a second thread while this one is formatted
-    (the same bytes either way).
+    removed). prefetch: read the next chunks in two threads while this one is formatted (the
+    same bytes either way).
     """
     from pivot._native import _export
 
@@ -266,22 +267,25 @@ def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size:
     sql = f"SELECT {', '.join(plan.columns)} FROM pair WHERE {' AND '.join(where)}"
     counts = dict(written=0, disagree=0)
 
-    table = _export.Table(plan.uri)
+    # Two connections with prefetch: the scans run in two threads, each on its own connection.
+    tables = [_export.Table(plan.uri) for _ in range(2 if prefetch else 1)]
+    table = tables[0]
     try:
         with _read_checked(db.path):
-            table.scan(f"PRAGMA mmap_size = {MMAP_BYTES}", (), "I")
-            table.scan("BEGIN", (), "")  # one read snapshot for every scan below
+            for t in tables:
+                t.scan(f"PRAGMA mmap_size = {MMAP_BYTES}", (), "I")
+                t.scan("BEGIN", (), "")  # one read snapshot for every scan below
             phrases = _Phrases.read(table)
             classes = phrases.label_classes() if agree else None
             writer = plan.writer(_writer(out), phrases)
             # The probability model's pairs over the whole table, in key order: where every pair's
             # p(e1|e2) comes from (its reverse row), and the chunk boundaries.
-            e1_all, e2_all, p_all = _scan_halves(table, plan.uri, f"SELECT e1, e2, {plan.pcol} FROM pair WHERE "
+            e1_all, e2_all, p_all = _scan_halves(tables, f"SELECT e1, e2, {plan.pcol} FROM pair WHERE "
                                                  f"e1 >= ?1 AND e1 < ?2 AND {plan.pcol} IS NOT NULL", "IID",
-                                                 phrases.n_ids, prefetch)
+                                                 phrases.n_ids)
             ptr = _export.row_pointer(e1_all, phrases.n_ids)
             bounds = _chunk_bounds(e1_all, phrases.n_ids, chunk_rows)
-            for cols in _prefetched(lambda lo, hi: table.scan(sql, (lo, hi, *params), plan.kinds), bounds, prefetch):
+            for cols in _prefetched(tables, sql, params, plan.kinds, bounds, prefetch):
                 if classes is not None:
                     key = cols[0]
                     ok = classes[key >> 32] == classes[key & 0xFFFFFFFF]
@@ -292,33 +296,29 @@ def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size:
                     rev = _export.find_rows(ptr, e2_all, rows["e2"], rows["e1"])
                     p_rev = np.where(rev >= 0, p_all[np.maximum(rev, 0)], np.nan)
                     counts["written"] += plan.write_rows(writer, rows, p_rev)
-            table.scan("COMMIT", (), "")
+            for t in tables:
+                t.scan("COMMIT", (), "")
     finally:
-        table.close()
+        for t in tables:
+            t.close()
     if stats is not None:
         stats.update(counts)
     return counts["written"]
 
 
-def _scan_halves(table, uri: str, sql: str, kinds: str, n_ids: int, parallel: bool) -> list:
-    """`sql` over e1 in [0, n_ids) (parameters ?1, ?2: an e1 range), read as two halves, the
-    second by another connection in a second thread when parallel: phrase ids are ranks of
-    hashes, so each half holds about half the pairs, and the two scans share the 2 cores."""
-    from pivot._native import _export
-
-    mid = n_ids // 2
-    if not parallel:
-        return table.scan(sql, (0, n_ids), kinds)
+def _scan_halves(tables, sql: str, kinds: str, n_ids: int) -> list:
+    """`sql` over e1 in [0, n_ids) (parameters ?1, ?2: an e1 range); with two connections, as
+    two halves read at once in two threads: phrase ids are ranks of hashes, so each half holds
+    about half the pairs, and the two scans share the 2 cores."""
+    if len(tables) == 1:
+        return tables[0].scan(sql, (0, n_ids), kinds)
     from concurrent.futures import ThreadPoolExecutor
 
-    other = _export.Table(uri)
-    try:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pivot-export-scan") as pool:
-            upper = pool.submit(other.scan, sql, (mid, n_ids), kinds)
-            lower = table.scan(sql, (0, mid), kinds)
-            upper = upper.result()
-    finally:
-        other.close()
+    mid = n_ids // 2
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pivot-export-scan") as pool:
+        upper = pool.submit(tables[1].scan, sql, (mid, n_ids), kinds)
+        lower = tables[0].scan(sql, (0, mid), kinds)
+        upper = upper.result()
     return [np.concatenate([a, b]) for a, b in zip(lower, upper)]
 
 
@@ -333,21 +333,32 @@ def _chunk_bounds(e1_all: np.ndarray, n_ids: int, chunk_rows: int) -> list[tuple
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-def _prefetched(scan, bounds, prefetch: bool):
-    """scan(lo, hi) of every bound in order; with prefetch, the next one runs in a thread while
-    the caller works on the current one (one scan at a time: the connection is not shared)."""
+def _prefetched(tables, sql: str, params: tuple, kinds: str, bounds, prefetch: bool):
+    """The scan of `sql` over every bound (lo, hi) in order. With prefetch, two scans run ahead
+    in two threads, chunk k on connection k % 2 (each connection used by its own thread only),
+    while the caller works on the current chunk: the scans are most of the export's time, and
+    on 2 cores the pass over the pairs then takes about half as long."""
     if not prefetch:
         for lo, hi in bounds:
-            yield scan(lo, hi)
+            yield tables[0].scan(sql, (lo, hi, *params), kinds)
         return
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pivot-export-scan") as pool:
-        pending = pool.submit(scan, *bounds[0]) if bounds else None
+    pools = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="pivot-export-scan") for _ in tables]
+    try:
+        def submit(k):
+            lo, hi = bounds[k]
+            return pools[k % len(pools)].submit(tables[k % len(tables)].scan, sql, (lo, hi, *params), kinds)
+
+        pending = [submit(k) for k in range(min(len(tables), len(bounds)))]
         for k in range(len(bounds)):
-            cols = pending.result()
-            pending = pool.submit(scan, *bounds[k + 1]) if k + 1 < len(bounds) else None
+            cols = pending.pop(0).result()
+            if k + len(tables) < len(bounds):
+                pending.append(submit(k + len(tables)))
             yield cols
+    finally:
+        for pool in pools:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _writer(out):
