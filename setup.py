@@ -11,7 +11,7 @@ def kernel(name: str, openmp: bool = True) -> Extension:
                      extra_compile_args=["-O3", "-std=c++17", *flags], extra_link_args=flags)
 
 
-extensions = [kernel("_counts"), kernel("_align"), kernel("_lm", openmp=False)]
+extensions = [kernel("_counts"), kernel("_align"), kernel("_lm", openmp=False), kernel("_export", openmp=False)]
 
 # Every package under pivot/ (each folder with an __init__.py), found rather than listed, so that a
 # new subpackage is in the wheel without anyone remembering to name it here; and pivot.recipes_data,

@@ -12,10 +12,10 @@ from pivot.errors import InputError
 QUICK_USAGE = """\
 quick usage:
   pivot build --domain bio --data ../shared/data      build bio.db (General model)
-  pivot lookup bio.db treatment -k 10                 best paraphrases, best first
+  pivot lookup bio.db treatment -k 10                 best paraphrases by the learned score, best first
   pivot lookup bio.db treat --format json             the same as JSON (or ppdb)
-  pivot export bio.db --format ppdb > bio.ppdb        every pair as PPDB 2.0 lines
-  pivot export bio.db --lhs tagged --data ../shared/data > bio.ppdb   ... with [NN]/[VB]/[NP] labels
+  pivot export bio.db -o bio.ppdb                     every pair as PPDB 2.0 lines (learned score, relations)
+  pivot export bio.db --relation Equivalence --size m -o bio-m.ppdb   PPDB 2.0's size M, equivalences only
   pivot search bio.db 'tumo*r'                        phrases matching a pattern, counts, paraphrases
   pivot serve bio.db --port 8001                      browse it with datasette
   pivot score --domain bio --data ../shared/data -o ranked.tsv   the bitext ranked by sigma
@@ -99,19 +99,6 @@ def utf8_text(text):
             f"not UTF-8 text: {raw!r} (byte {len(text[:exc.start].encode('utf-8', 'surrogateescape')) + 1}); "
             "set the terminal to UTF-8, or pass the text in UTF-8") from None
     return text
-
-
-def ppdb_field(text):
-    """An argparse type: text for one field of a PPDB line (pivot.store.db.check_ppdb_field)."""
-    from pivot.store.db import check_ppdb_field
-
-    try:
-        return check_ppdb_field(text)
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-ppdb_field.__name__ = "text"
 
 
 def _add_build(sub):
@@ -208,29 +195,50 @@ def _add_lookup(sub):
     p.add_argument("phrase", nargs="+", type=utf8_text, help="the phrase (normalised like the corpus)")
     p.add_argument("-k", type=bounded_int(1, MAX_COUNT), default=None,
                    help="how many paraphrases (default: the recipe's [pivot] top_n recorded in the database)")
-    p.add_argument("--model", default="general", help="model to rank by (see --list-models)")
-    p.add_argument("--format", choices=["table", "json", "ppdb"], default="table")
+    p.add_argument("--model", default=None,
+                   help="model to rank by (see --list-models; default: the database's, the learned ppdb2 score)")
+    p.add_argument("--all", action="store_true",
+                   help="also show the pairs hidden by default (edge punctuation, a function-word-only "
+                        "difference, a dangling edge); the form column names their flags")
+    p.add_argument("--format", choices=["table", "json", "ppdb"], default="table",
+                   help="ppdb: the lines `pivot export` writes for these pairs")
     p.add_argument("--list-models", action="store_true", help="print the database's models and exit")
     p.set_defaults(func=cmd_lookup)
 
 
 def _add_export(sub):
-    p = sub.add_parser("export", help="write every pair of a model in a standard format",
+    p = sub.add_parser("export", help="write a model's pairs as PPDB 2.0 lines",
+                       description="LHS ||| phrase ||| paraphrase ||| features ||| alignment ||| relation, with "
+                                   "PPDB2.0Score, -logp(e2|e1), -logp(e1|e2), the six relation probabilities, "
+                                   "NumPivots and Form (the well-formedness flags) as features; grouped by phrase, "
+                                   "best first (README: Decisions, PPDB 2.0 export)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("db")
     p.add_argument("--format", choices=["ppdb"], default="ppdb", help="PPDB 2.0 six-field lines")
-    p.add_argument("--model", default="general")
-    p.add_argument("--label", default="OtherRelated", type=ppdb_field,
-                   help="entailment label field (pivot does not classify entailment)")
-    p.add_argument("--lhs", choices=["x", "tagged"], default="x",
-                   help="LHS field: [X] on every line, or PPDB-style labels ([NN], [VBZ], [NP], [VP], ...) from a "
-                        "part-of-speech tagger trained on GENIA-pos from --data (cached; see docs/ecosystem.md)")
-    p.add_argument("--data", help="data root holding mono/bio-ner/GENIA-pos, for --lhs tagged (default: $PIVOT_DATA)")
+    p.add_argument("--model", default=None,
+                   help="model to rank by (see pivot lookup --list-models; default: the database's, the learned "
+                        "ppdb2 score)")
+    p.add_argument("--size", choices=EXPORT_SIZES, type=str.lower,
+                   help="PPDB 2.0's size: nested tiers by the learned score, each about twice the one below "
+                        "(default: every pair)")
+    p.add_argument("--relation", metavar="NAMES",
+                   help="keep the pairs whose most probable relation is one of these, comma-separated: Equivalence, "
+                        "ForwardEntailment, ReverseEntailment, Exclusion, OtherRelated, Independent")
+    p.add_argument("--all", action="store_true",
+                   help="also the pairs hidden by default (edge punctuation, a function-word-only difference, a "
+                        "dangling edge); their Form feature names the flags")
+    p.add_argument("--lhs", choices=["stored", "x"], default="stored",
+                   help="LHS field: the phrase's label stored by the build ([NN], [VBZ], [NP], ...), or [X]")
     p.add_argument("--agree", action="store_true",
-                   help="with --lhs tagged: keep only pairs whose two phrases' labels are of one class "
-                        "(noun, verb, adjective, adverb, preposition)")
+                   help="keep only pairs whose two phrases' stored labels are of one class (noun, verb, adjective, "
+                        "adverb, preposition)")
     p.add_argument("-o", "--output", help="file to write (default: stdout)")
     p.set_defaults(func=cmd_export)
+
+
+#: PPDB 2.0's sizes, smallest first (pivot.store.export.SIZES; named here so that building the
+#: parser imports no numpy).
+EXPORT_SIZES = ("s", "m", "l", "xl", "xxl", "xxxl")
 
 
 def _add_search(sub):
@@ -408,7 +416,7 @@ def cmd_build(args) -> int:
 
 
 def cmd_lookup(args) -> int:
-    from pivot.store.db import ParaphraseDB, ppdb_line
+    from pivot.store.db import ParaphraseDB
 
     phrase = " ".join(args.phrase)
     with ParaphraseDB(args.db) as db:
@@ -417,48 +425,93 @@ def cmd_lookup(args) -> int:
                 info = db.model_info(name)
                 print(f"{name}\t{info['kind']}\t{info['description']}")
             return 0
-        hits = db.lookup(phrase, k=args.k, model=args.model)
+        model = args.model or db.default_model
+        hits = db.lookup(phrase, k=args.k, model=model, all=args.all)
         query = db.normalize(phrase)
+        if args.format == "ppdb":
+            from pivot.store.export import lookup_lines
+
+            sys.stdout.write(lookup_lines(db, phrase, hits, model))
+            return 0
+        probs = _lookup_probabilities(db, query, hits, model)
         if args.format == "json":
-            json.dump({"phrase": query, "model": args.model, "signature": db.signature,
-                       "paraphrases": [h.__dict__ for h in hits]}, sys.stdout, ensure_ascii=False, indent=1)
+            json.dump({"phrase": query, "model": model, "all": args.all, "signature": db.signature,
+                       "probability_model": probs[0],
+                       "paraphrases": [{**h.__dict__, **_probability_fields(probs, i)} for i, h in enumerate(hits)]},
+                      sys.stdout, ensure_ascii=False, indent=1)
             print()
-        elif args.format == "ppdb":
-            for h in hits:
-                print(ppdb_line(query, h.paraphrase, h.score, h.p_rev, h.n_pivots, model=args.model))
-        else:
-            if not hits:
-                print(f"no paraphrases of {query!r} under model {args.model}", file=sys.stderr)
-                return 1
-            width = max(len(h.paraphrase) for h in hits)
-            print(f"{'#':>3}  {'paraphrase':<{width}}  {'score':>9}  {'p(e1|e2)':>9}  pivots")
-            for h in hits:
-                rev = f"{h.p_rev:9.4f}" if h.p_rev is not None else f"{'-':>9}"
-                print(f"{h.rank + 1:>3}  {h.paraphrase:<{width}}  {h.score:9.4f}  {rev}  "
-                      f"{h.n_pivots}: {', '.join(h.pivots)}")
+            return 0
+        if not hits:
+            print(f"no paraphrases of {query!r} under model {model}", file=sys.stderr)
+            return 1
+        print("\n".join(_lookup_table(hits, probs)))
     return 0
+
+
+def _lookup_probabilities(db, query: str, hits, model: str):
+    """(probability model, p(e2|e1) and p(e1|e2) of each answer under it): the ranking score
+    may be the learned one, whose answers still show a probability of General's."""
+    from pivot.store.export import probability_model
+
+    name = probability_model(db, model)
+    j = db.stored_models.index(name)
+    forward = db.pair_records([(query, h.paraphrase) for h in hits], normalize=False)["p"][:, j]
+    reverse = db.pair_records([(h.paraphrase, query) for h in hits], normalize=False)["p"][:, j]
+    return name, forward.tolist(), reverse.tolist()
+
+
+def _probability_fields(probs, i: int) -> dict:
+    """JSON fields of answer i: its probability model's p(e2|e1) and p(e1|e2) (null: absent)."""
+    import math
+
+    _, forward, reverse = probs
+    return {"p_e2_given_e1": None if math.isnan(forward[i]) else forward[i],
+            "p_e1_given_e2": None if math.isnan(reverse[i]) else reverse[i]}
+
+
+def _lookup_table(hits, probs) -> list[str]:
+    """The lookup's table: rank, paraphrase, score, the probability model's p(e2|e1) and
+    p(e1|e2), the most probable relation (with its probability), the well-formedness flags and
+    the pivots."""
+    import math
+
+    width = max(len(h.paraphrase) for h in hits)
+    _, forward, reverse = probs
+
+    def prob(x):
+        return f"{'-':>9}" if math.isnan(x) else f"{x:9.4f}"
+
+    relations = [f"{h.relation} {h.relations[h.relation]:.2f}" if h.relation else "-" for h in hits]
+    forms = [",".join(h.form) or "-" for h in hits]
+    rw, fw = max(8, *map(len, relations)), max(4, *map(len, forms))
+    out = [f"{'#':>3}  {'paraphrase':<{width}}  {'score':>9}  {'p(e2|e1)':>9}  {'p(e1|e2)':>9}  "
+           f"{'relation':<{rw}}  {'form':<{fw}}  pivots"]
+    for i, h in enumerate(hits):
+        out.append(f"{h.rank + 1:>3}  {h.paraphrase:<{width}}  {h.score:9.4f}  {prob(forward[i])}  "
+                   f"{prob(reverse[i])}  {relations[i]:<{rw}}  {forms[i]:<{fw}}  {h.n_pivots}: {', '.join(h.pivots)}")
+    return out
 
 
 def cmd_export(args) -> int:
     import contextlib
 
     from pivot import outputs
-    from pivot.store.db import ParaphraseDB, export_ppdb, tagged_labeler, tagged_labeler_inputs
+    from pivot.store.db import ParaphraseDB
+    from pivot.store.export import export_ppdb, parse_relations
 
-    labeler = None
-    if args.agree and args.lhs != "tagged":
-        raise InputError("--agree compares the phrases' labels: give --lhs tagged")
-    reads = [(args.db, "the database")] + (tagged_labeler_inputs(args.data) if args.lhs == "tagged" else [])
+    relations = parse_relations(args.relation) if args.relation is not None else None
     stats = {}
-    with outputs.Outputs(reads, stdout=True) as guard:
+    with outputs.Outputs([(args.db, "the database")], stdout=True) as guard:
         dest = guard.add(args.output, "-o") if args.output else None   # checked before any work
-        if args.lhs == "tagged":
-            labeler = tagged_labeler(args.data)
         with ParaphraseDB(args.db) as db, \
-                (outputs.writing(dest) if dest else contextlib.nullcontext(sys.stdout)) as out:
-            n = export_ppdb(db, out, model=args.model, label=args.label, labeler=labeler, agree=args.agree,
-                            stats=stats)
-    logging.getLogger("pivot").info("exported %d pairs (model %s)%s", n, args.model,
+                (outputs.writing(dest, "wb") if dest else contextlib.nullcontext(sys.stdout)) as out:
+            model = args.model or db.default_model
+            n = export_ppdb(db, out, model=model, lhs=args.lhs, size=args.size, relations=relations,
+                            show_all=args.all, agree=args.agree, stats=stats)
+    logging.getLogger("pivot").info("exported %d pairs (model %s%s%s%s)%s", n, model,
+                                    f", size {args.size}" if args.size else "",
+                                    f", relations {args.relation}" if args.relation else "",
+                                    ", all forms" if args.all else "",
                                     f"; {stats['disagree']} dropped by --agree" if args.agree else "")
     return 0
 

@@ -50,7 +50,7 @@ class InputFile:
     """One file the build reads: its path, what it is for, its size in bytes."""
 
     path: Path
-    role: str          # "bitext", "alignments", "in-domain text", "general text", "gold"
+    role: str          # "bitext", "alignments", "in-domain text", "general text", "gold", "lexicon"
     size: int
     lang: str | None = None
 
@@ -349,6 +349,29 @@ def _collect_inputs(rec: dict, root: Path, plan: Plan, lmplz: bool) -> list:
             add(InputFile(g, "gold", _size(g)))
             files.append((g, src["format"]))
         checks.append(lambda files=files, name=spec["name"]: _read_eval(plan, files, name))
+
+    # -- the PPDB 2.0 layer: the human ratings the score is fitted to, WordNet 3.0
+    p2 = rec["ppdb2"]
+    if p2["learn"]:
+        path = root / p2["ratings"]
+        if not path.is_file():
+            raise InputError(f"[ppdb2] ratings file missing; the data root is set by --data DIR or "
+                             f"{recipes.DATA_ENV} (a data root without the PPDB 2.0 ratings needs [ppdb2] "
+                             "learn = false)", path)
+        add(InputFile(path, "gold", _size(path)))
+        checks.append(lambda path=path: _read_gold(plan, [path], "ppdb-human", "[ppdb2] ratings"))
+    if p2["wordnet"]:
+        from pivot.pipeline.ppdb2 import LEXICON
+        from pivot.pipeline.wordnet import wordnet_files, wordnet_folder
+
+        try:
+            folder = wordnet_folder(root, LEXICON)
+        except InputError as exc:
+            raise InputError(f"{exc.message} (a data root without WordNet needs [ppdb2] wordnet = false and "
+                             "learn = false)", exc.path) from None
+        for path in wordnet_files(folder) + [folder / "index.noun"]:
+            add(InputFile(path, "lexicon", _size(path)))
+            checks.append(lambda path=path: _read_wordnet(plan, path))
     return checks
 
 
@@ -471,6 +494,21 @@ def _read_eval(plan: Plan, files, name: str) -> None:
     if n == 0:
         raise InputError(f"[eval] set {name!r}: the gold files hold no pairs", files[0][0])
     plan.counts["gold pairs"] = plan.counts.get("gold pairs", 0) + n
+
+
+def _read_wordnet(plan: Plan, path: Path) -> None:
+    """A WordNet database file: UTF-8 text whose first line after the licence header is an entry."""
+    from pivot.text import numbered_lines
+
+    for number, line in numbered_lines(path):
+        if line.startswith("  "):
+            continue
+        if len(line.split()) < 2:
+            raise InputError("not a WordNet 3.0 database file (an entry line of space-separated fields "
+                             "expected)", path, number)
+        plan.counts["lexicon files"] = plan.counts.get("lexicon files", 0) + 1
+        return
+    raise InputError("empty WordNet database file", path)
 
 
 # ----------------------------------------------------------------------------- outputs

@@ -225,8 +225,8 @@ COMMAND_CASES = {
     # bytes that are not UTF-8 reach Python as lone surrogates (os.fsdecode, as sys.argv is decoded)
     "lookup-not-utf8": lambda db, tmp, mp: ["lookup", db, os.fsdecode(b"tr\xffeat")],
     "search-not-utf8": lambda db, tmp, mp: ["search", db, os.fsdecode(b"\xff*")],
-    "export-label-newline": lambda db, tmp, mp: ["export", db, "--label", "a\nb"],
-    "export-label-separator": lambda db, tmp, mp: ["export", db, "--label", "a ||| b"],
+    "export-relation-unknown": lambda db, tmp, mp: ["export", db, "--relation", "Equivalence,Synonym"],
+    "export-size-unknown": lambda db, tmp, mp: ["export", db, "--size", "huge"],
     "paraphrase-beam-0": lambda db, tmp, mp: ["paraphrase", db, "--beam", "0", "we treat it"],
     "paraphrase-lm-weight-nan": lambda db, tmp, mp: ["paraphrase", db, "--lm-weight", "nan", "we treat it"],
     "weights-not-json": lambda db, tmp, mp: ["paraphrase", db, "--weights", weights("not json\n")(tmp), "x"],

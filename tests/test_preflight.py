@@ -50,6 +50,9 @@ max_phrase_len = 5
 min_p_f_given_e = 0.001
 top_n = 20
 min_phrase_count = 1
+[ppdb2]
+learn = false
+wordnet = false
 {domain}
 """
 DOMAIN = """[domain]
@@ -276,6 +279,11 @@ CASES = {
     "identical-sides": (lambda t: t.file("c.fr", "\n".join(EN) + "\n"), "DATA/c.en"),
     "no-pair-fits": (lambda t: t.file("c.en", "".join(f"{' '.join(['cells'] * 85)}\n" for _ in EN)), "DATA/c.en:1"),
     "tuning-one-class": (lambda t: t.file("gold.txt", "treat\tcure\t8.0\ncell\tnucleus\t7.0\n"), "DATA/gold.txt"),
+    "ppdb2-learn-no-wordnet": (edit("learn = false", "learn = true"), "RECIPE"),
+    "ppdb2-ratings-missing": (edit("learn = false\nwordnet = false", "learn = true\nwordnet = true"),
+                              "DATA/gold/ppdb-human-dev.tsv"),
+    "ppdb2-wordnet-missing": (edit("wordnet = false", "wordnet = true"),
+                              "DATA/lexicon/nltk_data/corpora/wordnet/index.noun"),
     # outputs
     "out-is-input": (lambda t: ["--out", str(t.data / "c.en")], "DATA/c.en"),
     "out-links-to-input": (lambda t: _then((t.tmp / "link.db").symlink_to(t.data / "c.en"),

@@ -330,7 +330,10 @@ class EvalResult:
 
 
 def _tuning_pairs(db) -> list:
-    return list((db.meta.get("combination") or {}).get("tuning_pairs") or [])
+    """The pairs a regression of the database was fitted on: the General+X combinations' tuning
+    pairs and the learned score's training pairs (PPDB 2.0 ratings' train part)."""
+    return (list((db.meta.get("combination") or {}).get("tuning_pairs") or [])
+            + [list(p) + [None] for p in (db.meta.get("ppdb2") or {}).get("train_pairs") or []])
 
 
 def _symmetric_scores(db, pairs, model, cache: dict | None = None) -> np.ndarray:
@@ -354,6 +357,12 @@ def _symmetric_scores(db, pairs, model, cache: dict | None = None) -> np.ndarray
         return cache[name]
 
     info = db.model_info(model)
+    if info["kind"] == "learned":
+        # a score on any scale (not a probability, may be <= 0): the better direction, NaN where
+        # neither is stored
+        fwd, rev = directed(model)
+        with np.errstate(invalid="ignore"):
+            return np.fmax(fwd, rev)
     if info["kind"] == "combined":
         params = info["params"]
         fit = Combination.from_meta(params["fit"])

@@ -3,6 +3,7 @@
     corpus -> align -> encode ─┬──────────────────────────────┐
                                lm (in-domain, general) -> score -> weights -> extract -> pivot
                                                                                        -> combine -> store
+                                                                                       -> ppdb2 ---^
 
 Each stage writes its artifact into `<work>/<stage>-<key>/`, where the key hashes the
 stage's parameters, the keys of the stages it reads and the fingerprints of the data
@@ -38,7 +39,7 @@ log = logging.getLogger("pivot")
 
 # Bump a stage's version when its code changes what it writes: old artifacts then miss.
 STAGE_VERSIONS = {"corpus": 1, "align": 1, "encode": 2, "lmtext": 4, "lm": 3, "score": 4,
-                  "weights": 3, "extract": 4, "translation": 4, "pivot": 5, "combine": 2}
+                  "weights": 3, "extract": 4, "translation": 4, "pivot": 5, "combine": 2, "ppdb2": 1}
 
 
 def _key(parts) -> str:
@@ -609,6 +610,41 @@ class Pipeline:
 
         return Paraphrases.iter_parts(self.pivot_dir[0])
 
+    # ------------------------------------------------------------ ppdb2: PPDB 2.0's layer
+
+    @cached_property
+    def ppdb2_dir(self) -> tuple[Path, str]:
+        """Every stored pair's well-formedness labels, learned score (PPDB2.0Score, fitted to the
+        PPDB 2.0 ratings) and relation probabilities (fitted to WordNet), and the sizes; fitted
+        once here, applied per range of the pivot stage's rows (pivot.pipeline.ppdb2)."""
+        from pivot.pipeline import ppdb2
+        from pivot.pipeline.corpus import Vocab
+        from pivot.pipeline.pivoting import Paraphrases
+        from pivot.pipeline.translation import foreign_rows, phrase_rows
+
+        params = dict(self.rec["ppdb2"])
+        files = ppdb2.data_files(params, self.data_root)
+        encode_dir = self.encoded[0]
+
+        def produce(tmp):
+            e_rows, e_count = phrase_rows(self._part_paths("e"), self.phrase_keys)
+            f_keys = np.load(self.translation_dir[0] / "structure" / "f_key.npy")
+            f_lang_of_token = np.load(encode_dir / "f_lang.npy")
+
+            def f_lang_of(ids):
+                # a foreign phrase's language is its first token's (ids are offset per language)
+                return f_lang_of_token[foreign_rows(self._part_paths("f"), f_keys[ids])[:, 0]]
+
+            index = Paraphrases.read_index(self.pivot_dir[0])
+            ppdb2.build(tmp, part_paths=[self.pivot_dir[0] / name for name in index["parts"]], e_rows=e_rows,
+                        e_count=e_count, e_tokens=Vocab.load(encode_dir / "vocab.en").tokens, f_lang_of=f_lang_of,
+                        models=[m["name"] for m in self.models], params=params, data_root=self.data_root,
+                        engine=self.engine)
+
+        return self.wd.stage("ppdb2", {"pivot": self.pivot_dir[1], "translation": self.translation_dir[1],
+                                       "encode": self.encoded[1]},
+                             {**params, "data": self._fingerprint(files)}, produce)
+
     # ------------------------------------------------------------ combine: General + X
 
     @cached_property
@@ -704,10 +740,12 @@ class Pipeline:
 
         index = Paraphrases.read_index(self.pivot_dir[0])
         n_pairs_out = int(sum(index["n_pairs"]))
+        ppdb2_dir = self.ppdb2_dir[0]
         # The sharded stages are done: the workers' memory goes back to the system before the
         # combination and the database are written here.
         self.engine.close()
         models = [dict(m) for m in self.models]
+        layer = json.loads((ppdb2_dir / "ppdb2.json").read_text())
         comb_meta = None
         if self.combination is not None:
             comb_dir = self.combination[0]
@@ -718,6 +756,13 @@ class Pipeline:
                                "description": f"logistic regression over p_general and p_{model['name']}",
                                "params": {"base": "general", "other": model["name"],
                                           "fit": comb_meta["models"][name]}})
+        if layer["ppdb2"]["learned"]:
+            # after General and the domain models, so that models[0] stays General (the baseline)
+            models.append({"name": "ppdb2", "kind": "learned",
+                           "description": "PPDB2.0Score: ridge regression on the PPDB 2.0 human ratings over every "
+                                          "model's p(e2|e1) and p(e1|e2), pivots, counts, strings and "
+                                          "well-formedness (meta ppdb2)",
+                           "params": {"meta": "ppdb2", "target": layer["ppdb2"]["target"]}})
         encode_dir = self.encoded[0]
         e_vocab = corpus.Vocab.load(encode_dir / "vocab.en")
         f_vocabs = [corpus.Vocab.load(encode_dir / f"vocab.{lang}") for lang in self.langs]
@@ -736,7 +781,7 @@ class Pipeline:
         tstats = json.loads((self.translation_dir[0] / "translation.json").read_text())
 
         prune = self.rec["pivot"]
-        final_key = _key([self.pivot_dir[1], self.combination[1] if self.combination else None])
+        final_key = _key([self.pivot_dir[1], self.combination[1] if self.combination else None, self.ppdb2_dir[1]])
         # Only a resample of the bitext says so: a full bitext's signature is as it always was.
         sample = corpus.sample_params(self.rec["preprocess"])
         resample = ([f"sample:{sample['sample_fraction']!r}/seed{sample['sample_seed']}"]
@@ -782,8 +827,18 @@ class Pipeline:
                           "scoring": json.loads(oov_path.read_text()) if oov_path.is_file() else None}
         if comb_meta is not None:
             meta["combination"] = comb_meta
+        meta.update(layer)  # forms, ppdb2 (score, its fit and sizes), relations
+        meta["default_model"] = "ppdb2" if layer["ppdb2"]["learned"] else models[0]["name"]
+
+        def chunks():
+            from pivot.pipeline.ppdb2 import iter_layers
+            from pivot.store.write import PairChunk
+
+            for para, extra in zip(self.paraphrase_parts(), iter_layers(ppdb2_dir, len(index["parts"]))):
+                yield PairChunk(para.e1, para.e2, para.n_pivots, para.pivots, para.p, **extra)
+
         write_database_chunks(
-            self.out_path, phrases=e_text, phrase_counts=e_count, chunks=self.paraphrase_parts, foreign=f_text,
+            self.out_path, phrases=e_text, phrase_counts=e_count, chunks=chunks, foreign=f_text,
             models=models, meta=meta, progress=not self.quiet and sys.stderr.isatty(),
         )
         log.info("wrote %s (%d pairs, %d models) in %.1f s; signature %s", self.out_path, n_pairs_out,
@@ -872,9 +927,23 @@ def directed_scores(para, id_pairs) -> tuple[np.ndarray, np.ndarray]:
 
 
 def phrase_texts(phrases: np.ndarray, tokens: list[str], ids: np.ndarray) -> dict[int, str]:
-    """Phrase id -> space-joined text, for the given ids (rows of token ids, -1 padded)."""
-    rows = phrases[ids].tolist()
-    return {i: " ".join(tokens[t] for t in row if t >= 0) for i, row in zip(ids.tolist(), rows)}
+    """Phrase id -> space-joined text, for the given ids (rows of token ids, -1 padded at the end).
+
+    Rows of one length are joined together (a C-level map over lists of words), not token by
+    token in Python: the ppdb2 stage and the database write each ask for 450k texts at bio size.
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    rows = phrases[ids]
+    present = rows >= 0
+    if present.shape[1] > 1 and (present[:, 1:] & ~present[:, :-1]).any():
+        raise ValueError("phrase rows must hold their tokens first and the -1 padding after them")
+    lengths = present.sum(axis=1)
+    words = np.array(tokens, dtype=object)
+    texts = np.empty(len(ids), dtype=object)
+    for n in np.unique(lengths).tolist():
+        sel = lengths == n
+        texts[sel] = list(map(" ".join, words[rows[sel, :n]].tolist())) if n else ""
+    return dict(zip(ids.tolist(), texts.tolist()))
 
 
 def foreign_phrase_texts(phrases, vocabs, langs, f_lang_of_token) -> list[str]:
