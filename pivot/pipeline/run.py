@@ -32,6 +32,7 @@ from pivot import preflight, recipes
 from pivot.errors import InputError
 from pivot.locking import resolve_threads
 from pivot.store.combined import symmetric_p
+from pivot.pipeline.encode import phrase_texts
 from pivot.pipeline.engine import release_heap
 from pivot.pipeline.graph import check_inputs
 
@@ -924,26 +925,6 @@ def directed_scores(para, id_pairs) -> tuple[np.ndarray, np.ndarray]:
             found = row >= 0
             out[found] = part.p[row[found]]
     return fwd, rev
-
-
-def phrase_texts(phrases: np.ndarray, tokens: list[str], ids: np.ndarray) -> dict[int, str]:
-    """Phrase id -> space-joined text, for the given ids (rows of token ids, -1 padded at the end).
-
-    Rows of one length are joined together (a C-level map over lists of words), not token by
-    token in Python: the ppdb2 stage and the database write each ask for 450k texts at bio size.
-    """
-    ids = np.asarray(ids, dtype=np.int64)
-    rows = phrases[ids]
-    present = rows >= 0
-    if present.shape[1] > 1 and (present[:, 1:] & ~present[:, :-1]).any():
-        raise ValueError("phrase rows must hold their tokens first and the -1 padding after them")
-    lengths = present.sum(axis=1)
-    words = np.array(tokens, dtype=object)
-    texts = np.empty(len(ids), dtype=object)
-    for n in np.unique(lengths).tolist():
-        sel = lengths == n
-        texts[sel] = list(map(" ".join, words[rows[sel, :n]].tolist())) if n else ""
-    return dict(zip(ids.tolist(), texts.tolist()))
 
 
 def foreign_phrase_texts(phrases, vocabs, langs, f_lang_of_token) -> list[str]:
