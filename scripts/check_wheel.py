@@ -72,8 +72,10 @@ def expect(condition, message):
 # p(treat|cure) = p(treat|soignons) p(soignons|cure) = 1/2 * 1 = 0.5. The phrases that share a pivot
 # are treat~cure (soignons), "we treat"~"we cure" (nous soignons), "treat it"~"cure it" (soignons le)
 # and "we treat it"~"we cure it" (nous soignons le): 4 pairs, 8 exported lines (both directions).
+# No learned score and no relations in that recipe ([ppdb2] learn = false, wordnet = false): the
+# line carries General's -ln p both ways, the pivot count and the (empty) well-formedness flags.
 TREAT_CURE_PPDB = ("[X] ||| treat ||| cure ||| -logp(e2|e1)=1.38629 -logp(e1|e2)=0.693147 NumPivots=1 "
-                   "Model=general ||| 0-0 ||| OtherRelated")
+                   "Form=none ||| 0-0 ||| OtherRelated")
 TINY_PAIRS = {("treat", "cure"), ("we treat", "we cure"), ("treat it", "cure it"), ("we treat it", "we cure it")}
 # Phrases matching 'tre*' and their counts in the three sentences (a stored phrase takes part in a pair).
 TINY_SEARCH = [("treat", 2), ("treat it", 2), ("we treat", 1), ("we treat it", 1)]
@@ -338,8 +340,9 @@ class Commands:
 
     def lookup_table(self):
         lines = self("lookup", self.inputs["tiny_db"], "treat").stdout.splitlines()
-        expect(len(lines) == 2 and lines[1].split()[:4] == ["1", "cure", "0.2500", "0.5000"],
-               f"expected one row '1 cure 0.2500 0.5000 ...', got {lines}")
+        # rank, paraphrase, score (General's p(e2|e1) here), p(e2|e1), p(e1|e2)
+        expect(len(lines) == 2 and lines[1].split()[:5] == ["1", "cure", "0.2500", "0.2500", "0.5000"],
+               f"expected one row '1 cure 0.2500 0.2500 0.5000 ...', got {lines}")
         return lines[1].strip()
 
     def lookup_json(self):
