@@ -55,6 +55,10 @@ method = "pharaoh"
 pharaoh = { fr = "c.align" }
 [pivot]
 min_phrase_count = 1
+[ppdb2]
+# a tiny synthetic data root: neither the PPDB 2.0 ratings nor WordNet
+learn = false
+wordnet = false
 [domain]
 order = 3
 in_domain = { lines = ["bio.txt"] }
