@@ -813,6 +813,10 @@ class Pipeline:
         if comb_meta is not None:
             meta["combination"] = comb_meta
         meta.update(layer)  # forms, ppdb2 (score, its fit and sizes), relations
+        # phrase.lhs: pivot.store.labels' GENIA tagger would cost its training (about 65 s, once
+        # per machine) and about 40 CPU s to tag the stored phrases, beyond the build's budget for
+        # this layer; the column holds [X] until a stage labels them
+        meta["lhs"] = {"labels": "[X] for every phrase", "tagger": None}
         meta["default_model"] = "ppdb2" if layer["ppdb2"]["learned"] else models[0]["name"]
 
         def chunks():
