@@ -6,6 +6,7 @@ dictionary lemmatizer (below); the WordNet tests need the data root (PIVOT_DATA)
 """
 import itertools
 import os
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -262,6 +263,8 @@ def test_wordnet_lemmas(wordnet):
     assert wordnet("treat") == {"treat"}
     assert {"carry out", "get rid of", "human being"} <= wordnet.units
     assert "deal with" not in wordnet.units
+    again = pickle.loads(pickle.dumps(wordnet))       # travels to a worker as its data root
+    assert again("mice") == {"mice", "mouse"} and again.units == wordnet.units
 
 
 def test_wordnet_issue_examples(wordnet):

@@ -51,6 +51,10 @@ has a comma token, "( a )" bracket tokens, "can't" is "can 't"). Decisions, and 
   content words. *be*, *have* and *do* are listed whatever their use (main verb or auxiliary):
   without a parser the two cannot be told apart, and *have fever* against *fever* is not a
   paraphrase either.
+* **A phrase without content words against one with them** is FUNCTION_ONLY: *associated with*
+  / *to*, *infection* / *it*. The price is paid by queries that are themselves function words:
+  *because of* / *due to* is hidden, because *due* is an adjective (complex prepositions such
+  as *due to*, *owing to*, *thanks to* are not listed as units here, nor in WordNet).
 * **Dangling edges, compared per pair**: a flag set when either phrase dangles would hide every
   answer to a query that dangles itself (PATO's *associated with*, whose curated synonym is
   *associated*, would show nothing); comparing the two phrases' edges flags exactly the pairs in
@@ -60,14 +64,14 @@ has a comma token, "( a )" bracket tokens, "can't" is "can 't"). Decisions, and 
   ...*: *broken down*, *shortly after*) do not dangle; the transitive ones (*of, to, for, with,
   from, at, in, on, by, about, ...*) do. *in*, *on* and *by* have particle uses too (*log in*),
   but after a noun, the shape the database proposes (*infection in*), they are fragments; the
-  multiword-unit exemption keeps the lexicalised verbs (*carry on*, *stand by*). (2) Only
+  WordNet multiword units keep the lexicalised verbs (*carry on*, *stand by*). (2) Only
   coordinating conjunctions dangle at the start (*and cells*); subordinators open real phrases
   (*if necessary*, *when needed*). Among determiners, those that need a noun dangle at the end
   (articles, demonstratives, possessives, *every*, *whose*); quantifiers that can stand alone
   (*all*, *some*, *both*, *enough*) do not. A verb plus preposition not in WordNet (*deal with*)
   stays dangling: without a part-of-speech tag, "a content word then a preposition" is
   *treatment of* as often as *deal with*; bench/bench_junk.py counts what this rule costs (on
-  General's top 10 for 715 ontology terms: 46 of 4,162 proposals, none an ontology synonym, and
+  General's top 10 for 715 ontology terms: 45 of 4,162 proposals, none an ontology synonym, and
   most fragments: *combined with*, *birth to*, *pain in*, *increase in*).
 * **Inflection and containment on content words**, lemmas by WordNet's morphology
   (``wordnet_lemmatizer``: the word itself plus NLTK's ``_morphy`` for each part of speech), so
@@ -205,9 +209,17 @@ class WordNetLemmatizer:
     space-separated): phrases that are lexicalised units, whose edges do not dangle.
     """
 
-    def __init__(self, wordnet):
+    def __init__(self, wordnet, data_root=None):
         self._wn = wordnet
+        self.data_root = data_root
         self.units = frozenset(name.replace("_", " ") for name in wordnet.all_lemma_names() if "_" in name)
+
+    def __reduce__(self):
+        # NLTK's corpus reader does not travel to a Dask worker; the data root does, and the
+        # worker loads WordNet from it.
+        if self.data_root is None:
+            raise TypeError("this WordNetLemmatizer was built without a data root and cannot be pickled")
+        return wordnet_lemmatizer, (self.data_root,)
 
     def __call__(self, token: str) -> frozenset:
         morphy = self._wn._morphy
@@ -234,7 +246,7 @@ def wordnet_lemmatizer(data_root) -> WordNetLemmatizer:
     version = wordnet.get_version()
     if version != "3.0":
         raise InputError(f"WordNet {version} found, 3.0 expected", folder)
-    return WordNetLemmatizer(wordnet)
+    return WordNetLemmatizer(wordnet, str(data_root))
 
 
 # ---------------------------------------------------------------------------- phrases and pairs
