@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import write_json  # noqa: E402
 
 from pivot import recipes  # noqa: E402
-from pivot.eval.gold import _unit_hash, pair_key, read_gold  # noqa: E402
+from pivot.eval.gold import pair_key, read_gold  # noqa: E402
+from pivot.hashes import unit_hash  # noqa: E402
 from pivot.pipeline.ppdb2 import spearman  # noqa: E402
 from pivot.store.db import ParaphraseDB  # noqa: E402
 from pivot.store.write import HIDDEN_FORMS, RELATION_NAMES  # noqa: E402
@@ -48,7 +49,7 @@ def rated_rows(db: ParaphraseDB, ratings_path, seed: int, dev_fraction: float):
         ia, ib = db.phrase_id(a, normalize=False), db.phrase_id(b, normalize=False)
         if ia is None or ib is None:
             continue
-        dev = _unit_hash(pair_key(a, b), seed) < dev_fraction
+        dev = unit_hash(pair_key(a, b), seed) < dev_fraction
         for x, z in ((ia, ib), (ib, ia)):
             row = db._conn.execute(f"SELECT ppdb2, {general} FROM pair WHERE e1 = ? AND e2 = ?", (x, z)).fetchone()
             if row is None or (x, z) in seen:

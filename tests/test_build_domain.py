@@ -35,12 +35,14 @@ GOLD = "divides\tsplits\t9.0\ngrows\texpands\t8.0\nlike\tlove\t4.0\neat\tdevour\
 CONTROL = "binds\tattaches\t8.0\nwe eat\twe devour\t2.0\npizza\tmusic\t0.5\n"
 
 
-def write_tiny(tmp):
+def write_tiny(tmp, en=EN, lex=LEX):
+    """The tiny recipe and its data under `tmp`; `en` (3-word sentences) and `lex` (word for word)
+    may add sentences, as tests/test_docs.py does; returns the build's arguments."""
     data = tmp / "data"
     data.mkdir()
-    (data / "c.en").write_text("\n".join(EN) + "\n")
-    (data / "c.fr").write_text("\n".join(" ".join(LEX[w] for w in s.split()) for s in EN) + "\n")
-    (data / "c.align").write_text("0-0 1-1 2-2\n" * len(EN))
+    (data / "c.en").write_text("\n".join(en) + "\n")
+    (data / "c.fr").write_text("\n".join(" ".join(lex[w] for w in s.split()) for s in en) + "\n")
+    (data / "c.align").write_text("0-0 1-1 2-2\n" * len(en))
     (data / "bio.txt").write_text("\n".join(IN_DOMAIN) + "\n")
     (data / "gold.txt").write_text(GOLD)
     (data / "control.txt").write_text(CONTROL)
@@ -55,10 +57,6 @@ method = "pharaoh"
 pharaoh = { fr = "c.align" }
 [pivot]
 min_phrase_count = 1
-[ppdb2]
-# a tiny synthetic data root: neither the PPDB 2.0 ratings nor WordNet
-learn = false
-wordnet = false
 [domain]
 order = 3
 in_domain = { lines = ["bio.txt"] }
@@ -71,6 +69,10 @@ gold = ["gold.txt"]
 n_tune = 1000
 [eval]
 sets = [{ name = "control", sources = [{ path = "control.txt", format = "simlex", threshold = 6.0 }] }]
+[ppdb2]
+# this data root holds neither the PPDB 2.0 ratings nor WordNet: no learned score, no relations
+learn = false
+wordnet = false
 """)
     return ["--recipe", str(recipe), "--data", str(data), "--work", str(tmp / "work")]
 
@@ -92,7 +94,7 @@ def test_failed_build_resumes_where_it_stopped(tmp_path, caplog, capsys, monkeyp
         raise InputError("the regression failed (injected)")
 
     with monkeypatch.context() as m:
-        m.setattr(combine, "fit_combination", fail)
+        m.setattr(combine, "fit_combination_unordered", fail)
         assert main(["-q", "build", *args, "--out", str(tmp_path / "t.db")]) == 2
     assert "injected" in capsys.readouterr().err
     assert not (tmp_path / "t.db").exists()

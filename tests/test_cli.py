@@ -64,33 +64,35 @@ def tiny_db(tmp_path, capsys):
 
 
 def test_build_lookup_export(tiny_db, capsys, tmp_path):
-    assert main(["lookup", str(tiny_db), "treat", "--format", "json"]) == 0
+    assert main(["lookup", str(tiny_db), "treat", "--model", "general", "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [(p["paraphrase"], p["score"], p["p_rev"]) for p in out["paraphrases"]] == [("cure", 0.25, 0.5)]
     assert out["paraphrases"][0]["pivots"] == ["fr:soignons"]
     assert out["signature"].startswith("pivot:")
 
-    assert main(["lookup", str(tiny_db), "We", "Treat", "-k", "1", "--format", "json"]) == 0
+    assert main(["lookup", str(tiny_db), "We", "Treat", "-k", "1", "--model", "general", "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["phrase"] == "we treat"
     assert [(p["paraphrase"], p["score"]) for p in out["paraphrases"]] == [("we cure", 0.5)]
 
-    assert main(["lookup", str(tiny_db), "treat"]) == 0
+    assert main(["lookup", str(tiny_db), "treat", "--model", "general"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[1].split()[:4] == ["1", "cure", "0.2500", "0.5000"]
+    # rank, paraphrase, score, p(e2|e1), p(e1|e2) (General's: -ln .25 = 1.38629, -ln .5 = 0.693147 below)
+    assert table[1].split()[:5] == ["1", "cure", "0.2500", "0.2500", "0.5000"]
 
-    assert main(["lookup", str(tiny_db), "treat", "--format", "ppdb"]) == 0
-    assert capsys.readouterr().out.strip() == (
-        "[X] ||| treat ||| cure ||| -logp(e2|e1)=1.38629 -logp(e1|e2)=0.693147 NumPivots=1 Model=general"
-        " ||| 0-0 ||| OtherRelated")
+    assert main(["lookup", str(tiny_db), "treat", "--model", "general", "--format", "ppdb"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("[") and " ||| treat ||| cure ||| " in line
+    assert " -logp(e2|e1)=1.38629 -logp(e1|e2)=0.693147 " in line and " NumPivots=1 " in line
 
     assert main(["lookup", str(tiny_db), "no such phrase"]) == 1
 
     out_file = tmp_path / "tiny.ppdb"
-    assert main(["-q", "export", str(tiny_db), "--format", "ppdb", "-o", str(out_file)]) == 0
+    assert main(["-q", "export", str(tiny_db), "--model", "general", "--all", "-o", str(out_file)]) == 0
     lines = out_file.read_text().splitlines()
-    assert all(len(l.split(" ||| ")) == 6 for l in lines)
-    assert "[X] ||| cure ||| treat ||| -logp(e2|e1)=0.693147" in "\n".join(lines)
+    assert all(len(x.split(" ||| ")) == 6 for x in lines)
+    assert line in lines  # the lookup's line is the export's
+    assert " ||| cure ||| treat ||| " in "\n".join(lines)
 
 
 def test_min_phrase_count(tmp_path, capsys):

@@ -1,5 +1,5 @@
 """The database: schema, round trip, ranks and ties, reverse probabilities, atomic and
-deterministic writes, PPDB lines."""
+deterministic writes (PPDB lines: tests/test_export.py)."""
 import hashlib
 import math
 import sqlite3
@@ -7,7 +7,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from pivot.store.db import SCHEMA_VERSION, ParaphraseDB, export_ppdb, ppdb_line, write_database
+from pivot.store.db import ParaphraseDB
+from pivot.store.write import SCHEMA_VERSION, write_database
 from pivot.errors import InputError
 
 # Phrases 0..3; pairs and two models. Model "general" scores every pair, "dom" only some.
@@ -257,31 +258,6 @@ def test_failed_write_leaves_nothing(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["t.db"] and _sha256(path) == before
 
 
-def test_ppdb_line_format():
-    # -ln(0.5) = 0.693147..., -ln(0.25) = 1.386294...
-    line = ppdb_line("treat", "cure", 0.5, 0.25, 2, model="general")
-    fields = line.split(" ||| ")
-    assert fields == ["[X]", "treat", "cure",
-                      "-logp(e2|e1)=0.693147 -logp(e1|e2)=1.38629 NumPivots=2 Model=general",
-                      "0-0", "OtherRelated"]
-    assert ppdb_line("look after", "treat", 1.0, None, 1, model="m").split(" ||| ")[3:] == [
-        "-logp(e2|e1)=-0 NumPivots=1 Model=m", "", "OtherRelated"]
-
-
-def test_export_ppdb(db_path):
-    import io
-
-    out = io.StringIO()
-    with ParaphraseDB(db_path) as db:
-        assert export_ppdb(db, out, model="dom") == 4
-    lines = out.getvalue().splitlines()
-    assert [l.split(" ||| ")[1:3] for l in lines] == [
-        ["treat", "cure"], ["treat", "handle"], ["treat", "look after"], ["cure", "treat"]]
-    # -ln .6 = .510826, -ln .3 = 1.20397: p_rev of the first line comes from the reverse pair
-    assert lines[0].split(" ||| ")[3] == "-logp(e2|e1)=0.510826 -logp(e1|e2)=1.20397 NumPivots=2 Model=dom"
-    assert all(len(l.split(" ||| ")) == 6 for l in lines)
-
-
 def _chunk(rows):
     from pivot.store.write import PairChunk
     return PairChunk(E1[rows], E2[rows], N_PIVOTS[rows], PIVOTS[rows], SCORES[rows])
@@ -330,17 +306,19 @@ def test_chunks_out_of_key_order_are_refused_and_leave_no_file(tmp_path):
         assert list(tmp_path.iterdir()) == []
 
 
-def test_symmetric_scores_over_row_ranges_equal_the_whole_table():
-    from pivot.pipeline.run import symmetric_scores
+def test_directed_scores_over_row_ranges_equal_the_whole_table():
+    from pivot.pipeline.run import directed_scores
 
     class Table:
         def __init__(self, rows):
             self.e1, self.e2, self.p = E1[rows], E2[rows], SCORES[rows]
 
     queries = [(0, 1), (2, 0), (3, 0), (1, 2), (None, 1)]
-    whole = symmetric_scores(Table(slice(None)), queries)
-    parts = symmetric_scores(iter([Table([0, 1, 2]), Table([3]), Table([4])]), queries)
-    # (0,1): max(0.5, p(0|1) = 0.4); (2,0): p(0|2) 0.25 vs p(2|0) 0.2; (3,0): only 0->3; (1,2), unknown: 0.
-    expected = np.array([[0.5, 0.6], [0.25, 0.15], [0.5, 0.1], [0.0, 0.0], [0.0, 0.0]])
-    assert np.array_equal(whole, expected)
-    assert np.array_equal(parts, expected)
+    whole = directed_scores(Table(slice(None)), queries)
+    parts = directed_scores(iter([Table([0, 1, 2]), Table([3]), Table([4])]), queries)
+    # p(b|a): (0,1) row 0, (2,0) row 4, (3,0) and (1,2) absent, unknown id 0.
+    fwd = np.array([[0.5, 0.6], [0.25, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    # p(a|b): (1,0) row 3, (0,2) row 1, (0,3) row 2, (2,1) absent, unknown id 0.
+    rev = np.array([[0.4, 0.3], [0.2, 0.15], [0.5, 0.1], [0.0, 0.0], [0.0, 0.0]])
+    for got in (whole, parts):
+        assert np.array_equal(got[0], fwd) and np.array_equal(got[1], rev)

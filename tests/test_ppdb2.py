@@ -12,7 +12,8 @@ from pivot.pipeline import ppdb2 as P
 from pivot.pipeline import wellformed, wordnet
 from pivot.pipeline.bundle import save_bundle
 from pivot.store.combined import FLOOR_LOG_P
-from pivot.store.db import ParaphraseDB, write_database
+from pivot.store.db import ParaphraseDB
+from pivot.store.write import write_database
 from pivot.store import write as W
 
 

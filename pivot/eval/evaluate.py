@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pivot import outputs
 from pivot.errors import InputError
 
 #: recall levels of `precision_at_recall` (exact decimal literals: no arange drift).
@@ -580,6 +581,5 @@ def write_report(path_md, results: dict[str, EvalResult], db, figures=()) -> Pat
         for fig in figures:
             rel = os.path.relpath(Path(fig).resolve(), path_md.resolve().parent)
             out += [f"![{Path(fig).stem}]({Path(rel).as_posix()})", ""]
-    path_md.parent.mkdir(parents=True, exist_ok=True)
-    path_md.write_text("\n".join(out), encoding="utf-8")
+    outputs.write_text(path_md, "\n".join(out))
     return path_md

@@ -1,7 +1,7 @@
 """Corpus stage: read, validate, normalise, filter and deduplicate bitext.
 
 Every English or foreign sentence that enters the project (both sides of the bitext,
-language-model text, gold phrases) goes through :func:`normalize`, so a phrase in the
+language-model text, gold phrases) goes through :func:`pivot.text.normalize`, so a phrase in the
 paraphrase database, a word in a gold pair and an n-gram in a language model are spelt
 the same way.
 
@@ -55,7 +55,6 @@ or zip stream raises InputError naming the file and the line where reading broke
 from __future__ import annotations
 
 import glob
-import gzip
 import hashlib
 import itertools
 import json
@@ -64,7 +63,6 @@ import os
 import re
 import struct
 import sys
-import unicodedata
 import zipfile
 import zlib
 from array import array
@@ -74,9 +72,8 @@ from pathlib import Path
 import numpy as np
 
 from pivot.errors import InputError
-from pivot.text import (_DAMAGED, _PUNCT_MAP, _checked_lines, _count_lines,  # noqa: F401
-                         _count_lines_checked, _damaged, _iter_lines, _open_binary, normalize,
-                         normalize_many, numbered_lines)
+from pivot.hashes import hash64
+from pivot.text import _checked_lines, _count_lines_checked, _iter_lines, _open_binary, normalize_many
 
 # The reasons a raw line or pair is not kept, in the order clean_pairs tests them.
 STAT_KEYS = ("read", "blank", "header", "empty", "too_long", "ratio", "duplicate", "kept")
@@ -139,19 +136,19 @@ def sample_limit(fraction: float) -> int:
 def sample_keeper(fraction: float, seed: int):
     """The resample rule as a predicate ``keep(english, foreign)`` on a normalised pair.
 
-    h = the first 8 bytes of blake2b(str(seed) + "\\n" + english + "\\t" + foreign), read as a
-    big-endian integer; the pair is kept iff h < ceil(fraction * 2^64) (:func:`sample_limit`).
+    h = :func:`pivot.hashes.hash64` of english + "\\t" + foreign (the first 8 bytes of
+    blake2b(str(seed) + "\\n" + english + "\\t" + foreign), read as a big-endian integer);
+    the pair is kept iff h < ceil(fraction * 2^64) (:func:`sample_limit`).
     The hash of the pair's own text (the house rule of pivot.pipeline.run.cross_fit_folds):
     each pair is kept with probability ``fraction`` independently of the others, the same
     pairs on every run, machine and worker count, whatever the order of the input; a pair
     repeated (in one source or several) is kept or left out as a whole. Seeds give
     independent resamples of the same size in expectation.
     """
-    limit, salt = sample_limit(fraction), str(seed).encode() + b"\n"
-    blake2b = hashlib.blake2b
+    limit = sample_limit(fraction)
 
     def keep(en: str, f: str) -> bool:
-        return int.from_bytes(blake2b(salt + f"{en}\t{f}".encode("utf-8"), digest_size=8).digest(), "big") < limit
+        return hash64(f"{en}\t{f}", seed) < limit
 
     return keep
 
@@ -159,8 +156,8 @@ def sample_keeper(fraction: float, seed: int):
 # ----------------------------------------------------------------------------- damaged files
 
 # Reading a damaged compressed stream, and bad bytes in any text: pivot.text decides both for
-# every reader (see the notes at the top of its readers section): _DAMAGED, _damaged,
-# _checked_lines and _count_lines_checked are imported from there.
+# every reader (see the notes at the top of its readers section): the readers here call its
+# _checked_lines and _count_lines_checked.
 
 # What a damaged zip archive may raise before its member is read: a bad central directory or
 # local header (BadZipFile, ValueError, struct.error, EOFError, OSError), an unsupported
@@ -256,6 +253,10 @@ def is_section_header(en, f):
     return _is_header_text(en) or _is_header_text(f)
 
 
+#: A bitext file without a line: a download that failed, or the wrong file; never a corpus.
+_EMPTY = "holds no line: an empty bitext file (a failed download, or the wrong file?)"
+
+
 def read_parallel(en_path, f_path, drop_headers=True, stats=None):
     """Yield (line_number, english, foreign) from two line-aligned files (Moses ``stem.lang``).
 
@@ -264,7 +265,8 @@ def read_parallel(en_path, f_path, drop_headers=True, stats=None):
     and both counts) before the caller has anything. A line that is blank on both sides
     (a document separator in the WMT biomedical files) is skipped; with ``drop_headers``
     a pair for which :func:`is_section_header` holds is skipped. Trailing whitespace is
-    removed from every line.
+    removed from every line. Two files without a line raise InputError (an empty bitext is
+    a failed download, never a corpus).
 
     ``stats``, when given, is a dict whose "read", "blank" and "header" entries are
     incremented (lines read, blank separators, headers dropped).
@@ -274,6 +276,8 @@ def read_parallel(en_path, f_path, drop_headers=True, stats=None):
         raise InputError(
             f"line counts differ: {en_path} has {n_en} lines, {f_path} has {n_f}; "
             "the two sides of a parallel corpus must be line-aligned", path=en_path)
+    if n_en == 0:
+        raise InputError(f"{_EMPTY} (and so is {f_path})", path=en_path)
     stats = stats if stats is not None else _new_stats()
     with _open_binary(en_path) as fe, _open_binary(f_path) as ff:
         for (number, en), (_, f) in zip(_checked_lines(fe, en_path, bom="lines"),
@@ -312,7 +316,8 @@ def read_tsv_zip(zip_path, member=None, stats=None):
     This is the Tatoeba/manythings.org layout (``fra-eng/fra.txt``, ``deu.txt``); fields
     after the second (attribution) are ignored. macOS ``__MACOSX/`` entries and
     ``_about.txt`` are never read. A line with fewer than two fields raises InputError
-    naming ``zip:member`` and the line. ``stats`` as in :func:`read_parallel` ("read").
+    naming ``zip:member`` and the line, and so does a member without a line. ``stats`` as in
+    :func:`read_parallel` ("read").
     """
     stats = stats if stats is not None else _new_stats()
     if not Path(zip_path).is_file():
@@ -331,6 +336,7 @@ def read_tsv_zip(zip_path, member=None, stats=None):
             raise InputError(f"cannot read member {member!r} of the zip ({type(exc).__name__}: "
                              f"{exc}); the file is damaged: fetch it again", path=zip_path) from None
         with fh:
+            number = 0
             for number, line in _checked_lines(fh, where, bom="lines"):
                 stats["read"] += 1
                 fields = line.split("\t")
@@ -339,6 +345,8 @@ def read_tsv_zip(zip_path, member=None, stats=None):
                         f"expected english<TAB>foreign, found {len(fields)} field: {line[:60]!r}",
                         path=where, line=number)
                 yield number, fields[0].strip(), fields[1].strip()
+            if number == 0:
+                raise InputError(_EMPTY, path=where)
 
 
 def _value_matcher(values):
@@ -413,7 +421,8 @@ def read_tsv_gz(path, where=None, exclude=None, drop_headers=False, stats=None, 
     an empty line, or a row whose two sides are blank, is counted "blank" and skipped; with
     ``drop_headers`` a pair for which :func:`is_section_header` holds is skipped. A row with
     fewer than two fields, or fewer than a filter's column, raises InputError naming the file
-    and the line; so do bytes that are not UTF-8 and a corrupt or truncated gzip stream.
+    and the line; so do bytes that are not UTF-8, a corrupt or truncated gzip stream and a
+    file without a line (a 0-byte ``.gz`` is not gzip data: pivot.text._open_binary).
 
     ``stats``: the "read", "filtered", "blank" and "header" entries are incremented.
     """
@@ -422,6 +431,7 @@ def read_tsv_gz(path, where=None, exclude=None, drop_headers=False, stats=None, 
     rule = compile_row_filter(where, exclude, name)
     n_columns, keep = rule if rule is not None else (2, None)
     with _open_binary(path) as fh:
+        number = 0
         for number, line in _checked_lines(fh, path, bom="lines"):
             stats["read"] += 1
             if not line.strip():
@@ -445,6 +455,8 @@ def read_tsv_gz(path, where=None, exclude=None, drop_headers=False, stats=None, 
                 stats["header"] += 1
                 continue
             yield number, en, f
+        if number == 0:
+            raise InputError(_EMPTY, path=path)
 
 
 # ----------------------------------------------------------------------------- cleaning

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pivot.pipeline.engine import atomic_save_npz
+from pivot.atomic import save_npz
 
 
 def _read_lines(path: Path, start: int, stop: int, handle_cache: dict) -> list[str]:
@@ -157,7 +157,7 @@ def encode_shards(corpora: list[tuple[str, Path, Path]], out_dir: Path, shard_se
                 f_tokens, f_offsets = f_vocab.encode(fo)
                 link_e, link_f, link_offsets = links.get(s0, s1)
                 name = f"{len(shards):05d}.npz"
-                atomic_save_npz(out_dir / "shards" / name, e_tokens=e_tokens, e_offsets=e_offsets,
+                save_npz(out_dir / "shards" / name, e_tokens=e_tokens, e_offsets=e_offsets,
                                 f_tokens=(f_tokens.astype(np.int64) + f_offset).astype(np.int32),
                                 f_offsets=f_offsets, link_e=link_e, link_f=link_f, link_offsets=link_offsets,
                                 whole=is_terms[origin[s0:s1]])
@@ -194,3 +194,23 @@ def iter_english(encode_dir: Path, chunk: int = 50_000):
                 batch = []
         if batch:
             yield batch
+
+
+def phrase_texts(phrases: np.ndarray, tokens: list[str], ids: np.ndarray) -> dict[int, str]:
+    """Phrase id -> space-joined text, for the given ids (rows of token ids, -1 padded at the end).
+
+    Rows of one length are joined together (a C-level map over lists of words), not token by
+    token in Python: the ppdb2 stage and the database write each ask for 450k texts at bio size.
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    rows = phrases[ids]
+    present = rows >= 0
+    if present.shape[1] > 1 and (present[:, 1:] & ~present[:, :-1]).any():
+        raise ValueError("phrase rows must hold their tokens first and the -1 padding after them")
+    lengths = present.sum(axis=1)
+    words = np.array(tokens, dtype=object)
+    texts = np.empty(len(ids), dtype=object)
+    for n in np.unique(lengths).tolist():
+        sel = lengths == n
+        texts[sel] = list(map(" ".join, words[rows[sel, :n]].tolist())) if n else ""
+    return dict(zip(ids.tolist(), texts.tolist()))

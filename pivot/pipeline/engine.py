@@ -2,7 +2,7 @@
 
 Every sharded task is a plain function of small arguments (paths and numbers) that reads its
 inputs from the work directory and writes its output there atomically (a temporary name,
-then ``os.replace``). Nothing large travels through the scheduler, a task that finds its
+then ``os.replace``: :mod:`pivot.atomic`, :func:`pivot.pipeline.bundle.save_bundle`). Nothing large travels through the scheduler, a task that finds its
 output already written returns at once, and a task whose worker dies is simply run again by
 Dask on another worker: the output is the same bytes either way. That makes the engine a
 detail of speed, never of content: ``--workers 1``, ``--workers 8`` and a SLURM cluster write
@@ -17,13 +17,14 @@ the same database.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
-from pathlib import Path
 
 from pivot.errors import InputError
+from pivot.locking import cores
 
 log = logging.getLogger("pivot")
 
@@ -33,31 +34,12 @@ RETRIES = 3
 MAX_LOCAL_WORKERS = 256
 
 
-def default_workers() -> int:
-    """The cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def atomic_save_npz(path: Path, **arrays) -> None:
-    """``np.savez`` to a temporary name in the same folder, then rename: readers see all or nothing."""
-    import numpy as np
-
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-    os.replace(tmp, path)
-
-
 class Engine:
     """Runs ``fn(*args)`` for many argument tuples; results come back in input order."""
 
     def __init__(self, workers: int | None = None, scheduler: str | None = None):
         if scheduler is None:
-            workers = default_workers() if workers in (None, 0) else int(workers)
+            workers = cores() if workers in (None, 0) else int(workers)
             if not 1 <= workers <= MAX_LOCAL_WORKERS:
                 raise InputError(f"--workers must be between 1 and {MAX_LOCAL_WORKERS}, got {workers}")
         self.workers = workers
@@ -123,7 +105,8 @@ class Engine:
                 # mapping whose pages fault in again, and the merges ran 20-30% slower than the
                 # same code in this process. Unset here; heap goes back to the system between
                 # stages instead (release_heap, as in this process).
-                with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+                with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}), \
+                        _sigint_blocked():
                     self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
                                                  dashboard_address=None, scheduler_port=0,
                                                  silence_logs=logging.ERROR)
@@ -132,6 +115,7 @@ class Engine:
                 from pivot.pipeline._dask_plugins import DieWithParent
 
                 self._client.register_plugin(DieWithParent(), name="pivot-die-with-parent")
+            _quiet_interrupted_gathers()
             log.info("dask: %s in %.1f s", self._client, time.perf_counter() - t0)
         return self._client
 
@@ -187,6 +171,51 @@ class Engine:
 
     def __exit__(self, *exc):
         self.close()
+
+
+@contextlib.contextmanager
+def _sigint_blocked():
+    """SIGINT blocked in this thread while the local cluster starts, and so in every worker.
+
+    Ctrl-C sends SIGINT to the whole foreground process group: the build and every worker
+    process. The build answers it (it closes the cluster, whose nannies stop the workers, and
+    says "interrupted"); a worker answering it too would print a KeyboardInterrupt traceback
+    of 32 lines. The signal mask is inherited by the threads created here (the cluster's
+    event loop and the threads that spawn worker processes, restarted ones included) and kept
+    across fork and exec, so every worker starts, and stays, with SIGINT blocked, from its
+    first instruction on (a handler installed by the worker itself would leave its start-up
+    unguarded). A Ctrl-C that arrives meanwhile stays pending for this thread and is raised
+    as KeyboardInterrupt as soon as the mask is restored.
+    """
+    import signal
+    from multiprocessing import resource_tracker
+
+    # The first start of multiprocessing's resource tracker (which the cluster needs) blocks
+    # SIGINT around its own spawn and then *unblocks* it rather than restoring the mask
+    # (CPython 3.11): started before the mask is set, it leaves the mask alone.
+    resource_tracker.ensure_running()
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class _DropAllExit(logging.Filter):
+    """Drops asyncio's "Task exception was never retrieved" reports of distributed's AllExit:
+    the client's internal wait tasks of a gather that a Ctrl-C interrupted, one per pending
+    task, each with its traceback. Nothing is lost: the build itself says "interrupted"."""
+
+    def filter(self, record):
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (exc is not None and type(exc).__name__ == "AllExit"
+                    and type(exc).__module__.startswith("distributed"))
+
+
+def _quiet_interrupted_gathers() -> None:
+    logger = logging.getLogger("asyncio")
+    if not any(isinstance(f, _DropAllExit) for f in logger.filters):
+        logger.addFilter(_DropAllExit())
 
 
 def release_heap() -> None:

@@ -105,8 +105,10 @@ __all__ = [
 
 UNK, BOS, EOS = 0, 1, 2
 SPECIALS = ("<unk>", "<s>", "</s>")
-# The repository's own tool folder, where scripts/install_lmplz.sh puts lmplz.
-_TOOLS_BIN = Path(__file__).resolve().parent.parent / ".tools" / "bin"
+# The repository's own tool folder, <repo>/.tools/bin, where scripts/install_lmplz.sh puts lmplz
+# and build_binary (this file is <repo>/pivot/pipeline/lm.py). An installed wheel has no
+# repository around it: the folder is then absent and only PATH is searched.
+_TOOLS_BIN = Path(__file__).resolve().parents[2] / ".tools" / "bin"
 # Rows of ARPA text formatted per call of the kernel: bounds the text buffer
 # (~100 bytes a row, held twice while it becomes bytes) while keeping the
 # per-call overhead negligible.
@@ -263,7 +265,7 @@ def _count_orders(seq, vocab_size, order):
     ``</s>`` is among seq[i .. i+n-2]: the start positions of order n are those
     of order n-1 whose (n-1)-gram does not end in ``</s>``.
     """
-    from pivot._lm import count_ngrams
+    from pivot._native import _lm
 
     if len(seq) >= 2**31 - 1:
         raise ValueError("the corpus is too large for the built-in estimator (2^31 positions); "
@@ -279,7 +281,7 @@ def _count_orders(seq, vocab_size, order):
         else:
             positions = positions[seq[positions + (n - 2)] != EOS]
         n_prefix = len(levels[-1]["raw"])
-        prefix, last, suffix, raw, inverse = count_ngrams(
+        prefix, last, suffix, raw, inverse = _lm.count_ngrams(
             gid_prev[positions], seq[positions + (n - 1)], gid_prev[positions + 1],
             n_prefix, vocab_size)
         levels.append(dict(raw=raw, last=last, prefix=prefix, suffix=suffix,
@@ -479,7 +481,7 @@ def _write_arpa(path, levels, discounts, vocab_list):
     written and dropped in turn (its counts, suffix links, probabilities), and
     only the prefix links and last words stay until the end, to spell the rows.
     """
-    from pivot._lm import format_arpa_rows
+    from pivot._native import _lm
 
     order = len(levels)
     encoded = [w.encode("utf-8") for w in vocab_list]
@@ -514,7 +516,7 @@ def _write_arpa(path, levels, discounts, vocab_list):
                                                np.log10(np.where(np.isnan(g), 1.0, g)))
                     else:
                         log_backoff = empty
-                    out.write(format_arpa_rows(_row_words(levels, n, lo, hi), log_prob,
+                    out.write(_lm.format_arpa_rows(_row_words(levels, n, lo, hi), log_prob,
                                                log_backoff, blob, offsets))
                     del log_prob, log_backoff
                 out.write(b"\n")
@@ -655,17 +657,22 @@ def load_model(path):
 
 
 def _find_tool(name, explicit=None):
+    """An explicit path or command name; else the repository's ``.tools/bin``; else PATH.
+
+    The repository's copy comes first: it is the kenlm release that ``scripts/install_lmplz.sh``
+    pins (KENLM_MAX_ORDER=6), the one the agreement test in tests/test_lm.py is measured against,
+    whatever other kenlm a PATH may hold.
+    """
     if explicit:
         return str(explicit) if Path(explicit).is_file() else shutil.which(str(explicit))
-    found = shutil.which(name)
-    if found:
-        return found
     local = _TOOLS_BIN / name
-    return str(local) if local.is_file() and os.access(local, os.X_OK) else None
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    return shutil.which(name)
 
 
 def find_lmplz(lmplz=None):
-    """Path of kenlm's ``lmplz``: the given one, on PATH, or in ``<repo>/.tools/bin``; else None."""
+    """Path of kenlm's ``lmplz``: the given one, in ``<repo>/.tools/bin``, or on PATH; else None."""
     return _find_tool("lmplz", lmplz)
 
 
@@ -713,7 +720,7 @@ def estimate_with_lmplz(
     """
     tool = find_lmplz(lmplz)
     if tool is None:
-        raise FileNotFoundError("lmplz not found on PATH or in .tools/bin; run scripts/install_lmplz.sh")
+        raise FileNotFoundError("lmplz not found in .tools/bin or on PATH; run scripts/install_lmplz.sh")
     if _is_path(sentences):
         if not os.path.isfile(sentences):
             raise FileNotFoundError(f"text file not found: {sentences}")

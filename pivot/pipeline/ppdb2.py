@@ -39,7 +39,7 @@ of the mean human rating on the standardised features of :func:`score_features`,
 fitted on the train part of the PPDB 2.0 human ratings (``[ppdb2] ratings``) restricted to the
 pairs the database stores (each stored direction of a rated pair is a row). The rated pairs
 are split into train and dev by a seeded hash of the unordered normalised pair
-(pivot.eval.gold.pair_key / _unit_hash, the split every gold of the project uses).
+(pivot.eval.gold.pair_key / pivot.hashes.unit_hash, the split every gold of the project uses).
 
 Two things protect the ranking a lookup shows, the list of one phrase's candidates, which the
 ratings (a few hundred pairs of many different phrases) do not see:
@@ -485,12 +485,12 @@ def fit_score(names, x, y, keys, anchor: set[str], *, within=None, lambdas=SCORE
     training rows ranks at least as many synonyms into the top WITHIN_K as the baseline (all
     of them without a check; the best rho overall, recorded, if none qualifies).
     """
-    from pivot.eval.gold import _unit_hash
+    from pivot.hashes import unit_hash
 
     y = np.asarray(y, np.float64)
     if all(n in anchor for n in names):
         multipliers = (1.0,)
-    folds = {seed: np.array([min(int(_unit_hash(k, seed) * CV_FOLDS), CV_FOLDS - 1) for k in keys])
+    folds = {seed: np.array([min(int(unit_hash(k, seed) * CV_FOLDS), CV_FOLDS - 1) for k in keys])
              for seed in CV_SEEDS}
     cv, hits = {}, {}
     for lam in lambdas:
@@ -667,7 +667,7 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.
     ``ppdb2.json`` (what the database's meta records). ``f_lang_of(ids)`` gives the language
     index of foreign phrase ids; ``models``: the stored models, General first."""
     from pivot.pipeline import wellformed
-    from pivot.pipeline.run import phrase_texts
+    from pivot.pipeline.encode import phrase_texts
     from pivot.pipeline.wordnet import WordNet, wordnet_folder
 
     t0 = time.perf_counter()
@@ -767,7 +767,7 @@ class Lexical:
 
 
 def _wordnet_phrases(table, texts, slot, wn, lemmatizer, params) -> Lexical:
-    from pivot.eval.gold import _unit_hash
+    from pivot.hashes import unit_hash
 
     synsets = wn.many_phrase_synsets(texts, lemmatizer)
     has = np.array([bool(s) for s in synsets], dtype=bool)
@@ -775,7 +775,7 @@ def _wordnet_phrases(table, texts, slot, wn, lemmatizer, params) -> Lexical:
     held = np.zeros(len(texts), dtype=bool)
     seed, q = params["seed"], params["relation_test_fraction"]
     for i in np.flatnonzero(has).tolist():
-        held[i] = _unit_hash(str(min(synsets[i])), seed) < q
+        held[i] = unit_hash(str(min(synsets[i])), seed) < q
     return Lexical(synsets, has, held, slot[table.e1], slot[table.e2])
 
 
@@ -802,7 +802,8 @@ def _within_lists(table, ph, form, lex: Lexical, models):
 
 def _fit_score(table, ph, form, models, id_of, params, data_root, within):
     """The ratings' rows (each stored direction of a rated pair), split, fitted, evaluated."""
-    from pivot.eval.gold import _unit_hash, pair_key, read_gold
+    from pivot.eval.gold import pair_key, read_gold
+    from pivot.hashes import unit_hash
     from pivot.text import normalize_many
 
     path = Path(data_root) / params["ratings"]
@@ -825,7 +826,7 @@ def _fit_score(table, ph, form, models, id_of, params, data_root, within):
     pick = np.array(sorted(first.values()), dtype=np.int64)
     rows, y = rows[pick], np.array(ratings, np.float64)[pick]
     keys = [keys[i] for i in pick.tolist()]
-    dev = np.array([_unit_hash(k, params["seed"]) < params["dev_fraction"] for k in keys], dtype=bool)
+    dev = np.array([unit_hash(k, params["seed"]) < params["dev_fraction"] for k in keys], dtype=bool)
     n_train = int((~dev).sum())
     if n_train < MIN_RATED_PAIRS or len(set(np.array(keys)[~dev].tolist())) < MIN_RATED_PAIRS // 2:
         raise InputError(f"[ppdb2] ratings: only {n_train} rated directed pairs in the train part are stored by "
@@ -858,7 +859,7 @@ def _fit_score(table, ph, form, models, id_of, params, data_root, within):
 
 def _fit_relations(table, ph, form, names, texts, slot, wn, lex: Lexical, params, data_root):
     """WordNet-labelled pairs the database stores: synset split, fit, held-out evaluation."""
-    from pivot.eval.gold import _unit_hash
+    from pivot.hashes import unit_hash
     from pivot.pipeline.wordnet import relation
 
     synsets, s1, s2, seed, q = lex.synsets, lex.s1, lex.s2, params["seed"], params["relation_test_fraction"]
@@ -868,7 +869,7 @@ def _fit_relations(table, ph, form, names, texts, slot, wn, lex: Lexical, params
     # at most max_relation_pairs training pairs, chosen by a hash of the pair (not by order)
     limit = params["max_relation_pairs"]
     if len(train_rows) > limit:
-        h = np.array([_unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed) for r in train_rows.tolist()])
+        h = np.array([unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed) for r in train_rows.tolist()])
         train_rows = np.sort(train_rows[np.argsort(h, kind="stable")[:limit]])
     profiles = {}
     for i in np.unique(np.concatenate([s1[train_rows], s2[train_rows], s1[test_rows], s2[test_rows]])).tolist():
@@ -884,7 +885,7 @@ def _fit_relations(table, ph, form, names, texts, slot, wn, lex: Lexical, params
                          f"lemmas (classes {sorted(set(y_train.tolist()))}) are stored by this database: too few to "
                          "train the relation classifier; set [ppdb2] learn = false",
                          Path(data_root) / LEXICON)
-    validation = np.array([_unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed + 1) < RELATION_VALIDATION
+    validation = np.array([unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed + 1) < RELATION_VALIDATION
                            for r in train_rows.tolist()], dtype=bool)
     x_train = _rows_features(table, ph, form, train_rows)
     x_test = _rows_features(table, ph, form, test_rows)

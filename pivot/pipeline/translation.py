@@ -13,8 +13,8 @@ round 2, :func:`merge_by_e` (one task per English partition p): the pairs of par
 round 3, :func:`merge_by_f` (one task per foreign partition q): every pair of a foreign
     phrase in one place gives
         p_k(e|f) = c_k(e,f) / sum_e' c_k(e',f)
-    and the pruning of pivot.pipeline.pivoting, decided for each model k on its OWN counts
-    and probabilities (a model is never pruned by what General saw):
+    and the pruning rules (pivot.pipeline.pruning.keep_entries), decided for each model k on
+    its OWN counts and probabilities (a model is never pruned by what General saw):
     (a) model k keeps (e,f) if c_k(e,f) > 0, p_k(f|e) >= min_p_f_given_e,
         p_k(e|f) >= min_p_e_given_f and n_k(e) >= min_phrase_count, where n_k(e) is the number
         of extractions of e that model k counts at all (weight > 0): a rarer phrase's
@@ -46,6 +46,7 @@ import numpy as np
 
 from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.pipeline.extract import partition_of
+from pivot.pipeline.pruning import keep_entries
 
 
 def _segments(*keys) -> np.ndarray:
@@ -180,20 +181,12 @@ def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_giv
     p_ef = _normalise(a["counts"], col_start, owner)
     p_fe = a["p_fe"]
     counts = a["counts"]
-    n, K = counts.shape
-    # Rule (a) for every model at once, each on its own numbers: whole-array passes, not one
-    # strided pass per model column (a column of an (n, K) array touches every cache line).
-    keep = (counts > 0) & (p_fe >= min_p_f_given_e) & (p_ef >= min_p_e_given_f) & (a["e_ok"] > 0)
-    after_floors = keep.any(axis=1)
-    for k in range(K if max_e_per_f > 0 else 0):
-        # Rule (b): rank the survivors of each column by c_k (descending), then English key.
-        idx = np.flatnonzero(keep[:, k])
-        if not len(idx):
-            continue
-        ranked = idx[np.lexsort((a["e_key"][idx], -counts[idx, k], owner[idx]))]
-        first = _segments(owner[ranked])
-        rank = np.arange(len(ranked)) - np.repeat(first, np.diff(np.append(first, len(ranked))))
-        keep[ranked[rank >= max_e_per_f], k] = False
+    n = counts.shape[0]
+    # Rules (a) and (b) for every model, each on its own numbers; a column's entries share
+    # their foreign phrase's index ``owner``.
+    keep, after_floors = keep_entries(counts, p_fe, p_ef, a["e_ok"] > 0, owner, a["e_key"],
+                                      min_p_f_given_e=min_p_f_given_e, min_p_e_given_f=min_p_e_given_f,
+                                      max_e_per_f=max_e_per_f)
     # Each model's pruned entries contribute nothing to its pivot sums.
     p_fe[~keep] = 0.0
     p_ef[~keep] = 0.0
@@ -364,41 +357,35 @@ def _write_at(path: Path, start: int, values: np.ndarray) -> None:
 
 def phrase_rows(e_paths: list, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(token rows, bitext counts) of the English phrases with these keys (sorted, all present)."""
-    rows, counts = None, np.zeros(len(keys), dtype=np.int64)
-    for path in e_paths:
-        with open_bundle(path) as z:
-            k = z["e_key"]
-            if not len(k):
-                continue
-            lo, hi = np.searchsorted(keys, k[0], side="left"), np.searchsorted(keys, k[-1], side="right")
-            want = keys[lo:hi]
-            pos = np.searchsorted(k, want)
-            if rows is None:
-                rows = np.full((len(keys), z["e_rows"].shape[1]), -1, dtype=np.int32)
-            found = (pos < len(k)) & (k[np.minimum(pos, len(k) - 1)] == want)
-            if not found.all():
-                raise KeyError("phrase key missing from the merged counts")
-            rows[lo:hi] = z["e_rows"][pos]
-            counts[lo:hi] = z["e_count"][pos]
-    if rows is None:
-        rows = np.zeros((len(keys), 1), dtype=np.int32)
-    return rows, counts
+    return _rows_by_key(e_paths, keys, "e_key", "e_rows", "e_count")
 
 
 def foreign_rows(f_paths: list, keys: np.ndarray) -> np.ndarray:
     """Token rows of the foreign phrases with these keys (sorted, all kept somewhere)."""
-    rows = None
-    for path in f_paths:
+    return _rows_by_key(f_paths, keys, "f_dict_key", "f_rows")[0]
+
+
+def _rows_by_key(paths: list, keys: np.ndarray, key_name: str, rows_name: str, count_name: str | None = None):
+    """(rows, counts): member ``rows_name`` (and ``count_name``, else zeros) of each sorted key,
+    from bundles whose member ``key_name`` is sorted and which cover disjoint key ranges in
+    order (the partitions). A key inside a bundle's range but missing from it is a KeyError."""
+    rows, counts = None, np.zeros(len(keys), dtype=np.int64)
+    for path in paths:
         with open_bundle(path) as z:
-            k = z["f_dict_key"]
+            k = z[key_name]
             if not len(k):
                 continue
             lo, hi = np.searchsorted(keys, k[0], side="left"), np.searchsorted(keys, k[-1], side="right")
             want = keys[lo:hi]
             pos = np.searchsorted(k, want)
             if rows is None:
-                rows = np.full((len(keys), z["f_rows"].shape[1]), -1, dtype=np.int32)
-            rows[lo:hi] = z["f_rows"][pos]
+                rows = np.full((len(keys), z[rows_name].shape[1]), -1, dtype=np.int32)
+            found = (pos < len(k)) & (k[np.minimum(pos, len(k) - 1)] == want)
+            if not found.all():
+                raise KeyError(f"{path}: a phrase key missing from the merged counts")
+            rows[lo:hi] = z[rows_name][pos]
+            if count_name is not None:
+                counts[lo:hi] = z[count_name][pos]
     if rows is None:
         rows = np.zeros((len(keys), 1), dtype=np.int32)
-    return rows
+    return rows, counts

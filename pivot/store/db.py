@@ -34,12 +34,11 @@ is the default model of a database that has it (meta "default_model"). Every loo
 pairs with a HIDDEN_FORMS flag (edge punctuation, a function-word-only difference, a dangling
 edge) unless asked for all of them.
 
-The writer is `pivot.store.write.write_database` (re-exported here).
+The writer is `pivot.store.write.write_database`.
 """
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,8 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot.errors import InputError
-from pivot.store.write import (FORM_NAMES, HIDDEN_FORMS, RELATION_COLUMNS, RELATION_NAMES,  # noqa: F401
-                                SCHEMA_VERSION, schema_sql, write_database)  # (write_database re-exported)
+from pivot.store.write import FORM_NAMES, HIDDEN_FORMS, RELATION_COLUMNS, RELATION_NAMES, SCHEMA_VERSION
 
 
 @dataclass(frozen=True)
@@ -101,6 +99,54 @@ def find_pairs(e1: np.ndarray, e2: np.ndarray, q1: np.ndarray, q2: np.ndarray) -
 # ------------------------------------------------------------------------------------ reading
 
 
+#: What a reader says of a file that lacks a table, a column or a readable value of the schema.
+DAMAGED = "not a pivot paraphrase database, or a damaged one"
+
+#: The columns every database has, table by table (`pair` has more: pivots and one per model).
+SCHEMA_COLUMNS = {
+    "meta": ("key", "value"),
+    "model": ("id", "name", "kind", "description", "params", "score_column", "n_pairs"),
+    "phrase": ("id", "text", "n_words", "count"),
+    "foreign_phrase": ("id", "text"),
+    "pair": ("e1", "e2", "n_pivots"),
+}
+
+
+def check_schema(conn: sqlite3.Connection, path) -> dict[str, list[str]]:
+    """{table: its columns} of a paraphrase database, or InputError naming the first table or
+    column of SCHEMA_COLUMNS it lacks (a dropped table would otherwise fail a later query,
+    with a traceback, after part of the output was written)."""
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        out = {}
+        for table, wanted in SCHEMA_COLUMNS.items():
+            if table not in tables:
+                raise InputError(f"{DAMAGED}: no table {table!r}", path)
+            out[table] = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            missing = [c for c in wanted if c not in out[table]]
+            if missing:
+                raise InputError(f"{DAMAGED}: table {table!r} lacks the columns {missing}", path)
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{DAMAGED}: {exc}", path) from exc
+    return out
+
+
+def _json_value(text, what: str, path):
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{DAMAGED}: {what} is not JSON ({exc})", path) from None
+
+
+def read_meta(conn: sqlite3.Connection, path) -> dict:
+    """The `meta` table as {key: decoded JSON value}; InputError for a value that is not JSON."""
+    try:
+        rows = conn.execute("SELECT key, value FROM meta").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{DAMAGED}: {exc}", path) from exc
+    return {k: _json_value(v, f"meta {k!r}", path) for k, v in rows}
+
+
 #: Paraphrases a lookup shows when neither the caller nor the database says how many.
 DEFAULT_K = 10
 
@@ -124,30 +170,40 @@ class ParaphraseDB:
         # "a#b?.db" or "50%.db" opens that file, read-only, never another one.
         self._conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
         try:
-            self.meta = {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
+            tables = check_schema(self._conn, path)
+            self.meta = read_meta(self._conn, path)
             version = self.meta.get("schema_version")
             if version != SCHEMA_VERSION:
                 raise InputError(f"database schema version {version}, this pivot reads version {SCHEMA_VERSION}: "
                                  "rebuild it with `pivot build`", path)
             rows = self._conn.execute(
                 "SELECT id, name, kind, description, params, score_column, n_pairs FROM model ORDER BY id").fetchall()
-            pair_columns = [r[1] for r in self._conn.execute("PRAGMA table_info(pair)")]
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise InputError(f"not a pivot paraphrase database ({exc})", path) from exc
+            self._models = {}
+            for i, name, kind, desc, params, column, n in rows:
+                self._models[name] = {"id": i, "name": name, "kind": kind, "description": desc,
+                                      "params": _json_value(params, f"model {name!r} params", path),
+                                      "column": column, "n_pairs": n}
+            pair_columns = tables["pair"]
+            # Column names are spliced into SQL text (a column cannot be a parameter): accept
+            # only columns the table really has.
+            for info in self._models.values():
+                if info["kind"] != "combined" and info["column"] not in pair_columns:
+                    raise InputError(f"model {info['name']!r} names a missing column {info['column']!r}", path)
+            self._lang = self.meta.get("normalization", {}).get("lang", "en")
+            # How many paraphrases a lookup shows by default: the recipe's top_n. The database
+            # stores every pair above the probability floor, so this is a view, not a cut.
+            pruning = self.meta.get("pruning") or {}
+            self.default_k = int(pruning.get("lookup_top_n") or DEFAULT_K)
         except InputError:
             self._conn.close()
             raise
-        self._models = {
-            name: {"id": i, "name": name, "kind": kind, "description": desc, "params": json.loads(params),
-                   "column": column, "n_pairs": n}
-            for i, name, kind, desc, params, column, n in rows
-        }
-        # Column names are spliced into SQL text (a column cannot be a parameter): accept only
-        # columns the table really has.
-        for info in self._models.values():
-            if info["kind"] != "combined" and info["column"] not in pair_columns:
-                raise InputError(f"model {info['name']!r} names a missing column {info['column']!r}", path)
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise InputError(f"{DAMAGED}: {exc}", path) from exc
+        except (AttributeError, TypeError, ValueError) as exc:  # a meta value of the wrong shape
+            self._conn.close()
+            raise InputError(f"{DAMAGED}: unreadable meta or model values ({type(exc).__name__}: {exc})",
+                             path) from None
         pivots = [c for c in pair_columns if c.startswith("pivot") and c[5:].isdigit()]
         self._pivot_select = ", ".join(f"f{j}.text" for j in range(len(pivots)))
         self._pivot_join = " ".join(f"LEFT JOIN foreign_phrase f{j} ON f{j}.id = t.{c}"
@@ -159,11 +215,6 @@ class ParaphraseDB:
         default = self.meta.get("default_model")
         #: The model a lookup ranks by when none is named: the learned model when there is one.
         self.default_model = default if default in self._models else next(iter(self._models), None)
-        self._lang = self.meta.get("normalization", {}).get("lang", "en")
-        # How many paraphrases a lookup shows by default: the recipe's top_n. The database
-        # stores every pair above the probability floor, so this is a view, not a cut.
-        pruning = self.meta.get("pruning") or {}
-        self.default_k = int(pruning.get("lookup_top_n") or DEFAULT_K)
 
     def close(self):
         self._conn.close()
@@ -194,6 +245,8 @@ class ParaphraseDB:
         if self._learned:
             out["ppdb2"] = ppdb2
         if self._classified:
+            if not 0 <= relation < len(RELATION_NAMES):
+                raise InputError(f"{DAMAGED}: a pair's relation is {relation} (0..{len(RELATION_NAMES) - 1})", self.path)
             out["relation"] = RELATION_NAMES[relation]
             out["relations"] = {name: v / 1000 for name, v in zip(RELATION_NAMES, rel)}
         return out
@@ -418,71 +471,3 @@ class ParaphraseDB:
     def signature(self) -> str:
         """One line that says how this database was made (the build's reproducibility signature)."""
         return self.meta.get("signature", "unknown")
-
-
-# ------------------------------------------------------------------------------------ PPDB 2.0
-
-
-def ppdb_line(e1: str, e2: str, p: float, p_rev: float | None, n_pivots: int, *, model: str,
-              lhs: str = "[X]", label: str = "OtherRelated") -> str:
-    """One PPDB 2.0 line: `[LHS] ||| phrase ||| paraphrase ||| features ||| alignment ||| label`.
-
-    Scores are negative natural logs, as in PPDB (-logp(e2|e1) = -ln p). The alignment field
-    is "0-0" for single words and empty for phrases (pivoting does not align e1 to e2).
-    pivot does no entailment classification, so every pair gets one fixed label.
-    """
-    feats = [f"-logp(e2|e1)={-math.log(p):.6g}"]
-    if p_rev is not None:
-        feats.append(f"-logp(e1|e2)={-math.log(p_rev):.6g}")
-    feats.append(f"NumPivots={n_pivots}")
-    feats.append(f"Model={model}")
-    alignment = "0-0" if " " not in e1 and " " not in e2 else ""
-    return " ||| ".join([lhs, e1, e2, " ".join(feats), alignment, label])
-
-
-def tagged_labeler(data=None, *, cache=None):
-    """A PhraseLabeler whose tagger is trained on GENIA-pos under the data root `data`
-    (default $PIVOT_DATA), or read from the cache; InputError when that is impossible."""
-    from pivot import recipes
-
-    try:
-        from pivot.store.labels import PhraseLabeler, genia_tagger
-        import nltk  # noqa: F401
-    except ImportError as exc:
-        raise InputError(f"PPDB labels need NLTK ({exc}): pip install 'pivot-paraphrase[labels]'") from None
-    try:
-        root = recipes.resolve_data_root(data)
-    except InputError as exc:
-        raise InputError(f"--lhs tagged trains a part-of-speech tagger on the data root's GENIA-pos: {exc}") from None
-    tagger, _ = genia_tagger(root, cache=cache)
-    return PhraseLabeler(tagger)
-
-
-def export_ppdb(db: ParaphraseDB, out, model: str = "general", *, labeler=None, agree: bool = False,
-                stats: dict | None = None, **kwargs) -> int:
-    """Write every pair of `model` as PPDB 2.0 lines to the text stream `out`; returns the count.
-
-    `labeler` (pivot.store.labels.PhraseLabeler, or anything with .label(phrase) -> "[NN]")
-    gives each line's LHS: the label of e1 (see pivot.store.labels); without one every line
-    is [X]. `agree` keeps only the pairs whose e1 and e2 labels are of one broad class (noun,
-    verb, adjective, adverb, preposition); `stats`, if given, receives the counts written and
-    dropped ("written", "disagree").
-    """
-    if agree and labeler is None:
-        raise ValueError("agree=True compares labels: pass a labeler")
-    if agree:
-        from pivot.store.labels import same_class
-    n = dropped = 0
-    for e1, e2, p, p_rev, n_pivots, _ in db.iter_pairs(model):
-        if labeler is not None:
-            lhs = labeler.label(e1)
-            if agree and not same_class(lhs, labeler.label(e2)):
-                dropped += 1
-                continue
-            kwargs["lhs"] = lhs
-        out.write(ppdb_line(e1, e2, p, p_rev, n_pivots, model=model, **kwargs))
-        out.write("\n")
-        n += 1
-    if stats is not None:
-        stats.update(written=n, disagree=dropped)
-    return n

@@ -16,12 +16,14 @@ inputs give a byte-identical file: nothing time- or process-dependent is written
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from pivot import outputs
+from pivot.errors import InputError
 
 SCHEMA_VERSION = 3
 
@@ -63,6 +65,26 @@ CREATE TABLE pair (
     form INTEGER NOT NULL, ppdb2 REAL NOT NULL, {relations}relation INTEGER NOT NULL,
     PRIMARY KEY (e1, e2)) WITHOUT ROWID;
 """
+
+
+def _write_failed(exc: sqlite3.OperationalError, path: Path) -> InputError:
+    """A database write that SQLite could not finish, as one line naming the file.
+
+    SQLite says "database or disk is full" (SQLITE_FULL) when a write finds no space, and
+    only "disk I/O error" when the kernel refuses it otherwise, e.g. EFBIG at this process'
+    file size limit (``ulimit -f``), which is then named, since SQLite cannot say so.
+    """
+    import resource
+
+    if getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL":
+        return InputError(f"cannot write the database: the disk is full (SQLite: {exc}); free space in "
+                          f"{path.parent} or write the database elsewhere", path)
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY:
+        return InputError(f"cannot write the database (SQLite: {exc}), and this process may write files of at "
+                          f"most {limit:,} bytes (ulimit -f): raise that limit, or check the disk", path)
+    return InputError(f"cannot write the database (SQLite: {exc}); check the disk and the free space in "
+                      f"{path.parent}", path)
 
 
 def _masked(values: np.ndarray, absent: np.ndarray) -> list:
@@ -257,92 +279,86 @@ def write_database_chunks(
     if missing:
         raise ValueError(f"{len(missing)} pivot id(s) have no text in `foreign`, e.g. {missing[:5]}")
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.unlink(missing_ok=True)
-    conn = sqlite3.connect(tmp, isolation_level=None)
-    try:
-        # The file is private until renamed: durability is unnecessary while writing, and a
-        # large cache keeps the b-tree's interior pages in memory during the load.
-        conn.execute("PRAGMA journal_mode=OFF")
-        conn.execute("PRAGMA synchronous=OFF")
-        conn.execute("PRAGMA cache_size=-262144")  # KiB: 256 MiB
-        conn.execute("PRAGMA temp_store=MEMORY")
-        conn.executescript(schema_sql(len(stored), n_piv_cols))
-        conn.execute("BEGIN")  # one transaction for the whole load
+    # Built under a temporary name beside `path` and renamed when complete (pivot/outputs.py);
+    # an exception removes it.
+    with outputs.replacing(path) as tmp:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            # The file is private until renamed: durability is unnecessary while writing, and a
+            # large cache keeps the b-tree's interior pages in memory during the load.
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+            conn.execute("PRAGMA cache_size=-262144")  # KiB: 256 MiB
+            conn.execute("PRAGMA temp_store=MEMORY")
+            conn.executescript(schema_sql(len(stored), n_piv_cols))
+            conn.execute("BEGIN")  # one transaction for the whole load
 
-        if callable(lhs):
-            lhs = lhs(used)
-        conn.executemany(
-            "INSERT INTO phrase VALUES (?, ?, ?, ?, ?)",
-            ((i, phrases[i], phrases[i].count(" ") + 1, int(phrase_counts[i]), "[X]" if lhs is None else lhs[i])
-             for i in used.tolist()),
-        )
-        conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)",
-                         ((int(f), foreign[f]) for f in sorted(foreign)))
-
-        # Pass 2: the rows, in primary-key order (a duplicate pair fails the insert and the write).
-        n_columns = 3 + n_piv_cols + len(stored) + 2 + len(RELATION_COLUMNS) + 1
-        insert = f"INSERT INTO pair VALUES ({', '.join('?' * n_columns)})"
-        unclassified = np.zeros(len(RELATION_COLUMNS), dtype=np.int64)
-        unclassified[UNCLASSIFIED] = 1000
-        with tqdm(total=n, desc="database: pairs", unit="row", unit_scale=True,
-                  disable=not progress, mininterval=1.0) as bar:
-            for c in chunks():
-                e1, e2, n_piv, piv = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots))
-                scores = np.asarray(c.p, dtype=np.float64)
-                m = len(e1)
-                form = np.zeros(m, np.int64) if getattr(c, "form", None) is None else _integers(c.form)
-                score = np.zeros(m) if getattr(c, "ppdb2", None) is None else np.asarray(c.ppdb2, np.float64)
-                rel = (np.broadcast_to(unclassified, (m, len(RELATION_COLUMNS))) if getattr(c, "rel", None) is None
-                       else _integers(c.rel))
-                # the argmax relation, ties to the lower index (np.argmax returns the first maximum)
-                relation = rel.argmax(axis=1) if m else np.zeros(0, np.int64)
-                for start in range(0, m, batch_rows):
-                    sl = slice(start, start + batch_rows)
-                    pv, sc = piv[sl], scores[sl]
-                    ab = ~(sc > 0)
-                    columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
-                    columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
-                    columns += [_masked(sc[:, j], ab[:, j]) for j in range(len(stored))]
-                    columns += [form[sl].tolist(), score[sl].tolist()]
-                    columns += [rel[sl, j].tolist() for j in range(len(RELATION_COLUMNS))]
-                    columns.append(relation[sl].tolist())
-                    conn.executemany(insert, zip(*columns))
-                    bar.update(len(sc))
-
-        # A model's pair count is stored so that n_pairs() need not scan the table; a combined
-        # model proposes exactly its base model's pairs.
-        column_of = {m["name"]: j for j, m in enumerate(stored)}
-        for model_id, spec in enumerate(models):
-            if spec["kind"] == "combined":
-                col, count = None, n_pairs[column_of[spec["params"]["base"]]]
-            elif spec["kind"] == "learned":
-                col, count = "ppdb2", n
-            else:
-                col, count = f"p_{column_of[spec['name']]}", n_pairs[column_of[spec["name"]]]
-            conn.execute(
-                "INSERT INTO model VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (model_id, spec["name"], spec["kind"], spec.get("description", ""),
-                 json.dumps(spec.get("params", {}), sort_keys=True), col, int(count)),
+            if callable(lhs):
+                lhs = lhs(used)
+            conn.executemany(
+                "INSERT INTO phrase VALUES (?, ?, ?, ?, ?)",
+                ((i, phrases[i], phrases[i].count(" ") + 1, int(phrase_counts[i]), "[X]" if lhs is None else lhs[i])
+                 for i in used.tolist()),
             )
-        meta = {"schema_version": SCHEMA_VERSION,
-                "default_model": learned[0]["name"] if learned else (models[0]["name"] if models else None), **meta}
-        conn.executemany("INSERT INTO meta VALUES (?, ?)",
-                         ((k, json.dumps(v, sort_keys=True)) for k, v in meta.items()))
-        # Lookups by text go through this index; pairs are clustered by their key. Built after
-        # the load: one sort instead of an index update per row.
-        conn.execute("CREATE UNIQUE INDEX phrase_text ON phrase(text)")
-        conn.execute("COMMIT")
-        conn.execute("ANALYZE")
-    except BaseException:
-        conn.close()
-        tmp.unlink(missing_ok=True)
-        raise
-    conn.close()
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+            conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)",
+                             ((int(f), foreign[f]) for f in sorted(foreign)))
+
+            # Pass 2: the rows, in primary-key order (a duplicate pair fails the insert and the write).
+            n_columns = 3 + n_piv_cols + len(stored) + 2 + len(RELATION_COLUMNS) + 1
+            insert = f"INSERT INTO pair VALUES ({', '.join('?' * n_columns)})"
+            unclassified = np.zeros(len(RELATION_COLUMNS), dtype=np.int64)
+            unclassified[UNCLASSIFIED] = 1000
+            with tqdm(total=n, desc="database: pairs", unit="row", unit_scale=True,
+                      disable=not progress, mininterval=1.0) as bar:
+                for c in chunks():
+                    e1, e2, n_piv, piv = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots))
+                    scores = np.asarray(c.p, dtype=np.float64)
+                    m = len(e1)
+                    form = np.zeros(m, np.int64) if getattr(c, "form", None) is None else _integers(c.form)
+                    score = np.zeros(m) if getattr(c, "ppdb2", None) is None else np.asarray(c.ppdb2, np.float64)
+                    rel = (np.broadcast_to(unclassified, (m, len(RELATION_COLUMNS))) if getattr(c, "rel", None) is None
+                           else _integers(c.rel))
+                    # the argmax relation, ties to the lower index (np.argmax returns the first maximum)
+                    relation = rel.argmax(axis=1) if m else np.zeros(0, np.int64)
+                    for start in range(0, m, batch_rows):
+                        sl = slice(start, start + batch_rows)
+                        pv, sc = piv[sl], scores[sl]
+                        ab = ~(sc > 0)
+                        columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
+                        columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
+                        columns += [_masked(sc[:, j], ab[:, j]) for j in range(len(stored))]
+                        columns += [form[sl].tolist(), score[sl].tolist()]
+                        columns += [rel[sl, j].tolist() for j in range(len(RELATION_COLUMNS))]
+                        columns.append(relation[sl].tolist())
+                        conn.executemany(insert, zip(*columns))
+                        bar.update(len(sc))
+
+            # A model's pair count is stored so that n_pairs() need not scan the table; a combined
+            # model proposes exactly its base model's pairs.
+            column_of = {m["name"]: j for j, m in enumerate(stored)}
+            for model_id, spec in enumerate(models):
+                if spec["kind"] == "combined":
+                    col, count = None, n_pairs[column_of[spec["params"]["base"]]]
+                elif spec["kind"] == "learned":
+                    col, count = "ppdb2", n
+                else:
+                    col, count = f"p_{column_of[spec['name']]}", n_pairs[column_of[spec["name"]]]
+                conn.execute(
+                    "INSERT INTO model VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (model_id, spec["name"], spec["kind"], spec.get("description", ""),
+                     json.dumps(spec.get("params", {}), sort_keys=True), col, int(count)),
+                )
+            meta = {"schema_version": SCHEMA_VERSION,
+                    "default_model": learned[0]["name"] if learned else (models[0]["name"] if models else None), **meta}
+            conn.executemany("INSERT INTO meta VALUES (?, ?)",
+                             ((k, json.dumps(v, sort_keys=True)) for k, v in meta.items()))
+            # Lookups by text go through this index; pairs are clustered by their key. Built after
+            # the load: one sort instead of an index update per row.
+            conn.execute("CREATE UNIQUE INDEX phrase_text ON phrase(text)")
+            conn.execute("COMMIT")
+            conn.execute("ANALYZE")
+        except sqlite3.OperationalError as exc:  # the disk's: full, a file size limit, an I/O error
+            raise _write_failed(exc, path) from exc
+        finally:
+            conn.close()
     return path
