@@ -731,6 +731,8 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.
     del table
     done = engine.map(apply_range, [(part_paths, j, phrases_path, form_path, fit_path, parts[j])
                                     for j in range(len(part_paths))], name="ppdb2")
+    log.info("ppdb2: applied to %d ranges, %.1f CPU s in the tasks", len(done),
+             sum(d.get("cpu_seconds", 0.0) for d in done))
     scores, visible = [], []
     for path in parts:
         with open_bundle(path) as z:
@@ -919,6 +921,7 @@ def apply_range(part_paths, j: int, phrases_path, form_path, fit_path, out_path)
     if out_path.is_file():
         with open_bundle(out_path) as done:
             return {"reused": True, "n_pairs": int(done["ppdb2"].shape[0])}
+    t0 = time.process_time()
     fit = json.loads(Path(fit_path).read_text())
     names = fit["names"]
     score = ScoreModel.from_json(fit["score"])
@@ -945,7 +948,7 @@ def apply_range(part_paths, j: int, phrases_path, form_path, fit_path, out_path)
     ppdb2 = score.predict_columns(names, cols)
     rel = per_mille(relations.probabilities_columns(names, cols))
     save_bundle(out_path, form=form, ppdb2=ppdb2, rel=rel, relation=rel.argmax(axis=1).astype(np.uint8))
-    return {"reused": False, "n_pairs": int(len(e1))}
+    return {"reused": False, "n_pairs": int(len(e1)), "cpu_seconds": round(time.process_time() - t0, 2)}
 
 
 def iter_layers(folder, n_parts: int):
