@@ -361,7 +361,7 @@ def _collect_inputs(rec: dict, root: Path, plan: Plan, lmplz: bool) -> list:
         add(InputFile(path, "gold", _size(path)))
         checks.append(lambda path=path: _read_gold(plan, [path], "ppdb-human", "[ppdb2] ratings"))
     if p2["wordnet"]:
-        from pivot.pipeline.ppdb2 import LEXICON
+        from pivot.pipeline.wordnet import LEXICON
         from pivot.pipeline.wordnet import wordnet_files, wordnet_folder
 
         try:

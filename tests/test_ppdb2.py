@@ -357,9 +357,14 @@ DATA = Path(os.environ.get("PIVOT_DATA", Path(__file__).resolve().parents[2] / "
 def test_wordnet_reader_matches_nltk_on_the_real_files():
     """The files read directly give NLTK's lemmatizer and synsets (a sample of 2,000 lemmas)."""
     wn = wordnet.WordNet.read(wordnet.wordnet_folder(DATA, P.LEXICON))
-    ours, theirs = wellformed.WordNetLemmatizer(wn), wellformed.wordnet_lemmatizer(DATA)
-    assert ours.units == theirs.units
+    import nltk
+
+    nltk.data.path.insert(0, str(DATA / P.LEXICON))
     from nltk.corpus import wordnet as nltk_wn
+
+    assert nltk_wn.get_version() == "3.0"
+    ours, theirs = wellformed.wordnet_lemmatizer(DATA), wellformed.WordNetLemmatizer(nltk_wn)
+    assert ours.units == theirs.units
 
     lemmas = sorted(wn.pos_of)[::70]
     pos = {"n": 0, "v": 1, "a": 2, "s": 2, "r": 3}

@@ -245,7 +245,7 @@ def test_closed_classes_are_consistent():
 
 
 def test_missing_wordnet_is_one_input_error(tmp_path):
-    with pytest.raises(InputError, match="WordNet 3.0 is missing"):
+    with pytest.raises(InputError, match="WordNet 3.0 database file missing"):
         wordnet_lemmatizer(tmp_path)
 
 

@@ -90,7 +90,7 @@ import numpy as np
 
 from pivot.errors import InputError
 from pivot.pipeline.bundle import open_bundle, save_bundle
-from pivot.pipeline.wordnet import RELATIONS
+from pivot.pipeline.wordnet import LEXICON, RELATIONS
 from pivot.store.combined import FLOOR_LOG_P
 
 log = logging.getLogger("pivot")
@@ -592,10 +592,6 @@ def data_files(params: dict, data_root) -> list[Path]:
     if params["wordnet"]:
         files += wordnet_files(wordnet_folder(data_root, LEXICON))
     return files
-
-
-#: WordNet 3.0 under the data root, laid out for NLTK (../shared/docs/DATA.md).
-LEXICON = "lexicon/nltk_data"
 
 
 class CachedLemmas:

@@ -74,7 +74,7 @@ has a comma token, "( a )" bracket tokens, "can't" is "can 't"). Decisions, and 
   General's top 10 for 715 ontology terms: 45 of 4,162 proposals, none an ontology synonym, and
   most fragments: *combined with*, *birth to*, *pain in*, *increase in*).
 * **Inflection and containment on content words**, lemmas by WordNet's morphology
-  (``wordnet_lemmatizer``: the word itself plus NLTK's ``_morphy`` for each part of speech), so
+  (``wordnet_lemmatizer``: the word itself plus WordNet's morphy for each part of speech), so
   *cells ,* / *cell* is EDGE_PUNCT | INFLECTION and *the kidneys* / *kidney disease* is
   CONTAINMENT.
 
@@ -92,11 +92,9 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from itertools import chain
-from pathlib import Path
 
 import numpy as np
 
-from pivot.errors import InputError
 
 EDGE_PUNCT = 1
 FUNCTION_ONLY = 2
@@ -202,8 +200,8 @@ def is_punctuation(token: str) -> bool:
 
 class WordNetLemmatizer:
     """token -> frozenset of its lemmas: the token itself and WordNet's base forms of it as a noun,
-    verb, adjective and adverb (NLTK's ``_morphy``: exception lists, then suffix rules, kept only
-    when WordNet has the result). "cells" -> {"cells", "cell"}; "saw" -> {"saw", "see"}.
+    verb, adjective and adverb (morphy: exception lists, then suffix rules, kept only when WordNet
+    has the result; ``wordnet`` is pivot.pipeline.wordnet.WordNet or NLTK's corpus reader). "cells" -> {"cells", "cell"}; "saw" -> {"saw", "see"}.
 
     ``units`` holds WordNet's multiword lemmas ("carry out", "get rid of", "human being",
     space-separated): phrases that are lexicalised units, whose edges do not dangle.
@@ -215,8 +213,8 @@ class WordNetLemmatizer:
         self.units = frozenset(name.replace("_", " ") for name in wordnet.all_lemma_names() if "_" in name)
 
     def __reduce__(self):
-        # NLTK's corpus reader does not travel to a Dask worker; the data root does, and the
-        # worker loads WordNet from it.
+        # The WordNet files' bytes need not travel to a Dask worker; the data root does, and
+        # the worker reads WordNet from it.
         if self.data_root is None:
             raise TypeError("this WordNetLemmatizer was built without a data root and cannot be pickled")
         return wordnet_lemmatizer, (self.data_root,)
@@ -230,23 +228,12 @@ class WordNetLemmatizer:
 
 
 def wordnet_lemmatizer(data_root) -> WordNetLemmatizer:
-    """The WordNet 3.0 lemmatizer of the data root's ``lexicon/nltk_data`` (see DATA.md)."""
-    folder = Path(data_root) / "lexicon" / "nltk_data"
-    if not (folder / "corpora" / "wordnet" / "index.noun").is_file():
-        raise InputError("WordNet 3.0 is missing (expected corpora/wordnet/index.noun under it): "
-                         "the well-formedness labels need the data root's lexicon", folder)
-    try:
-        import nltk
-    except ImportError:
-        raise InputError("the well-formedness labels need NLTK (pip install 'nltk>=3.9')") from None
-    if str(folder) not in nltk.data.path:
-        nltk.data.path.insert(0, str(folder))
-    from nltk.corpus import wordnet
+    """The WordNet 3.0 lemmatizer of the data root's ``lexicon/nltk_data`` (see DATA.md), over the
+    build's own reader of the database files (pivot.pipeline.wordnet: NLTK's morphy on the same
+    files, tested against NLTK itself)."""
+    from pivot.pipeline.wordnet import WordNet, wordnet_folder
 
-    version = wordnet.get_version()
-    if version != "3.0":
-        raise InputError(f"WordNet {version} found, 3.0 expected", folder)
-    return WordNetLemmatizer(wordnet, str(data_root))
+    return WordNetLemmatizer(WordNet.read(wordnet_folder(data_root)), str(data_root))
 
 
 # ---------------------------------------------------------------------------- phrases and pairs

@@ -59,9 +59,13 @@ ANTONYM = {"!"}
 OTHER_POINTERS = {"+", "&", "^", "%m", "%s", "%p", "#m", "#s", "#p", "=", "*", ">", "$", "\\", "<"}
 
 
-def wordnet_folder(data_root, lexicon: str) -> Path:
+#: WordNet 3.0 under the data root, laid out for NLTK (../shared/docs/DATA.md).
+LEXICON = "lexicon/nltk_data"
+
+
+def wordnet_folder(data_root, lexicon: str = LEXICON) -> Path:
     """The WordNet 3.0 database folder under an NLTK data folder (``lexicon``, relative to the
-    data root, pivot.pipeline.ppdb2.LEXICON): ``<lexicon>/corpora/wordnet``; InputError naming
+    data root, LEXICON by default): ``<lexicon>/corpora/wordnet``; InputError naming
     the first missing file."""
     folder = Path(data_root) / lexicon / "corpora" / "wordnet"
     for name in (*INDEX_FILES.values(), *FILES.values(), *EXCEPTION_FILES.values()):
