@@ -192,3 +192,12 @@ def test_lookup_bad_db_and_model(tiny_db, tmp_path, capsys):
     assert "no such paraphrase database" in capsys.readouterr().err
     assert main(["lookup", str(tiny_db), "treat", "--model", "nope"]) == 2
     assert "unknown model 'nope'" in capsys.readouterr().err
+
+
+def test_agree_is_refused_without_stored_labels(tiny_db, tmp_path, capsys):
+    """The build stores [X] for every phrase (meta lhs): --agree would keep every pair, so it is refused."""
+    assert ParaphraseDB(tiny_db).meta["lhs"]["tagger"] is None
+    assert main(["export", str(tiny_db), "--agree", "-o", str(tmp_path / "out.ppdb")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--agree compares the phrases' labels, and this build stored none" in err[0]
+    assert not (tmp_path / "out.ppdb").exists()

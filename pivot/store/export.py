@@ -252,6 +252,10 @@ def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size:
     plan = _Plan(db, model, lhs)
     if relations is not None and not plan.classified:
         raise InputError("--relation: this database's relations were not classified (meta relations)", db.path)
+    if agree and (db.meta.get("lhs") or {}).get("tagger", "stored") is None:
+        # Every stored label is [X] (meta lhs): all pairs would "agree", and the filter would keep everything.
+        raise InputError("--agree compares the phrases' labels, and this build stored none (every LHS is [X]; "
+                         "meta lhs)", db.path)
     # The pairs to write, as SQL over one chunk's e1 range (?1, ?2): the model's own, minus the
     # filtered ones.
     where, params = ["e1 >= ?1", "e1 < ?2"], ()
