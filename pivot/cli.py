@@ -192,7 +192,8 @@ def _add_lookup(sub):
     p = sub.add_parser("lookup", help="paraphrases of a phrase, best first",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("db", help="database written by `pivot build`")
-    p.add_argument("phrase", nargs="+", type=utf8_text, help="the phrase (normalised like the corpus)")
+    p.add_argument("phrase", nargs="*", type=utf8_text,
+                   help="the phrase (normalised like the corpus); none with --list-models")
     p.add_argument("-k", type=bounded_int(1, MAX_COUNT), default=None,
                    help="how many paraphrases (default: the recipe's [pivot] top_n recorded in the database)")
     p.add_argument("--model", default=None,
@@ -418,6 +419,8 @@ def cmd_build(args) -> int:
 def cmd_lookup(args) -> int:
     from pivot.store.db import ParaphraseDB
 
+    if not args.phrase and not args.list_models:
+        raise InputError("give a phrase to look up (or --list-models)")
     phrase = " ".join(args.phrase)
     with ParaphraseDB(args.db) as db:
         if args.list_models:

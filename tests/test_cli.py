@@ -201,3 +201,10 @@ def test_agree_is_refused_without_stored_labels(tiny_db, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--agree compares the phrases' labels, and this build stored none" in err[0]
     assert not (tmp_path / "out.ppdb").exists()
+
+
+def test_list_models_needs_no_phrase(tiny_db, capsys):
+    assert main(["lookup", str(tiny_db), "--list-models"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split("\t")[:2] == ["general", "general"]
+    assert main(["lookup", str(tiny_db)]) == 2
+    assert capsys.readouterr().err.strip() == "pivot lookup: error: give a phrase to look up (or --list-models)"
