@@ -179,6 +179,25 @@ def test_same_bytes_for_any_chunking_and_with_or_without_the_scan_thread(db_path
     assert len(outs) == 1 and text.getvalue().encode() in outs
 
 
+def test_a_failing_write_stops_the_scan_threads_first(db_path):
+    # The reader fails after the first chunk's lines while the two scan threads are ahead: the
+    # error comes out (not a crash: each thread finishes its scan before its connection closes).
+    class Full(io.RawIOBase):
+        def __init__(self):
+            self.calls = 0
+
+        def write(self, b):
+            self.calls += 1
+            if self.calls > 1:
+                raise OSError(28, "No space left on device")
+            return len(b)
+
+    out = Full()
+    with ParaphraseDB(db_path) as db, pytest.raises(OSError, match="No space left"):
+        export_ppdb(db, out, show_all=True, chunk_rows=1)
+    assert out.calls == 2
+
+
 def test_lookup_ppdb_lines_are_the_exports(db_path):
     with ParaphraseDB(db_path) as db:
         for model in (None, "general", "dom", "general+dom"):
