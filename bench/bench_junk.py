@@ -90,7 +90,7 @@ def main(argv=None):
 
     lists = {}     # model -> [list of proposal texts per term]
     for model in models:
-        lists[model] = [[p.paraphrase for p in db.lookup(t, k=args.over, model=model, normalize=False)]
+        lists[model] = [[p.paraphrase for p in db.lookup(t, k=args.over, model=model, normalize=False, all=True)]
                         for t in terms]
     texts = sorted(set(terms) | {x for per in lists.values() for props in per for x in props})
     index = {t: i for i, t in enumerate(texts)}

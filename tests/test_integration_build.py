@@ -61,7 +61,8 @@ def test_slice_build(slice_db):
         assert stats["read"] == 2_299 + 8_432
         assert (stats["blank"], stats["header"], stats["too_long"], stats["duplicate"]) == (3_070, 1_901, 24, 19)
         assert stats["kept"] == 5_717
-        assert db.models[:1] == ["general"] and len(db.models) == 1 + 7 + 7
+        # General, 7 Moore-Lewis models, 7 General+X combinations and the learned PPDB 2.0 score
+        assert db.models[:1] == ["general"] and len(db.models) == 1 + 7 + 7 + 1 and "ppdb2" in db.models
         hits = db.lookup("patients", k=10)
         assert hits and all(h.score > 0 for h in hits)
         assert [h.rank for h in hits] == list(range(len(hits)))

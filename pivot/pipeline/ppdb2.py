@@ -10,6 +10,7 @@ still moves the ranking.
 Features of a directed pair (e1, e2) (:func:`pair_features`; natural logs):
 
     logp[m], logp_rev[m]        log p_m(e2|e1), log p_m(e1|e2) for every stored model m;
+    logp_min[m]                 min of the two: the pair is strong both ways
     missing[m], missing_rev[m]  a direction m does not propose gets log FLOOR_P and indicator 1
                                 (pivot.store.combined's floor), so the fit learns the offset of
                                 "no opinion" instead of trusting the floor
@@ -25,21 +26,38 @@ Features of a directed pair (e1, e2) (:func:`pair_features`; natural logs):
                                 the well-formedness flags (pivot.pipeline.wellformed)
     fwd_gt_rev                  General's p(e2|e1) > p(e1|e2): the direction of a pair's asymmetry
 
+(The PPMI-SVD similarity of pivot.eval.distributional was measured and left out: about 10 s
+of the build's CPU for a feature that correlates 0.08 with the ratings, lowers the score's
+cross-validated rho and leaves the relations' macro-F1 unchanged.)
+
 **Score** (``PPDB2.0Score``, higher is better, on the ratings' 1-5 scale): a ridge regression
-of the mean human rating on the standardised features,
+of the mean human rating on the standardised features of :func:`score_features`,
 
     score = b0 + sum_j b_j (x_j - mean_j) / sd_j,
-    b = argmin sum_i (y_i - score_i)^2 + lambda * (sum_general b_j^2 + mu * sum_domain b_j^2),
+    b = argmin sum_i (y_i - score_i)^2 + lambda * (sum_General b_j^2 + mu * sum_others b_j^2),
 
 fitted on the train part of the PPDB 2.0 human ratings (``[ppdb2] ratings``) restricted to the
 pairs the database stores (each stored direction of a rated pair is a row). The rated pairs
 are split into train and dev by a seeded hash of the unordered normalised pair
-(pivot.eval.gold.pair_key / _unit_hash, the split every gold of the project uses). The domain
-models' features form their own group with penalty mu * lambda: the ratings are general
-English, and with a few hundred rated pairs seven collinear domain models would fit noise.
-lambda and mu are chosen by 5-fold cross-validation on train (folds by the same hash with
-seeds 1..5; the mean Spearman rho of the pooled out-of-fold predictions; ties to the larger
-penalty); the fit is then reported on dev.
+(pivot.eval.gold.pair_key / pivot.hashes.unit_hash, the split every gold of the project uses).
+
+Two things protect the ranking a lookup shows, the list of one phrase's candidates, which the
+ratings (a few hundred pairs of many different phrases) do not see:
+
+* the score leaves out the phrase counts and lengths (SCORE_EXCLUDED) and the reverse
+  direction alone: across rated pairs, rarer and longer phrases and a high p(e1|e2) go with
+  higher ratings, but inside one phrase's list those weights lift rare fragments whose only
+  translation happens to be shared (p(cell | cellular yield) is high) above the synonyms;
+  the reverse direction enters as logp_min, which rewards a pair strong both ways;
+* General's features form the anchor group (penalty lambda), every other feature (the domain
+  models', the pivots', the strings', the flags') has lambda * mu: with a few hundred rated
+  pairs, seven collinear domain models and a dozen string features would fit noise.
+
+lambda and mu are chosen on train only: 5-fold cross-validation (folds by the same hash with
+seeds 1..5; the mean Spearman rho of the pooled out-of-fold predictions), among the settings
+that rank at least as many WordNet synonyms into the top 10 of WordNet phrases' candidate lists
+as p(e2|e1) does (training-side phrases of the relation split, pairs no HIDDEN flag hides; ties
+by the larger penalties). The fit is then reported on dev.
 
 **Relations**: a multinomial logistic regression (softmax, L2 penalty lambda on the
 standardised non-constant features, class-balanced weights, L-BFGS) over the same features,
@@ -82,9 +100,9 @@ TRIGRAM_CHARS = 40
 #: The ratings' pairs split into train and dev; cross-validation folds on train.
 CV_FOLDS = 5
 CV_SEEDS = (1, 2, 3, 4, 5)
-#: The penalty grids: lambda for the score and the relations, mu for the score's domain group.
+#: The penalty grids: lambda for the score and the relations, mu for the score's non-General group.
 SCORE_LAMBDAS = (1.0, 3.0, 10.0, 30.0, 100.0)
-SCORE_DOMAIN_MULTIPLIERS = (1.0, 10.0, 100.0)
+SCORE_MULTIPLIERS = (10.0, 100.0, 1000.0)
 RELATION_LAMBDAS = (1e-2, 1e-1)
 #: Validation share of the relation training pairs (lambda's choice).
 RELATION_VALIDATION = 0.2
@@ -95,7 +113,16 @@ MIN_RELATION_PAIRS = 60
 SIZES = ("s", "m", "l", "xl", "xxl", "xxxl")
 SIZE_SHARES = (1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
 
+#: Queries whose within-list ranking checks a score (WordNet synonyms in the top WITHIN_K).
+WITHIN_K = 10
+MAX_WITHIN_QUERIES = 4000
 FORM_FEATURES = ("edge_punct", "function_only", "dangling", "inflection", "containment")
+#: Features the relations use but the score does not: across the rated pairs, rarer and longer
+#: phrases were rated higher, and a regression learns that; inside one phrase's list of
+#: candidates the same weights lift rare, long fragments above its synonyms (measured on the
+#: bio build: WordNet synonyms in the top 10 of the WordNet queries 271 by p(e2|e1), 216 with
+#: these features, 277 without).
+SCORE_EXCLUDED = ("log1p_count_e1", "log1p_count_e2", "n_words_e1", "n_words_e2", "n_words_absdiff", "fwd_gt_rev")
 #: The string features: what a classifier that sees only the two strings knows.
 STRING_FEATURES = ("n_words_e1", "n_words_e2", "n_words_absdiff", "token_jaccard", "char3_jaccard",
                    "e1_contains_e2", "e2_contains_e1", *FORM_FEATURES)
@@ -107,13 +134,21 @@ def feature_names(models: list[str]) -> list[str]:
     """The feature columns for stored models ``models`` (General first), in matrix order."""
     names = []
     for m in models:
-        names += [f"logp[{m}]", f"logp_rev[{m}]", f"missing[{m}]", f"missing_rev[{m}]"]
+        names += [f"logp[{m}]", f"logp_rev[{m}]", f"logp_min[{m}]", f"missing[{m}]", f"missing_rev[{m}]"]
     return names + list(SHARED_FEATURES)
 
 
-def domain_features(models: list[str]) -> set[str]:
-    """The features of the domain models (every stored model after General)."""
-    return {n for m in models[1:] for n in (f"logp[{m}]", f"logp_rev[{m}]", f"missing[{m}]", f"missing_rev[{m}]")}
+def score_features(models: list[str]) -> list[str]:
+    """The score's features: feature_names without SCORE_EXCLUDED and without the reverse
+    direction alone (logp_rev; the score sees it through logp_min)."""
+    return [n for n in feature_names(models) if n not in SCORE_EXCLUDED and not n.startswith("logp_rev[")]
+
+
+def anchor_features(models: list[str]) -> set[str]:
+    """General's features: the score's anchor group (penalty lambda; every other feature has
+    lambda * mu)."""
+    m = models[0]
+    return {f"logp[{m}]", f"logp_min[{m}]", f"missing[{m}]", f"missing_rev[{m}]"}
 
 
 # ------------------------------------------------------------------------------------ phrases
@@ -134,9 +169,11 @@ class Phrases:
         save_bundle(path, **{k: getattr(self, k) for k in self.__dataclass_fields__})
 
     @classmethod
-    def load(cls, path) -> "Phrases":
+    def load(cls, path, mmap: bool = False) -> "Phrases":
+        """Read the arrays (mmap: map them, so a task touches only the pages of its pairs'
+        phrases and the workers share the page cache)."""
         with open_bundle(path) as b:
-            return cls(**{k: b[k] for k in cls.__dataclass_fields__})
+            return cls(**{k: b.memmap(k) if mmap else b[k] for k in cls.__dataclass_fields__})
 
 
 def char_trigrams(texts: list[str], width: int = TRIGRAM_CHARS) -> tuple[np.ndarray, np.ndarray]:
@@ -210,7 +247,8 @@ def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list
     log_p, log_rev = _log_floor(p), _log_floor(p_rev)
     cols = []
     for m in range(k):
-        cols += [log_p[:, m], log_rev[:, m], (p[:, m] <= 0).astype(np.float64), (p_rev[:, m] <= 0).astype(np.float64)]
+        cols += [log_p[:, m], log_rev[:, m], np.minimum(log_p[:, m], log_rev[:, m]),
+                 (p[:, m] <= 0).astype(np.float64), (p_rev[:, m] <= 0).astype(np.float64)]
     pivots = np.asarray(pivots)
     langs = np.where(pivots >= 0, ph.f_lang[np.maximum(pivots, 0)], -1) if len(ph.f_lang) else np.full(pivots.shape, -1)
     n1, n2 = ph.n_words[e1].astype(np.float64), ph.n_words[e2].astype(np.float64)
@@ -422,21 +460,39 @@ class RelationModel:
         return cls(Standardiser(names, np.array(d["mean"]), np.array(d["sd"]), d["dropped"]), W)
 
 
-def fit_score(names, x, y, keys, domain: set[str], *, lambdas=SCORE_LAMBDAS,
-              multipliers=SCORE_DOMAIN_MULTIPLIERS) -> tuple[ScoreModel, dict]:
-    """The ridge regression of the module docstring; (model, the cross-validation table).
+def top_k_hits(group, score, tiebreak, positive, k: int = WITHIN_K) -> int:
+    """Positives among the k best of each group: rows sorted by score (descending), ties by
+    ``tiebreak`` ascending, as a lookup ranks a phrase's paraphrases."""
+    group = np.asarray(group)
+    if not len(group):
+        return 0
+    order = np.lexsort((tiebreak, -np.asarray(score, np.float64), group))
+    g = group[order]
+    start = np.flatnonzero(np.concatenate([[True], g[1:] != g[:-1]]))
+    rank = np.arange(len(g)) - np.repeat(start, np.diff(np.concatenate([start, [len(g)]])))
+    return int(np.asarray(positive)[order][rank < k].sum())
 
-    keys: the unordered pair key of each row (its folds). With one domain-free feature set
-    (a General-only build) the multiplier grid collapses to 1.
+
+def fit_score(names, x, y, keys, anchor: set[str], *, within=None, lambdas=SCORE_LAMBDAS,
+              multipliers=SCORE_MULTIPLIERS) -> tuple[ScoreModel, dict]:
+    """The ridge regression of the module docstring; (model, the selection table).
+
+    keys: the unordered pair key of each row (its folds). anchor: the features penalised by
+    lambda (General's); the others get lambda * mu. within: None, or (x, group, tiebreak,
+    positive, baseline) for the within-list check: rows of candidate lists (group: the list),
+    positive: a WordNet synonym of the list's phrase, baseline: the hits of p(e2|e1)'s ranking.
+    Selection: the best mean cross-validated Spearman rho among the (lambda, mu) whose fit on all
+    training rows ranks at least as many synonyms into the top WITHIN_K as the baseline (all
+    of them without a check; the best rho overall, recorded, if none qualifies).
     """
-    from pivot.eval.gold import _unit_hash
+    from pivot.hashes import unit_hash
 
     y = np.asarray(y, np.float64)
-    if not any(n in domain for n in names):
+    if all(n in anchor for n in names):
         multipliers = (1.0,)
-    folds = {seed: np.array([min(int(_unit_hash(k, seed) * CV_FOLDS), CV_FOLDS - 1) for k in keys])
+    folds = {seed: np.array([min(int(unit_hash(k, seed) * CV_FOLDS), CV_FOLDS - 1) for k in keys])
              for seed in CV_SEEDS}
-    cv = {}
+    cv, hits = {}, {}
     for lam in lambdas:
         for mu in multipliers:
             rhos = []
@@ -447,21 +503,36 @@ def fit_score(names, x, y, keys, domain: set[str], *, lambdas=SCORE_LAMBDAS,
                     test = fold == f
                     if test.all() or not test.any():
                         continue
-                    pred[test] = _ridge(names, x[~test], y[~test], lam, mu, domain).predict(names, x[test])
+                    pred[test] = _ridge(names, x[~test], y[~test], lam, mu, anchor).predict(names, x[test])
                 rhos.append(spearman(pred, y))
             cv[(lam, mu)] = float(np.nanmean(rhos)) if not np.all(np.isnan(rhos)) else float("nan")
-    best = max(cv, key=lambda k: (round(-1.0 if math.isnan(cv[k]) else cv[k], 12), k[0], k[1]))
-    model = _ridge(names, x, y, best[0], best[1], domain)
-    table = {"lambda": best[0], "domain_multiplier": best[1], "cv_spearman": round(cv[best], 4),
-             "grid": [{"lambda": lam, "domain_multiplier": mu, "cv_spearman": round(v, 4)}
+            if within is not None:
+                xw, group, tiebreak, positive, _ = within
+                model = _ridge(names, x, y, lam, mu, anchor)
+                hits[(lam, mu)] = top_k_hits(group, model.predict(names, xw), tiebreak, positive)
+    qualified = [k for k in cv if within is None or hits[k] >= within[4]]
+
+    def rank(k):
+        return (round(-1.0 if math.isnan(cv[k]) else cv[k], 12), k[0], k[1])
+
+    best = max(qualified or cv, key=rank)
+    model = _ridge(names, x, y, best[0], best[1], anchor)
+    table = {"lambda": best[0], "multiplier": best[1], "cv_spearman": round(cv[best], 4),
+             "qualified": bool(qualified),
+             "grid": [{"lambda": lam, "multiplier": mu, "cv_spearman": round(v, 4),
+                       **({"within_top_k_synonyms": hits[(lam, mu)]} if hits else {})}
                       for (lam, mu), v in sorted(cv.items())]}
+    if within is not None:
+        table["within"] = {"k": WITHIN_K, "n_lists": int(len(np.unique(within[1]))), "n_rows": int(len(within[1])),
+                           "n_synonyms": int(np.sum(within[3])), "p_general_top_k_synonyms": int(within[4]),
+                           "score_top_k_synonyms": hits[best]}
     return model, table
 
 
-def _ridge(names, x, y, lam, mu, domain) -> ScoreModel:
+def _ridge(names, x, y, lam, mu, anchor) -> ScoreModel:
     std = Standardiser.fit(names, x)
     z = std.transform(names, x)
-    penalty = np.array([lam * (mu if n in domain else 1.0) for n in std.names])
+    penalty = np.array([lam * (1.0 if n in anchor else mu) for n in std.names])
     b0, b = ridge_fit(z, y, penalty)
     return ScoreModel(std, b0, b)
 
@@ -572,12 +643,16 @@ class PairTable:
         return cls(**{f: np.concatenate(v) for f, v in fields.items()}, bounds=np.array(bounds, np.int64))
 
     def find(self, a, b) -> np.ndarray:
-        """Row of each pair (a_i, b_i); -1 where the table does not store it."""
+        """Row of each pair (a_i, b_i); -1 where the table does not store it. The queries are
+        searched in ascending order, which keeps the binary searches' memory accesses local."""
         key = self.e1.astype(np.int64) << 32 | self.e2.astype(np.int64)
         q = np.asarray(a, np.int64) << 32 | np.asarray(b, np.int64)
         if not len(key):
             return np.full(len(q), -1, np.int64)
-        at = np.minimum(np.searchsorted(key, q), len(key) - 1)
+        order = np.argsort(q, kind="stable")
+        at = np.empty(len(q), np.int64)
+        at[order] = np.searchsorted(key, q[order])
+        at = np.minimum(at, len(key) - 1)
         return np.where(key[at] == q, at, -1)
 
     def reverse_p(self, rows) -> np.ndarray:
@@ -592,7 +667,7 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.
     ``ppdb2.json`` (what the database's meta records). ``f_lang_of(ids)`` gives the language
     index of foreign phrase ids; ``models``: the stored models, General first."""
     from pivot.pipeline import wellformed
-    from pivot.pipeline.run import phrase_texts
+    from pivot.pipeline.encode import phrase_texts
     from pivot.pipeline.wordnet import WordNet, wordnet_folder
 
     t0 = time.perf_counter()
@@ -642,18 +717,22 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.
     names = feature_names(models)
     id_of = {t: i for t, i in zip(texts, used.tolist())}
     fit = {"models": models, "features": names}
-    score, fit["score"] = _fit_score(table, ph, form, names, models, id_of, params, data_root)
-    relations, fit["relations"] = _fit_relations(table, ph, form, names, texts, slot, wn, lemmatizer, params,
-                                                 data_root)
+    lex = _wordnet_phrases(table, texts, slot, wn, lemmatizer, params)
+    within = _within_lists(table, ph, form, lex, models)
+    score, fit["score"] = _fit_score(table, ph, form, models, id_of, params, data_root, within)
+    relations, fit["relations"] = _fit_relations(table, ph, form, names, texts, slot, wn, lex, params, data_root)
     log.info("ppdb2: fitted in %.1f s (dev Spearman %.3f; relations macro-F1 %.3f)", time.perf_counter() - t0,
              fit["score"]["dev"]["spearman"], fit["relations"]["eval"]["full"]["macro_f1"])
     fit_path, phrases_path, form_path = tmp / ".fit.json", tmp / ".phrases.arrays", tmp / ".form.arrays"
     fit_path.write_text(json.dumps({"score": score.to_json(), "relations": relations.to_json(), "names": names}))
     ph.save(phrases_path)
-    save_bundle(form_path, form=form)
+    # the row of each pair's reverse (e2, e1), -1 if not stored: the tasks read p_m(e1|e2) there
+    save_bundle(form_path, form=form, rev=table.find(table.e2, table.e1))
     del table
     done = engine.map(apply_range, [(part_paths, j, phrases_path, form_path, fit_path, parts[j])
                                     for j in range(len(part_paths))], name="ppdb2")
+    log.info("ppdb2: applied to %d ranges, %.1f CPU s in the tasks", len(done),
+             sum(d.get("cpu_seconds", 0.0) for d in done))
     scores, visible = [], []
     for path in parts:
         with open_bundle(path) as z:
@@ -676,9 +755,55 @@ def _rows_features(table: PairTable, ph: Phrases, form, rows) -> np.ndarray:
                                         table.n_pivots[rows], table.pivots[rows], form[rows]))
 
 
-def _fit_score(table, ph, form, names, models, id_of, params, data_root):
+@dataclass
+class Lexical:
+    """The WordNet side of the stored phrases: synsets, the held-out split, candidate pairs."""
+
+    synsets: list            # per used phrase (slot): its synset ids, () for none
+    has: np.ndarray          # per slot: the phrase has synsets
+    held: np.ndarray         # per slot: its key synset is held out (relation test side)
+    s1: np.ndarray           # per stored pair: slot of e1
+    s2: np.ndarray           # per stored pair: slot of e2
+
+
+def _wordnet_phrases(table, texts, slot, wn, lemmatizer, params) -> Lexical:
+    from pivot.hashes import unit_hash
+
+    synsets = wn.many_phrase_synsets(texts, lemmatizer)
+    has = np.array([bool(s) for s in synsets], dtype=bool)
+    # a phrase's key: its smallest synset id; held out with probability relation_test_fraction
+    held = np.zeros(len(texts), dtype=bool)
+    seed, q = params["seed"], params["relation_test_fraction"]
+    for i in np.flatnonzero(has).tolist():
+        held[i] = unit_hash(str(min(synsets[i])), seed) < q
+    return Lexical(synsets, has, held, slot[table.e1], slot[table.e2])
+
+
+def _within_lists(table, ph, form, lex: Lexical, models):
+    """The within-list check of fit_score: the candidate lists (pairs no HIDDEN flag hides) of
+    training-side WordNet phrases that have a WordNet synonym among them, at most
+    MAX_WITHIN_QUERIES lists (the smallest slots), with their score features."""
+    from pivot.pipeline.wellformed import HIDDEN
+
+    visible = (form & HIDDEN) == 0
+    both = np.flatnonzero(visible & lex.has[lex.s1] & lex.has[lex.s2] & ~lex.held[lex.s1])
+    synonym = np.array([bool(set(lex.synsets[a]) & set(lex.synsets[b]))
+                        for a, b in zip(lex.s1[both].tolist(), lex.s2[both].tolist())], dtype=bool)
+    queries = np.unique(lex.s1[both[synonym]])[:MAX_WITHIN_QUERIES]
+    rows = np.flatnonzero(visible & np.isin(lex.s1, queries))
+    positive = np.zeros(len(table.e1), dtype=bool)
+    positive[both[synonym]] = True
+    positive = positive[rows]
+    all_names, names = feature_names(models), score_features(models)
+    x = _rows_features(table, ph, form, rows)[:, [all_names.index(n) for n in names]]
+    baseline = top_k_hits(table.e1[rows], table.p[rows, 0], table.e2[rows], positive)
+    return x, table.e1[rows], table.e2[rows], positive, baseline
+
+
+def _fit_score(table, ph, form, models, id_of, params, data_root, within):
     """The ratings' rows (each stored direction of a rated pair), split, fitted, evaluated."""
-    from pivot.eval.gold import _unit_hash, pair_key, read_gold
+    from pivot.eval.gold import pair_key, read_gold
+    from pivot.hashes import unit_hash
     from pivot.text import normalize_many
 
     path = Path(data_root) / params["ratings"]
@@ -701,15 +826,17 @@ def _fit_score(table, ph, form, names, models, id_of, params, data_root):
     pick = np.array(sorted(first.values()), dtype=np.int64)
     rows, y = rows[pick], np.array(ratings, np.float64)[pick]
     keys = [keys[i] for i in pick.tolist()]
-    dev = np.array([_unit_hash(k, params["seed"]) < params["dev_fraction"] for k in keys], dtype=bool)
+    dev = np.array([unit_hash(k, params["seed"]) < params["dev_fraction"] for k in keys], dtype=bool)
     n_train = int((~dev).sum())
     if n_train < MIN_RATED_PAIRS or len(set(np.array(keys)[~dev].tolist())) < MIN_RATED_PAIRS // 2:
         raise InputError(f"[ppdb2] ratings: only {n_train} rated directed pairs in the train part are stored by "
                          f"this database (at least {MIN_RATED_PAIRS} needed to fit the score); set "
                          "[ppdb2] learn = false for a database without the learned score", path)
-    x = _rows_features(table, ph, form, rows)
-    domain = domain_features(models)
-    model, cv = fit_score(names, x[~dev], y[~dev], [k for k, d in zip(keys, dev) if not d], domain)
+    all_names = feature_names(models)
+    names = score_features(models)
+    x = _rows_features(table, ph, form, rows)[:, [all_names.index(n) for n in names]]
+    model, cv = fit_score(names, x[~dev], y[~dev], [k for k, d in zip(keys, dev) if not d], anchor_features(models),
+                          within=within)
     pred = model.predict(names, x)
     p_general = table.p[rows, 0]
     info = {
@@ -730,26 +857,19 @@ def _fit_score(table, ph, form, names, models, id_of, params, data_root):
     return model, info
 
 
-def _fit_relations(table, ph, form, names, texts, slot, wn, lemmatizer, params, data_root):
+def _fit_relations(table, ph, form, names, texts, slot, wn, lex: Lexical, params, data_root):
     """WordNet-labelled pairs the database stores: synset split, fit, held-out evaluation."""
-    from pivot.eval.gold import _unit_hash
+    from pivot.hashes import unit_hash
     from pivot.pipeline.wordnet import relation
 
-    synsets = wn.many_phrase_synsets(texts, lemmatizer)
-    has = np.array([bool(s) for s in synsets], dtype=bool)
-    seed, q = params["seed"], params["relation_test_fraction"]
-    # a phrase's key: its smallest synset id; held out with probability q
-    held = np.zeros(len(texts), dtype=bool)
-    for i in np.flatnonzero(has).tolist():
-        held[i] = _unit_hash(str(min(synsets[i])), seed) < q
-    s1, s2 = slot[table.e1], slot[table.e2]
-    cand = has[s1] & has[s2]
-    test_rows = np.flatnonzero(cand & held[s1] & held[s2])
-    train_rows = np.flatnonzero(cand & ~held[s1] & ~held[s2])
+    synsets, s1, s2, seed, q = lex.synsets, lex.s1, lex.s2, params["seed"], params["relation_test_fraction"]
+    cand = lex.has[s1] & lex.has[s2]
+    test_rows = np.flatnonzero(cand & lex.held[s1] & lex.held[s2])
+    train_rows = np.flatnonzero(cand & ~lex.held[s1] & ~lex.held[s2])
     # at most max_relation_pairs training pairs, chosen by a hash of the pair (not by order)
     limit = params["max_relation_pairs"]
     if len(train_rows) > limit:
-        h = np.array([_unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed) for r in train_rows.tolist()])
+        h = np.array([unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed) for r in train_rows.tolist()])
         train_rows = np.sort(train_rows[np.argsort(h, kind="stable")[:limit]])
     profiles = {}
     for i in np.unique(np.concatenate([s1[train_rows], s2[train_rows], s1[test_rows], s2[test_rows]])).tolist():
@@ -765,7 +885,7 @@ def _fit_relations(table, ph, form, names, texts, slot, wn, lemmatizer, params, 
                          f"lemmas (classes {sorted(set(y_train.tolist()))}) are stored by this database: too few to "
                          "train the relation classifier; set [ppdb2] learn = false",
                          Path(data_root) / LEXICON)
-    validation = np.array([_unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed + 1) < RELATION_VALIDATION
+    validation = np.array([unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed + 1) < RELATION_VALIDATION
                            for r in train_rows.tolist()], dtype=bool)
     x_train = _rows_features(table, ph, form, train_rows)
     x_test = _rows_features(table, ph, form, test_rows)
@@ -801,42 +921,34 @@ def apply_range(part_paths, j: int, phrases_path, form_path, fit_path, out_path)
     if out_path.is_file():
         with open_bundle(out_path) as done:
             return {"reused": True, "n_pairs": int(done["ppdb2"].shape[0])}
+    t0 = time.process_time()
     fit = json.loads(Path(fit_path).read_text())
     names = fit["names"]
     score = ScoreModel.from_json(fit["score"])
     relations = RelationModel.from_json(fit["relations"])
-    ph = Phrases.load(phrases_path)
-    keys, probs, bounds = [], [], [0]
+    ph = Phrases.load(phrases_path, mmap=True)
+    probs, bounds = [], [0]
     for path in part_paths:
         with open_bundle(path) as z:
-            keys.append(z["e1"].astype(np.int64) << 32 | z["e2"].astype(np.int64))
             probs.append(z.memmap("p"))
-        bounds.append(bounds[-1] + len(keys[-1]))
+        bounds.append(bounds[-1] + len(probs[-1]))
     with open_bundle(part_paths[j]) as z:
         e1, e2, p, n_pivots, pivots = (z[f] for f in ("e1", "e2", "p", "n_pivots", "pivots"))
     with open_bundle(form_path) as z:
-        form = z.memmap("form")[bounds[j]:bounds[j + 1]].copy()
-    # p_m(e1|e2): the row of (e2, e1), found in the part that holds its e1 (= our e2); the
-    # queries go in ascending order, which keeps the binary searches' memory accesses local
-    all_keys = np.concatenate(keys)
-    q = e2.astype(np.int64) << 32 | e1.astype(np.int64)
+        form = np.array(z.memmap("form")[bounds[j]:bounds[j + 1]])
+        rev = np.array(z.memmap("rev")[bounds[j]:bounds[j + 1]])
+    # p_m(e1|e2): the row of (e2, e1), read from the part that holds it
     p_rev = np.zeros_like(p)
-    if len(all_keys) and len(q):
-        order = np.argsort(q, kind="stable")
-        at = np.empty(len(q), dtype=np.int64)
-        at[order] = np.searchsorted(all_keys, q[order])
-        at = np.minimum(at, len(all_keys) - 1)
-        hit = all_keys[at] == q
-        part_of = np.searchsorted(np.array(bounds[1:]), at, side="right")
-        for k in np.unique(part_of[hit]).tolist():
-            sel = hit & (part_of == k)
-            p_rev[sel] = probs[k][at[sel] - bounds[k]]
+    part_of = np.searchsorted(np.array(bounds[1:]), rev, side="right")
+    for k in np.unique(part_of[rev >= 0]).tolist():
+        sel = (rev >= 0) & (part_of == k)
+        p_rev[sel] = probs[k][rev[sel] - bounds[k]]
     del probs
     cols = pair_features(ph, e1, e2, p, p_rev, n_pivots, pivots, form)
     ppdb2 = score.predict_columns(names, cols)
     rel = per_mille(relations.probabilities_columns(names, cols))
     save_bundle(out_path, form=form, ppdb2=ppdb2, rel=rel, relation=rel.argmax(axis=1).astype(np.uint8))
-    return {"reused": False, "n_pairs": int(len(e1))}
+    return {"reused": False, "n_pairs": int(len(e1)), "cpu_seconds": round(time.process_time() - t0, 2)}
 
 
 def iter_layers(folder, n_parts: int):

@@ -32,6 +32,7 @@ from pivot import preflight, recipes
 from pivot.errors import InputError
 from pivot.locking import resolve_threads
 from pivot.store.combined import symmetric_p
+from pivot.pipeline.encode import phrase_texts
 from pivot.pipeline.engine import release_heap
 from pivot.pipeline.graph import check_inputs
 
@@ -176,7 +177,9 @@ class Pipeline:
                 self.engine.close()
             raise
         self.out_path = self.plan.out_path  # absolute: SQLite never reads "file:..." as a URI
-        self.wd = Workdir(Path(work) if work else Path("work") / self.name)
+        # Absolute (preflight made it so): the tasks get paths under it, and a worker of an
+        # external cluster runs in a folder of its own.
+        self.wd = Workdir(self.plan.work_dir)
         self.wd.root.mkdir(parents=True, exist_ok=True)
         self.threads = threads
         self.wd.engine = self.engine
@@ -828,6 +831,11 @@ class Pipeline:
         if comb_meta is not None:
             meta["combination"] = comb_meta
         meta.update(layer)  # forms, ppdb2 (score, its fit and sizes), relations
+        # phrase.lhs: pivot.store.labels' GENIA tagger would cost its training (about 65 s, once
+        # per machine, cached) and 67 CPU s to label bio's 448k stored phrases (measured: 3.4 s for
+        # a 1-in-20 sample), more than the build's whole budget for this layer; the column holds
+        # [X] until a cheaper labeller exists
+        meta["lhs"] = {"labels": "[X] for every phrase", "tagger": None}
         meta["default_model"] = "ppdb2" if layer["ppdb2"]["learned"] else models[0]["name"]
 
         def chunks():
@@ -924,26 +932,6 @@ def directed_scores(para, id_pairs) -> tuple[np.ndarray, np.ndarray]:
             found = row >= 0
             out[found] = part.p[row[found]]
     return fwd, rev
-
-
-def phrase_texts(phrases: np.ndarray, tokens: list[str], ids: np.ndarray) -> dict[int, str]:
-    """Phrase id -> space-joined text, for the given ids (rows of token ids, -1 padded at the end).
-
-    Rows of one length are joined together (a C-level map over lists of words), not token by
-    token in Python: the ppdb2 stage and the database write each ask for 450k texts at bio size.
-    """
-    ids = np.asarray(ids, dtype=np.int64)
-    rows = phrases[ids]
-    present = rows >= 0
-    if present.shape[1] > 1 and (present[:, 1:] & ~present[:, :-1]).any():
-        raise ValueError("phrase rows must hold their tokens first and the -1 padding after them")
-    lengths = present.sum(axis=1)
-    words = np.array(tokens, dtype=object)
-    texts = np.empty(len(ids), dtype=object)
-    for n in np.unique(lengths).tolist():
-        sel = lengths == n
-        texts[sel] = list(map(" ".join, words[rows[sel, :n]].tolist())) if n else ""
-    return dict(zip(ids.tolist(), texts.tolist()))
 
 
 def foreign_phrase_texts(phrases, vocabs, langs, f_lang_of_token) -> list[str]:
