@@ -296,6 +296,19 @@ def test_export_without_a_learned_layer_and_of_an_old_schema(tmp_path, capsys):
     assert "rebuild it with `pivot build`" in capsys.readouterr().err
 
 
+def test_export_says_when_the_build_stored_no_labels(tmp_path, caplog):
+    # The build's meta "lhs" says every label is [X]: the export warns that nlpaug gets nothing.
+    unlabelled = write_db(tmp_path / "x.db", meta={**META, "lhs": {"labels": "[X] for every phrase", "tagger": None}})
+    labelled = write_db(tmp_path / "l.db", meta={**META, "lhs": {"labels": "GENIA tagger", "tagger": "genia-pos"}})
+    for db, args, warned in [(unlabelled, [], True), (unlabelled, ["--lhs", "x"], False), (labelled, [], False)]:
+        caplog.clear()
+        assert cli.main(["-q", "export", str(db), *args, "-o", str(tmp_path / "out.ppdb")]) == 0
+        said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert said == (["this database stores no part-of-speech labels (meta lhs: [X] for every phrase): every LHS "
+                         "is [X], from which PPDB readers that key on it, such as nlpaug, substitute nothing"]
+                        if warned else []), (db, args)
+
+
 def test_a_damaged_layer_is_one_line(db_path, tmp_path, capsys):
     # A relation index outside 0..5 (the kernel checks what it unpacks): one line naming the file.
     bad = tmp_path / "bad.db"
