@@ -26,8 +26,10 @@ the default model and for General.
 """
 import argparse
 import hashlib
+import json
 import os
 import resource
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -102,7 +104,10 @@ def main():
     if (args.before is None) != (args.before_db is None):
         ap.error("--before and --before-db go together")
 
-    result = {"db": str(args.db), "commit": commit_of(REPO), "exports": {}}
+    with sqlite3.connect(f"file:{args.db}?mode=ro", uri=True) as conn:
+        signature = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'signature'").fetchone()[0])
+        n_pairs = conn.execute("SELECT count(*) FROM pair").fetchone()[0]
+    result = {"db": str(args.db), "signature": signature, "n_pairs": n_pairs, "commit": commit_of(REPO), "exports": {}}
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         tmp = Path(tmp)
         # This checkout's exports first, then its lookups, then the (long) before: on a shared
