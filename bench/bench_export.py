@@ -20,13 +20,16 @@ runs of one configuration must give the same sha256 (same bytes), or the script 
 ``--before CHECKOUT --before-db OLD.db`` also times the export of another source tree (e.g. the
 main branch before issue 22, whose export formats each line in Python) on its own database, as
 `python -m pivot -q export OLD.db --model general -o FILE` with PYTHONPATH=CHECKOUT; its commit is
-recorded. Lookups: bench_lookup.lookup_latency over --lookups seeded random phrases, k = 10, for
+recorded (``--before-commit`` names it for a tree that is no git checkout, such as
+`git archive 565e552 | tar -x -C DIR` with the built kernels copied in). Lookups: bench_lookup.lookup_latency over --lookups seeded random phrases, k = 10, for
 the default model and for General.
 """
 import argparse
 import hashlib
+import json
 import os
 import resource
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -93,20 +96,22 @@ def main():
     ap.add_argument("--lookups", type=int, default=10_000, help="random phrases looked up per model")
     ap.add_argument("--before", type=Path, help="another checkout whose export is timed too (e.g. main's)")
     ap.add_argument("--before-db", type=Path, help="the database --before exports (its own schema)")
+    ap.add_argument("--before-commit", help="the commit --before holds, when it is no git checkout "
+                                            "(e.g. a `git archive` of it)")
     ap.add_argument("--tmp", type=Path, help="folder for the exported files (default: a temporary folder)")
     ap.add_argument("--json", type=Path, default=REPO / "bench" / "results" / "export.json")
     args = ap.parse_args()
     if (args.before is None) != (args.before_db is None):
         ap.error("--before and --before-db go together")
 
-    result = {"db": str(args.db), "commit": commit_of(REPO), "exports": {}}
+    with sqlite3.connect(f"file:{args.db}?mode=ro", uri=True) as conn:
+        signature = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'signature'").fetchone()[0])
+        n_pairs = conn.execute("SELECT count(*) FROM pair").fetchone()[0]
+    result = {"db": str(args.db), "signature": signature, "n_pairs": n_pairs, "commit": commit_of(REPO), "exports": {}}
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         tmp = Path(tmp)
-        if args.before is not None:
-            run = time_export(args.before, args.before_db, ["--model", "general"], tmp, "before")
-            result["before"] = {"checkout": str(args.before), "commit": commit_of(args.before),
-                                "db": str(args.before_db), **run}
-            print(f"before: {run['lines']:,} lines in {run['wall_s']} s ({run['lines_per_s']:,} lines/s)", flush=True)
+        # This checkout's exports first, then its lookups, then the (long) before: on a shared
+        # machine the quiet minute a run starts in goes to the figures that need it.
         for name, extra in CONFIGS.items():
             runs = [time_export(REPO, args.db, extra, tmp, name) for _ in range(args.runs)]
             if len({r["sha256"] for r in runs}) != 1:
@@ -115,10 +120,15 @@ def main():
             result["exports"][name] = {"runs": runs, "same_bytes": True, "best_lines_per_s": best["lines_per_s"]}
             print(f"{name}: {best['lines']:,} lines, best {best['wall_s']} s wall / {best['cpu_s']} s CPU "
                   f"({best['lines_per_s']:,} lines/s), load {best['loadavg_1min_before']}", flush=True)
-    result["lookups"] = [lookup_latency(args.db, n=args.lookups), lookup_latency(args.db, n=args.lookups,
-                                                                                  model="general")]
-    for r in result["lookups"]:
-        print(f"lookup {r['model']}: p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms", flush=True)
+        result["lookups"] = [lookup_latency(args.db, n=args.lookups),
+                             lookup_latency(args.db, n=args.lookups, model="general")]
+        for r in result["lookups"]:
+            print(f"lookup {r['model']}: p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms", flush=True)
+        if args.before is not None:
+            run = time_export(args.before, args.before_db, ["--model", "general"], tmp, "before")
+            result["before"] = {"checkout": str(args.before), "commit": args.before_commit or commit_of(args.before),
+                                "db": str(args.before_db), **run}
+            print(f"before: {run['lines']:,} lines in {run['wall_s']} s ({run['lines_per_s']:,} lines/s)", flush=True)
     write_json(args.json, result)
 
 

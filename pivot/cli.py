@@ -509,6 +509,12 @@ def cmd_export(args) -> int:
         with ParaphraseDB(args.db) as db, \
                 (outputs.writing(dest, "wb") if dest else contextlib.nullcontext(sys.stdout)) as out:
             model = args.model or db.default_model
+            lhs_meta = db.meta.get("lhs") or {}
+            if args.lhs == "stored" and "lhs" in db.meta and lhs_meta.get("tagger") is None:
+                # The build said it labelled no phrase (meta lhs): say what that does to readers.
+                logging.getLogger("pivot").warning(
+                    "this database stores no part-of-speech labels (meta lhs: %s): every LHS is [X], from which "
+                    "PPDB readers that key on it, such as nlpaug, substitute nothing", lhs_meta.get("labels"))
             n = export_ppdb(db, out, model=model, lhs=args.lhs, size=args.size, relations=relations,
                             show_all=args.all, agree=args.agree, stats=stats)
     logging.getLogger("pivot").info("exported %d pairs (model %s%s%s%s)%s", n, model,

@@ -179,6 +179,25 @@ def test_same_bytes_for_any_chunking_and_with_or_without_the_scan_thread(db_path
     assert len(outs) == 1 and text.getvalue().encode() in outs
 
 
+def test_a_failing_write_stops_the_scan_threads_first(db_path):
+    # The reader fails after the first chunk's lines while the two scan threads are ahead: the
+    # error comes out (not a crash: each thread finishes its scan before its connection closes).
+    class Full(io.RawIOBase):
+        def __init__(self):
+            self.calls = 0
+
+        def write(self, b):
+            self.calls += 1
+            if self.calls > 1:
+                raise OSError(28, "No space left on device")
+            return len(b)
+
+    out = Full()
+    with ParaphraseDB(db_path) as db, pytest.raises(OSError, match="No space left"):
+        export_ppdb(db, out, show_all=True, chunk_rows=1)
+    assert out.calls == 2
+
+
 def test_lookup_ppdb_lines_are_the_exports(db_path):
     with ParaphraseDB(db_path) as db:
         for model in (None, "general", "dom", "general+dom"):
@@ -275,6 +294,19 @@ def test_export_without_a_learned_layer_and_of_an_old_schema(tmp_path, capsys):
         conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     assert cli.main(["-q", "export", str(old)]) == 2
     assert "rebuild it with `pivot build`" in capsys.readouterr().err
+
+
+def test_export_says_when_the_build_stored_no_labels(tmp_path, caplog):
+    # The build's meta "lhs" says every label is [X]: the export warns that nlpaug gets nothing.
+    unlabelled = write_db(tmp_path / "x.db", meta={**META, "lhs": {"labels": "[X] for every phrase", "tagger": None}})
+    labelled = write_db(tmp_path / "l.db", meta={**META, "lhs": {"labels": "GENIA tagger", "tagger": "genia-pos"}})
+    for db, args, warned in [(unlabelled, [], True), (unlabelled, ["--lhs", "x"], False), (labelled, [], False)]:
+        caplog.clear()
+        assert cli.main(["-q", "export", str(db), *args, "-o", str(tmp_path / "out.ppdb")]) == 0
+        said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert said == (["this database stores no part-of-speech labels (meta lhs: [X] for every phrase): every LHS "
+                         "is [X], from which PPDB readers that key on it, such as nlpaug, substitute nothing"]
+                        if warned else []), (db, args)
 
 
 def test_a_damaged_layer_is_one_line(db_path, tmp_path, capsys):

@@ -289,17 +289,19 @@ def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size:
                                                  phrases.n_ids)
             ptr = _export.row_pointer(e1_all, phrases.n_ids)
             bounds = _chunk_bounds(e1_all, phrases.n_ids, chunk_rows)
-            for cols in _prefetched(tables, sql, params, plan.kinds, bounds, prefetch):
-                if classes is not None:
-                    key = cols[0]
-                    ok = classes[key >> 32] == classes[key & 0xFFFFFFFF]
-                    counts["disagree"] += int((~ok).sum())
-                    cols = [c[ok] for c in cols]
-                if len(cols[0]):
-                    rows = plan.unpack(cols)
-                    rev = _export.find_rows(ptr, e2_all, rows["e2"], rows["e1"])
-                    p_rev = np.where(rev >= 0, p_all[np.maximum(rev, 0)], np.nan)
-                    counts["written"] += plan.write_rows(writer, rows, p_rev)
+            # closing(): after an error below, the scan threads finish before their connections close.
+            with contextlib.closing(_prefetched(tables, sql, params, plan.kinds, bounds, prefetch)) as chunks:
+                for cols in chunks:
+                    if classes is not None:
+                        key = cols[0]
+                        ok = classes[key >> 32] == classes[key & 0xFFFFFFFF]
+                        counts["disagree"] += int((~ok).sum())
+                        cols = [c[ok] for c in cols]
+                    if len(cols[0]):
+                        rows = plan.unpack(cols)
+                        rev = _export.find_rows(ptr, e2_all, rows["e2"], rows["e1"])
+                        p_rev = np.where(rev >= 0, p_all[np.maximum(rev, 0)], np.nan)
+                        counts["written"] += plan.write_rows(writer, rows, p_rev)
             for t in tables:
                 t.scan("COMMIT", (), "")
     finally:
