@@ -15,6 +15,8 @@ General (w = 1): 0.5. M-L Weighted (w = H_gen/H_tgt): read back from `pivot scor
 """
 import json
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
@@ -216,3 +218,21 @@ def test_eval_refuses_tuning_pairs(built, capsys):
 def db_signature(path):
     conn = sqlite3.connect(path)
     return json.loads(conn.execute("SELECT value FROM meta WHERE key='signature'").fetchone()[0])
+
+
+def test_quiet_build_prints_only_warnings(tmp_path):
+    """`pivot -q build` keeps the terminal quiet: no progress bar (kenlm draws one on stderr when
+    it loads an ARPA file unless told not to), no info line, no Python warning with its source
+    line; stdout is the database's path. What is left are one-line warnings: here the tiny
+    texts leave the LMs without the counts-of-counts modified Kneser-Ney needs (one line per
+    model: in_domain and the two cross-fitted general halves)."""
+    args = write_tiny(tmp_path)
+    out = tmp_path / "t.db"
+    done = subprocess.run([sys.executable, "-m", "pivot", "-q", "build", *args, "--workers", "1", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{out}\n"
+    lines = done.stderr.splitlines()
+    assert [line.split(" pivot WARNING ", 1)[1].split(":", 1)[0] for line in lines] == \
+        ["lm in_domain", "lm general.0", "lm general.1"]
+    assert all("too little text for modified Kneser-Ney discounts" in line for line in lines)

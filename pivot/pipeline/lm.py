@@ -121,6 +121,10 @@ _READ_BYTES = 1 << 21
 _READ_SENTENCES = 1 << 14
 
 
+#: lmplz's --discount_fallback defaults: (D1, D2, D3+) for an order whose counts-of-counts fail.
+DEFAULT_DISCOUNT_FALLBACK = (0.5, 1.0, 1.5)
+
+
 class DiscountFallbackWarning(UserWarning):
     """The closed-form discounts failed for an order and the fallback was used."""
 
@@ -542,7 +546,7 @@ def estimate_arpa(
     arpa_path,
     order: int = 5,
     *,
-    discount_fallback=(0.5, 1.0, 1.5),
+    discount_fallback=DEFAULT_DISCOUNT_FALLBACK,
     prune=None,
     lmplz_statistics: bool = True,
     vocab: Sequence[str] | None = None,
@@ -583,7 +587,7 @@ def estimate_arpa_file(
     arpa_path,
     order: int = 5,
     *,
-    discount_fallback=(0.5, 1.0, 1.5),
+    discount_fallback=DEFAULT_DISCOUNT_FALLBACK,
     prune=None,
     lmplz_statistics: bool = True,
     vocab: Sequence[str] | None = None,
@@ -650,10 +654,16 @@ def _estimate(chunks, check_tokens, arpa_path, order, discount_fallback, prune, 
 # --------------------------------------------------------------------------
 
 def load_model(path):
-    """``kenlm.Model`` for an ARPA or kenlm binary file (scores are log10)."""
+    """``kenlm.Model`` for an ARPA or kenlm binary file (scores are log10).
+
+    Loaded without kenlm's progress bar and ARPA complaints on stderr: a build reports its
+    stages in its own log, and `pivot build -q` promises a quiet terminal."""
     import kenlm
 
-    return kenlm.Model(str(path))
+    config = kenlm.Config()
+    config.show_progress = False
+    config.arpa_complain = kenlm.ARPALoadComplain.NONE
+    return kenlm.Model(str(path), config)
 
 
 def _find_tool(name, explicit=None):
@@ -701,7 +711,7 @@ def estimate_with_lmplz(
     order: int = 5,
     *,
     lmplz=None,
-    discount_fallback=(0.5, 1.0, 1.5),
+    discount_fallback=DEFAULT_DISCOUNT_FALLBACK,
     prune=None,
     memory: str = "2G",
     temp_dir=None,

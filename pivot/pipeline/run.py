@@ -21,6 +21,7 @@ import platform
 import shutil
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -415,7 +416,17 @@ class Pipeline:
                     # model's <unk> (the texts are still restricted to the shared vocabulary).
                     s = lm.estimate_with_lmplz(text, arpa, order)
                 else:
-                    s = lm.estimate_arpa_file(text, arpa, order, vocab=vocab)
+                    # A small text leaves some order without the counts-of-counts that modified
+                    # Kneser-Ney's closed-form discounts need; the estimator then uses lmplz's
+                    # --discount_fallback values and warns once per order. The build says it in
+                    # one log line per model instead (the orders are in meta lm.models).
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", lm.DiscountFallbackWarning)
+                        s = lm.estimate_arpa_file(text, arpa, order, vocab=vocab)
+                    if s.fallback_orders:
+                        log.warning("lm %s: too little text for modified Kneser-Ney discounts at order %s; "
+                                    "used the fallback discounts %s", name,
+                                    ", ".join(map(str, s.fallback_orders)), lm.DEFAULT_DISCOUNT_FALLBACK)
                 binary = lm.binarize(arpa, tmp / f"{name}.binary")
                 if binary is not None:
                     arpa.unlink()  # the binary holds the same model and loads in a fraction of the time

@@ -91,12 +91,12 @@ class MooreLewisScores:
 
 def load_lm(lm):
     """A kenlm.Model from a model or an ARPA/binary path, refusing a model without <unk>."""
-    import kenlm
+    from pivot.pipeline.lm import load_model
 
     if isinstance(lm, (str, os.PathLike)):
         if not os.path.isfile(lm):
             raise InputError("language model file not found", path=str(lm))
-        model = kenlm.Model(str(lm))
+        model = load_model(lm)
     else:
         model = lm
     # With bos=eos=False and a null context, the probe's score is log10 p(<unk>) exactly.
