@@ -115,7 +115,7 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_tokens: li
             "files": {str(p): sha for p, sha in zip((*TRAIN_FILES, TEST_FILE, BACKOFF_FILE),
                                                      fingerprint_files(data_files(root)).values())},
             **info, "n_phrases": int(len(used)), "names": names,
-            "distribution": {n: int(c) for n, c in sorted(zip(names, counts.tolist()), key=lambda kv: (-kv[1], kv[0]))}}
+            "distribution": dict(zip(names, counts.tolist()))}
     save_bundle(tmp / "lhs.arrays", ids=used, code=code)
     (tmp / "lhs.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
     # CPU seconds vary run to run: timings.json is not part of the artifact's content key

@@ -627,7 +627,8 @@ class Pipeline:
         from pivot.pipeline.pivoting import Paraphrases
         from pivot.pipeline.translation import foreign_rows, phrase_rows
 
-        params = dict(self.rec["ppdb2"])
+        # lhs is the lhs stage's setting: the phrases' labels are no input of this one
+        params = {k: v for k, v in self.rec["ppdb2"].items() if k != "lhs"}
         files = ppdb2.data_files(params, self.data_root)
         encode_dir = self.encoded[0]
 

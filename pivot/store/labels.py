@@ -669,7 +669,16 @@ class LexiconTagger:
         for side, a, b, c in self.rules:
             ctx = _context(tags, side)
             tags[(tags == code_of[a]) & (ctx == (-2 if c == EDGE else code_of[c]))] = code_of[b]
-        seqs, seq_of_row = np.unique(tags, axis=0, return_inverse=True)
+        # one integer per tag sequence (the codes + 1, 0 for padding, in base len(tag_names) + 1):
+        # a 1-d unique instead of a row-wise one, several times faster
+        base = len(tag_names) + 1
+        if base ** tags.shape[1] >= 2 ** 63:
+            raise ValueError(f"{tags.shape[1]} tokens of {len(tag_names)} tags do not fit a 64-bit key")
+        key = np.zeros(len(tags), np.int64)
+        for j in range(tags.shape[1]):
+            key = key * base + (tags[:, j].astype(np.int64) + 1)
+        keys, seq_of_row = np.unique(key, return_inverse=True)
+        seqs = (keys[:, None] // base ** np.arange(tags.shape[1] - 1, -1, -1, dtype=np.int64)) % base - 1
         seq_labels = [f"[{constituent(tag_names[t] for t in s if t >= 0)}]" for s in seqs.tolist()]
         names = sorted(set(seq_labels))
         code_of_label = np.array([names.index(lab) for lab in seq_labels], np.uint16)
