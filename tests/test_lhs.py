@@ -202,7 +202,7 @@ def test_stage_labels_every_used_phrase(tmp_path):
     # the test split's sentences are training sentences here: every token right
     assert meta["test_accuracy_spans"] == 1.0 and meta["test_accuracy_words"] == 1.0 and meta["rules"] == []
     assert meta["train_sentences"] == 7 * 20 + 3 * 2 and meta["backoff_tokens"] == 17
-    assert set(read_meta["cpu_seconds"]) == {"train_cpu_seconds", "label_cpu_seconds"}
+    assert set(read_meta["cpu_seconds"]) == {"train_cpu_seconds", "label_cpu_seconds", "stage_cpu_seconds"}
     assert "names" not in read_meta and {k: v for k, v in read_meta.items() if k != "cpu_seconds"} == \
         {k: v for k, v in meta.items() if k != "names"}
 
