@@ -50,7 +50,7 @@ class InputFile:
     """One file the build reads: its path, what it is for, its size in bytes."""
 
     path: Path
-    role: str          # "bitext", "alignments", "in-domain text", "general text", "gold", "lexicon"
+    role: str          # "bitext", "alignments", "in-domain text", "general text", "gold", "lexicon", "tagged text"
     size: int
     lang: str | None = None
 
@@ -372,6 +372,17 @@ def _collect_inputs(rec: dict, root: Path, plan: Plan, lmplz: bool) -> list:
         for path in wordnet_files(folder) + [folder / "index.noun"]:
             add(InputFile(path, "lexicon", _size(path)))
             checks.append(lambda path=path: _read_wordnet(plan, path))
+    if p2["lhs"] == "tagged":
+        from pivot.pipeline.lhs import data_files as lhs_files
+
+        for path in lhs_files(root):
+            if not path.is_file():
+                raise InputError(f'[ppdb2] lhs = "tagged" trains the phrase labeller on GENIA-pos and the Brown '
+                                 f"corpus, and this file is missing; the data root is set by --data DIR or "
+                                 f'{recipes.DATA_ENV} (a data root without them needs [ppdb2] lhs = "x": every '
+                                 "LHS [X])", path)
+            add(InputFile(path, "tagged text", _size(path)))
+            checks.append(lambda path=path: _read_tagged(plan, path))
     return checks
 
 
@@ -509,6 +520,26 @@ def _read_wordnet(plan: Plan, path: Path) -> None:
         plan.counts["lexicon files"] = plan.counts.get("lexicon files", 0) + 1
         return
     raise InputError("empty WordNet database file", path)
+
+
+def _read_tagged(plan: Plan, path: Path) -> None:
+    """The labeller's training text: GENIA-pos's `token<TAB>tag` files parse whole (half a second
+    for the three); the Brown zip opens and holds its `brown/cXNN` files."""
+    from pivot.store import labels
+
+    if path.suffix == ".zip":
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(path) as z:
+                ok = any(re.fullmatch(r"brown/c[a-r]\d\d", n) for n in z.namelist())
+        except zipfile.BadZipFile as exc:
+            raise InputError(f"not a readable zip ({exc})", path) from None
+        if not ok:
+            raise InputError("no Brown corpus files (brown/cXNN) in the zip", path)
+    elif not labels.read_conll(path):
+        raise InputError("no tagged sentences (`token<TAB>tag` lines)", path)
+    plan.counts["tagged files"] = plan.counts.get("tagged files", 0) + 1
 
 
 # ----------------------------------------------------------------------------- outputs

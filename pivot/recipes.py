@@ -46,8 +46,11 @@ DEFAULTS = {
     # PPDB 2.0's layer (pivot.pipeline.ppdb2): the learned score, the relations, the sizes. It
     # needs the data root's PPDB 2.0 ratings and WordNet 3.0; a recipe whose data root has
     # neither says so with learn = false and wordnet = false (nothing falls back silently).
+    # lhs: the phrases' PPDB labels (pivot.pipeline.lhs), from a tagger trained on the data
+    # root's GENIA-pos and Brown; "x" writes [X] for every phrase (and the meta says so).
     "ppdb2": {"learn": True, "wordnet": True, "ratings": "gold/ppdb-human-dev.tsv", "seed": 0,
-              "dev_fraction": 0.5, "relation_test_fraction": 0.3, "max_relation_pairs": 15_000},
+              "dev_fraction": 0.5, "relation_test_fraction": 0.3, "max_relation_pairs": 15_000,
+              "lhs": "tagged"},
 }
 
 
@@ -139,7 +142,7 @@ SCHEMA = {
     "ppdb2": {"learn": (_BOOL, None, None, None), "wordnet": (_BOOL, None, None, None),
               "ratings": (_STR, None, None, None), "seed": (_INT, 0, None, None),
               "dev_fraction": (_NUM, 0, 1, None), "relation_test_fraction": (_NUM, 0, 1, None),
-              "max_relation_pairs": (_INT, 100, None, None)},
+              "max_relation_pairs": (_INT, 100, None, None), "lhs": (_STR, None, None, ("tagged", "x"))},
     "combine": {"gold": None, "format": (_STR, None, None, ("simlex", "ppdb-human", "pairs")),
                 "threshold": (_NUM, None, None, None), "n_tune": (_INT, 1, None, None),
                 "seed": (_INT, 0, None, None)},

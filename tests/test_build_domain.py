@@ -72,9 +72,11 @@ n_tune = 1000
 [eval]
 sets = [{ name = "control", sources = [{ path = "control.txt", format = "simlex", threshold = 6.0 }] }]
 [ppdb2]
-# this data root holds neither the PPDB 2.0 ratings nor WordNet: no learned score, no relations
+# this data root holds neither the PPDB 2.0 ratings nor WordNet: no learned score, no relations;
+# nor GENIA-pos and Brown: every LHS is [X]
 learn = false
 wordnet = false
+lhs = "x"
 """)
     return ["--recipe", str(recipe), "--data", str(data), "--work", str(tmp / "work")]
 

@@ -43,9 +43,11 @@ pharaoh = {{ fr = "c.align" }}
 [pivot]
 {pivot_extra or 'min_phrase_count = 1   # "cure" occurs once'}
 [ppdb2]
-# this data root holds neither the PPDB 2.0 ratings nor WordNet: no learned score, no relations
+# this data root holds neither the PPDB 2.0 ratings nor WordNet: no learned score, no relations;
+# nor GENIA-pos and Brown: every LHS is [X]
 learn = false
 wordnet = false
+lhs = "x"
 """)
     return recipe, data
 

@@ -55,6 +55,7 @@ in_domain = { conll = ["mono/bio-ner/GENIA-pos/devel.tsv"] }
 # a slice this small stores too few rated pairs to fit the score: the cluster's part is the pivot
 learn = false
 wordnet = false
+lhs = "x"
 """
 
 #: Seconds the scheduler and the workers may take to come up (a loaded 2-core machine).

@@ -53,6 +53,7 @@ min_phrase_count = 1
 [ppdb2]
 learn = false
 wordnet = false
+lhs = "x"
 {domain}
 """
 DOMAIN = """[domain]
@@ -284,6 +285,7 @@ CASES = {
                               "DATA/gold/ppdb-human-dev.tsv"),
     "ppdb2-wordnet-missing": (edit("wordnet = false", "wordnet = true"),
                               "DATA/lexicon/nltk_data/corpora/wordnet/index.noun"),
+    "ppdb2-lhs-missing": (edit('lhs = "x"', 'lhs = "tagged"'), "DATA/mono/bio-ner/GENIA-pos/train.tsv"),
     # outputs
     "out-is-input": (lambda t: ["--out", str(t.data / "c.en")], "DATA/c.en"),
     "out-links-to-input": (lambda t: _then((t.tmp / "link.db").symlink_to(t.data / "c.en"),

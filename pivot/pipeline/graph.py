@@ -4,7 +4,8 @@
                                    └─> encode ─┬─> lmtext ─> lm ─> score ─> weights ─┐
                                                └─────────────────────────────────────┴─> extract
     extract ─> translation ─> pivot ─┬─> combine ─┬─> (store: the SQLite database)
-                                     └─> ppdb2 ───┘
+                                     ├─> ppdb2 ───┤
+                                     └─> lhs ─────┘
 
 A stage's artifact folder is named by the hash of its declared inputs' content keys and its
 parameters; the content key it hands on is the hash of the bytes it wrote
@@ -62,6 +63,9 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("ppdb2", ("pivot", "translation", "encode"), ("ppdb2", "data fingerprints"), ("x-NNNN.arrays", "ppdb2.json"),
           "pivot.pipeline.ppdb2.build", "one fit, then one per range of English rows (Dask)",
           "well-formedness labels, PPDB2.0Score (ratings), relation probabilities (WordNet), sizes"),
+    Stage("lhs", ("pivot", "translation", "encode"), ("ppdb2.lhs", "tagger version", "data fingerprints"),
+          ("lhs.arrays", "lhs.json"), "pivot.pipeline.lhs.build", "one (per distinct token, then per tag sequence)",
+          "each stored phrase's PPDB label (LHS): lexicon + suffix tagger trained on GENIA-pos and Brown"),
 )}
 
 
@@ -95,5 +99,5 @@ def describe() -> str:
         s = STAGES[name]
         lines.append(f"{name:12} <- {', '.join(s.needs) or '(data)':22} [{s.tasks}]  {s.doc}")
         lines.append(f"{'':12}    writes {', '.join(s.writes)}; code {s.code}")
-    lines.append(f"{'store':12} <- pivot, combine, ppdb2, translation, encode  [one, streaming]  the SQLite database")
+    lines.append(f"{'store':12} <- pivot, combine, ppdb2, lhs, translation, encode  [one, streaming]  the SQLite database")
     return "\n".join(lines)

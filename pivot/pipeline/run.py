@@ -4,6 +4,7 @@
                                lm (in-domain, general) -> score -> weights -> extract -> pivot
                                                                                        -> combine -> store
                                                                                        -> ppdb2 ---^
+                                                                                       -> lhs -----^
 
 Each stage writes its artifact into `<work>/<stage>-<key>/`, where the key hashes the
 stage's parameters, the keys of the stages it reads and the fingerprints of the data
@@ -41,7 +42,8 @@ log = logging.getLogger("pivot")
 
 # Bump a stage's version when its code changes what it writes: old artifacts then miss.
 STAGE_VERSIONS = {"corpus": 1, "align": 1, "encode": 2, "lmtext": 4, "lm": 3, "score": 4,
-                  "weights": 3, "extract": 4, "translation": 4, "pivot": 5, "combine": 2, "ppdb2": 1}
+                  "weights": 3, "extract": 4, "translation": 4, "pivot": 5, "combine": 2, "ppdb2": 1,
+                  "lhs": 1}
 
 
 def _key(parts) -> str:
@@ -636,7 +638,8 @@ class Pipeline:
         from pivot.pipeline.pivoting import Paraphrases
         from pivot.pipeline.translation import foreign_rows, phrase_rows
 
-        params = dict(self.rec["ppdb2"])
+        # lhs is the lhs stage's setting: the phrases' labels are no input of this one
+        params = {k: v for k, v in self.rec["ppdb2"].items() if k != "lhs"}
         files = ppdb2.data_files(params, self.data_root)
         encode_dir = self.encoded[0]
 
@@ -658,6 +661,33 @@ class Pipeline:
         return self.wd.stage("ppdb2", {"pivot": self.pivot_dir[1], "translation": self.translation_dir[1],
                                        "encode": self.encoded[1]},
                              {**params, "data": self._fingerprint(files)}, produce)
+
+    # ------------------------------------------------------------ lhs: the phrases' PPDB labels
+
+    @cached_property
+    def lhs_dir(self) -> tuple[Path, str] | None:
+        """Each stored phrase's PPDB label (phrase.lhs) from the lexicon tagger trained on the data
+        root's GENIA-pos and Brown (pivot.pipeline.lhs); None when the recipe says lhs = "x"."""
+        if self.rec["ppdb2"]["lhs"] != "tagged":
+            return None
+        from pivot.pipeline import lhs
+        from pivot.pipeline.corpus import Vocab
+        from pivot.pipeline.pivoting import Paraphrases
+        from pivot.pipeline.translation import phrase_rows
+        from pivot.store.labels import LEXICON_TAGGER_VERSION
+
+        files = lhs.data_files(self.data_root)
+
+        def produce(tmp):
+            e_rows, _ = phrase_rows(self._part_paths("e"), self.phrase_keys)
+            index = Paraphrases.read_index(self.pivot_dir[0])
+            lhs.build(tmp, part_paths=[self.pivot_dir[0] / name for name in index["parts"]], e_rows=e_rows,
+                      e_tokens=Vocab.load(self.encoded[0] / "vocab.en").tokens, data_root=self.data_root)
+
+        return self.wd.stage("lhs", {"pivot": self.pivot_dir[1], "translation": self.translation_dir[1],
+                                     "encode": self.encoded[1]},
+                             {"lhs": "tagged", "tagger_version": LEXICON_TAGGER_VERSION,
+                              "data": self._fingerprint(files)}, produce)
 
     # ------------------------------------------------------------ combine: General + X
 
@@ -755,6 +785,7 @@ class Pipeline:
         index = Paraphrases.read_index(self.pivot_dir[0])
         n_pairs_out = int(sum(index["n_pairs"]))
         ppdb2_dir = self.ppdb2_dir[0]
+        lhs_stage = self.lhs_dir
         # The sharded stages are done: the workers' memory goes back to the system before the
         # combination and the database are written here.
         self.engine.close()
@@ -795,7 +826,9 @@ class Pipeline:
         tstats = json.loads((self.translation_dir[0] / "translation.json").read_text())
 
         prune = self.rec["pivot"]
-        final_key = _key([self.pivot_dir[1], self.combination[1] if self.combination else None, self.ppdb2_dir[1]])
+        # (a build without labels keeps the key it had before the lhs stage existed)
+        final_key = _key([self.pivot_dir[1], self.combination[1] if self.combination else None, self.ppdb2_dir[1]]
+                         + ([lhs_stage[1]] if lhs_stage else []))
         # Only a resample of the bitext says so: a full bitext's signature is as it always was.
         sample = corpus.sample_params(self.rec["preprocess"])
         resample = ([f"sample:{sample['sample_fraction']!r}/seed{sample['sample_seed']}"]
@@ -842,11 +875,16 @@ class Pipeline:
         if comb_meta is not None:
             meta["combination"] = comb_meta
         meta.update(layer)  # forms, ppdb2 (score, its fit and sizes), relations
-        # phrase.lhs: pivot.store.labels' GENIA tagger would cost its training (about 65 s, once
-        # per machine, cached) and 67 CPU s to label bio's 448k stored phrases (measured: 3.4 s for
-        # a 1-in-20 sample), more than the build's whole budget for this layer; the column holds
-        # [X] until a cheaper labeller exists
-        meta["lhs"] = {"labels": "[X] for every phrase", "tagger": None}
+        # phrase.lhs: the lhs stage's labels (the lexicon tagger: pivot.store.labels' perceptron
+        # would cost 65 s of training and 67 CPU s for bio's 448k phrases), or [X] for every phrase
+        if lhs_stage is not None:
+            from pivot.pipeline.lhs import read as read_lhs
+
+            phrase_lhs, meta["lhs"] = read_lhs(lhs_stage[0])
+        else:
+            phrase_lhs = None
+            meta["lhs"] = {"labels": "[X] for every phrase", "tagger": None,
+                           "why": '[ppdb2] lhs = "x" in the recipe'}
         meta["default_model"] = "ppdb2" if layer["ppdb2"]["learned"] else models[0]["name"]
 
         def chunks():
@@ -858,7 +896,7 @@ class Pipeline:
 
         write_database_chunks(
             self.out_path, phrases=e_text, phrase_counts=e_count, chunks=chunks, foreign=f_text,
-            models=models, meta=meta, progress=not self.quiet and sys.stderr.isatty(),
+            models=models, meta=meta, progress=not self.quiet and sys.stderr.isatty(), lhs=phrase_lhs,
         )
         log.info("wrote %s (%d pairs, %d models) in %.1f s; signature %s", self.out_path, n_pairs_out,
                  len(models), time.perf_counter() - self.started, signature)

@@ -1,0 +1,144 @@
+"""The lhs stage: each stored English phrase's PPDB label, the LHS field of an export line.
+
+PPDB's LHS is the syntactic category of a rule ([NN], [VBZ], [NP], ...); readers key on it
+(nlpaug 1.1.11 files a pair under the part of speech of its LHS and substitutes a word only
+under the part of speech the sentence gives it, so a file of [X] lines substitutes nothing).
+This stage labels every phrase that a stored pair uses with pivot.store.labels'
+:class:`~pivot.store.labels.LexiconTagger` and its constituent rules:
+
+* trained here, on every build that labels (no cache: about 5 CPU s), from the data root's
+  GENIA-pos train and devel parts (in-domain lexicon, suffixes, contextual rules) and the
+  Brown corpus (the lexicon's back-off); its accuracy is measured here on GENIA-pos test, the
+  way pivot.store.labels measures its perceptron (lower-cased random spans of 1-5 tokens, seed
+  1, and lone words), and recorded with the files' sha256 in the database's meta ``lhs``;
+* applied to the token-id rows of the used phrases: each distinct token tagged once, each
+  distinct tag sequence labelled once (a few seconds for bio's 448k phrases). One task: the
+  work is the vocabulary's, which sharding would repeat, not divide.
+
+The key holds the tagger's version (labels.LEXICON_TAGGER_VERSION) and the training files'
+fingerprints, so a changed tagger or corpus relabels; a recipe whose data root lacks these files
+says ``[ppdb2] lhs = "x"``, and the meta then says every LHS is [X] (pivot export warns).
+"""
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import random
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from pivot.pipeline.bundle import open_bundle, save_bundle
+from pivot.recipes import fingerprint_files
+from pivot.store import labels
+
+log = logging.getLogger("pivot")
+
+#: The recipe's choices ([ppdb2] lhs): labelled by the tagger, or [X] for every phrase.
+CHOICES = ("tagged", "x")
+#: What the meta calls the tagger.
+TAGGER = "lexicon+suffix+rules (pivot.store.labels.LexiconTagger)"
+#: The data files the tagger reads, under the data root.
+TRAIN_FILES = tuple(labels.GENIA_DIR / name for name in labels.TRAIN_FILES)
+TEST_FILE = labels.GENIA_DIR / labels.TEST_FILE
+BACKOFF_FILE = labels.BROWN_ZIP
+
+
+def data_files(data_root) -> list[Path]:
+    """The files a labelling build reads (fingerprinted into the stage key; preflight checks them)."""
+    root = Path(data_root)
+    return [root / p for p in (*TRAIN_FILES, TEST_FILE, BACKOFF_FILE)]
+
+
+@contextmanager
+def _no_gc():
+    """Training makes millions of small tuples and no cycles: the collector's full passes over
+    them cost more than the training (about 1.5 s of 5 measured), so it pauses meanwhile."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def train(data_root) -> tuple[labels.LexiconTagger, dict]:
+    """(tagger, info): the lexicon tagger of the data root, its training counts and its accuracy
+    on GENIA-pos test."""
+    root = Path(data_root)
+    with _no_gc():
+        sentences = [s for p in TRAIN_FILES for s in labels.read_conll(root / p)]
+        backoff = labels.read_brown(root / BACKOFF_FILE)
+        base = labels.LexiconTagger.train(sentences, backoff)
+        tagger = base.with_rules(labels.window_spans(sentences))
+        gold = labels.read_conll(root / TEST_FILE)
+    spans = labels.phrase_spans(gold, random.Random(labels.SEED + 1))
+    words = [[(w.lower(), t)] for s in gold for w, t in s]
+    info = {
+        "train_sentences": len(sentences), "train_tokens": sum(map(len, sentences)),
+        "backoff_tokens": len(backoff), "lexicon_words": len(tagger.lexicon),
+        "suffix_keys": len(tagger.suffixes), "rules": [list(r) for r in tagger.rules],
+        "settings": {"suffix_max": labels.SUFFIX_MAX, "suffix_min_count": labels.SUFFIX_MIN_COUNT,
+                     "rare_max": labels.RARE_MAX, "max_rules": labels.MAX_RULES,
+                     "min_rule_gain": labels.MIN_RULE_GAIN},
+        # GENIA-pos test, lower-cased: random spans of 1-5 tokens (seed 1, four per sentence, the
+        # shape of stored phrases) with and without the rules, and every word alone
+        "test_tokens": sum(map(len, gold)),
+        "test_accuracy_spans": round(labels.accuracy(tagger, spans), 4),
+        "test_accuracy_spans_without_rules": round(labels.accuracy(base, spans), 4),
+        "test_accuracy_words": round(labels.accuracy(tagger, words), 4),
+    }
+    return tagger, info
+
+
+def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_tokens: list[str], data_root) -> dict:
+    """The stage: writes ``lhs.arrays`` (``ids``: the used phrase ids, ascending; ``code``: each
+    one's label, an index into ``names`` of ``lhs.json``) and ``lhs.json`` (the meta ``lhs``)."""
+    t0 = time.process_time()
+    tagger, info = train(data_root)  # with the accuracy on GENIA-pos test
+    t_train = time.process_time() - t0
+    seen = np.zeros(len(e_rows), bool)  # a mark per phrase id: linear in the pairs, no sort
+    for path in part_paths:
+        with open_bundle(path) as z:
+            seen[z["e1"]] = True
+            seen[z["e2"]] = True
+    used = np.flatnonzero(seen)
+    t1 = time.process_time()
+    code, names = tagger.label_rows(e_rows[used], e_tokens)
+    t_label = time.process_time() - t1
+    counts = np.bincount(code, minlength=len(names)) if len(names) else np.zeros(0, np.int64)
+    root = Path(data_root)
+    meta = {"labels": f"{TAGGER}, trained on GENIA-pos train+devel with the Brown corpus as back-off",
+            "tagger": "lexicon-suffix", "version": labels.LEXICON_TAGGER_VERSION,
+            "files": {str(p): sha for p, sha in zip((*TRAIN_FILES, TEST_FILE, BACKOFF_FILE),
+                                                     fingerprint_files(data_files(root)).values())},
+            **info, "n_phrases": int(len(used)), "names": names,
+            "distribution": dict(zip(names, counts.tolist()))}
+    save_bundle(tmp / "lhs.arrays", ids=used, code=code)
+    (tmp / "lhs.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+    # CPU seconds vary run to run: timings.json is not part of the artifact's content key
+    (tmp / "timings.json").write_text(json.dumps({"train_cpu_seconds": round(t_train, 2),
+                                                  "label_cpu_seconds": round(t_label, 2),
+                                                  "stage_cpu_seconds": round(time.process_time() - t0, 2)}))
+    log.info("lhs: tagger trained in %.1f CPU s (GENIA-pos test: spans %.4f, lone words %.4f); %d phrases "
+             "labelled in %.1f CPU s", t_train, info["test_accuracy_spans"], info["test_accuracy_words"],
+             len(used), t_label)
+    return meta
+
+
+def read(folder) -> tuple[dict, dict]:
+    """(labels by phrase id, meta) of a finished lhs stage; the meta holds its CPU seconds."""
+    folder = Path(folder)
+    meta = json.loads((folder / "lhs.json").read_text())
+    timings = folder / "timings.json"
+    if timings.is_file():
+        meta["cpu_seconds"] = json.loads(timings.read_text())
+    with open_bundle(folder / "lhs.arrays") as z:
+        ids, code = z["ids"], z["code"]
+    names = meta.pop("names")
+    label_of = np.array(names, dtype=object)[code] if len(code) else np.zeros(0, object)
+    return dict(zip(ids.tolist(), label_of.tolist())), meta
