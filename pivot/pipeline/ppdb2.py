@@ -28,7 +28,10 @@ Features of a directed pair (e1, e2) (:func:`pair_features`; natural logs):
 
 (The PPMI-SVD similarity of pivot.eval.distributional was measured and left out: about 10 s
 of the build's CPU for a feature that correlates 0.08 with the ratings, lowers the score's
-cross-validated rho and leaves the relations' macro-F1 unchanged.)
+cross-validated rho and leaves the relations' macro-F1 unchanged. For the relations, also
+measured on the bio build and left out, none worth half a macro-F1 point on validation: each
+phrase's number of translations and the stored pivots' share of them, the paraphrase graph's
+degrees and ranks, gradient-boosted trees over these features; README, the PPDB 2.0 layer.)
 
 **Score** (``PPDB2.0Score``, higher is better, on the ratings' 1-5 scale): a ridge regression
 of the mean human rating on the standardised features of :func:`score_features`,
@@ -69,8 +72,8 @@ test synset is seen in training. lambda and beta are chosen by macro-F1 on a val
 train (the same rule with seed + 1). beta = 1 is full class balance: with Independent 60-70% of the
 pairs and four classes near 5% each, it predicts the small classes for most Independent pairs
 (on the bio build: Independent recall 0.38, and a string-only classifier that calls 60% of the
-pairs Exclusion); beta = 1/2 or 3/4 scores higher for both classifiers, so both are selected
-over the same grid, the fair comparison. Reported against the majority class and a classifier
+pairs Exclusion); beta = 1/2 or 3/4 scores higher for both classifiers (RELATION_BALANCE), so
+both are selected over the same grid, the fair comparison. Reported against the majority class and a classifier
 over the string features only (STRING_FEATURES), with each one's confusion matrix.
 
 **Sizes**: over the pairs no HIDDEN flag hides, ordered by score, S holds the best 1/32, M 1/16,
@@ -108,8 +111,10 @@ CV_SEEDS = (1, 2, 3, 4, 5)
 SCORE_LAMBDAS = (1.0, 3.0, 10.0, 30.0, 100.0)
 SCORE_MULTIPLIERS = (10.0, 100.0, 1000.0)
 RELATION_LAMBDAS = (1e-3, 1e-2)
-#: The class-weight exponents beta of the relation fit (w_c proportional to n_c^-beta; 1: balanced).
-RELATION_BALANCE = (0.5, 0.75, 1.0)
+#: The class-weight exponents beta of the relation fit (w_c proportional to n_c^-beta). Full
+#: balance (1) is left out: on the bio build's validation part it scored 0.303 (0.250 string-only)
+#: against 0.362 (0.326) for the best of these, and each setting costs two fits (~1.5 CPU s each).
+RELATION_BALANCE = (0.5, 0.75)
 #: Validation share of the relation training pairs (lambda's choice).
 RELATION_VALIDATION = 0.2
 #: Fewest training rows a fit accepts: below this it is noise, and the build says so.
