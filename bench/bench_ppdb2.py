@@ -12,7 +12,9 @@
   dev rows gives an interval of the difference.
 * Relations: the held-out evaluation the build recorded (meta "relations": per class precision,
   recall, F1; macro-F1 of the classifier, of the string-features-only classifier and of the
-  majority class), and the relation shares over all stored pairs and the visible ones.
+  majority class; the two classifiers' confusion matrices, rows the true class, columns the
+  predicted one, in RELATIONS order), and the relation shares over all stored pairs and the
+  visible ones.
 * The coefficients of both fits (per training standard deviation) and the selection tables.
 
 The database is opened read-only; nothing is written but the JSON.
@@ -111,6 +113,7 @@ def main(argv=None):
         "relations": {"macro_f1": {k: ev.get(k, {}).get("macro_f1") for k in ("full", "string_only", "majority")},
                       "full_minus_string_macro_f1": ev.get("full_minus_string_macro_f1"),
                       "per_class": {k: ev.get(k, {}).get("per_class") for k in ("full", "string_only", "majority")},
+                      "confusion": {k: ev.get(k, {}).get("confusion") for k in ("full", "string_only")},
                       "majority_class": ev.get("majority_class"),
                       "n_train": rel.get("n_train"), "n_test": rel.get("n_test"),
                       "train_classes": rel.get("train_classes"), "test_classes": rel.get("test_classes"),

@@ -140,6 +140,33 @@ def test_softmax_separates_toy_classes_and_is_deterministic():
     assert pred.tolist() == y.tolist()
 
 
+def test_softmax_class_weight_exponent_sets_the_intercepts():
+    # no usable feature (a zero column, penalised): the optimum's probabilities are the weighted
+    # class shares, p_c = n_c * n_c^-beta / sum_k n_k^(1 - beta); classes of 1 and 3 pairs:
+    # beta 1 -> 1/2, 1/2; beta 0 -> 1/4, 3/4; beta 1/2 -> 1/(1 + sqrt 3), sqrt 3/(1 + sqrt 3)
+    z, y = np.zeros((4, 1)), np.array([0, 1, 1, 1])
+    for beta, want in ((1.0, [0.5, 0.5]), (0.0, [0.25, 0.75]),
+                       (0.5, [1 / (1 + 3 ** 0.5), 3 ** 0.5 / (1 + 3 ** 0.5)])):
+        w = P.softmax_fit(z, y, 2, lam=1.0, balance=beta)
+        assert P.softmax(w[None, :, 0])[0] == pytest.approx(want, abs=1e-5)
+
+
+def test_fit_relations_selects_lambda_and_balance_on_validation():
+    # one feature separates classes 0 and 1 except a class-1 row at the class-0 end; the grid's
+    # table has a row per (lambda, balance) and the chosen pair has the best validation macro-F1
+    x = np.array([[-2.0], [-1.9], [-1.8], [-1.7], [1.0], [1.1], [1.2], [1.3], [1.4], [-1.95]])
+    y = np.array([0, 0, 0, 0, 1, 1, 1, 1, 1, 1])
+    validation = np.array([False, True, False, False, False, True, False, False, False, False])
+    model, table = P.fit_relations(["a"], x, y, validation, lambdas=(1e-3, 1e-2), balances=(0.5, 1.0))
+    assert [(r["lambda"], r["balance"]) for r in table["grid"]] == [(1e-3, 0.5), (1e-3, 1.0), (1e-2, 0.5),
+                                                                     (1e-2, 1.0)]
+    # both validation rows are classified right by every setting (macro-F1 1): ties go to the
+    # larger lambda, then the larger balance
+    assert all(r["validation_macro_f1"] == 1.0 for r in table["grid"])
+    assert (table["lambda"], table["balance"]) == (1e-2, 1.0)
+    assert model.probabilities(["a"], np.array([[-3.0], [3.0]])).argmax(axis=1).tolist() == [0, 1]
+
+
 def test_fit_score_recovers_a_linear_rating():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(60, 2))
@@ -161,6 +188,9 @@ def test_classification_report_macro_over_supported_classes():
     assert r["per_class"]["Equivalence"] == {"precision": 1.0, "recall": 0.5, "f1": 0.6667, "support": 2,
                                              "predicted": 1}
     assert r["per_class"]["ForwardEntailment"]["f1"] == 0.6667
+    # rows: true class, columns: predicted; (0, 0), (0, 1), (1, 1), (5, 5)
+    assert r["confusion"][0] == [1, 1, 0, 0, 0, 0] and r["confusion"][1] == [0, 1, 0, 0, 0, 0]
+    assert r["confusion"][5] == [0, 0, 0, 0, 0, 1] and sum(map(sum, r["confusion"])) == 4
     # classes 0, 1, 5 have support: (2/3 + 2/3 + 1) / 3
     assert r["macro_f1"] == pytest.approx(round((2 / 3 + 2 / 3 + 1) / 3, 4), abs=1e-4)
 
