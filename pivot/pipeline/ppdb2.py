@@ -340,7 +340,9 @@ def ridge_fit(z: np.ndarray, y: np.ndarray, penalty: np.ndarray) -> tuple[float,
     """argmin_b sum (y - b0 - z b)^2 + sum_j penalty_j b_j^2 on centred columns: b0 = mean(y),
     b = (Z'Z + diag(penalty))^-1 Z'(y - mean(y)) (z is standardised on the same rows)."""
     zc = z - z.mean(axis=0)
-    b = np.linalg.solve(zc.T @ zc + np.diag(penalty), zc.T @ (y - y.mean()))
+    # einsum, not BLAS (as softmax_fit): a product this small costs more in thread wake-ups
+    b = np.linalg.solve(np.einsum("ni,nj->ij", zc, zc, optimize=False) + np.diag(penalty),
+                        np.einsum("ni,n->i", zc, y - y.mean(), optimize=False))
     return float(y.mean() - z.mean(axis=0) @ b), b
 
 
@@ -544,14 +546,26 @@ class WithinLists:
             return np.zeros((p, p)), np.zeros(p), 0
         w = np.where(live, 1.0 / np.maximum(n_s * n_t, 1.0), 0.0)
         a = np.where(pos, w[g] * n_t[g], w[g] * n_s[g])      # each row's weight in the squares
-        sum_s, sum_t = np.zeros((n_lists, p)), np.zeros((n_lists, p))
-        np.add.at(sum_s, g[pos], self.x[pos])
-        np.add.at(sum_t, g[~pos], self.x[~pos])
-        cross = (sum_s * w[:, None]).T @ sum_t
-        big_a = (self.x * a[:, None]).T @ self.x - cross - cross.T
-        c = (n_t * w) @ sum_s - (n_s * w) @ sum_t
+        sum_s, sum_t = _group_sums(self.x, g, pos, n_lists), _group_sums(self.x, g, ~pos, n_lists)
+        # einsum, not BLAS (as softmax_fit): no threads, one summation order on every machine
+        cross = np.einsum("l,li,lj->ij", w, sum_s, sum_t, optimize=False)
+        big_a = np.einsum("n,ni,nj->ij", a, self.x, self.x, optimize=False) - cross - cross.T
+        c = np.einsum("l,li->i", n_t * w, sum_s, optimize=False) - np.einsum("l,li->i", n_s * w, sum_t, optimize=False)
         n_live = int(live.sum())
         return big_a / n_live, c / n_live, n_live
+
+
+def _group_sums(x, g, sel, n_groups) -> np.ndarray:
+    """(n_groups, p): the sums of the rows of x selected by sel, per group id g (0 for none)."""
+    out = np.zeros((n_groups, x.shape[1]))
+    rows = np.flatnonzero(sel)
+    if not len(rows):
+        return out
+    rows = rows[np.argsort(g[rows], kind="stable")]
+    gs = g[rows]
+    start = np.flatnonzero(np.concatenate([[True], gs[1:] != gs[:-1]]))
+    out[gs[start]] = np.add.reduceat(x[rows], start, axis=0)
+    return out
 
 
 def fit_score(names, x, y, keys, anchor: set[str], *, within: WithinLists | None = None, lambdas=SCORE_LAMBDAS,
@@ -650,8 +664,9 @@ def _ridge(names, x, y, lam, mu, anchor, gamma=0.0, moments=None) -> ScoreModel:
     c = c[keep] / std.sd
     zc = z - z.mean(axis=0)
     scale = gamma * len(y)
-    b = np.linalg.solve(zc.T @ zc + scale * big_a + np.diag(penalty),
-                        zc.T @ (y - y.mean()) + scale * WITHIN_MARGIN * c)
+    gram = np.einsum("ni,nj->ij", zc, zc, optimize=False)
+    b = np.linalg.solve(gram + scale * big_a + np.diag(penalty),
+                        np.einsum("ni,n->i", zc, y - y.mean(), optimize=False) + scale * WITHIN_MARGIN * c)
     return ScoreModel(std, float(y.mean() - z.mean(axis=0) @ b), b)
 
 
