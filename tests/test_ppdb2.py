@@ -83,10 +83,10 @@ def test_pair_features_by_hand():
     assert x["fwd_gt_rev"] == 1.0
 
 
-def test_score_features_leave_out_counts_lengths_and_the_reverse_alone():
+def test_score_features_are_every_feature_but_the_excluded():
     names = P.score_features(["general", "dom"])
-    assert "logp_min[general]" in names and "logp[dom]" in names
-    assert not any(n.startswith("logp_rev[") or n in P.SCORE_EXCLUDED for n in names)
+    assert names == [n for n in P.feature_names(["general", "dom"]) if n not in P.SCORE_EXCLUDED]
+    assert "logp_rev[general]" in names and "log1p_count_e2" in names and "logp[dom]" in names
     assert P.anchor_features(["general", "dom"]) == {"logp[general]", "logp_min[general]", "missing[general]",
                                                       "missing_rev[general]"}
 
@@ -175,12 +175,49 @@ def test_fit_score_recovers_a_linear_rating():
     model, table = P.fit_score(["a", "b"], x, y, keys, anchor={"a"}, lambdas=(0.01,), multipliers=(1000.0,))
     assert P.spearman(model.predict(["a", "b"], x), y) == pytest.approx(1.0)
     assert abs(model.coef[1]) < 1e-3 < model.coef[0]
-    assert table["lambda"] == 0.01 and table["qualified"]
-    # a within-list check no setting passes: the best rho is kept and the table says so
-    within = (x, np.zeros(60, int), np.arange(60), np.zeros(60, bool), 1)
-    _, table = P.fit_score(["a", "b"], x, y, keys, anchor={"a"}, within=within, lambdas=(0.01, 1.0),
-                           multipliers=(10.0,))
-    assert table["qualified"] is False and table["within"]["p_general_top_k_synonyms"] == 1
+    assert table["lambda"] == 0.01 and table["gamma"] == 0.0
+
+
+def _lists(n_lists, validation_lists):
+    """n_lists candidate lists of 12 rows over features (a, b): the synonym has a = -1, b = 1, the
+    eleven others a = b = 0, and the largest tie-break id; the first validation_lists held back."""
+    rows = 12
+    x = np.zeros((n_lists * rows, 2))
+    positive = np.zeros(n_lists * rows, bool)
+    positive[rows - 1::rows] = True
+    x[positive] = [-1.0, 1.0]
+    group = np.repeat(np.arange(n_lists), rows)
+    return P.WithinLists(x, group, np.tile(np.arange(rows), n_lists), positive, np.zeros(n_lists * rows),
+                         group < validation_lists)
+
+
+def test_pair_moments_by_hand():
+    # list 0: synonym x = 2, others 0 and 1: w = 1/2, d = 2, 1 -> A = (4 + 1) / 2, c = (2 + 1) / 2;
+    # list 1 has no other candidate and list 2 no synonym: neither counts (L = 1)
+    lists = P.WithinLists(np.array([[2.0], [0.0], [1.0], [5.0], [7.0]]), np.array([0, 0, 0, 1, 2]),
+                          np.arange(5), np.array([True, False, False, True, False]), np.zeros(5), np.zeros(5, bool))
+    big_a, c, n = lists.pair_moments()
+    assert (big_a.tolist(), c.tolist(), n) == ([[2.5]], [1.5], 1)
+
+
+def test_fit_score_within_lists_choose_the_list_term():
+    # Ratings: y = 3 + 0.5 a exactly and b orthogonal to a and y, so the ratings alone give b no
+    # weight and rank each list's synonym (a = -1) last of 12: 0 validation hits at gamma 0. The
+    # list term, gamma 10, lifts b: the synonym first in every list, 4 of the 4 held-back lists.
+    a = np.tile([-1.0, 1.0, -1.0, 1.0], 15)
+    b = np.tile([-1.0, -1.0, 1.0, 1.0], 15)
+    x, y, keys = np.column_stack([a, b]), 3.0 + 0.5 * a, [f"p{i}" for i in range(60)]
+    lists = _lists(10, 4)
+    model, table = P.fit_score(["a", "b"], x, y, keys, anchor={"a"}, within=lists, lambdas=(0.01,),
+                               multipliers=(1.0,), gammas=(0.0, 10.0))
+    hits = {row["gamma"]: row["validation_top_k_synonyms"] for row in table["grid"]}
+    assert hits == {0.0: 0, 10.0: 4}
+    # one standard error of the best (4 of 4: 0) leaves gamma 10 alone
+    assert table["gamma"] == 10.0 and table["within"]["validation"]["tolerance"] == 0.0
+    assert table["within"]["validation"]["p_general_top_k_synonyms"] == 0 and model.coef[1] > 0
+    # without lists, gamma is 0 and the fit is the ridge regression
+    _, table = P.fit_score(["a", "b"], x, y, keys, anchor={"a"}, lambdas=(0.01,), multipliers=(1.0,))
+    assert [row["gamma"] for row in table["grid"]] == [0.0] and "within" not in table
 
 
 def test_classification_report_macro_over_supported_classes():

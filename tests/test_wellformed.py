@@ -279,3 +279,33 @@ def test_wordnet_units_and_inflection(wordnet):
              ("analysis", "analyses ,", EDGE_PUNCT | INFLECTION),
              ("treat", "deal with", DANGLING)]       # not a WordNet unit
     assert [int(m) for m in label(pairs, wordnet)] == [p[2] for p in pairs]
+
+
+class ToyLetters:
+    """A lemmatizer whose units name things with a letter (WordNet: vitamin_A, type_I_diabetes)."""
+
+    units = frozenset({"vitamin a", "type i diabetes"})
+
+    def __call__(self, token):
+        return toy_lemmas(token)
+
+
+def test_a_letter_in_a_unit_is_content():
+    pairs = [("vitamin a", "vitamin", CONTAINMENT),          # [vitamin, a] vs [vitamin]; the end "a" is whole
+             ("vitamin a", "retinol", 0),
+             ("vitamin a supplementation", "vitamin supplementation", CONTAINMENT),   # the unit is a span
+             ("with vitamin a", "vitamin a", FUNCTION_ONLY),  # same content [vitamin, a]; no edge dangles
+             ("vitamin a in", "vitamin a", FUNCTION_ONLY | DANGLING),   # "in" still dangles
+             ("type i diabetes", "type diabetes", CONTAINMENT),
+             ("hours a", "hours", FUNCTION_ONLY | DANGLING),  # no unit: the article, at a dangling end
+             ("a vitamin", "vitamin", FUNCTION_ONLY)]         # first token: after no content word
+    assert [int(m) for m in label(pairs, ToyLetters())] == [p[2] for p in pairs]
+    # without units the letter is the article: "vitamin a" dangles and differs by a function word
+    assert int(label([("vitamin a", "vitamin")])[0]) == FUNCTION_ONLY | DANGLING
+
+
+def test_wordnet_letters(wordnet):
+    pairs = [("vitamin a", "vitamin", CONTAINMENT),          # WordNet lists vitamin_A
+             ("hepatitis a", "hepatitis", CONTAINMENT),
+             ("days a", "days", FUNCTION_ONLY | DANGLING)]   # not a unit: the article of "twice a day"
+    assert [int(m) for m in label(pairs, wordnet)] == [p[2] for p in pairs]

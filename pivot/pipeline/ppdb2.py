@@ -33,34 +33,51 @@ measured on the bio build and left out, none worth half a macro-F1 point on vali
 phrase's number of translations and the stored pivots' share of them, the paraphrase graph's
 degrees and ranks, gradient-boosted trees over these features; README, the PPDB 2.0 layer.)
 
-**Score** (``PPDB2.0Score``, higher is better, on the ratings' 1-5 scale): a ridge regression
-of the mean human rating on the standardised features of :func:`score_features`,
+**Score** (``PPDB2.0Score``, higher is better, on the ratings' 1-5 scale): a linear score over
+the standardised features of :func:`score_features` (every feature),
 
-    score = b0 + sum_j b_j (x_j - mean_j) / sd_j,
-    b = argmin sum_i (y_i - score_i)^2 + lambda * (sum_General b_j^2 + mu * sum_others b_j^2),
+    score = b0 + sum_j b_j z_j,   z_j = (x_j - mean_j) / sd_j   (mean, sd of the rated training rows),
 
-fitted on the train part of the PPDB 2.0 human ratings (``[ppdb2] ratings``) restricted to the
-pairs the database stores (each stored direction of a rated pair is a row). The rated pairs
-are split into train and dev by a seeded hash of the unordered normalised pair
+fitted to two things at once, the ratings across pairs and the order inside candidate lists:
+
+    b = argmin  sum_i (y_i - score_i)^2                                        (ratings)
+              + gamma n (1/L) sum_l w_l sum_{s in S_l, t in T_l} (1 - (score_s - score_t))^2   (lists)
+              + lambda (sum_General b_j^2 + mu sum_others b_j^2)
+
+Ratings: the train part of the PPDB 2.0 human ratings (``[ppdb2] ratings``) restricted to the
+pairs the database stores (each stored direction of a rated pair is a row; n rows). The rated
+pairs are split into train and dev by a seeded hash of the unordered normalised pair
 (pivot.eval.gold.pair_key / pivot.hashes.unit_hash, the split every gold of the project uses).
 
-Two things protect the ranking a lookup shows, the list of one phrase's candidates, which the
-ratings (a few hundred pairs of many different phrases) do not see:
+Lists: what a lookup shows is one phrase's candidates in order, which a few hundred rated pairs
+of many different phrases do not see. WordNet does: for training-side WordNet phrases (the
+relation split's, so no held-out synset), the candidate list (pairs no HIDDEN flag hides) with
+S_l its WordNet synonyms and T_l the other candidates; every synonym should score
+WITHIN_MARGIN = 1 rating point above every other candidate of its list, a squared pairwise
+loss (RankRLS, Pahikkala et al. 2009) with each list weighing the same (w_l = 1/(|S_l||T_l|)).
+Squared, the objective stays a ridge regression with a closed form (``_ridge``): the list
+term adds gamma n A to Z'Z and gamma n c to Z'y, A and c the lists' pair moments
+(WithinLists.pair_moments), computed once on the raw features and rescaled per standardiser.
+Without the list term the ratings taught weights that lift rare fragments inside a list
+(across rated pairs, rarer and longer phrases and a high p(e1|e2) go with higher ratings; in
+one phrase's list those weights put *blood pressure ; high* above *hypertension*), which is why
+an earlier version left counts, lengths and the reverse direction out; the lists now set those
+weights' within-list sign, and keeping them gains on held-out lists (SCORE_EXCLUDED).
 
-* the score leaves out the phrase counts and lengths (SCORE_EXCLUDED) and the reverse
-  direction alone: across rated pairs, rarer and longer phrases and a high p(e1|e2) go with
-  higher ratings, but inside one phrase's list those weights lift rare fragments whose only
-  translation happens to be shared (p(cell | cellular yield) is high) above the synonyms;
-  the reverse direction enters as logp_min, which rewards a pair strong both ways;
-* General's features form the anchor group (penalty lambda), every other feature (the domain
-  models', the pivots', the strings', the flags') has lambda * mu: with a few hundred rated
-  pairs, seven collinear domain models and a dozen string features would fit noise.
+General's features form the anchor group (penalty lambda), every other feature (the domain
+models', the pivots', the strings', the flags') has lambda * mu: with a few hundred rated pairs,
+seven collinear domain models and a dozen string features would fit noise.
 
-lambda and mu are chosen on train only: 5-fold cross-validation (folds by the same hash with
-seeds 1..5; the mean Spearman rho of the pooled out-of-fold predictions), among the settings
-that rank at least as many WordNet synonyms into the top 10 of WordNet phrases' candidate lists
-as p(e2|e1) does (training-side phrases of the relation split, pairs no HIDDEN flag hides; ties
-by the larger penalties). The fit is then reported on dev.
+lambda, mu and gamma (SCORE_LAMBDAS, SCORE_MULTIPLIERS, SCORE_GAMMAS; gamma = 0 is the ratings
+alone) are chosen on training data only: WITHIN_VALIDATION of the lists are held back (by a
+hash of the query), and each setting gets the WordNet synonyms its fit ranks into their top
+WITHIN_K, and the mean Spearman rho of 5-fold cross-validation on the rated training rows (folds
+by the same hash with seeds 1..5, the pooled out-of-fold predictions; the list term in every
+fold's fit). Chosen: the best rho among the settings whose held-back hits are within one
+binomial standard error of the best hits (the lists decide first, since they are what a lookup
+shows and they are thousands; the ratings decide among what the lists cannot tell apart). The
+fit is then reported on the dev ratings (rho, against General's p(e2|e1)) and on the lists of the
+held-out synsets (synonyms in the top WITHIN_K, against p(e2|e1)'s order).
 
 **Relations**: a multinomial logistic regression (softmax, L2 penalty lambda on the
 standardised non-constant features, class weights w_c proportional to n_c^-beta, L-BFGS) over
@@ -108,7 +125,7 @@ TRIGRAM_CHARS = 40
 CV_FOLDS = 5
 CV_SEEDS = (1, 2, 3, 4, 5)
 #: The penalty grids: lambda for the score and the relations, mu for the score's non-General group.
-SCORE_LAMBDAS = (1.0, 3.0, 10.0, 30.0, 100.0)
+SCORE_LAMBDAS = (1.0, 10.0, 100.0)
 SCORE_MULTIPLIERS = (10.0, 100.0, 1000.0)
 RELATION_LAMBDAS = (1e-3, 1e-2)
 #: The class-weight exponents beta of the relation fit (w_c proportional to n_c^-beta). Full
@@ -124,16 +141,27 @@ MIN_RELATION_PAIRS = 60
 SIZES = ("s", "m", "l", "xl", "xxl", "xxxl")
 SIZE_SHARES = (1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
 
-#: Queries whose within-list ranking checks a score (WordNet synonyms in the top WITHIN_K).
+#: The within-list term of the score (module docstring, **Score**): WordNet synonyms in the
+#: top WITHIN_K of a WordNet phrase's candidate list; at most MAX_WITHIN_QUERIES training-side
+#: lists (the smallest slots), WITHIN_VALIDATION of them (by a hash of the query) held back to
+#: choose the penalties; a synonym should score WITHIN_MARGIN (one rating point) above another
+#: candidate of its list; SCORE_GAMMAS: the weight of that term per rated row (0: ratings only).
 WITHIN_K = 10
 MAX_WITHIN_QUERIES = 4000
+WITHIN_VALIDATION = 0.3
+WITHIN_MARGIN = 1.0
+SCORE_GAMMAS = (0.0, 1.0, 3.0, 10.0, 30.0)
 FORM_FEATURES = ("edge_punct", "function_only", "dangling", "inflection", "containment")
-#: Features the relations use but the score does not: across the rated pairs, rarer and longer
-#: phrases were rated higher, and a regression learns that; inside one phrase's list of
-#: candidates the same weights lift rare, long fragments above its synonyms (measured on the
-#: bio build: WordNet synonyms in the top 10 of the WordNet queries 271 by p(e2|e1), 216 with
-#: these features, 277 without).
-SCORE_EXCLUDED = ("log1p_count_e1", "log1p_count_e2", "n_words_e1", "n_words_e2", "n_words_absdiff", "fwd_gt_rev")
+#: Features the relations use but the score does not. None since the score has its within-list
+#: term: without it, the ratings (rarer and longer phrases rated higher across pairs) taught
+#: weights that lift rare, long fragments above the synonyms inside one phrase's list, and the
+#: counts, lengths and the reverse direction alone were left out (WordNet synonyms in the top
+#: 10 of the WordNet queries: 271 by p(e2|e1), 216 with them, 277 without); with the term, the
+#: lists themselves fix those weights' within-list sign, and the held-out lists gain from them
+#: (fits on the bio build's work folder over the same 12 settings, lambda 1/10, mu 10/100,
+#: gamma 1/3/10: 4,391-4,504 WordNet synonyms of held-out synsets in the top 10 with them,
+#: 4,196-4,311 without, 3,975 by p(e2|e1); dev rho 0.542-0.578 with, 0.490-0.571 without).
+SCORE_EXCLUDED: tuple = ()
 #: The string features: what a classifier that sees only the two strings knows.
 STRING_FEATURES = ("n_words_e1", "n_words_e2", "n_words_absdiff", "token_jaccard", "char3_jaccard",
                    "e1_contains_e2", "e2_contains_e1", *FORM_FEATURES)
@@ -150,9 +178,8 @@ def feature_names(models: list[str]) -> list[str]:
 
 
 def score_features(models: list[str]) -> list[str]:
-    """The score's features: feature_names without SCORE_EXCLUDED and without the reverse
-    direction alone (logp_rev; the score sees it through logp_min)."""
-    return [n for n in feature_names(models) if n not in SCORE_EXCLUDED and not n.startswith("logp_rev[")]
+    """The score's features: feature_names without SCORE_EXCLUDED (today every feature)."""
+    return [n for n in feature_names(models) if n not in SCORE_EXCLUDED]
 
 
 def anchor_features(models: list[str]) -> set[str]:
@@ -325,7 +352,9 @@ def ridge_fit(z: np.ndarray, y: np.ndarray, penalty: np.ndarray) -> tuple[float,
     """argmin_b sum (y - b0 - z b)^2 + sum_j penalty_j b_j^2 on centred columns: b0 = mean(y),
     b = (Z'Z + diag(penalty))^-1 Z'(y - mean(y)) (z is standardised on the same rows)."""
     zc = z - z.mean(axis=0)
-    b = np.linalg.solve(zc.T @ zc + np.diag(penalty), zc.T @ (y - y.mean()))
+    # einsum, not BLAS (as softmax_fit): a product this small costs more in thread wake-ups
+    b = np.linalg.solve(np.einsum("ni,nj->ij", zc, zc, optimize=False) + np.diag(penalty),
+                        np.einsum("ni,n->i", zc, y - y.mean(), optimize=False))
     return float(y.mean() - z.mean(axis=0) @ b), b
 
 
@@ -490,68 +519,173 @@ def top_k_hits(group, score, tiebreak, positive, k: int = WITHIN_K) -> int:
     return int(np.asarray(positive)[order][rank < k].sum())
 
 
-def fit_score(names, x, y, keys, anchor: set[str], *, within=None, lambdas=SCORE_LAMBDAS,
-              multipliers=SCORE_MULTIPLIERS) -> tuple[ScoreModel, dict]:
-    """The ridge regression of the module docstring; (model, the selection table).
+@dataclass
+class WithinLists:
+    """Candidate lists of WordNet phrases for the score's within-list term (one row per pair).
+
+    x: the score features; group: the list (the query's phrase id); tiebreak: e2's id (a lookup's
+    tie order); positive: e2 is a WordNet synonym of the query; p_general: General's p(e2|e1),
+    the ranking to beat; validation: the row's list is held back to choose the penalties.
+    """
+
+    x: np.ndarray
+    group: np.ndarray
+    tiebreak: np.ndarray
+    positive: np.ndarray
+    p_general: np.ndarray
+    validation: np.ndarray
+
+    def part(self, rows) -> "WithinLists":
+        return WithinLists(*(getattr(self, f)[rows] for f in self.__dataclass_fields__))
+
+    def hits(self, score) -> int:
+        """Synonyms in the top WITHIN_K of the lists ranked by ``score``."""
+        return top_k_hits(self.group, score, self.tiebreak, self.positive)
+
+    def pair_moments(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """(A, c, L) of the within-list term on the raw features, d = x_s - x_t:
+
+            A = (1/L) sum_l w_l sum_{s in S_l, t in T_l} d d',   c = (1/L) sum_l w_l sum_{s,t} d,
+
+        over the L lists with both synonyms S_l and other candidates T_l, w_l = 1/(|S_l| |T_l|)
+        (every list weighs the same). Without enumerating pairs: sum_{s,t} d d' =
+        |T| sum_s x_s x_s' + |S| sum_t x_t x_t' - X_S X_T' - X_T X_S' (X_S, X_T the lists' sums),
+        sum_{s,t} d = |T| X_S - |S| X_T. Standardising z = (x - mean) / sd scales d by 1/sd (the
+        mean cancels), so A_z = A / (sd sd'), c_z = c / sd: one pass serves every fold.
+        """
+        p = self.x.shape[1]
+        _, g = np.unique(self.group, return_inverse=True)
+        n_lists = int(g.max()) + 1 if len(g) else 0
+        pos = self.positive.astype(bool)
+        n_s = np.bincount(g[pos], minlength=n_lists).astype(np.float64)
+        n_t = np.bincount(g[~pos], minlength=n_lists).astype(np.float64)
+        live = (n_s > 0) & (n_t > 0)
+        if not live.any():
+            return np.zeros((p, p)), np.zeros(p), 0
+        w = np.where(live, 1.0 / np.maximum(n_s * n_t, 1.0), 0.0)
+        a = np.where(pos, w[g] * n_t[g], w[g] * n_s[g])      # each row's weight in the squares
+        sum_s, sum_t = _group_sums(self.x, g, pos, n_lists), _group_sums(self.x, g, ~pos, n_lists)
+        # einsum, not BLAS (as softmax_fit): no threads, one summation order on every machine
+        cross = np.einsum("l,li,lj->ij", w, sum_s, sum_t, optimize=False)
+        big_a = np.einsum("n,ni,nj->ij", a, self.x, self.x, optimize=False) - cross - cross.T
+        c = np.einsum("l,li->i", n_t * w, sum_s, optimize=False) - np.einsum("l,li->i", n_s * w, sum_t, optimize=False)
+        n_live = int(live.sum())
+        return big_a / n_live, c / n_live, n_live
+
+
+def _group_sums(x, g, sel, n_groups) -> np.ndarray:
+    """(n_groups, p): the sums of the rows of x selected by sel, per group id g (0 for none)."""
+    out = np.zeros((n_groups, x.shape[1]))
+    rows = np.flatnonzero(sel)
+    if not len(rows):
+        return out
+    rows = rows[np.argsort(g[rows], kind="stable")]
+    gs = g[rows]
+    start = np.flatnonzero(np.concatenate([[True], gs[1:] != gs[:-1]]))
+    out[gs[start]] = np.add.reduceat(x[rows], start, axis=0)
+    return out
+
+
+def fit_score(names, x, y, keys, anchor: set[str], *, within: WithinLists | None = None, lambdas=SCORE_LAMBDAS,
+              multipliers=SCORE_MULTIPLIERS, gammas=SCORE_GAMMAS) -> tuple[ScoreModel, dict]:
+    """The score of the module docstring; (model, the selection table).
 
     keys: the unordered pair key of each row (its folds). anchor: the features penalised by
-    lambda (General's); the others get lambda * mu. within: None, or (x, group, tiebreak,
-    positive, baseline) for the within-list check: rows of candidate lists (group: the list),
-    positive: a WordNet synonym of the list's phrase, baseline: the hits of p(e2|e1)'s ranking.
-    Selection: the best mean cross-validated Spearman rho among the (lambda, mu) whose fit on all
-    training rows ranks at least as many synonyms into the top WITHIN_K as the baseline (all
-    of them without a check; the best rho overall, recorded, if none qualifies).
+    lambda (General's); the others get lambda * mu. within: the WordNet candidate lists (None:
+    ratings only, gamma = 0). For every (lambda, mu, gamma): the mean cross-validated Spearman
+    rho on the ratings (the list term, on the lists not held back, in every fold's fit) and the
+    synonyms in the top WITHIN_K of the held-back lists (fit on every training row). Chosen:
+    among the settings whose held-back hits are within one binomial standard error of the
+    best, sqrt(h (P - h) / P) for the best h of P synonyms (the "one standard error" rule:
+    closer settings are not told apart by these lists), the best rho (ties: larger penalties,
+    then the smaller gamma); refitted on every training row and every list.
     """
     from pivot.hashes import unit_hash
 
     y = np.asarray(y, np.float64)
     if all(n in anchor for n in names):
         multipliers = (1.0,)
+    if within is None:
+        gammas = (0.0,)
     folds = {seed: np.array([min(int(unit_hash(k, seed) * CV_FOLDS), CV_FOLDS - 1) for k in keys])
              for seed in CV_SEEDS}
+    if within is not None:
+        fit_part, held = within.part(~within.validation), within.part(within.validation)
+        moments_fit = fit_part.pair_moments()
+        moments_all = within.pair_moments()
+        baseline = held.hits(held.p_general)
     cv, hits = {}, {}
     for lam in lambdas:
         for mu in multipliers:
-            rhos = []
-            for seed in CV_SEEDS:
-                fold = folds[seed]
-                pred = np.zeros(len(y))
-                for f in range(CV_FOLDS):
-                    test = fold == f
-                    if test.all() or not test.any():
-                        continue
-                    pred[test] = _ridge(names, x[~test], y[~test], lam, mu, anchor).predict(names, x[test])
-                rhos.append(spearman(pred, y))
-            cv[(lam, mu)] = float(np.nanmean(rhos)) if not np.all(np.isnan(rhos)) else float("nan")
-            if within is not None:
-                xw, group, tiebreak, positive, _ = within
-                model = _ridge(names, x, y, lam, mu, anchor)
-                hits[(lam, mu)] = top_k_hits(group, model.predict(names, xw), tiebreak, positive)
-    qualified = [k for k in cv if within is None or hits[k] >= within[4]]
+            for gamma in gammas:
+                rhos = []
+                for seed in CV_SEEDS:
+                    fold = folds[seed]
+                    pred = np.zeros(len(y))
+                    for f in range(CV_FOLDS):
+                        test = fold == f
+                        if test.all() or not test.any():
+                            continue
+                        pred[test] = _ridge(names, x[~test], y[~test], lam, mu, anchor, gamma,
+                                            moments_fit if gamma else None).predict(names, x[test])
+                    rhos.append(spearman(pred, y))
+                key = (lam, mu, gamma)
+                cv[key] = float(np.nanmean(rhos)) if not np.all(np.isnan(rhos)) else float("nan")
+                if within is not None:
+                    model = _ridge(names, x, y, lam, mu, anchor, gamma, moments_fit if gamma else None)
+                    hits[key] = held.hits(model.predict(names, held.x))
+    if within is not None and hits:
+        top, n_syn = max(hits.values()), int(held.positive.sum())
+        tolerance = math.sqrt(top * max(n_syn - top, 0) / n_syn) if n_syn else 0.0
+        eligible = [k for k in cv if hits[k] >= top - tolerance]
+    else:
+        eligible = list(cv)
 
     def rank(k):
-        return (round(-1.0 if math.isnan(cv[k]) else cv[k], 12), k[0], k[1])
+        return (round(-1.0 if math.isnan(cv[k]) else cv[k], 12), k[0], k[1], -k[2])
 
-    best = max(qualified or cv, key=rank)
-    model = _ridge(names, x, y, best[0], best[1], anchor)
-    table = {"lambda": best[0], "multiplier": best[1], "cv_spearman": round(cv[best], 4),
-             "qualified": bool(qualified),
-             "grid": [{"lambda": lam, "multiplier": mu, "cv_spearman": round(v, 4),
-                       **({"within_top_k_synonyms": hits[(lam, mu)]} if hits else {})}
-                      for (lam, mu), v in sorted(cv.items())]}
+    best = max(eligible, key=rank)
+    lam, mu, gamma = best
+    model = _ridge(names, x, y, lam, mu, anchor, gamma, moments_all if gamma else None)
+    table = {"lambda": lam, "multiplier": mu, "gamma": gamma, "cv_spearman": round(cv[best], 4),
+             "grid": [{"lambda": k[0], "multiplier": k[1], "gamma": k[2], "cv_spearman": round(v, 4),
+                       **({"validation_top_k_synonyms": hits[k]} if hits else {})}
+                      for k, v in sorted(cv.items())]}
     if within is not None:
-        table["within"] = {"k": WITHIN_K, "n_lists": int(len(np.unique(within[1]))), "n_rows": int(len(within[1])),
-                           "n_synonyms": int(np.sum(within[3])), "p_general_top_k_synonyms": int(within[4]),
-                           "score_top_k_synonyms": hits[best]}
+        table["within"] = {"k": WITHIN_K, "margin": WITHIN_MARGIN, "n_lists": int(len(np.unique(within.group))),
+                           "n_rows": int(len(within.group)), "n_synonyms": int(np.sum(within.positive)),
+                           "n_pair_lists": moments_all[2],
+                           "validation": {"n_lists": int(len(np.unique(held.group))), "n_synonyms": n_syn,
+                                          "p_general_top_k_synonyms": int(baseline),
+                                          "best_top_k_synonyms": int(top), "tolerance": round(tolerance, 2),
+                                          "score_top_k_synonyms": int(hits[best])}}
     return model, table
 
 
-def _ridge(names, x, y, lam, mu, anchor) -> ScoreModel:
+def _ridge(names, x, y, lam, mu, anchor, gamma=0.0, moments=None) -> ScoreModel:
+    """The score's fit for one setting: on the standardised rated rows Z (centred Zc),
+
+        b = (Zc'Zc + gamma n A_z + diag(penalty))^-1 (Zc'(y - mean y) + gamma n WITHIN_MARGIN c_z),
+
+    the minimiser of sum_i (y_i - b0 - z_i b)^2 + sum_j penalty_j b_j^2
+    + gamma n (1/L) sum_l w_l sum_{s,t} (WITHIN_MARGIN - (z_s - z_t) b)^2, b0 = mean y - mean z b
+    (A, c: WithinLists.pair_moments; n rated rows, so gamma is the lists' weight per rated row)."""
     std = Standardiser.fit(names, x)
     z = std.transform(names, x)
     penalty = np.array([lam * (1.0 if n in anchor else mu) for n in std.names])
-    b0, b = ridge_fit(z, y, penalty)
-    return ScoreModel(std, b0, b)
+    if not gamma or moments is None:
+        b0, b = ridge_fit(z, y, penalty)
+        return ScoreModel(std, b0, b)
+    keep = [names.index(n) for n in std.names]
+    big_a, c, _ = moments
+    big_a = big_a[np.ix_(keep, keep)] / np.outer(std.sd, std.sd)
+    c = c[keep] / std.sd
+    zc = z - z.mean(axis=0)
+    scale = gamma * len(y)
+    gram = np.einsum("ni,nj->ij", zc, zc, optimize=False)
+    b = np.linalg.solve(gram + scale * big_a + np.diag(penalty),
+                        np.einsum("ni,n->i", zc, y - y.mean(), optimize=False) + scale * WITHIN_MARGIN * c)
+    return ScoreModel(std, float(y.mean() - z.mean(axis=0) @ b), b)
 
 
 def fit_relations(names, x, y, validation, *, lambdas=RELATION_LAMBDAS,
@@ -735,8 +869,9 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.
     id_of = {t: i for t, i in zip(texts, used.tolist())}
     fit = {"models": models, "features": names}
     lex = _wordnet_phrases(table, texts, slot, wn, lemmatizer, params)
-    within = _within_lists(table, ph, form, lex, models)
-    score, fit["score"] = _fit_score(table, ph, form, models, id_of, params, data_root, within)
+    within = _within_lists(table, ph, form, lex, models, texts, params["seed"])
+    held_lists = _within_lists(table, ph, form, lex, models, texts, params["seed"], held_out=True)
+    score, fit["score"] = _fit_score(table, ph, form, models, id_of, params, data_root, within, held_lists)
     relations, fit["relations"] = _fit_relations(table, ph, form, names, texts, slot, wn, lex, params, data_root)
     log.info("ppdb2: fitted in %.1f s (dev Spearman %.3f; relations macro-F1 %.3f)", time.perf_counter() - t0,
              fit["score"]["dev"]["spearman"], fit["relations"]["eval"]["full"]["macro_f1"])
@@ -796,28 +931,35 @@ def _wordnet_phrases(table, texts, slot, wn, lemmatizer, params) -> Lexical:
     return Lexical(synsets, has, held, slot[table.e1], slot[table.e2])
 
 
-def _within_lists(table, ph, form, lex: Lexical, models):
-    """The within-list check of fit_score: the candidate lists (pairs no HIDDEN flag hides) of
-    training-side WordNet phrases that have a WordNet synonym among them, at most
-    MAX_WITHIN_QUERIES lists (the smallest slots), with their score features."""
+def _within_lists(table, ph, form, lex: Lexical, models, texts, seed: int, held_out: bool = False) -> WithinLists:
+    """The candidate lists of fit_score's within-list term: the lists (pairs no HIDDEN flag hides)
+    of training-side WordNet phrases (the relation split's, so no held-out synset is seen) that
+    have a WordNet synonym among them, at most MAX_WITHIN_QUERIES lists (the smallest slots),
+    WITHIN_VALIDATION of them held back by hash(query text, seed + 1). held_out: the lists of
+    the held-out side instead, every one of them (the score's report, never its fit)."""
+    from pivot.hashes import unit_hash
     from pivot.pipeline.wellformed import HIDDEN
 
     visible = (form & HIDDEN) == 0
-    both = np.flatnonzero(visible & lex.has[lex.s1] & lex.has[lex.s2] & ~lex.held[lex.s1])
+    side = lex.held[lex.s1] if held_out else ~lex.held[lex.s1]
+    both = np.flatnonzero(visible & lex.has[lex.s1] & lex.has[lex.s2] & side)
     synonym = np.array([bool(set(lex.synsets[a]) & set(lex.synsets[b]))
                         for a, b in zip(lex.s1[both].tolist(), lex.s2[both].tolist())], dtype=bool)
-    queries = np.unique(lex.s1[both[synonym]])[:MAX_WITHIN_QUERIES]
+    queries = np.unique(lex.s1[both[synonym]])
+    if not held_out:
+        queries = queries[:MAX_WITHIN_QUERIES]
     rows = np.flatnonzero(visible & np.isin(lex.s1, queries))
     positive = np.zeros(len(table.e1), dtype=bool)
     positive[both[synonym]] = True
-    positive = positive[rows]
     all_names, names = feature_names(models), score_features(models)
     x = _rows_features(table, ph, form, rows)[:, [all_names.index(n) for n in names]]
-    baseline = top_k_hits(table.e1[rows], table.p[rows, 0], table.e2[rows], positive)
-    return x, table.e1[rows], table.e2[rows], positive, baseline
+    held_back = {int(q): (not held_out) and unit_hash(texts[q], seed + 1) < WITHIN_VALIDATION
+                 for q in queries.tolist()}
+    validation = np.array([held_back[q] for q in lex.s1[rows].tolist()], dtype=bool)
+    return WithinLists(x, table.e1[rows], table.e2[rows], positive[rows], table.p[rows, 0], validation)
 
 
-def _fit_score(table, ph, form, models, id_of, params, data_root, within):
+def _fit_score(table, ph, form, models, id_of, params, data_root, within, held_lists=None):
     """The ratings' rows (each stored direction of a rated pair), split, fitted, evaluated."""
     from pivot.eval.gold import pair_key, read_gold
     from pivot.hashes import unit_hash
@@ -868,10 +1010,20 @@ def _fit_score(table, ph, form, models, id_of, params, data_root, within):
                 "spearman": round(spearman(pred[dev], y[dev]), 4),
                 "spearman_p_general": round(spearman(p_general[dev], y[dev]), 4)},
         "selection": cv, "model": model.to_json(),
+        **({"held_out_lists": _held_out_report(held_lists, model.predict(names, held_lists.x))}
+           if held_lists is not None else {}),
         "train_pairs": sorted({tuple(k.split("\t")) for k, d in zip(keys, dev) if not d}),
     }
     info["dev_spearman"] = info["dev"]["spearman"]
     return model, info
+
+
+def _held_out_report(lists: WithinLists, score) -> dict:
+    """WordNet synonyms in the top WITHIN_K of the held-out side's lists, by General's p(e2|e1) and
+    by the score (synsets the fit never saw: the within-list figure the build reports)."""
+    return {"k": WITHIN_K, "n_lists": int(len(np.unique(lists.group))), "n_rows": int(len(lists.group)),
+            "n_synonyms": int(lists.positive.sum()), "p_general_top_k_synonyms": lists.hits(lists.p_general),
+            "score_top_k_synonyms": lists.hits(score)}
 
 
 def _fit_relations(table, ph, form, names, texts, slot, wn, lex: Lexical, params, data_root):

@@ -73,6 +73,12 @@ has a comma token, "( a )" bracket tokens, "can't" is "can 't"). Decisions, and 
   *treatment of* as often as *deal with*; bench/bench_junk.py counts what this rule costs (on
   General's top 10 for 715 ontology terms: 45 of 4,162 proposals, none an ontology synonym, and
   most fragments: *combined with*, *birth to*, *pain in*, *increase in*).
+* **Letters**: *a* and *i* are the article and the pronoun, and the letters of names (*vitamin
+  a*, *hepatitis a*, *type i diabetes*, *world war i*). Inside a span that WordNet lists as a
+  unit, after a content word, they are letters: content words, and a phrase ending in one ends
+  whole (*vitamin a* / *vitamin* is CONTAINMENT, not FUNCTION_ONLY; *vitamin a* / *retinol* is
+  not DANGLING). Elsewhere they stay function words: the phrases the database proposes that end
+  in a noun then *a* or *i* are nearly all fragments (*hours a*, *day i*; see LETTERS).
 * **Inflection and containment on content words**, lemmas by WordNet's morphology
   (``wordnet_lemmatizer``: the word itself plus WordNet's morphy for each part of speech), so
   *cells ,* / *cell* is EDGE_PUNCT | INFLECTION and *the kidneys* / *kidney disease* is
@@ -165,6 +171,14 @@ AUXILIARIES = frozenset(
     "mustn needn mightn shan".split())
 
 PARTICLES = frozenset("to not n't 't there".split())
+
+#: Function words that are also letters: in a name (vitamin A, hepatitis A, type I, World War I)
+#: they are content. Told apart only inside a WordNet unit, after a content word: in the bio
+#: build's phrases, 168 end in a noun-only word then "a", nearly all fragments ("hours a" of
+#: "twice ... a day", "days a", "dollars a"), and 141 in one then "i" ("day i", "money i"); a
+#: rule on the word before alone would show those. WordNet's 15 units that end in " a" are
+#: names but for "quite a" and "hardly a" (an adverb before it), its 67 ending in " i" all are.
+LETTERS = frozenset("a i".split())
 
 FUNCTION_WORDS = DETERMINERS | PRONOUNS | PREPOSITIONS | CONJUNCTIONS | AUXILIARIES | PARTICLES
 
@@ -372,6 +386,22 @@ class PhraseForms:
                     end[p] = start[p] = False
 
         cmask = present & is_content[safe]
+        if units:
+            # A letter in a name (LETTERS): "a" / "i" after a content word, inside a span that
+            # WordNet lists as a unit ("vitamin a", "hepatitis a supplementation", "type i
+            # diabetes"), is content; the phrase's end is then whole, not dangling.
+            letter = np.fromiter((w in LETTERS for w in words), dtype=bool, count=n_vocab)
+            after_content = np.zeros_like(present)
+            after_content[:, 1:] = present[:, 1:] & letter[safe[:, 1:]] & cmask[:, :-1]
+            max_unit = int(unit_lengths.max())
+            for p, j in zip(*(a.tolist() for a in np.nonzero(after_content))):
+                row = rows[p]
+                choices = [lemma_sets[vocab[w]] or (w,) for w in row]
+                if any(_any_unit(choices[s:e], units) for s in range(max(0, j + 1 - max_unit), j)
+                       for e in range(j + 1, min(len(row), s + max_unit) + 1)):
+                    cmask[p, j] = True
+                    if j == len(row) - 1:
+                        end[p], end_whole[p] = False, True
         n_content = cmask.sum(axis=1).astype(np.int32)
         # Compact content tokens to the left, keeping their order (stable sort on "not content").
         order = np.argsort(~cmask, axis=1, kind="stable")
