@@ -44,9 +44,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numpy as np  # noqa: E402
 
+from pivot.locking import cores  # noqa: E402
 from pivot.pipeline import ibm  # noqa: E402
 
 from pivot.pipeline import align as align_stage  # noqa: E402
+from pivot.pipeline import links  # noqa: E402
 from pivot.sentences.align_eval import EN_TOKEN, FR_TOKEN, encode, read_gold, read_tatoeba, score  # noqa: E402
 
 # The gold and Tatoeba readers, the encoder and the AER scoring are `pivot align-eval`'s own.
@@ -86,8 +88,7 @@ def run_ours(queue, en, fr, threads, iterations):
     sym = ibm.symmetrize_links(fwd, rev, e_len, f_len, n_threads=threads)
     out["gdfa_native_s"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
-    sym_py = align_stage.symmetrize(align_stage.format_pharaoh(*fwd),
-                                    align_stage.format_pharaoh(*rev), e_len, f_len)
+    sym_py = links.symmetrize(links.format_pharaoh(*fwd), links.format_pharaoh(*rev), e_len, f_len)
     out["gdfa_python_s"] = round(time.perf_counter() - t0, 3)
     out["gdfa_native_equals_python"] = all(np.array_equal(a, b) for a, b in zip(sym, sym_py))
     n = len(e_off) - 1
@@ -193,7 +194,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "..", "..",
                                                     "shared", "data"))
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--threads", type=int, default=cores())
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--no-eflomal", action="store_true")
     ap.add_argument("--json", default=None,
@@ -249,9 +250,9 @@ def main():
             t_run = time.perf_counter() - t0
         e_len = [len(s) for s in en]
         f_len = [len(s) for s in fr]
-        ef = align_stage.parse_pharaoh(fwd_lines, e_len, f_len)
-        er = align_stage.parse_pharaoh(rev_lines, e_len, f_len)
-        esym = align_stage.symmetrize(fwd_lines, rev_lines, e_len, f_len)
+        ef = links.parse_pharaoh(fwd_lines, e_len, f_len)
+        er = links.parse_pharaoh(rev_lines, e_len, f_len)
+        esym = links.symmetrize(fwd_lines, rev_lines, e_len, f_len)
         eflomal = {"wall_s": round(t_run, 3), "model": 3, "length": 1.0,
                    "peak_rss_mb_children": round(
                        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),

@@ -73,6 +73,7 @@ def lookup_times(db_path, model, k=None, n=10_000, seed=0):
 def coverage(db_path, data):
     """Gold pairs (Bio-SimLex + Bio-SimVerb) proposed in either direction, per model."""
     from pivot.eval.gold import read_gold
+    from pivot.store.combined import symmetric_p
     from pivot.store.db import ParaphraseDB
 
     pairs = [p[:2] for g in ("gold/Bio-SimLex.txt", "gold/Bio-SimVerb.txt")
@@ -82,7 +83,7 @@ def coverage(db_path, data):
         stored = [m for m in db.models if db.model_info(m)["kind"] != "combined"]
         any_model = np.zeros(len(pairs), bool)
         for m in stored:
-            s = np.fmax(db.scores(pairs, m), db.scores([(b, a) for a, b in pairs], m))
+            s = symmetric_p(db.scores(pairs, m), db.scores([(b, a) for a, b in pairs], m))
             out[m] = int((~np.isnan(s)).sum())
             any_model |= ~np.isnan(s)
         out["any_model"] = int(any_model.sum())

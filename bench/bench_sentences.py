@@ -36,8 +36,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from pivot.sentences import generation_eval as G  # noqa: E402
 from pivot.sentences.msrp import read_msrp  # noqa: E402
-from pivot.sentences.paraphrase import (DEFAULT_WEIGHTS, LanguageModel, Paraphraser, Weights,  # noqa: E402
+from pivot.sentences.paraphrase import (DEFAULT_WEIGHTS, LanguageModel, Paraphraser,  # noqa: E402
                                         resolve_lm)
+from pivot.sentences.rewrite import Weights  # noqa: E402
+from pivot.locking import cores  # noqa: E402
 from pivot.store.db import ParaphraseDB  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -314,7 +316,7 @@ def main():
     ap.add_argument("--identify-models", nargs="*", default=[],
                     help="also compare these models' DB features (sentences_identify_models.json)")
     ap.add_argument("--align", action="store_true")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--threads", type=int, default=cores())
     args = ap.parse_args()
     if args.align:
         align(args)

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from pivot.store.db import write_database
+from pivot.store.write import write_database
 
 
 def peak_rss_mb() -> float:

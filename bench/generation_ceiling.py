@@ -36,7 +36,8 @@ from _measure import write_json  # noqa: E402
 
 from pivot.sentences import generation_eval as G  # noqa: E402
 from pivot.sentences.msrp import read_msrp  # noqa: E402
-from pivot.sentences.paraphrase import LanguageModel, Paraphraser, Weights, _cased_tokens, resolve_lm  # noqa: E402
+from pivot.sentences.paraphrase import LanguageModel, Paraphraser, _cased_tokens, resolve_lm  # noqa: E402
+from pivot.sentences.rewrite import Weights  # noqa: E402
 from pivot.sentences.rules import (CONTEXT_FEATURES, FEATURES, _grams, fold_of, harmless_label,  # noqa: E402
                                    option_label, statistics_folds)
 from pivot.store.db import ParaphraseDB  # noqa: E402

@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, embedsignature=True
 """The hot loops of pivot's word aligner (fast_align-style IBM Model 2, EM, no sampling).
 
-The Python API and the full statement of the model live in ``pivot/ibm.py``, which validates
+The Python API and the full statement of the model live in ``pivot/pipeline/ibm.py``, which validates
 shapes, dtypes and id ranges before calling anything here. Notation (one direction):
 
     source sentence e = e_1..e_n plus the NULL word e_0, target sentence f = f_1..f_m,

@@ -2,8 +2,8 @@
 """The hot loops of pivot: phrase-pair extraction with weighted counts, and the pivot product.
 
 Two stages live here, each a Python-callable entry point over typed memoryviews (no numpy
-headers at build time; the caller in ``pivot/extract.py`` / ``pivot/pivoting.py`` validates
-shapes and dtypes first):
+headers at build time; the callers in ``pivot/pipeline/extract.py`` and
+``pivot/pipeline/pivoting.py`` validate shapes and dtypes first):
 
 ``extract_phrase_table``
     Consistent phrase pairs (phrase-based MT's standard rule, as Moses' ``phrase-extract``) from a
@@ -13,10 +13,9 @@ shapes and dtypes first):
     once, so equal keys are adjacent, ids come out in lexicographic order of the token tuple,
     and every weighted sum is accumulated in sentence order (deterministic to the bit).
 
-``bucket_by`` and ``cap_columns``
-    The pruning's structure work: stable counting sort of pairs by foreign phrase (the CSC
-    layouts), and the per-f cap on English phrases, run once per model on that model's own
-    weighted counts (each model is pruned by its own counts, see pivot.pipeline.pivoting).
+``bucket_by``
+    Stable counting sort of pairs by foreign phrase: the CSC layouts of the pruned structure
+    (the pruning rules themselves are pivot.pipeline.pruning).
 
 ``normalise_kept`` and ``pivot_product``
     p_k(f|e) = c_k(e,f) / sum_f' c_k(e,f'),  p_k(e|f) = c_k(e,f) / sum_e' c_k(e',f)
@@ -85,17 +84,6 @@ cdef extern from * nogil:
     #if defined(__GNUC__)
         __builtin_prefetch(p, 0, 3);
     #endif
-    }
-
-    /* Move to the front of idx[0:n] the cap positions whose pairs col_pair[idx] have the
-       largest score (a model's weighted count), ties to the smaller English id. */
-    static inline void pivot_rank_column(int64_t* idx, int64_t n, const int64_t* col_pair,
-                                         const double* support, const int32_t* e_id, int64_t cap) {
-        auto better = [=](int64_t a, int64_t b) {
-            int64_t pa = col_pair[a], pb = col_pair[b];
-            return support[pa] > support[pb] || (support[pa] == support[pb] && e_id[pa] < e_id[pb]);
-        };
-        std::nth_element(idx, idx + (cap - 1), idx + n, better);
     }
 
     /* a[0:n] is a concatenation of ascending runs starting at run[0..n_runs): merge them
@@ -172,8 +160,6 @@ cdef extern from * nogil:
     void pivot_sort_fkeys(vector[PivotFKeyRef]& v) except +
     void pivot_sort_int64(int64_t* a, int64_t n)
     void pivot_merge_runs(int64_t* a, int64_t* tmp, int64_t* run, int64_t n_runs, int64_t n)
-    void pivot_rank_column(int64_t* idx, int64_t n, const int64_t* col_pair,
-                           const double* support, const int32_t* e_id, int64_t cap)
     void pivot_advise_huge(void* p, size_t n)
     void pivot_prefetch(const void* p)
     void pivot_top_n(const double* acc, const int32_t* touched, int64_t n_t, int K,
@@ -492,35 +478,6 @@ def bucket_by(const int32_t[::1] keys, int64_t n_buckets):
             order[nxt[b]] = i
             nxt[b] += 1
     return ptr_np, order_np
-
-
-def cap_columns(const int64_t[::1] col_pair, const int64_t[::1] col_ptr,
-                const double[::1] support, const int32_t[::1] e_id, int64_t cap):
-    """Rule (b): in each column keep the cap pairs of largest count (ties: smaller e).
-
-    col_pair[col_ptr[f]:col_ptr[f+1]] are the pair indices of column f; support[pair] is one
-    model's weighted count c_k(e,f). Returns a uint8 mask over col_pair, 1 where the pair is
-    kept. Within a column the denominator of p_k(e|f) is shared, so ranking on c_k(e,f) is
-    ranking on p_k(e|f), exactly (no division is compared).
-    """
-    cdef int64_t n_f = col_ptr.shape[0] - 1, f, j, n
-    keep_np = np.ones(col_pair.shape[0], dtype=np.uint8)
-    cdef uint8_t[::1] keep = keep_np
-    cdef vector[int64_t] idx
-    if cap <= 0:
-        return keep_np
-    with nogil:
-        for f in range(n_f):
-            n = col_ptr[f + 1] - col_ptr[f]
-            if n <= cap:
-                continue
-            idx.resize(n)
-            for j in range(n):
-                idx[j] = col_ptr[f] + j
-            pivot_rank_column(idx.data(), n, &col_pair[0], &support[0], &e_id[0], cap)
-            for j in range(cap, n):
-                keep[idx[j]] = 0
-    return keep_np
 
 
 cdef bint _valid_ptr(const int64_t* ptr, int64_t n_rows) noexcept nogil:

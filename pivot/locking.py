@@ -11,6 +11,9 @@
 * :func:`bounded_threads` / :func:`bounded_workers` -- ``--threads`` / ``--workers`` between
   0 and 4 x the cores this process may use; a typo such as 100000 is a clear error instead of
   a hundred thousand threads.
+* :func:`cores` -- the cores this process may run on, the one count behind every default
+  (threads, local Dask workers) and every bound above; :func:`resolve_threads` turns a thread
+  count's 0 into it.
 
 Every refusal is an :class:`pivot.errors.InputError`.
 """
@@ -33,9 +36,9 @@ LOCK_NAME = ".lock"
 PER_CORE = 4
 
 # Temporary names that carry the writer's pid, as the project's writers spell them:
-#   .NAME.tmp-PID   pivot.store.write, pivot.store.labels, pivot.pipeline.engine.atomic_save_npz,
-#                   pivot.pipeline.bundle.save_bundle
-#   .NAME.PID.tmp   pivot.pipeline.align (chunk and link files)
+#   .NAME.tmp-PID   pivot.atomic (the .npz, bundle, tagger and text writers), pivot.store.write
+#   .NAME.PID.tmp   pivot.pipeline.align before pivot.atomic served it: a work directory of an
+#                   earlier version may still hold one
 #   NAME.tmpPID     pivot.pipeline.lm (ARPA files)
 _TMP_PATTERNS = (
     re.compile(r"^\..+\.tmp-(\d+)$"),
@@ -48,11 +51,20 @@ _HELD: set[str] = set()
 
 
 def cores() -> int:
-    """The cores this process may run on."""
+    """The cores this process may run on (its CPU affinity, which a batch scheduler or
+    ``taskset`` may set below the machine's count)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def resolve_threads(n_threads: int) -> int:
+    """A thread count, where 0 means every core this process may run on (:func:`cores`)."""
+    n_threads = int(n_threads)
+    if n_threads < 0:
+        raise ValueError(f"n_threads must be >= 0, got {n_threads}")
+    return n_threads or cores()
 
 
 # ----------------------------------------------------------------------------- lock

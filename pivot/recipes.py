@@ -143,11 +143,10 @@ MONO_FORMATS = ("conll", "openstax", "brown", "lines")
 
 
 def _max_phrase_len() -> int:
-    try:
-        from pivot._counts import MAX_PHRASE_LEN
-    except ImportError:  # pragma: no cover - the kernels are not built
-        return 6
-    return int(MAX_PHRASE_LEN)
+    """The longest phrase the extraction kernel packs (its MAX_PHRASE_LEN)."""
+    from pivot._native import _counts
+
+    return int(_counts.MAX_PHRASE_LEN)
 
 
 def toml_repr(value) -> str:

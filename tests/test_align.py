@@ -1,12 +1,14 @@
-"""Unit tests of pivot.pipeline.align: grow-diag-final-and by hand, Pharaoh IO, a real eflomal run."""
+"""Unit tests of pivot.pipeline.links (grow-diag-final-and by hand, Pharaoh IO) and pivot.pipeline.align
+(a real eflomal run, the chunked stage)."""
 import os
 import random
 
 import numpy as np
 import pytest
 
-from pivot.pipeline.align import (format_pharaoh, grow_diag_final_and, parse_pharaoh, read_pharaoh,
-                         run_eflomal, symmetrize, write_pharaoh)
+from pivot.pipeline.align import run_eflomal
+from pivot.pipeline.links import (format_pharaoh, grow_diag_final_and, parse_pharaoh, read_pharaoh, symmetrize,
+                                  write_pharaoh)
 from pivot.errors import InputError
 
 # ----------------------------------------------------------------------------- grow-diag-final-and
@@ -348,8 +350,8 @@ def test_align_corpus_atomic_writes(tmp_path, saved_corpus, monkeypatch):
     monkeypatch.setattr(align_stage.np, "savez", failing_savez)
     with pytest.raises(OSError, match="disk full"):
         align_stage.align_corpus(corpus_dir, out, chunk_sentences=40)
-    # every chunk went to a temporary name in the output folder first
-    assert len(calls) == 3 and all(os.path.basename(c).endswith(".tmp") for c in calls)
+    # every chunk went to a temporary name in the output folder first (.NAME.tmp-PID)
+    assert [os.path.basename(c) for c in calls] == [f".links-{k:05d}.npz.tmp-{os.getpid()}" for k in range(3)]
     assert sorted(p.name for p in out.iterdir()) == ["links-00000.npz", "links-00001.npz",
                                                      "links-00002.npz"]
     for k in (0, 1):          # the new run's chunks of 40, complete

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from pivot.pipeline.combine import FLOOR_LOG_P, Combination, features, fit_combination
+from pivot.pipeline.combine import fit_combination
+from pivot.store.combined import FLOOR_LOG_P, Combination, features
 
 
 def test_features_by_hand():

@@ -5,8 +5,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from pivot.pipeline.corpus import (Bitext, Vocab, clean_pairs, is_section_header, load_bitext,
-                          normalize, normalize_many, read_parallel, read_tsv_zip, write_bitext)
+from pivot.pipeline.corpus import (Bitext, Vocab, clean_pairs, is_section_header, load_bitext, read_parallel,
+                                   read_tsv_zip, write_bitext)
+from pivot.text import normalize, normalize_many
 from pivot.errors import InputError
 
 

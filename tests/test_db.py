@@ -7,7 +7,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from pivot.store.db import SCHEMA_VERSION, ParaphraseDB, export_ppdb, ppdb_line, write_database
+from pivot.store.db import ParaphraseDB, export_ppdb, ppdb_line
+from pivot.store.write import SCHEMA_VERSION, write_database
 from pivot.errors import InputError
 
 # Phrases 0..3; pairs and two models. Model "general" scores every pair, "dom" only some.
@@ -325,17 +326,19 @@ def test_chunks_out_of_key_order_are_refused_and_leave_no_file(tmp_path):
         assert list(tmp_path.iterdir()) == []
 
 
-def test_symmetric_scores_over_row_ranges_equal_the_whole_table():
-    from pivot.pipeline.run import symmetric_scores
+def test_directed_scores_over_row_ranges_equal_the_whole_table():
+    from pivot.pipeline.run import directed_scores
 
     class Table:
         def __init__(self, rows):
             self.e1, self.e2, self.p = E1[rows], E2[rows], SCORES[rows]
 
     queries = [(0, 1), (2, 0), (3, 0), (1, 2), (None, 1)]
-    whole = symmetric_scores(Table(slice(None)), queries)
-    parts = symmetric_scores(iter([Table([0, 1, 2]), Table([3]), Table([4])]), queries)
-    # (0,1): max(0.5, p(0|1) = 0.4); (2,0): p(0|2) 0.25 vs p(2|0) 0.2; (3,0): only 0->3; (1,2), unknown: 0.
-    expected = np.array([[0.5, 0.6], [0.25, 0.15], [0.5, 0.1], [0.0, 0.0], [0.0, 0.0]])
-    assert np.array_equal(whole, expected)
-    assert np.array_equal(parts, expected)
+    whole = directed_scores(Table(slice(None)), queries)
+    parts = directed_scores(iter([Table([0, 1, 2]), Table([3]), Table([4])]), queries)
+    # p(b|a): (0,1) row 0, (2,0) row 4, (3,0) and (1,2) absent, unknown id 0.
+    fwd = np.array([[0.5, 0.6], [0.25, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    # p(a|b): (1,0) row 3, (0,2) row 1, (0,3) row 2, (2,1) absent, unknown id 0.
+    rev = np.array([[0.4, 0.3], [0.2, 0.15], [0.5, 0.1], [0.0, 0.0], [0.0, 0.0]])
+    for got in (whole, parts):
+        assert np.array_equal(got[0], fwd) and np.array_equal(got[1], rev)

@@ -9,7 +9,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from pivot.store.db import ParaphraseDB, write_database
+from pivot.store.db import ParaphraseDB
+from pivot.store.write import write_database
 from pivot.errors import InputError
 from pivot.eval.evaluate import (
     average_precision, bootstrap_ap, bootstrap_replicates, evaluate_db, paired_bootstrap_delta,

@@ -14,7 +14,8 @@ from pivot.eval import distributional as ds
 from pivot.eval import features as ft
 from pivot.eval import protocols as pr
 from pivot.store.combined import FLOOR_LOG_P
-from pivot.store.db import ParaphraseDB, write_database
+from pivot.store.db import ParaphraseDB
+from pivot.store.write import write_database
 
 MODELS = [{"name": "general", "kind": "pivot", "description": "", "params": {}},
           {"name": "dom", "kind": "pivot", "description": "", "params": {}}]

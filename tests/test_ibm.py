@@ -1,7 +1,7 @@
 """Tests of pivot.pipeline.ibm, the deterministic fast_align-style IBM Model 2 aligner.
 
 Toy vocabularies: source a=0, b=1; target x=0, y=1. Expected values are traced by hand in
-the comments (notation of pivot/ibm.py: t(f | e), prior p(a_i = j), posteriors, counts c).
+the comments (notation of pivot/pipeline/ibm.py: t(f | e), prior p(a_i = j), posteriors, counts c).
 """
 import math
 
@@ -168,7 +168,7 @@ def test_align_both_native_equals_project_symmetrize():
 
 
 def test_native_gdfa_matches_reference_on_random_links():
-    from pivot.pipeline.align import grow_diag_final_and
+    from pivot.pipeline.links import grow_diag_final_and
     rng = np.random.RandomState(3)
     fwd_l, rev_l, le_l, lf_l = [], [], [], []
     for _ in range(500):

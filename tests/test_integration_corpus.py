@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pivot.pipeline.align import run_eflomal, symmetrize
+from pivot.pipeline.align import run_eflomal
+from pivot.pipeline.links import symmetrize
 from pivot.pipeline.corpus import HEADER_WORDS, load_bitext
 
 DATA_ROOT = Path(os.environ.get("PIVOT_DATA",

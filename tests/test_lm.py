@@ -1,4 +1,4 @@
-"""Tests of the modified Kneser-Ney estimator (pivot/lm.py).
+"""Tests of the modified Kneser-Ney estimator (pivot/pipeline/lm.py).
 
 Exact values come from hand computations written beside them; larger random
 corpora are checked against a plain dict-based implementation of the same

@@ -15,7 +15,8 @@ from pivot.cli import main
 from pivot.eval import protocols as pr
 from pivot.eval.evidence import evidence_json, run_evidence, write_evidence_report
 from pivot.eval.rivals import EmbeddingCache, EmbeddingRival, cosine_scores
-from pivot.store.db import ParaphraseDB, write_database
+from pivot.store.db import ParaphraseDB
+from pivot.store.write import write_database
 
 FIT = {"model": "logit", "method": "mle", "features": ["const", "log_p_general", "log_p_x", "x_missing"],
        "params": {"const": 0.0, "log_p_general": 1.0, "log_p_x": 1.0, "x_missing": 0.0},

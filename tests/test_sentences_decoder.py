@@ -20,9 +20,11 @@ import pytest
 
 from pivot.cli import main
 from pivot.errors import InputError
-from pivot.sentences.paraphrase import (REV_FLOOR, LanguageModel, Paraphraser, PhraseTable, Weights,
+from pivot.sentences.paraphrase import (REV_FLOOR, LanguageModel, Paraphraser, PhraseTable,
                                         build_lattice, decode_lattice, find_lm, format_nbest, naive_substitution)
-from pivot.store.db import ParaphraseDB, write_database
+from pivot.sentences.rewrite import Weights
+from pivot.store.db import ParaphraseDB
+from pivot.store.write import write_database
 
 PHRASES = ["cat", "feline", "kitty", "the cat", "a feline", "cat sat"]
 PAIRS = [(0, 1, 0.5), (1, 0, 0.4), (0, 2, 0.25), (3, 4, 0.2), (5, 0, 0.9)]

@@ -9,7 +9,8 @@ from pivot.errors import InputError
 from pivot.sentences.identify import (DB_FEATURES, STRING_FEATURES, ParaphraseAligner, align, bootstrap_difference,
                                       edit_distance, mcnemar, metrics, stem, string_features)
 from pivot.sentences.msrp import read_msrp
-from pivot.store.db import ParaphraseDB, write_database
+from pivot.store.db import ParaphraseDB
+from pivot.store.write import write_database
 
 HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
 

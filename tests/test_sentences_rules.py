@@ -18,8 +18,9 @@ import math
 import pytest
 
 from pivot.cli import main
-from pivot.sentences.paraphrase import (LanguageModel, Option, Paraphraser, PhraseTable, Weights, build_lattice,
+from pivot.sentences.paraphrase import (LanguageModel, Option, Paraphraser, PhraseTable, build_lattice,
                                         decode_lattice, gate_margin)
+from pivot.sentences.rewrite import Weights
 from pivot.sentences.rules import CONTEXT_FEATURES, FEATURES, RuleModel, _grams, harmless_label, option_label
 from pivot.store.db import ParaphraseDB
 from test_sentences_decoder import toy  # noqa: F401  (the toy database and LM fixture)

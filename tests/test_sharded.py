@@ -4,7 +4,8 @@ import pytest
 
 from pivot.pipeline import pivoting, translation
 from pivot.pipeline.bundle import open_bundle
-from pivot.pipeline.engine import Engine, atomic_save_npz
+from pivot.atomic import save_npz
+from pivot.pipeline.engine import Engine
 from pivot.pipeline.extract import (_whole_pair_links, extract_phrase_pairs, extract_shard, partition_of,
                                     phrase_keys)
 
@@ -41,7 +42,7 @@ def write_shards(tmp, bitext, shard_sentences, whole=None):
         lk_f, _ = cut(lf, l_off)
         path = tmp / f"shard-{k}.npz"
         w = np.zeros(s1 - s0, np.uint8) if whole is None else whole[s0:s1]
-        atomic_save_npz(path, e_tokens=et, e_offsets=eo, f_tokens=ft, f_offsets=fo, link_e=lk_e, link_f=lk_f,
+        save_npz(path, e_tokens=et, e_offsets=eo, f_tokens=ft, f_offsets=fo, link_e=lk_e, link_f=lk_f,
                         link_offsets=lo, whole=w)
         shards.append((path, s0))
     return shards

@@ -15,7 +15,8 @@ import pytest
 from pivot.eval.evaluate import _symmetric_scores
 from pivot.pipeline.combine import fit_combination, fit_combination_unordered
 from pivot.store.combined import Combination, symmetric_p, unordered_features, unordered_score
-from pivot.store.db import ParaphraseDB, write_database
+from pivot.store.db import ParaphraseDB
+from pivot.store.write import write_database
 
 FIT = {"model": "logit", "method": "mle", "features": ["const", "log_p_general", "log_p_x", "x_missing"],
        "params": {"const": 0.0, "log_p_general": 1.0, "log_p_x": 1.0, "x_missing": 0.0},
@@ -58,21 +59,23 @@ def test_fit_and_evaluation_share_the_features():
     assert np.allclose(unordered_score(a, g_f, g_r, x_f, x_r), pred, atol=1e-14)
 
 
-def test_build_symmetric_scores_match_the_shared_convention():
-    # pivot.pipeline.run.symmetric_scores (the build's fit input) must equal symmetric_p
-    # (0 where the evaluation has NaN): if either drifts, fit and evaluation disagree again.
-    from pivot.pipeline.run import symmetric_scores
+def test_build_directed_scores_feed_the_shared_convention():
+    # pivot.pipeline.run.directed_scores (the build's fit input) gives both directions, which
+    # the build hands to fit_combination_unordered: symmetric_p of them is each model's
+    # better direction, 0 (NaN there) where neither is stored.
+    from pivot.pipeline.run import directed_scores
 
     class Para:
         e1 = np.array([0, 1, 0], dtype=np.int64)
         e2 = np.array([1, 0, 2], dtype=np.int64)
         p = np.array([[0.5, 0.05], [0.1, 0.4], [0.3, 0.0]])
 
-    got = symmetric_scores(Para, [(0, 1), (2, 0), (1, 2)])
-    want_g = np.nan_to_num(symmetric_p([0.5, 0.0, 0.0], [0.1, 0.3, 0.0]))
-    want_x = np.nan_to_num(symmetric_p([0.05, 0.0, 0.0], [0.4, 0.0, 0.0]))
-    assert got[:, 0].tolist() == want_g.tolist() == [0.5, 0.3, 0.0]
-    assert got[:, 1].tolist() == want_x.tolist() == [0.4, 0.0, 0.0]
+    fwd, rev = directed_scores(Para, [(0, 1), (2, 0), (1, 2)])
+    # (0,1): p(1|0) row 0, p(0|1) row 1; (2,0): p(0|2) absent, p(2|0) row 2; (1,2): neither.
+    assert fwd.tolist() == [[0.5, 0.05], [0.0, 0.0], [0.0, 0.0]]
+    assert rev.tolist() == [[0.1, 0.4], [0.3, 0.0], [0.0, 0.0]]
+    assert np.nan_to_num(symmetric_p(fwd[:, 0], rev[:, 0])).tolist() == [0.5, 0.3, 0.0]
+    assert np.nan_to_num(symmetric_p(fwd[:, 1], rev[:, 1])).tolist() == [0.4, 0.0, 0.0]
 
 
 def test_evaluation_scores_a_combined_model_like_its_fit(tmp_path):

@@ -1,4 +1,6 @@
 """Consumers of a finished database: gold readers, average precision and bootstrap, report, plots.
 
-Nothing here imports `pivot.pipeline`: evaluation reads a database, never a build.
+Evaluation reads a database, never runs a build. The one exception is the coverage ceiling
+(`ceiling.py`), which reads a build's work directory: its bundles (pivot.pipeline.bundle) under
+the build's own pruning rules (pivot.pipeline.pruning).
 """

@@ -4,7 +4,7 @@ General's p(e2|e1) = sum_f p(e2|f) p(f|e1) recomputed for given pairs from the *
 merged phrase table (the ``e-*`` bundles of a build's ``translation-*`` stage: every (e, f)
 with its count c(e, f) and p(f|e) = c(e, f) / sum_f' c(e, f')), with
 p(e|f) = c(e, f) / sum_e' c(e', f) over the whole table (the pipeline normalises before pruning,
-as PPDB does), under the pipeline's pruning rules (pivot.pipeline.translation) at any setting:
+as PPDB does), under the pipeline's pruning rules (pivot.pipeline.pruning) at any setting:
 
     rule (a): keep (e, f) iff p(f|e) >= a, p(e|f) >= b and support(e) >= m;
     rule (b): then at most `cap` English phrases per f, largest c(e, f) first (ties: the
@@ -24,11 +24,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from pivot.pipeline.bundle import open_bundle
+from pivot.pipeline.pruning import keep_entries
 
 
 @dataclass(frozen=True)
 class Pruning:
-    """One setting of the pruning rules (None: no cap)."""
+    """One setting of the pruning rules (max_e_per_f None or 0: no cap, as the recipe's 0)."""
 
     min_p_f_given_e: float
     min_p_e_given_f: float
@@ -52,8 +53,6 @@ class UnprunedTable:
         self.f_uniq, self.f_idx = np.unique(self.f_key, return_inverse=True)
         c_f = np.bincount(self.f_idx, weights=self.c, minlength=len(self.f_uniq))
         self.p_ef = self.c / c_f[self.f_idx]
-        # per f: largest c(e, f) first, ties: the smaller English key
-        self._by_count = np.lexsort((self.e_key, -self.c, self.f_idx))
 
     @classmethod
     def from_translation(cls, translation: Path) -> "UnprunedTable":
@@ -83,15 +82,13 @@ class UnprunedTable:
         return len(self.c)
 
     def kept(self, s: Pruning) -> np.ndarray:
-        """The rows the setting keeps (rule (a), then rule (b) among them)."""
-        keep = (self.p_fe >= s.min_p_f_given_e) & (self.p_ef >= s.min_p_e_given_f) & (self.support >= s.min_phrase_count)
-        if s.max_e_per_f is not None:
-            o = self._by_count[keep[self._by_count]]
-            starts = np.searchsorted(self.f_idx[o], np.arange(len(self.f_uniq)))
-            rank = np.full(len(self), len(self), dtype=np.int64)
-            rank[o] = np.arange(len(o)) - starts[self.f_idx[o]]
-            keep &= rank < s.max_e_per_f
-        return keep
+        """The rows the setting keeps: rule (a), then rule (b) among them, as the build decides
+        them (pivot.pipeline.pruning.keep_entries), with support(e) as General's n(e)."""
+        keep, _ = keep_entries(self.c[:, None], self.p_fe[:, None], self.p_ef[:, None],
+                               (self.support >= s.min_phrase_count)[:, None], self.f_idx, self.e_key,
+                               min_p_f_given_e=s.min_p_f_given_e, min_p_e_given_f=s.min_p_e_given_f,
+                               max_e_per_f=s.max_e_per_f or 0)
+        return keep[:, 0]
 
     def matrices(self, s: Pruning):
         """(A, B): CSR matrices English x foreign of p(f|e) and p(e|f) on the kept rows."""

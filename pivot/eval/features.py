@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pivot.store.combined import FLOOR_LOG_P
+from pivot.store.combined import FLOOR_LOG_P, symmetric_p
 from pivot.text import edit_distance as levenshtein
 
 log = logging.getLogger("pivot")
@@ -170,7 +170,7 @@ def pivot_features(db, pairs) -> tuple[list[str], list[str], np.ndarray]:
         for j, m in enumerate(fwd["stored_models"]):
             pf, pr_ = fwd["p"][:, j], rev["p"][:, j]
             has_f, has_r = pf > 0, pr_ > 0
-            pmax = np.fmax(np.where(has_f, pf, np.nan), np.where(has_r, pr_, np.nan))
+            pmax = symmetric_p(pf, pr_)                          # the better direction, NaN: neither
             # the worse direction: floor unless both directions are proposed
             pmin = np.where(has_f & has_r, np.fmin(pf, pr_), np.nan)
             names += [f"log_pmax[{m}]", f"log_pmin[{m}]", f"missing[{m}]"]

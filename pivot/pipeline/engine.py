@@ -2,7 +2,7 @@
 
 Every sharded task is a plain function of small arguments (paths and numbers) that reads its
 inputs from the work directory and writes its output there atomically (a temporary name,
-then ``os.replace``). Nothing large travels through the scheduler, a task that finds its
+then ``os.replace``: :mod:`pivot.atomic`, :func:`pivot.pipeline.bundle.save_bundle`). Nothing large travels through the scheduler, a task that finds its
 output already written returns at once, and a task whose worker dies is simply run again by
 Dask on another worker: the output is the same bytes either way. That makes the engine a
 detail of speed, never of content: ``--workers 1``, ``--workers 8`` and a SLURM cluster write
@@ -21,9 +21,9 @@ import logging
 import os
 import threading
 import time
-from pathlib import Path
 
 from pivot.errors import InputError
+from pivot.locking import cores
 
 log = logging.getLogger("pivot")
 
@@ -33,31 +33,12 @@ RETRIES = 3
 MAX_LOCAL_WORKERS = 256
 
 
-def default_workers() -> int:
-    """The cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def atomic_save_npz(path: Path, **arrays) -> None:
-    """``np.savez`` to a temporary name in the same folder, then rename: readers see all or nothing."""
-    import numpy as np
-
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-    os.replace(tmp, path)
-
-
 class Engine:
     """Runs ``fn(*args)`` for many argument tuples; results come back in input order."""
 
     def __init__(self, workers: int | None = None, scheduler: str | None = None):
         if scheduler is None:
-            workers = default_workers() if workers in (None, 0) else int(workers)
+            workers = cores() if workers in (None, 0) else int(workers)
             if not 1 <= workers <= MAX_LOCAL_WORKERS:
                 raise InputError(f"--workers must be between 1 and {MAX_LOCAL_WORKERS}, got {workers}")
         self.workers = workers

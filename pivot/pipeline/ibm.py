@@ -38,7 +38,7 @@ model and links to the bit as :func:`fit` and :func:`align_both` on the whole co
 table rows are sorted sets, the counts integer sums, and everything after the model is per
 sentence.
 
-Links are ragged arrays as everywhere in pivot (see pivot.pipeline.align): the links of sentence
+Links are ragged arrays as everywhere in pivot (see pivot.pipeline.links): the links of sentence
 s are ``link_e[a:b], link_f[a:b]`` with ``a, b = link_offsets[s], link_offsets[s + 1]``, sorted,
 0-based, (english position i, foreign position j) -- Pharaoh ``i-j``.
 """
@@ -52,7 +52,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pivot import _align
+from pivot._native import _align
+from pivot.atomic import save_npz
+from pivot.pipeline.links import format_pharaoh, symmetrize
 
 # t(f | e) used by viterbi for a (source, target) pair missing from the table (or whose
 # probability fell to 0): small enough that any seen pair wins, large enough that an unseen
@@ -109,12 +111,11 @@ class Model:
         return float(self.prob[k]) if k < b and self.col[k] == tgt else 0.0
 
     def save(self, path):
-        """Write the model as an uncompressed .npz (arrays plus p_null, tension, n_tgt_vocab)."""
-        with open(Path(path), "wb") as fh:
-            np.savez(fh, row_ptr=self.row_ptr, col=self.col, prob=self.prob,
-                     p_null=np.float64(self.p_null), tension=np.float64(self.tension),
-                     n_tgt_vocab=np.int64(self.n_tgt_vocab),
-                     log_likelihood=np.asarray(self.log_likelihood, dtype=np.float64))
+        """Write the model as an uncompressed .npz (arrays plus p_null, tension, n_tgt_vocab), atomically."""
+        save_npz(path, row_ptr=self.row_ptr, col=self.col, prob=self.prob,
+                 p_null=np.float64(self.p_null), tension=np.float64(self.tension),
+                 n_tgt_vocab=np.int64(self.n_tgt_vocab),
+                 log_likelihood=np.asarray(self.log_likelihood, dtype=np.float64))
 
     @classmethod
     def load(cls, path):
@@ -477,7 +478,7 @@ def symmetrize_links(fwd, rev, e_lengths, f_lengths, n_threads=1):
 
     ``fwd`` and ``rev`` are (link_e, link_f, link_offsets), sorted and unique per sentence
     (as :func:`viterbi` returns them). The procedure is exactly the one pinned in
-    ``pivot.pipeline.align.grow_diag_final_and`` (row-major scan, neighbour order sides then
+    ``pivot.pipeline.links.grow_diag_final_and`` (row-major scan, neighbour order sides then
     diagonals, FINAL-AND forward then reverse), run natively and threaded over sentences.
     """
     fe, ff, fo = (np.ascontiguousarray(x) for x in fwd)
@@ -520,7 +521,7 @@ def align_both(e_tokens, e_offsets, f_tokens, f_offsets, n_e_vocab, n_f_vocab, *
     English word); reverse = foreign->English (each English word to at most one foreign word);
     the same convention as pivot's eflomal stage. Returns (link_e, link_f, link_offsets), 0-based
     (english i, foreign j), sorted. ``symmetrizer="native"`` runs the threaded kernel,
-    ``"python"`` the align stage's own ``symmetrize`` (identical links, slower).
+    ``"python"`` pivot.pipeline.links.symmetrize, the eflomal path's (identical links, slower).
     """
     kw = dict(iterations=iterations, p_null=p_null, tension=tension, n_threads=n_threads)
     e_tokens, e_offsets, f_tokens, f_offsets = _corpus(e_tokens, e_offsets, f_tokens, f_offsets,
@@ -536,7 +537,6 @@ def align_both(e_tokens, e_offsets, f_tokens, f_offsets, n_e_vocab, n_f_vocab, *
         return symmetrize_links(fwd, rev, e_len, f_len, n_threads)
     if symmetrizer != "python":
         raise ValueError(f"symmetrizer must be 'native' or 'python', got {symmetrizer!r}")
-    from pivot.pipeline.align import format_pharaoh, symmetrize
     return symmetrize(format_pharaoh(*fwd), format_pharaoh(*rev), e_len, f_len)
 
 
@@ -545,15 +545,6 @@ def _english_first(rf, re_, ro):
     sent = np.repeat(np.arange(len(ro) - 1), np.diff(ro))
     order = np.lexsort((rf, re_, sent))
     return re_[order], rf[order], ro
-
-
-def _save_npz(path, **arrays):
-    """Write an uncompressed .npz whole under a temporary name, then rename it to ``path``."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-    os.replace(tmp, path)
 
 
 def _load_npz(path, *names):
@@ -607,7 +598,7 @@ def align_both_chunked(load_chunk, n_chunks, n_e_vocab, n_f_vocab, write_links, 
     for k in range(n_chunks):
         e, eo, f, fo = _chunk_corpus(load_chunk(k), n_e_vocab, n_f_vocab, k)
         le, lf, lo = viterbi(forward, e, eo, f, fo, n_threads)
-        _save_npz(scratch / f"fwd-{k:05d}.npz", link_e=le, link_f=lf, link_offsets=lo)
+        save_npz(scratch / f"fwd-{k:05d}.npz", link_e=le, link_f=lf, link_offsets=lo)
         del e, eo, f, fo, le, lf, lo
     del forward
     reverse = fit_direction("rev", reversed_chunk, n_f_vocab, n_e_vocab)

@@ -263,7 +263,7 @@ def _count_orders(seq, vocab_size, order):
     ``</s>`` is among seq[i .. i+n-2]: the start positions of order n are those
     of order n-1 whose (n-1)-gram does not end in ``</s>``.
     """
-    from pivot._lm import count_ngrams
+    from pivot._native import _lm
 
     if len(seq) >= 2**31 - 1:
         raise ValueError("the corpus is too large for the built-in estimator (2^31 positions); "
@@ -279,7 +279,7 @@ def _count_orders(seq, vocab_size, order):
         else:
             positions = positions[seq[positions + (n - 2)] != EOS]
         n_prefix = len(levels[-1]["raw"])
-        prefix, last, suffix, raw, inverse = count_ngrams(
+        prefix, last, suffix, raw, inverse = _lm.count_ngrams(
             gid_prev[positions], seq[positions + (n - 1)], gid_prev[positions + 1],
             n_prefix, vocab_size)
         levels.append(dict(raw=raw, last=last, prefix=prefix, suffix=suffix,
@@ -479,7 +479,7 @@ def _write_arpa(path, levels, discounts, vocab_list):
     written and dropped in turn (its counts, suffix links, probabilities), and
     only the prefix links and last words stay until the end, to spell the rows.
     """
-    from pivot._lm import format_arpa_rows
+    from pivot._native import _lm
 
     order = len(levels)
     encoded = [w.encode("utf-8") for w in vocab_list]
@@ -514,7 +514,7 @@ def _write_arpa(path, levels, discounts, vocab_list):
                                                np.log10(np.where(np.isnan(g), 1.0, g)))
                     else:
                         log_backoff = empty
-                    out.write(format_arpa_rows(_row_words(levels, n, lo, hi), log_prob,
+                    out.write(_lm.format_arpa_rows(_row_words(levels, n, lo, hi), log_prob,
                                                log_backoff, blob, offsets))
                     del log_prob, log_backoff
                 out.write(b"\n")

@@ -19,6 +19,7 @@ what a domain model keeps):
     that model k counts at all, i.e. in sentence pairs of weight > 0);
 (b) then model k keeps, for each f, at most max_e_per_f of its survivors: largest c_k(e,f)
     (equivalently p_k(e|f)) first, ties to the smaller e id (0 = no cap);
+    both rules are pivot.pipeline.pruning.keep_entries, the build's own;
 (c) after the product, model k keeps P_k(e1,e2) >= min_p_e2_given_e1 (the recall setting:
     every pair above a probability floor; a value below it is stored as 0 in column k), and,
     when top_n > 0, only the pairs ranking < top_n among row e1's nonzero P_k (ties to the
@@ -41,6 +42,7 @@ entries each rule removed, for the database's build record.
 
 >>> import numpy as np
 >>> from pivot.pipeline.extract import PhraseTable
+from pivot.pipeline.pruning import keep_entries
 >>> t = PhraseTable(e_phrases=np.array([[0], [1]], np.int32), f_phrases=np.array([[0]], np.int32),
 ...                 e_id=np.array([0, 1], np.int32), f_id=np.array([0, 0], np.int32),
 ...                 counts=np.array([[3.0], [1.0]]), support=np.array([3, 1]),
@@ -52,15 +54,17 @@ entries each rule removed, for the database's build record.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from pivot._native import _counts
+from pivot.atomic import save_npz
+from pivot.locking import resolve_threads
 from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.pipeline.extract import PhraseTable
+from pivot.pipeline.pruning import keep_entries
 
 # Defaults follow PPDB/Thrax practice: the cost of the product is sum_f deg(f)^2, so the few
 # foreign phrases aligned to thousands of English phrases ("de", ",", "la") would dominate
@@ -120,10 +124,9 @@ class Paraphrases:
         return int(self.e1.shape[0])
 
     def save(self, path) -> None:
-        """Write one uncompressed ``.npz``; ``meta`` goes in as a JSON string."""
+        """Write one uncompressed ``.npz``, atomically; ``meta`` goes in as a JSON string."""
         arrays = {name: getattr(self, name) for name in _PARA_FIELDS}
-        with open(Path(path), "wb") as fh:
-            np.savez(fh, meta=np.array(json.dumps(self.meta, sort_keys=True)), **arrays)
+        save_npz(path, meta=np.array(json.dumps(self.meta, sort_keys=True)), **arrays)
 
     @staticmethod
     def write_index(folder, parts, n_pairs, meta: dict) -> None:
@@ -171,19 +174,6 @@ class Paraphrases:
 _PARA_FIELDS = ("e1", "e2", "p", "n_pivots", "pivots")
 
 
-def resolve_threads(n_threads: int) -> int:
-    """0 means every core this process may run on."""
-    n_threads = int(n_threads)
-    if n_threads < 0:
-        raise ValueError(f"n_threads must be >= 0, got {n_threads}")
-    if n_threads == 0:
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:  # pragma: no cover - not Linux
-            return max(1, os.cpu_count() or 1)
-    return n_threads
-
-
 def _check_table(table: PhraseTable) -> None:
     n_e, n_f, e_id, f_id = table.n_e, table.n_f, table.e_id, table.f_id
     n = e_id.shape[0]
@@ -223,7 +213,8 @@ def prune(table: PhraseTable, *, min_p_f_given_e: float = DEFAULT_MIN_P_F_GIVEN_
           min_p_e_given_f: float = DEFAULT_MIN_P_E_GIVEN_F,
           max_e_per_f: int = DEFAULT_MAX_E_PER_F,
           min_phrase_count: int = DEFAULT_MIN_PHRASE_COUNT) -> PivotStructure:
-    """Rules (a) and (b) of the module docstring, model by model; one union structure."""
+    """Rules (a) and (b) of the module docstring (pivot.pipeline.pruning.keep_entries), each
+    model on its own counts; one union structure."""
     _check_table(table)
     if max_e_per_f < 0:
         raise ValueError(f"max_e_per_f must be >= 0, got {max_e_per_f}")
@@ -231,26 +222,14 @@ def prune(table: PhraseTable, *, min_p_f_given_e: float = DEFAULT_MIN_P_F_GIVEN_
     e_id = np.ascontiguousarray(table.e_id, dtype=np.int32)
     f_id = np.ascontiguousarray(table.f_id, dtype=np.int32)
     counts = np.ascontiguousarray(table.counts, dtype=np.float64)
-    K = counts.shape[1]
     e_total, f_total = model_sums(table)
-    nobs = table.observations()
-    model_keep = np.zeros((table.n_pairs, K), dtype=bool)
-    n_after_floor = np.zeros(table.n_pairs, dtype=bool)
-    for k in range(K):
-        c = counts[:, k]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            # c > 0 implies both totals > 0: no 0/0 survives the first test.
-            keep = (c > 0) & (c / e_total[e_id, k] >= min_p_f_given_e) & (c / f_total[f_id, k] >= min_p_e_given_f)
-        keep &= nobs[e_id, k] >= min_phrase_count
-        n_after_floor |= keep
-        if max_e_per_f > 0 and keep.any():
-            survivors = np.flatnonzero(keep)
-            col_ptr, order = _counts.bucket_by(f_id[survivors], n_f)
-            if np.diff(col_ptr).max() > max_e_per_f:
-                col_pair = survivors[order]
-                capped = _counts.cap_columns(col_pair, col_ptr, np.ascontiguousarray(c), e_id, int(max_e_per_f))
-                keep[col_pair[capped == 0]] = False
-        model_keep[:, k] = keep
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # c > 0 implies both totals > 0: no 0/0 survives rule (a)'s first test.
+        p_fe, p_ef = counts / e_total[e_id], counts / f_total[f_id]
+    model_keep, n_after_floor = keep_entries(
+        counts, p_fe, p_ef, table.observations()[e_id] >= min_phrase_count, f_id, e_id,
+        min_p_f_given_e=min_p_f_given_e, min_p_e_given_f=min_p_e_given_f, max_e_per_f=max_e_per_f)
+    del p_fe, p_ef
 
     mask = model_keep.any(axis=1)
     kept = np.flatnonzero(mask).astype(np.int64)

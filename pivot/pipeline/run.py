@@ -29,9 +29,10 @@ import numpy as np
 from pivot._version import __version__
 from pivot import preflight, recipes
 from pivot.errors import InputError
+from pivot.locking import resolve_threads
+from pivot.store.combined import symmetric_p
 from pivot.pipeline.engine import release_heap
 from pivot.pipeline.graph import check_inputs
-from pivot.pipeline.pivoting import resolve_threads
 
 log = logging.getLogger("pivot")
 
@@ -628,12 +629,15 @@ class Pipeline:
             labelled = gold.binarize(pairs, comb["threshold"])
             tune, test = gold.tuning_test_split(labelled, n_tune=comb["n_tune"], seed=comb["seed"])
             ids = self.phrase_ids([t for p in tune for t in p[:2]])
-            p_sym = symmetric_scores(self.paraphrase_parts(), [(ids.get(a), ids.get(b)) for a, b, _ in tune])
+            fwd, rev = directed_scores(self.paraphrase_parts(), [(ids.get(a), ids.get(b)) for a, b, _ in tune])
             labels = np.array([p[2] for p in tune], dtype=np.float64)
-            candidate = p_sym[:, 0] > 0  # the paper's candidates: pairs General extracted
+            # The paper's candidates: pairs General extracted (either direction: gold pairs are unordered).
+            candidate = ~np.isnan(symmetric_p(fwd[:, 0], rev[:, 0]))
+            g_f, g_r = fwd[candidate, 0], rev[candidate, 0]
             fitted = {}
             for k, model in enumerate(self.models[1:], start=1):
-                c = combine.fit_combination(p_sym[candidate, 0], p_sym[candidate, k], labels[candidate])
+                # The evaluation scores a combination with the same unordered features.
+                c = combine.fit_combination_unordered(g_f, g_r, fwd[candidate, k], rev[candidate, k], labels[candidate])
                 fitted[f"general+{model['name']}"] = c.to_meta()
                 log.info("general+%s: %s", model["name"], json.dumps(fitted[f"general+{model['name']}"], default=str)[:400])
             (tmp / "combination.json").write_text(json.dumps({
@@ -653,8 +657,9 @@ class Pipeline:
 
     def phrase_ids(self, texts) -> dict[str, int]:
         """English phrase id of each normalised text that the paraphrase table holds."""
-        from pivot.pipeline.corpus import Vocab, normalize_many
+        from pivot.pipeline.corpus import Vocab
         from pivot.pipeline.extract import phrase_keys
+        from pivot.text import normalize_many
 
         vocab = Vocab.load(self.encoded[0] / "vocab.en")
         width = self.rec["extract"]["max_phrase_len"]
@@ -817,76 +822,27 @@ def cross_fit_folds(sentences: list[str], seed: int) -> np.ndarray:
     return out
 
 
-def symmetric_scores(para, id_pairs) -> np.ndarray:
-    """Per model, max(p(b|a), p(a|b)) for each pair of phrase ids (0 where absent or unknown).
+def directed_scores(para, id_pairs) -> tuple[np.ndarray, np.ndarray]:
+    """(p(b|a), p(a|b)) per model for each pair (a, b) of phrase ids: two (n, K) arrays, 0 where
+    the table lacks that direction or an id is None.
 
-    Gold similarity pairs are unordered, so a pair counts as proposed in either direction;
-    pivot.eval.evaluate ranks with the same convention. ``para`` is the table or an iterable
-    of its row ranges (a pair lies in the one range that holds its e1).
+    Gold similarity pairs are unordered: the combination is fitted on both directions
+    (pivot.pipeline.combine.fit_combination_unordered), as the evaluation scores it
+    (pivot.store.combined.unordered_score). ``para`` is the table or an iterable of its row
+    ranges (a pair lies in the one range that holds its first phrase).
     """
     from pivot.store.db import find_pairs
 
     a = np.array([-1 if x is None or y is None else x for x, y in id_pairs], dtype=np.int64)
     b = np.array([-1 if x is None or y is None else y for x, y in id_pairs], dtype=np.int64)
-    out = None
+    fwd = rev = None
     for part in ([para] if hasattr(para, "e1") else para):
-        if out is None:
-            out = np.zeros((len(id_pairs), part.p.shape[1]))
-        for row in (find_pairs(part.e1, part.e2, a, b), find_pairs(part.e1, part.e2, b, a)):
+        if fwd is None:
+            fwd, rev = np.zeros((len(id_pairs), part.p.shape[1])), np.zeros((len(id_pairs), part.p.shape[1]))
+        for out, row in ((fwd, find_pairs(part.e1, part.e2, a, b)), (rev, find_pairs(part.e1, part.e2, b, a))):
             found = row >= 0
-            out[found] = np.maximum(out[found], part.p[row[found]])
-    return out
-
-
-def encode_bitexts(bitext_dirs, align_dirs, langs, out_dir: Path) -> None:
-    """Concatenate the languages' bitexts into one array bitext of token ids.
-
-    English ids come from one vocabulary shared by all languages (paraphrases are English
-    phrases, so "treat" must be one id whichever language it was aligned to). Foreign ids
-    come from one vocabulary per language, offset so that no two languages share an id:
-    "die" (de) and "die" (fr, hypothetical) stay distinct pivots. The pivot then runs over
-    the union of foreign phrases, and p(f|e) is normalised over all languages' phrases of e:
-    a language's share of the pivot mass is its share of e's extracted phrase pairs.
-    """
-    from pivot.pipeline.corpus import Bitext, Vocab
-
-    bitexts = [Bitext.load(d) for d in bitext_dirs]
-    e_vocab = Vocab()
-    e_parts, f_parts, lang_parts, link_parts = [], [], [], []
-    f_offset = 0
-    f_lang = []
-    for i, (bitext, adir, lang) in enumerate(zip(bitexts, align_dirs, langs)):
-        e_parts.append(e_vocab.encode(bitext.en))
-        f_vocab = Vocab()
-        tokens, offsets = f_vocab.encode(bitext.f)
-        f_parts.append((tokens + f_offset, offsets))
-        f_vocab.save(out_dir / f"vocab.{lang}")
-        f_lang += [i] * len(f_vocab)
-        f_offset += len(f_vocab)
-        lang_parts.append(np.full(len(bitext.en), i, dtype=np.int16))
-        links = np.load(adir / "links.npz")
-        link_parts.append((links["link_e"], links["link_f"], links["link_offsets"]))
-    e_vocab.save(out_dir / "vocab.en")
-    np.save(out_dir / "f_lang.npy", np.asarray(f_lang, dtype=np.int16))
-    e_tokens, e_offsets = _concat_ragged(e_parts)
-    f_tokens, f_offsets = _concat_ragged(f_parts)
-    link_e = np.concatenate([p[0] for p in link_parts]).astype(np.int32)
-    link_f = np.concatenate([p[1] for p in link_parts]).astype(np.int32)
-    _, link_offsets = _concat_ragged([(p[0], p[2]) for p in link_parts])
-    origin = np.concatenate([b.origin.astype(np.int32) for b in bitexts])
-    np.savez(out_dir / "bitext.npz", e_tokens=e_tokens, e_offsets=e_offsets, f_tokens=f_tokens,
-             f_offsets=f_offsets, link_e=link_e, link_f=link_f, link_offsets=link_offsets,
-             lang=np.concatenate(lang_parts), origin=origin)
-
-
-def _concat_ragged(parts):
-    """Concatenate (values, offsets) ragged arrays; offsets shift by the values before them."""
-    values = np.concatenate([v for v, _ in parts]).astype(np.int32)
-    offsets, base = [np.zeros(1, dtype=np.int64)], 0
-    for v, o in parts:
-        offsets.append(np.asarray(o[1:], dtype=np.int64) + base)
-        base += int(o[-1])
-    return values, np.concatenate(offsets)
+            out[found] = part.p[row[found]]
+    return fwd, rev
 
 
 def phrase_texts(phrases: np.ndarray, tokens: list[str], ids: np.ndarray) -> dict[int, str]:
@@ -896,7 +852,7 @@ def phrase_texts(phrases: np.ndarray, tokens: list[str], ids: np.ndarray) -> dic
 
 
 def foreign_phrase_texts(phrases, vocabs, langs, f_lang_of_token) -> list[str]:
-    """Foreign phrases as 'lang:text' (ids are offset per language, see encode_bitexts)."""
+    """Foreign phrases as 'lang:text' (ids are offset per language, see pivot.pipeline.encode)."""
     starts = np.cumsum([0] + [len(v) for v in vocabs])
     out = []
     for row in phrases.tolist():

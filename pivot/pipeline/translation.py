@@ -13,8 +13,8 @@ round 2, :func:`merge_by_e` (one task per English partition p): the pairs of par
 round 3, :func:`merge_by_f` (one task per foreign partition q): every pair of a foreign
     phrase in one place gives
         p_k(e|f) = c_k(e,f) / sum_e' c_k(e',f)
-    and the pruning of pivot.pipeline.pivoting, decided for each model k on its OWN counts
-    and probabilities (a model is never pruned by what General saw):
+    and the pruning rules (pivot.pipeline.pruning.keep_entries), decided for each model k on
+    its OWN counts and probabilities (a model is never pruned by what General saw):
     (a) model k keeps (e,f) if c_k(e,f) > 0, p_k(f|e) >= min_p_f_given_e,
         p_k(e|f) >= min_p_e_given_f and n_k(e) >= min_phrase_count, where n_k(e) is the number
         of extractions of e that model k counts at all (weight > 0): a rarer phrase's
@@ -46,6 +46,7 @@ import numpy as np
 
 from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.pipeline.extract import partition_of
+from pivot.pipeline.pruning import keep_entries
 
 
 def _segments(*keys) -> np.ndarray:
@@ -180,20 +181,12 @@ def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_giv
     p_ef = _normalise(a["counts"], col_start, owner)
     p_fe = a["p_fe"]
     counts = a["counts"]
-    n, K = counts.shape
-    # Rule (a) for every model at once, each on its own numbers: whole-array passes, not one
-    # strided pass per model column (a column of an (n, K) array touches every cache line).
-    keep = (counts > 0) & (p_fe >= min_p_f_given_e) & (p_ef >= min_p_e_given_f) & (a["e_ok"] > 0)
-    after_floors = keep.any(axis=1)
-    for k in range(K if max_e_per_f > 0 else 0):
-        # Rule (b): rank the survivors of each column by c_k (descending), then English key.
-        idx = np.flatnonzero(keep[:, k])
-        if not len(idx):
-            continue
-        ranked = idx[np.lexsort((a["e_key"][idx], -counts[idx, k], owner[idx]))]
-        first = _segments(owner[ranked])
-        rank = np.arange(len(ranked)) - np.repeat(first, np.diff(np.append(first, len(ranked))))
-        keep[ranked[rank >= max_e_per_f], k] = False
+    n = counts.shape[0]
+    # Rules (a) and (b) for every model, each on its own numbers; a column's entries share
+    # their foreign phrase's index ``owner``.
+    keep, after_floors = keep_entries(counts, p_fe, p_ef, a["e_ok"] > 0, owner, a["e_key"],
+                                      min_p_f_given_e=min_p_f_given_e, min_p_e_given_f=min_p_e_given_f,
+                                      max_e_per_f=max_e_per_f)
     # Each model's pruned entries contribute nothing to its pivot sums.
     p_fe[~keep] = 0.0
     p_ef[~keep] = 0.0

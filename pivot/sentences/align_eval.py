@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import tempfile
 import time
@@ -130,6 +129,7 @@ def eval_ibm2(en, fr, n_gold, sure, possible, threads: int = 1, iterations: int 
 
 def eval_eflomal(en, fr, n_gold, sure, possible, runs: int = 3) -> dict:
     from pivot.pipeline import align as align_stage
+    from pivot.pipeline.links import symmetrize
 
     en_lines, fr_lines = [" ".join(s) for s in en], [" ".join(s) for s in fr]
     e_len, f_len = [len(s) for s in en], [len(s) for s in fr]
@@ -138,7 +138,7 @@ def eval_eflomal(en, fr, n_gold, sure, possible, runs: int = 3) -> dict:
         with tempfile.TemporaryDirectory(prefix="pivot-align-eval-") as work:
             t0 = time.perf_counter()
             fwd, rev = align_stage.run_eflomal(en_lines, fr_lines, work)
-            sym = align_stage.symmetrize(fwd, rev, e_len, f_len)
+            sym = symmetrize(fwd, rev, e_len, f_len)
             results.append({**score(sym, sure, possible, n_gold), "seconds": round(time.perf_counter() - t0, 2)})
     out = {}
     for key in ("aer", "precision", "recall"):
@@ -154,10 +154,11 @@ def run_command(args) -> int:
     import sys
 
     from pivot import recipes
+    from pivot.locking import resolve_threads
 
     root = recipes.resolve_data_root(args.data)
     en, fr, n_gold, sure, possible = load_sets(root, bitext=not args.no_bitext)
-    threads = args.threads or os.cpu_count() or 1
+    threads = resolve_threads(args.threads or 0)
     if args.method == "ibm2":
         res = eval_ibm2(en, fr, n_gold, sure, possible, threads=threads)
     else:

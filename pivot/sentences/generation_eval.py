@@ -12,7 +12,8 @@ from __future__ import annotations
 import itertools
 import time
 
-from pivot.sentences.paraphrase import Paraphraser, Weights, detokenize, naive_substitution
+from pivot.sentences.paraphrase import Paraphraser, detokenize, naive_substitution
+from pivot.sentences.rewrite import Weights
 
 ALPHA = 0.9
 
@@ -47,10 +48,6 @@ def score_system(outputs, sources, references, seconds=None) -> dict:
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in res.items()}
 
 
-def run_identity(sources):
-    return list(sources)
-
-
 def run_naive(paraphraser: Paraphraser, sources):
     """Every word with a DB paraphrase replaced by its top-1 paraphrase (no filter, no LM)."""
     from pivot.sentences.paraphrase import PhraseTable
@@ -83,8 +80,6 @@ def tune(paraphraser: Paraphraser, sources, references, grid: dict, progress=Non
     `grid` maps Weights fields to value lists. The lattices are built once (the DB lookups are
     cached), only the search reruns. Returns {"best": {weights, scores}, "grid": [...]}.
     """
-    from pivot.sentences.paraphrase import decode_lattice
-
     toks = [paraphraser.normalize(s) for s in sources]
     lattices = [paraphraser.lattice(t) for t in toks]
     keys = list(grid)

@@ -12,7 +12,7 @@ stretch of the sentence, maximising
           + β · (number of source words kept as they are)
           + ω · (number of output words)
 
-``λ`` (``lm``), ``β`` (``identity``) and ``ω`` (``word_penalty``) are :class:`Weights`; the
+``λ`` (``lm``), ``β`` (``identity``) and ``ω`` (``word_penalty``) are :class:`pivot.sentences.rewrite.Weights`; the
 defaults :data:`DEFAULT_WEIGHTS` were tuned on the MSRP training positives for iBLEU
 (bench/bench_sentences.py --tune, bench/results/sentences_tuning.json). The rule log-odds come
 from a :class:`pivot.sentences.rules.RuleModel` (0 without one); with a *gate*, the best output
@@ -36,20 +36,10 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
 from pivot.errors import InputError
+from pivot.sentences.rewrite import FUNCTION_WORDS, Weights, is_partial
+from pivot.sentences.rules import RuleModel
 
 LN10 = math.log(10.0)
-
-
-@dataclass(frozen=True)
-class Weights:
-    """Log-linear weights of the decoder (see the module docstring)."""
-
-    lm: float = 0.5
-    identity: float = 0.0
-    word_penalty: float = 0.0
-    tm: float = 1.0
-    tm_rev: float = 0.0
-    rule: float = 0.0
 
 
 # Tuned for iBLEU on the first 400 MSRP train positives, model General with the general LM
@@ -61,9 +51,6 @@ DEFAULT_WEIGHTS = Weights(lm=1.0, identity=2.0, word_penalty=0.0, tm=1.0, tm_rev
 
 _PUNCT = re.compile(r"^\W+$")
 REV_FLOOR = math.log(1e-3)
-FUNCTION_WORDS = frozenset("""a an the of to in on at for from by with and or but as is are was were be been being
-it its this that these those he she they we you i his her their our your my me him them us has have had do
-does did will would can could should may might shall must not no 's 're 've 'll 'd 'm n't""".split())
 
 
 @dataclass(frozen=True)
@@ -106,9 +93,9 @@ class PhraseTable:
     ``options(span)`` returns [(paraphrase tokens tuple, log p, log p_rev)] best first: the top ``k``
     paraphrases of the span under ``model`` with a positive score, the span itself excluded.
     With ``drop_partial`` (default) a paraphrase that only adds or removes words at the span's
-    edges (:func:`_partial`) or changes its punctuation (:func:`_same_punct`) is dropped.
+    edges (:func:`pivot.sentences.rewrite.is_partial`) or changes its punctuation (:func:`_same_punct`) is dropped.
     Spans that are punctuation only get no options; with ``content_only`` neither do spans of
-    function words only (:data:`FUNCTION_WORDS`: "'s" -> "is", "an" -> "a", "it" -> "he" are
+    function words only (:data:`pivot.sentences.rewrite.FUNCTION_WORDS`: "'s" -> "is", "an" -> "a", "it" -> "he" are
     pivoting's commonest wrong substitutions). Existence is asked in one SQL query per
     batch of spans (most spans are not phrases of the database).
     """
@@ -144,7 +131,7 @@ class PhraseTable:
             for h in self.db.lookup(s, k=self.k, model=self.model, normalize=False):
                 if h.score <= 0 or h.paraphrase == s:
                     continue
-                if self.drop_partial and (_partial(s, h.paraphrase) or not _same_punct(s, h.paraphrase)):
+                if self.drop_partial and (is_partial(s, h.paraphrase) or not _same_punct(s, h.paraphrase)):
                     continue
                 rev = math.log(h.p_rev) if h.p_rev else (0.0 if self._combined else REV_FLOOR)
                 out = tuple(h.paraphrase.split())
@@ -159,18 +146,6 @@ class PhraseTable:
 
     def __len__(self):
         return len(self._cache)
-
-
-def _partial(a: str, b: str) -> bool:
-    """True when one phrase is the other with words added or removed at its edges only
-    ("in patients" / "patients", "treatment" / "treatment of"): pivoting's commonest noise,
-    a deletion or insertion rather than a paraphrase."""
-    x, y = a.split(), b.split()
-    if len(x) == len(y):
-        return False
-    short, long_ = (x, y) if len(x) < len(y) else (y, x)
-    n = len(short)
-    return any(long_[i:i + n] == short for i in range(len(long_) - n + 1))
 
 
 def _same_punct(a: str, b: str) -> bool:
@@ -525,7 +500,6 @@ def run_command(args, out=None) -> int:
         raise InputError("give the sentence as TEXT or a file with -i, not both")
     rules, gate, weights = None, None, DEFAULT_WEIGHTS
     if getattr(args, "rules", None):
-        from pivot.sentences.rules import RuleModel
 
         rules = RuleModel.load(args.rules)
         gate, weights = rules.gate, rules.weights or weights

@@ -35,6 +35,10 @@ from collections import Counter
 
 import numpy as np
 
+from pivot.errors import InputError
+from pivot.sentences.identify import stem
+from pivot.sentences.rewrite import FUNCTION_WORDS, Weights, is_partial
+
 SMOOTH = 5.0      # pseudo-counts pulling a rate toward its global mean: (k + a·p0) / (n + a)
 FEATURES = ["logp", "logp_rev", "log_pivots", "rank", "span_len", "len_change", "partial", "span_function",
             "out_function", "same_stem", "char_ratio", "keep_mean", "keep_min", "rule_rate", "rule_log_count"]
@@ -122,9 +126,6 @@ class RuleModel:
 
     def features(self, table, src, o) -> list:
         """FEATURES of lattice option `o` over source tokens `src` (`table` gives pivots and rank)."""
-        from pivot.sentences.identify import stem
-        from pivot.sentences.paraphrase import FUNCTION_WORDS, _partial
-
         span = src[o.start:o.end]
         a, b = " ".join(span), " ".join(o.out)
         n_piv, rank = table.details.get((a, tuple(o.out)), (1, 0))
@@ -132,7 +133,7 @@ class RuleModel:
         n, k = self.rules.get(a + "\t" + b, (0, 0))
         rate = (k + SMOOTH * self.rule0) / (n + SMOOTH)
         return [o.logp, o.logp_rev, math.log1p(n_piv), float(rank), float(len(span)), float(len(o.out) - len(span)),
-                float(_partial(a, b)), float(all(w in FUNCTION_WORDS for w in span)),
+                float(is_partial(a, b)), float(all(w in FUNCTION_WORDS for w in span)),
                 float(all(w in FUNCTION_WORDS for w in o.out)),
                 float(len(span) == len(o.out) == 1 and stem(span[0]) == stem(o.out[0])),
                 difflib.SequenceMatcher(None, a, b, autojunk=False).ratio(),
@@ -145,8 +146,6 @@ class RuleModel:
         span, the keep rates of the words on either side (1 at the sentence's edges), a
         capitalised span word after the first (from `cased`, the source's true-cased tokens; 0
         without them), a punctuation mark or the end right after the span, its content words."""
-        from pivot.sentences.paraphrase import FUNCTION_WORDS
-
         n, span = len(src), src[o.start:o.end]
         upper = cased is not None and len(cased) == n and any(c[:1].isupper() for c in cased[max(o.start, 1):o.end])
         return [o.start / n, (n - o.end) / n, float(n), float(any(ch.isdigit() for w in span for ch in w)),
@@ -210,8 +209,6 @@ class RuleModel:
 
     @classmethod
     def load(cls, path) -> "RuleModel":
-        from pivot.errors import InputError
-
         try:
             with open(path, encoding="utf-8") as fh:
                 d = json.load(fh)
@@ -223,8 +220,6 @@ class RuleModel:
             m.intercept = d["intercept"]
             m.gate, m.drop_partial = d.get("gate"), bool(d.get("drop_partial", True))
             if d.get("weights"):
-                from pivot.sentences.paraphrase import Weights
-
                 m.weights = Weights(**d["weights"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"not a rule model of this pivot version ({exc})", path) from None

@@ -1,1 +1,1 @@
-"""The SQLite paraphrase database: the writer (`db.write_database`) and the reader (`db.ParaphraseDB`)."""
+"""The SQLite paraphrase database: the writer (`write.write_database`) and the reader (`db.ParaphraseDB`)."""

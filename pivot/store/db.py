@@ -25,7 +25,7 @@ Combined models (General+X, kind "combined") store no column: their score is a l
 regression over p_general and p_X of the same row, whose coefficients are in `model.params`,
 so the reader computes it exactly (`lookup`, `scores`, `iter_pairs`).
 
-The writer is `pivot.store.write.write_database` (re-exported here).
+The writer is `pivot.store.write.write_database`.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot.errors import InputError
-from pivot.store.write import SCHEMA_VERSION, schema_sql, write_database  # noqa: F401  (re-exported)
+from pivot.store.write import SCHEMA_VERSION
 
 
 @dataclass(frozen=True)

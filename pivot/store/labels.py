@@ -42,6 +42,7 @@ import random
 from contextlib import contextmanager
 from pathlib import Path
 
+from pivot.atomic import atomic_path
 from pivot.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -196,14 +197,10 @@ def save_tagger(tagger, path, info: dict | None = None) -> Path:
     """Write the model (and `info`) as gzipped JSON, atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz:
-            gz.write(json.dumps({"format": FORMAT, "info": info or {}, "model": tagger_to_json(tagger)},
-                                sort_keys=True, separators=(",", ":")).encode("utf-8"))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_path(path) as tmp, open(tmp, "wb") as raw, \
+            gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz:
+        gz.write(json.dumps({"format": FORMAT, "info": info or {}, "model": tagger_to_json(tagger)},
+                            sort_keys=True, separators=(",", ":")).encode("utf-8"))
     return path
 
 

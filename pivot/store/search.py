@@ -34,7 +34,6 @@ from pivot.errors import InputError
 FTS_TABLE = "phrase_fts"
 FTS_SQL = (f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(text, content='phrase', content_rowid='id', "
            "detail=none, tokenize='unicode61 remove_diacritics 0')")
-WILDCARDS = "*?"
 
 
 def connect(path, *, write: bool = False, timeout: float = 60.0) -> sqlite3.Connection:
