@@ -64,10 +64,11 @@ def dask_command() -> str:
     return str(path)
 
 
-def start(cmd: list[str], log: Path) -> subprocess.Popen:
-    """Start a command in a session of its own (so that teardown reaches its children), log to a file."""
+def start(cmd: list[str], log: Path, cwd: Path) -> subprocess.Popen:
+    """Start a command in ``cwd``, in a session of its own (so that teardown reaches its children),
+    its output to a file."""
     with open(log, "wb") as fh:
-        return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd,
                                 start_new_session=True)
 
 
@@ -118,9 +119,12 @@ def content(db_path: Path) -> tuple[dict, dict]:
 executed = lambda dask_worker: dask_worker.state.executed_count  # noqa: E731
 
 
-def test_external_cluster_builds_the_same_database(tmp_path, workers_left):
+def test_external_cluster_builds_the_same_database(tmp_path, workers_left, monkeypatch):
     from distributed import Client
 
+    # The build runs in tmp_path with a relative --work; each worker runs in a folder of its own,
+    # as on another machine: every path a task gets must be absolute.
+    monkeypatch.chdir(tmp_path)
     recipe = tmp_path / "cluster.toml"
     recipe.write_text(RECIPE)
     scheduler_file = tmp_path / "scheduler.json"
@@ -128,7 +132,7 @@ def test_external_cluster_builds_the_same_database(tmp_path, workers_left):
     procs = []
     try:
         procs.append(start([dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                            "--scheduler-file", str(scheduler_file)], tmp_path / "scheduler.log"))
+                            "--scheduler-file", str(scheduler_file)], tmp_path / "scheduler.log", tmp_path))
         wait_for_file(scheduler_file, procs, START_TIMEOUT)
         address = json.loads(scheduler_file.read_text())["address"]
         assert address.startswith("tcp://127.0.0.1:")
@@ -138,7 +142,7 @@ def test_external_cluster_builds_the_same_database(tmp_path, workers_left):
             procs.append(start([dask, "worker", "--scheduler-file", str(scheduler_file), "--host", "127.0.0.1",
                                 "--nworkers", "1", "--nthreads", "1", "--no-dashboard",
                                 "--local-directory", str(scratch), "--name", f"w{k}"],
-                               tmp_path / f"worker-{k}.log"))
+                               tmp_path / f"worker-{k}.log", scratch))
         with Client(address, timeout=START_TIMEOUT) as client:
             client.wait_for_workers(2, timeout=START_TIMEOUT)
             # The workers run this environment's pivot: the same package this process imports
@@ -148,14 +152,14 @@ def test_external_cluster_builds_the_same_database(tmp_path, workers_left):
             before = client.run(executed)
 
             common = ["-q", "build", "--recipe", str(recipe), "--data", str(DATA)]
-            assert main([*common, "--work", str(tmp_path / "work-cluster"), "--out", str(tmp_path / "cluster.db"),
+            assert main([*common, "--work", "work-cluster", "--out", str(tmp_path / "cluster.db"),
                          "--scheduler", address]) == 0
             ran = client.run(executed)
         # Both workers ran tasks of the build: extract's 6, the merges' 16, the pivot's 8 and the
         # content hashes were spread over them.
         assert len(ran) == 2 and all(ran[w] > before[w] for w in ran), (before, ran)
 
-        assert main([*common, "--work", str(tmp_path / "work-local"), "--out", str(tmp_path / "local.db"),
+        assert main([*common, "--work", "work-local", "--out", str(tmp_path / "local.db"),
                      "--workers", "1"]) == 0
     finally:
         stop(procs)

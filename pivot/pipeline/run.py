@@ -174,7 +174,9 @@ class Pipeline:
                 self.engine.close()
             raise
         self.out_path = self.plan.out_path  # absolute: SQLite never reads "file:..." as a URI
-        self.wd = Workdir(Path(work) if work else Path("work") / self.name)
+        # Absolute (preflight made it so): the tasks get paths under it, and a worker of an
+        # external cluster runs in a folder of its own.
+        self.wd = Workdir(self.plan.work_dir)
         self.wd.root.mkdir(parents=True, exist_ok=True)
         self.threads = threads
         self.wd.engine = self.engine
