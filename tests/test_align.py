@@ -230,6 +230,7 @@ import json  # noqa: E402
 
 from pivot.pipeline import align as align_stage  # noqa: E402
 from pivot.pipeline.corpus import Bitext  # noqa: E402
+from pivot.pipeline.engine import Engine  # noqa: E402
 
 
 def noisy_corpus(n=120, seed=5):
@@ -264,8 +265,7 @@ def same_bytes(a, b):
     return all(x.dtype == y.dtype and x.tobytes() == y.tobytes() for x, y in zip(a, b))
 
 
-@pytest.mark.parametrize("chunk", [1, 3, 1000])
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("chunk,threads", [(2, 1), (3, 2), (1000, 1), (1000, 2)])
 def test_align_corpus_equals_align_bitext(tmp_path, saved_corpus, chunk, threads):
     corpus_dir, bitext, links = saved_corpus
     info = align_stage.align_corpus(corpus_dir, tmp_path / "out", chunk_sentences=chunk,
@@ -273,6 +273,18 @@ def test_align_corpus_equals_align_bitext(tmp_path, saved_corpus, chunk, threads
     n = len(bitext)
     assert info == {"n_pairs": n, "chunk_sentences": chunk, "n_chunks": -(-n // chunk)}
     assert same_bytes(align_stage.read_links(tmp_path / "out"), links)
+
+
+def test_align_corpus_on_a_cluster(tmp_path, saved_corpus, workers_left):
+    """Two worker processes run the chunks' EM and Viterbi tasks: the links of one process."""
+    corpus_dir, _, links = saved_corpus
+    with Engine(workers=2) as engine:
+        info = align_stage.align_corpus(corpus_dir, tmp_path / "out", chunk_sentences=30, engine=engine)
+        assert engine.running and len(engine.worker_pids()) == 2
+        assert {"align.xx-fwd-em5", "align.xx-rev-viterbi"} <= set(engine.task_seconds)
+    assert info["n_chunks"] == 4
+    assert same_bytes(align_stage.read_links(tmp_path / "out"), links)
+    assert workers_left() == []
 
 
 def test_align_corpus_without_index_cache(tmp_path, saved_corpus):

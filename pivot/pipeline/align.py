@@ -26,7 +26,9 @@ import numpy as np
 
 from pivot.atomic import save_npz, write_text
 from pivot.errors import InputError
-from pivot.pipeline import ibm
+from pivot.pipeline import ibm, ibm_shards
+from pivot.pipeline.bundle import save_bundle
+from pivot.pipeline.engine import Engine
 from pivot.pipeline.links import read_lines, read_pharaoh, symmetrize, write_lines
 
 
@@ -205,12 +207,12 @@ def iter_corpus_chunks(corpus_dir, chunk_sentences):
 
 
 def _encode_corpus(corpus_dir, chunk_sentences, scratch):
-    """Encode a corpus folder into ``scratch/enc-<k>.npz`` chunks: (n_pairs, n_chunks, n_e, n_f).
+    """Encode a corpus folder into ``scratch/enc-<k>.arrays`` chunks: (n_pairs, n_chunks, n_e, n_f).
 
     Ids are given in order of first occurrence over the whole corpus (one
     :class:`pivot.pipeline.corpus.Vocab` per side, grown chunk by chunk), hence the very ids
-    :func:`align_ibm2` gives; each file holds one chunk's int32 tokens and chunk-local int64
-    offsets of both sides. Only the vocabularies outlive a chunk.
+    :func:`align_ibm2` gives; each file (a bundle, pivot.pipeline.bundle) holds one chunk's int32
+    tokens and chunk-local int64 offsets of both sides. Only the vocabularies outlive a chunk.
     """
     from pivot.pipeline.corpus import Vocab
 
@@ -221,7 +223,7 @@ def _encode_corpus(corpus_dir, chunk_sentences, scratch):
         f_tokens, f_offsets = f_vocab.encode(f)
         n_pairs += len(en)
         del en, f
-        save_npz(Path(scratch) / f"enc-{n_chunks:05d}.npz", e_tokens=e_tokens,
+        save_bundle(Path(scratch) / f"enc-{n_chunks:05d}.arrays", e_tokens=e_tokens,
                     e_offsets=e_offsets, f_tokens=f_tokens, f_offsets=f_offsets)
         n_chunks += 1
     return n_pairs, n_chunks, len(e_vocab), len(f_vocab)
@@ -239,7 +241,7 @@ def _split_links(link_e, link_f, link_offsets, n_pairs, chunk_sentences):
 
 def align_corpus(corpus_dir, out_dir, *, method="ibm2", chunk_sentences=50000, n_threads=1,
                  pharaoh_path=None, quiet=True, model=3, length=1.0, scratch_dir=None,
-                 index_cache=True):
+                 index_cache=True, engine=None):
     """Word-align a saved corpus folder chunk by chunk; write the links in chunks of sentences.
 
     ``corpus_dir`` is a folder written by :meth:`pivot.pipeline.corpus.Bitext.save`
@@ -257,16 +259,19 @@ def align_corpus(corpus_dir, out_dir, *, method="ibm2", chunk_sentences=50000, n
     left over from an earlier run with more chunks are removed. Returns the links.json dict.
 
     ``method="ibm2"`` (default): the corpus is read line by line and encoded once into
-    chunked int32 arrays in a scratch folder, then both EM trainings stream those chunks in
-    every iteration (:func:`pivot.pipeline.ibm.align_both_chunked`); memory is one chunk plus
-    the model's tables. The links are the same bytes as :func:`align_bitext`'s (``ibm2``) on
-    the same corpus, for any ``chunk_sentences`` and ``n_threads``. ``index_cache`` keeps the
-    E-step's table indices on the scratch disk between EM iterations (faster, same links).
+    chunks of int32 arrays in a scratch folder (one vocabulary per side, ids in order of first
+    occurrence); then both directions' EM and Viterbi run by chunk, as tasks on ``engine``
+    (:func:`pivot.pipeline.ibm_shards.align_both_sharded`; None: in this process), each chunk's
+    links written by its task. The links are the same bytes as :func:`align_bitext`'s
+    (``ibm2``) on the same corpus, for any ``chunk_sentences``, ``n_threads`` and engine.
+    ``n_threads`` are the kernels' threads in this process (a cluster's tasks run on one).
+    ``index_cache`` keeps the E-step's table indices on the scratch disk between EM
+    iterations (faster, same links).
     ``method="eflomal"`` or ``"pharaoh"``: the corpus is loaded whole and aligned as by
     :func:`align_bitext`; only the output is chunked.
 
-    ``scratch_dir``: where the temporary folder goes (default ``out_dir``); it is removed
-    at the end, also on error.
+    ``scratch_dir``: where the temporary folder goes (default ``out_dir``; on a cluster, a
+    folder its workers see); it is removed at the end, also on error.
     """
     chunk_sentences = int(chunk_sentences)
     if chunk_sentences < 1:
@@ -288,20 +293,20 @@ def align_corpus(corpus_dir, out_dir, *, method="ibm2", chunk_sentences=50000, n
         if k != len(written):
             raise RuntimeError(f"chunk {k} written out of order")
         save_npz(out / links_chunk_name(k), link_e=np.asarray(link_e, dtype=np.int32),
-                    link_f=np.asarray(link_f, dtype=np.int32),
-                    link_offsets=np.asarray(link_offsets, dtype=np.int64))
+                 link_f=np.asarray(link_f, dtype=np.int32),
+                 link_offsets=np.asarray(link_offsets, dtype=np.int64))
         written.append(len(link_offsets) - 1)
 
     try:
         if method == "ibm2":
+            lang, _, _, _ = _corpus_meta(corpus_dir)
             n_pairs, n_chunks, n_e, n_f = _encode_corpus(corpus_dir, chunk_sentences, scratch)
-
-            def load_chunk(k):
-                with np.load(scratch / f"enc-{k:05d}.npz", allow_pickle=False) as z:
-                    return z["e_tokens"], z["e_offsets"], z["f_tokens"], z["f_offsets"]
-
-            ibm.align_both_chunked(load_chunk, n_chunks, n_e, n_f, write, scratch,
-                                   n_threads=n_threads, index_cache=index_cache, quiet=quiet)
+            engine = engine if engine is not None else Engine(workers=1)
+            written = ibm_shards.align_both_sharded(
+                engine, [scratch / f"enc-{k:05d}.arrays" for k in range(n_chunks)], n_e, n_f,
+                [out / links_chunk_name(k) for k in range(n_chunks)], scratch,
+                n_threads=n_threads if engine.in_process else 1, index_cache=index_cache, quiet=quiet,
+                name=f"align.{lang}")
         else:
             from pivot.pipeline.corpus import Bitext
 

@@ -230,9 +230,11 @@ class Pipeline:
 
             def produce(tmp, corpus_dir=corpus_dir, pharaoh_path=pharaoh_path, params=params):
                 # Chunks of the shard size: the links of shard k are one file.
+                # ibm2's EM and Viterbi run by chunk as the engine's tasks (the same links on any engine).
                 align.align_corpus(corpus_dir, tmp, method=params["method"], chunk_sentences=self.shard_sentences,
                                    n_threads=resolve_threads(self.threads), pharaoh_path=pharaoh_path,
-                                   quiet=self.quiet, model=params["model"], length=params["length"])
+                                   quiet=self.quiet, model=params["model"], length=params["length"],
+                                   engine=self.engine)
 
             align_dir, align_key = self.wd.stage(f"align.{lang}", {"corpus": corpus_key}, params, produce)
             out.append((corpus_dir, align_dir, [corpus_key, align_key]))
