@@ -305,9 +305,11 @@ def test_fit_sharded_equals_fit(tmp_path, monkeypatch, size, threads, cached):
     assert table.name == f"t-fwd-{hashlib.sha256(whole.prob.tobytes()).hexdigest()[:16]}.npy"
     assert np.load(table).tobytes() == whole.prob.tobytes()
     # what is left for the Viterbi tasks: the table, the shards' tables, their positions in it
+    # and their stored indices
     left = sorted(p.name for p in (tmp_path / "scratch").iterdir())
     assert left == sorted([table.name, "keys-fwd.npy"] + [f"cooc-fwd-{k:05d}.arrays" for k in range(len(shards))]
-                          + [f"positions-fwd-{k:05d}.npy" for k in range(len(shards))])
+                          + [f"positions-fwd-{k:05d}.npy" for k in range(len(shards))]
+                          + ([f"index-fwd-{k:05d}.bin" for k in range(len(shards))] if cached else []))
 
 
 def test_fit_sharded_reverse_trains_foreign_to_english(tmp_path):
@@ -334,8 +336,10 @@ def test_e_step_task_finds_its_output(tmp_path):
 
 @pytest.mark.parametrize("size", [1, 7, 1000])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_align_both_sharded_equals_align_both(tmp_path, size, threads):
+def test_align_both_sharded_equals_align_both(tmp_path, monkeypatch, size, threads):
     (s, so), (t, to), v = random_corpus(n_sent=50 if size == 1 else 200)
+    # the E-steps store their indices and the Viterbi tasks read them back, in blocks of a few sentences
+    monkeypatch.setattr(ibm_shards, "INDEX_CACHE_BLOCK_BYTES", 100)
     whole = ibm.align_both(s, so, t, to, v, v, iterations=3, n_threads=1)
     chunks = split_chunks(s, so, t, to, size)
     shards = write_shards(tmp_path / "shards", chunks)

@@ -308,8 +308,14 @@ def viterbi(model, src_tokens, src_offsets, tgt_tokens, tgt_offsets, n_threads=1
     and the tie rule). Links of sentence s are ``link_*[link_offsets[s]:link_offsets[s+1]]``,
     sorted by (source, target) position.
     """
-    a, to = viterbi_positions(model, src_tokens, src_offsets, tgt_tokens, tgt_offsets,
-                              n_threads)
+    return links_of_positions(*viterbi_positions(model, src_tokens, src_offsets, tgt_tokens, tgt_offsets,
+                                                 n_threads))
+
+
+def links_of_positions(a, to):
+    """Ragged links (link_src int32, link_tgt int32, link_offsets int64), sorted by (source,
+    target) position, of each target word's Viterbi source position ``a`` (-1: NULL, no link);
+    ``to``: the target sentences' offsets."""
     n_sent = len(to) - 1
     sent = np.repeat(np.arange(n_sent, dtype=np.int64), np.diff(to))
     tgt_pos = (np.arange(len(a), dtype=np.int64) - to[sent]).astype(np.int32)

@@ -30,7 +30,8 @@ A shard's table entry ``i`` is entry ``positions[i]`` of the model's table
 (``positions-<d>-<k>.npy``, found once by the first task that needs it): the gather of the
 probabilities and the scatter of the counts. The table indices of every (target word, source
 word) lookup can be kept on disk between iterations (``index-<d>-<k>.bin``, in the shard's
-table): the first E-step searches and writes them, later ones read them back.
+table): the first E-step searches and writes them, later ones and the Viterbi task read them
+back (the searches are most of an E-step's time).
 
 Memory: this process holds the model (the table, its probabilities and counts: 20 bytes an
 entry, as :func:`pivot.pipeline.ibm.fit`); a task holds one shard, its table and its entries'
@@ -189,48 +190,82 @@ def e_step_task(shard_path, k, reverse, scratch, prob_path, p_null, tension, n_t
     return total
 
 
+def _blocks(so, to):
+    """(a, b, cum): runs [a, b) of sentences whose (n_s + 1) m_s table indices take at most
+    INDEX_CACHE_BLOCK_BYTES (at least one sentence a run); cum: the indices' offsets."""
+    n_sent = len(so) - 1
+    cum = np.zeros(n_sent + 1, dtype=np.int64)
+    np.cumsum((np.diff(so) + 1) * np.diff(to), out=cum[1:])
+    block_cells = max(1, INDEX_CACHE_BLOCK_BYTES // 4)
+    a = 0
+    while a < n_sent:
+        b = max(a + 1, int(np.searchsorted(cum, cum[a] + block_cells, side="right")) - 1)
+        yield a, b, cum
+        a = b
+
+
+def _read_block(fh, buffer, n):
+    """The next n int32 indices of an index file, in ``buffer`` (grown if too small)."""
+    if len(buffer) < n:
+        buffer = np.empty(n, dtype=np.int32)
+    got = fh.readinto(memoryview(buffer[:n]).cast("B"))
+    if got != 4 * n:
+        raise RuntimeError(f"index cache {fh.name}: {got} bytes, expected {4 * n}")
+    return buffer
+
+
 def _e_step_cached(s, so, t, to, row_ptr, col, prob, counts, loglik, p_null, tension, n_threads, fh, mode):
-    """e_step over one shard in blocks of sentences, its table indices stored in ``fh``.
+    """e_step over one shard in blocks of sentences (:func:`_blocks`), its table indices stored in ``fh``.
 
     mode 1 searches and writes each block's indices to ``fh``; mode 2 reads them back in the
     same blocks. Every sentence is computed exactly as by one e_step over the shard.
     """
-    n_sent = len(so) - 1
-    cells = (np.diff(so) + 1) * np.diff(to)
-    cum = np.zeros(n_sent + 1, dtype=np.int64)
-    np.cumsum(cells, out=cum[1:])
-    block_cells = max(1, INDEX_CACHE_BLOCK_BYTES // 4)
-    buffer = np.empty(min(block_cells, int(cum[-1])), dtype=np.int32)
-    a = 0
-    while a < n_sent:
-        # the longest run of sentences from a whose indices fit in a block (at least one)
-        b = max(a + 1, int(np.searchsorted(cum, cum[a] + block_cells, side="right")) - 1)
+    buffer = np.empty(0, dtype=np.int32)
+    for a, b, cum in _blocks(so, to):
         n = int(cum[b] - cum[a])
-        if len(buffer) < n:
-            buffer = np.empty(n, dtype=np.int32)
-        cache = buffer[:n]
         if mode == 2:
-            got = fh.readinto(memoryview(cache).cast("B"))
-            if got != 4 * n:
-                raise RuntimeError(f"index cache {fh.name}: {got} bytes, expected {4 * n}")
+            buffer = _read_block(fh, buffer, n)
+        elif len(buffer) < n:
+            buffer = np.empty(n, dtype=np.int32)
         e0, e1, t0, t1 = int(so[a]), int(so[b]), int(to[a]), int(to[b])
         _align.e_step(s[e0:e1], so[a:b + 1] - e0, t[t0:t1], to[a:b + 1] - t0,
                       row_ptr, col, prob, counts, loglik[a:b], p_null, tension,
-                      ibm._max_len(so[a:b + 1]), ibm._team(n_threads, b - a), cache,
+                      ibm._max_len(so[a:b + 1]), ibm._team(n_threads, b - a), buffer[:n],
                       cum[a:b + 1] - cum[a], mode)
         if mode == 1:
-            fh.write(memoryview(cache).cast("B"))
-        a = b
+            fh.write(memoryview(buffer[:n]).cast("B"))
+
+
+def _viterbi(scratch, reverse, k, prob_path, p_null, tension, n_tgt_vocab, s, so, t, to, n_threads):
+    """Viterbi links of shard k in its own table; the lookups read from the index file the
+    E-steps left, when there is one (the same indices, found without searching)."""
+    row_ptr, col, _, prob = _shard_model(scratch, reverse, k, prob_path)
+    model = ibm.Model(row_ptr=row_ptr, col=col, prob=prob, p_null=float(p_null), tension=float(tension),
+                      n_tgt_vocab=int(n_tgt_vocab))
+    index = _Paths(scratch, reverse).index(k)
+    if not index.is_file():
+        return ibm.viterbi(model, s, so, t, to, n_threads)
+    s, t = np.ascontiguousarray(s, dtype=np.int32), np.ascontiguousarray(t, dtype=np.int32)
+    so, to = so.astype(np.int64), to.astype(np.int64)
+    positions = np.empty(len(t), dtype=np.int32)
+    buffer = np.empty(0, dtype=np.int32)
+    with open(index, "rb") as fh:
+        for a, b, cum in _blocks(so, to):
+            n = int(cum[b] - cum[a])
+            buffer = _read_block(fh, buffer, n)
+            e0, e1, t0, t1 = int(so[a]), int(so[b]), int(to[a]), int(to[b])
+            _align.viterbi_argmax(s[e0:e1], so[a:b + 1] - e0, t[t0:t1], to[a:b + 1] - t0, row_ptr, col, prob,
+                                  positions[t0:t1], float(p_null), float(tension), ibm.UNKNOWN_PROB,
+                                  ibm._max_len(so[a:b + 1]), ibm._team(n_threads, b - a), buffer[:n],
+                                  cum[a:b + 1] - cum[a])
+    return ibm.links_of_positions(positions, to)
 
 
 def viterbi_task(shard_path, k, scratch, prob_path, p_null, tension, n_tgt_vocab, n_threads, out_path) -> int:
     """Forward (English -> foreign) Viterbi links of shard k -> ``out_path``; returns its sentences."""
     s, so, t, to = load_shard(shard_path, False)
     if not Path(out_path).is_file():
-        row_ptr, col, _, prob = _shard_model(scratch, False, k, prob_path)
-        model = ibm.Model(row_ptr=row_ptr, col=col, prob=prob, p_null=float(p_null), tension=float(tension),
-                          n_tgt_vocab=int(n_tgt_vocab))
-        le, lf, lo = ibm.viterbi(model, s, so, t, to, n_threads)
+        le, lf, lo = _viterbi(scratch, False, k, prob_path, p_null, tension, n_tgt_vocab, s, so, t, to, n_threads)
         save_bundle(out_path, link_e=le, link_f=lf, link_offsets=lo)
     return len(so) - 1
 
@@ -242,10 +277,8 @@ def symmetrize_task(shard_path, k, scratch, prob_path, p_null, tension, n_e_voca
     # Written even when out_path exists: it is the caller's output, not a scratch file, and an
     # earlier run may have left a file of that name for other sentences.
     e, eo, f, fo = load_shard(shard_path, False)
-    row_ptr, col, _, prob = _shard_model(scratch, True, k, prob_path)
-    model = ibm.Model(row_ptr=row_ptr, col=col, prob=prob, p_null=float(p_null), tension=float(tension),
-                      n_tgt_vocab=int(n_e_vocab))
-    rev = ibm._english_first(*ibm.viterbi(model, f, fo, e, eo, n_threads))
+    rev = ibm._english_first(*_viterbi(scratch, True, k, prob_path, p_null, tension, n_e_vocab, f, fo, e, eo,
+                                       n_threads))
     with open_bundle(fwd_path) as z:
         fwd = z["link_e"], z["link_f"], z["link_offsets"]
     le, lf, lo = ibm.symmetrize_links(fwd, rev, np.diff(eo), np.diff(fo), n_threads)
@@ -262,8 +295,8 @@ def fit_sharded(engine, shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch,
     (the same Model to the bit, the path of its t-table file).
 
     ``reverse`` trains foreign -> English (foreign the source). Scratch files go to
-    ``scratch`` (the caller removes it); the t-table file of the result stays there for the
-    Viterbi tasks. ``n_threads`` is each task's kernel threads. The recorded log-likelihoods
+    ``scratch`` (the caller removes it); the t-table file of the result, the shards' tables
+    and their stored indices stay there for the Viterbi tasks. ``n_threads`` is each task's kernel threads. The recorded log-likelihoods
     are summed shard by shard (as :func:`fit` sums sentence by sentence, they may differ in the
     last bits); they play no part in the model.
     """
@@ -324,8 +357,6 @@ def fit_sharded(engine, shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch,
         if not quiet:
             print(f"EM iteration {it + 1}/{iterations}: log-likelihood {history[-1]:.6g}", file=sys.stderr, flush=True)
     del counts
-    for k in range(n_shards):
-        paths.index(k).unlink(missing_ok=True)
     model = ibm.Model(row_ptr=row_ptr, col=col, prob=prob, p_null=float(p_null), tension=float(tension),
                       n_tgt_vocab=int(n_tgt_vocab), log_likelihood=np.asarray(history))
     return model, prob_path
@@ -362,6 +393,8 @@ def align_both_sharded(engine, shard_paths, n_e_vocab, n_f_vocab, out_paths, scr
                                int(n_f_vocab), n_threads, str(fwd_paths[k])) for k, p in enumerate(shard_paths)],
                name=f"{name}-fwd-viterbi")
     prob_path.unlink()
+    for k in range(len(shard_paths)):      # the forward indices are done with: free the disk
+        _Paths(scratch, False).index(k).unlink(missing_ok=True)
     reverse, prob_path = fit_sharded(engine, shard_paths, True, n_f_vocab, n_e_vocab, scratch, **kw)
     del reverse
     release_heap()
