@@ -322,25 +322,53 @@ def test_align_corpus_layout(tmp_path, saved_corpus):
 
 
 def test_align_corpus_streams_the_corpus(tmp_path, saved_corpus, monkeypatch):
-    # ibm2 never loads the whole bitext: it reads the files chunk by chunk.
-    corpus_dir, _, links = saved_corpus
+    # ibm2 never loads the whole bitext: one task a chunk reads the chunk's byte range of each file.
+    corpus_dir, bitext, links = saved_corpus
 
     def refuse(*args, **kwargs):
         raise AssertionError("Bitext.load called")
     monkeypatch.setattr(Bitext, "load", refuse)
     seen = []
-    real = align_stage.iter_corpus_chunks
+    real = align_stage.tokenize_chunk
 
-    def spy(corpus, size):
-        for en, f in real(corpus, size):
-            seen.append(len(en))
-            yield en, f
-    monkeypatch.setattr(align_stage, "iter_corpus_chunks", spy)
+    def spy(en_path, f_path, e_range, f_range, first_line, out_path):
+        seen.append((first_line, real(en_path, f_path, e_range, f_range, first_line, out_path)))
+        return seen[-1][1]
+    monkeypatch.setattr(align_stage, "tokenize_chunk", spy)
     align_stage.align_corpus(corpus_dir, tmp_path / "out", chunk_sentences=40,
                              scratch_dir=tmp_path / "scratch")
-    assert seen == [40, 40, 40]
+    assert seen == [(0, 40), (40, 40), (80, 40)]
     assert same_bytes(align_stage.read_links(tmp_path / "out"), links)
     assert list((tmp_path / "scratch").iterdir()) == []     # scratch folder removed
+
+
+def test_chunk_starts_counts_lines_as_the_reader_does(tmp_path):
+    # "a\nbb\n\nccc" holds 4 lines (an unterminated last one counts); lines 0 and 2 start at
+    # bytes 0 and 5 ("a\n" 2 bytes, "bb\n" 3 bytes)
+    path = tmp_path / "x.txt"
+    path.write_bytes(b"a\nbb\n\nccc")
+    assert align_stage.chunk_starts(path, 2) == (4, [0, 5])
+    assert align_stage.chunk_starts(path, 3) == (4, [0, 6])
+    assert align_stage.chunk_starts(path, 4) == (4, [0])
+    path.write_bytes(b"a\nbb\n")                     # terminated: 2 lines, no chunk at its end
+    assert align_stage.chunk_starts(path, 1) == (2, [0, 2])
+    assert align_stage.chunk_starts(path, 2) == (2, [0])
+    path.write_bytes(b"")
+    assert align_stage.chunk_starts(path, 5) == (0, [])
+
+
+def test_align_corpus_names_the_line_of_bad_bytes(tmp_path, saved_corpus):
+    """A chunk's task reads from inside the file: its errors still name the file's line."""
+    corpus_dir, _, _ = saved_corpus
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for name in ("bitext.en", "meta.json"):
+        (bad / name).write_bytes((corpus_dir / name).read_bytes())
+    lines = (corpus_dir / "bitext.xx").read_bytes().split(b"\n")
+    lines[57] = b"\xff" + lines[57]
+    (bad / "bitext.xx").write_bytes(b"\n".join(lines))
+    with pytest.raises(InputError, match=r"bitext.xx:58: not UTF-8 \(byte 1 of the line"):
+        align_stage.align_corpus(bad, tmp_path / "out", chunk_sentences=50)
 
 
 def test_align_corpus_atomic_writes(tmp_path, saved_corpus, monkeypatch):
@@ -410,7 +438,7 @@ def test_align_corpus_checks_the_corpus(tmp_path, saved_corpus):
         align_stage.align_corpus(bad, tmp_path / "out", chunk_sentences=50)
     meta["n_pairs"] -= 2
     (bad / "meta.json").write_text(json.dumps(meta))
-    with pytest.raises(InputError, match="at least 120 lines but meta.json says n_pairs=119"):
+    with pytest.raises(InputError, match="120 lines but meta.json says n_pairs=119"):
         align_stage.align_corpus(bad, tmp_path / "out", chunk_sentences=50)
     meta["n_pairs"] += 1
     (bad / "meta.json").write_text(json.dumps(meta))

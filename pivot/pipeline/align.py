@@ -14,6 +14,7 @@ program keeps the two works separate.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -27,9 +28,11 @@ import numpy as np
 from pivot.atomic import save_npz, write_text
 from pivot.errors import InputError
 from pivot.pipeline import ibm, ibm_shards
-from pivot.pipeline.bundle import save_bundle
+from pivot.pipeline.bundle import open_bundle, save_bundle
+from pivot.pipeline.corpus import Bitext, Vocab
 from pivot.pipeline.engine import Engine
 from pivot.pipeline.links import read_lines, read_pharaoh, symmetrize, write_lines
+from pivot.text import _iter_lines, _open_binary
 
 
 # ----------------------------------------------------------------------------- eflomal
@@ -106,8 +109,6 @@ def align_ibm2(bitext, n_threads=1):
     EM has no random step and its expected counts are summed in fixed point, so the links
     are the same bytes for any thread count, run and machine (see ``pivot.pipeline.ibm``).
     """
-    from pivot.pipeline.corpus import Vocab
-
     e_vocab, f_vocab = Vocab(), Vocab()
     e_tokens, e_offsets = e_vocab.encode(bitext.en)
     f_tokens, f_offsets = f_vocab.encode(bitext.f)
@@ -165,67 +166,102 @@ def _corpus_meta(corpus_dir):
     return lang, n_pairs, d / "bitext.en", d / f"bitext.{lang}"
 
 
-def iter_corpus_chunks(corpus_dir, chunk_sentences):
-    """Yield lists (english lines, foreign lines) of up to ``chunk_sentences`` pairs, in order.
+def chunk_starts(path, chunk_sentences):
+    """(number of lines, byte offset of line k * chunk_sentences for every chunk k) of a file.
 
-    Reads the two files of a saved corpus folder line by line (the lines as
-    :meth:`pivot.pipeline.corpus.Bitext.load` reads them), never holding more than one chunk;
-    InputError when a file has a different number of lines than meta.json's n_pairs.
+    Lines as :meth:`pivot.pipeline.corpus.Bitext.load` reads them: ended by ``\n``, an
+    unterminated last line counted. One pass over the bytes in blocks; nothing is decoded.
     """
-    from pivot.text import _iter_lines, _open_binary
-
-    chunk_sentences = int(chunk_sentences)
-    if chunk_sentences < 1:
-        raise ValueError(f"chunk_sentences must be >= 1, got {chunk_sentences}")
-    _, n_pairs, en_path, f_path = _corpus_meta(corpus_dir)
-    with _open_binary(en_path) as fe, _open_binary(f_path) as ff:
-        lines_e, lines_f = _iter_lines(fe, en_path), _iter_lines(ff, f_path)
-        done = 0
+    every = int(chunk_sentences)
+    starts, n, pos, last = [0], 0, 0, b"\n"
+    with _open_binary(path) as fh:
         while True:
-            en, f = [], []
-            ended = False
-            while len(en) < chunk_sentences:
-                e_item, f_item = next(lines_e, None), next(lines_f, None)
-                if e_item is None or f_item is None:
-                    if e_item is not None or f_item is not None:
-                        n_e = done + len(en) + (e_item is not None) + sum(1 for _ in lines_e)
-                        n_f = done + len(en) + (f_item is not None) + sum(1 for _ in lines_f)
-                        raise InputError(f"{en_path.name} has {n_e} lines but {f_path.name} "
-                                         f"{n_f}: the sides must be line-aligned", path=en_path)
-                    ended = True
-                    break
-                en.append(e_item[1])
-                f.append(f_item[1])
-            done += len(en)
-            if done > n_pairs or (ended and done != n_pairs):
-                raise InputError(f"{'at least ' if done > n_pairs else ''}{done} lines but "
-                                 f"meta.json says n_pairs={n_pairs}", path=en_path)
-            if en:
-                yield en, f
-            if ended:
-                return
+            block = fh.read(1 << 24)
+            if not block:
+                break
+            newlines = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 0x0A)
+            # line L (0-based) starts after the file's newline number L - 1
+            for line in range((n // every + 1) * every, n + len(newlines) + 1, every):
+                starts.append(pos + int(newlines[line - 1 - n]) + 1)
+            n, pos, last = n + len(newlines), pos + len(block), block[-1:]
+    n_lines = n + (last != b"\n")
+    return n_lines, starts[:-(-n_lines // every)]
 
 
-def _encode_corpus(corpus_dir, chunk_sentences, scratch):
+def tokenize_chunk(en_path, f_path, e_range, f_range, first_line, out_path) -> int:
+    """One chunk of a saved corpus folder: its lines of both files (byte ranges ``[a, b)``), each
+    side encoded over a vocabulary of the chunk's own (ids in order of first occurrence in the
+    chunk) -> a bundle of the local ids (int32 ``e_tokens``, ``f_tokens``, int64 offsets) and
+    each vocabulary's words (``e_words``, ``f_words``: UTF-8, one a line). Returns its pairs.
+    ``first_line``: the chunk's first line in the files (0-based), for the errors' line numbers.
+    """
+    arrays = {}
+    for side, path, (a, b) in (("e", en_path, e_range), ("f", f_path, f_range)):
+        with open(path, "rb") as fh:
+            fh.seek(a)
+            data = fh.read(b - a)
+        lines = [line for _, line in _iter_lines(io.BytesIO(data), path, start=first_line + 1)]
+        del data
+        vocab = Vocab()
+        arrays[f"{side}_tokens"], arrays[f"{side}_offsets"] = vocab.encode(lines)
+        arrays[f"{side}_words"] = np.frombuffer("\n".join(vocab.tokens).encode("utf-8"), dtype=np.uint8)
+    save_bundle(out_path, **arrays)
+    return len(lines)
+
+
+def remap_chunk(tok_path, map_path, out_path) -> None:
+    """A tokenized chunk's local ids mapped to the corpus's ids -> the shard file of
+    pivot.pipeline.ibm_shards (``e_tokens``, ``e_offsets``, ``f_tokens``, ``f_offsets``)."""
+    with open_bundle(tok_path) as tok, open_bundle(map_path) as ids:
+        save_bundle(out_path, e_tokens=ids["e_ids"][tok["e_tokens"]], e_offsets=tok["e_offsets"],
+                    f_tokens=ids["f_ids"][tok["f_tokens"]], f_offsets=tok["f_offsets"])
+
+
+def _words(array) -> list[str]:
+    text = array.tobytes().decode("utf-8")
+    return text.split("\n") if text else []
+
+
+def _encode_corpus(engine, corpus_dir, chunk_sentences, scratch):
     """Encode a corpus folder into ``scratch/enc-<k>.arrays`` chunks: (n_pairs, n_chunks, n_e, n_f).
 
     Ids are given in order of first occurrence over the whole corpus (one
-    :class:`pivot.pipeline.corpus.Vocab` per side, grown chunk by chunk), hence the very ids
-    :func:`align_ibm2` gives; each file (a bundle, pivot.pipeline.bundle) holds one chunk's int32
-    tokens and chunk-local int64 offsets of both sides. Only the vocabularies outlive a chunk.
+    :class:`pivot.pipeline.corpus.Vocab` per side), hence the very ids :func:`align_ibm2`
+    gives: one task a chunk reads its lines and encodes them over a vocabulary of its own
+    (:func:`tokenize_chunk`); here the chunks' vocabularies join in chunk order (a word new to
+    the corpus gets the next id: its first occurrence in the corpus is in this chunk, after
+    the chunk's earlier new words); one task a chunk maps its ids (:func:`remap_chunk`). Each
+    shard file (a bundle, pivot.pipeline.bundle) holds one chunk's int32 tokens and chunk-local
+    int64 offsets of both sides. InputError when the files' lines disagree with each other or
+    with meta.json's n_pairs.
     """
-    from pivot.pipeline.corpus import Vocab
-
+    chunk_sentences = int(chunk_sentences)
+    scratch = Path(scratch)
+    _, n_pairs, en_path, f_path = _corpus_meta(corpus_dir)
+    (n_e, e_starts), (n_f, f_starts) = chunk_starts(en_path, chunk_sentences), chunk_starts(f_path, chunk_sentences)
+    if n_e != n_f:
+        raise InputError(f"{en_path.name} has {n_e} lines but {f_path.name} {n_f}: the sides must be "
+                         "line-aligned", path=en_path)
+    if n_e != n_pairs:
+        raise InputError(f"{n_e} lines but meta.json says n_pairs={n_pairs}", path=en_path)
+    n_chunks = len(e_starts)
+    ranges = lambda starts, path: list(zip(starts, starts[1:] + [os.path.getsize(path)]))  # noqa: E731
+    tok = [scratch / f"tok-{k:05d}.arrays" for k in range(n_chunks)]
+    engine.map(tokenize_chunk, [(str(en_path), str(f_path), e, f, k * chunk_sentences, str(tok[k]))
+                                for k, (e, f) in enumerate(zip(ranges(e_starts, en_path), ranges(f_starts, f_path)))],
+               name=f"encode-{f_path.suffix[1:]}")
     e_vocab, f_vocab = Vocab(), Vocab()
-    n_pairs = n_chunks = 0
-    for en, f in iter_corpus_chunks(corpus_dir, chunk_sentences):
-        e_tokens, e_offsets = e_vocab.encode(en)
-        f_tokens, f_offsets = f_vocab.encode(f)
-        n_pairs += len(en)
-        del en, f
-        save_bundle(Path(scratch) / f"enc-{n_chunks:05d}.arrays", e_tokens=e_tokens,
-                    e_offsets=e_offsets, f_tokens=f_tokens, f_offsets=f_offsets)
-        n_chunks += 1
+    maps = [scratch / f"ids-{k:05d}.arrays" for k in range(n_chunks)]
+    for k in range(n_chunks):
+        with open_bundle(tok[k]) as z:
+            e_words, f_words = _words(z["e_words"]), _words(z["f_words"])
+        save_bundle(maps[k], e_ids=np.array([e_vocab.add(w) for w in e_words], dtype=np.int32),
+                    f_ids=np.array([f_vocab.add(w) for w in f_words], dtype=np.int32))
+    shards = [scratch / f"enc-{k:05d}.arrays" for k in range(n_chunks)]
+    engine.map(remap_chunk, [(str(tok[k]), str(maps[k]), str(shards[k])) for k in range(n_chunks)],
+               name=f"encode-ids-{f_path.suffix[1:]}")
+    for path in tok + maps:
+        path.unlink()
     return n_pairs, n_chunks, len(e_vocab), len(f_vocab)
 
 
@@ -300,16 +336,14 @@ def align_corpus(corpus_dir, out_dir, *, method="ibm2", chunk_sentences=50000, n
     try:
         if method == "ibm2":
             lang, _, _, _ = _corpus_meta(corpus_dir)
-            n_pairs, n_chunks, n_e, n_f = _encode_corpus(corpus_dir, chunk_sentences, scratch)
             engine = engine if engine is not None else Engine(workers=1)
+            n_pairs, n_chunks, n_e, n_f = _encode_corpus(engine, corpus_dir, chunk_sentences, scratch)
             written = ibm_shards.align_both_sharded(
                 engine, [scratch / f"enc-{k:05d}.arrays" for k in range(n_chunks)], n_e, n_f,
                 [out / links_chunk_name(k) for k in range(n_chunks)], scratch,
                 n_threads=n_threads if engine.in_process else 1, index_cache=index_cache, quiet=quiet,
                 name=f"align.{lang}")
         else:
-            from pivot.pipeline.corpus import Bitext
-
             bitext = Bitext.load(corpus_dir)
             n_pairs = len(bitext)
             links = align_bitext(bitext, scratch / "work", method=method,
