@@ -90,7 +90,7 @@ def test_failed_build_resumes_where_it_stopped(tmp_path, caplog, capsys, monkeyp
         raise InputError("the regression failed (injected)")
 
     with monkeypatch.context() as m:
-        m.setattr(combine, "fit_combination", fail)
+        m.setattr(combine, "fit_combination_unordered", fail)
         assert main(["-q", "build", *args, "--out", str(tmp_path / "t.db")]) == 2
     assert "injected" in capsys.readouterr().err
     assert not (tmp_path / "t.db").exists()

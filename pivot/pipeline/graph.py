@@ -47,18 +47,18 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           "one (streaming)", "Moore-Lewis sigma = H_tgt - H_gen per English sentence"),
     Stage("weights", ("encode", "score"), ("domain.taus",), ("weights.npy", "models.json", "report.json"),
           "pivot.pipeline.weights.model_columns", "one", "one weight column per model (1, top-tau, change point, ...)"),
-    Stage("extract", ("encode", "weights"), ("extract.max_phrase_len",), ("x-NNNNN.npz", "extract.json"),
+    Stage("extract", ("encode", "weights"), ("extract.max_phrase_len",), ("x-NNNNN.arrays", "extract.json"),
           "pivot.pipeline.extract.extract_shard", "one per shard (Dask)",
           "phrase pairs counted under every model, split by English key range"),
     Stage("translation", ("extract",), ("pivot floors, cap, min_phrase_count (per model)",),
-          ("e-PPPP.npz", "f-PPPP.npz", "structure/*.npy", "translation.json"),
+          ("e-PPPP.arrays", "f-PPPP.arrays", "structure/*.npy", "translation.json"),
           "pivot.pipeline.translation", "one per partition, four times (Dask)",
           "merge by e: p(f|e); merge by f: p(e|f); pruning; the pivot structure"),
-    Stage("pivot", ("translation",), ("pivot.min_p_e2_given_e1",), ("rows-NNNN.npz", "paraphrases.json"),
+    Stage("pivot", ("translation",), ("pivot.min_p_e2_given_e1",), ("rows-NNNN.arrays", "paraphrases.json"),
           "pivot.pipeline.pivoting.pivot_rows", "one per range of English rows (Dask)",
           "p(e2|e1) = sum_f p(e2|f) p(f|e1), every pair above the floor, per model"),
     Stage("combine", ("pivot", "encode"), ("combine", "data fingerprints"), ("combination.json",),
-          "pivot.pipeline.combine.fit_combination", "one", "logistic regression of General + each domain model"),
+          "pivot.pipeline.combine.fit_combination_unordered", "one", "logistic regression of General + each domain model"),
 )}
 
 

@@ -357,41 +357,35 @@ def _write_at(path: Path, start: int, values: np.ndarray) -> None:
 
 def phrase_rows(e_paths: list, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(token rows, bitext counts) of the English phrases with these keys (sorted, all present)."""
-    rows, counts = None, np.zeros(len(keys), dtype=np.int64)
-    for path in e_paths:
-        with open_bundle(path) as z:
-            k = z["e_key"]
-            if not len(k):
-                continue
-            lo, hi = np.searchsorted(keys, k[0], side="left"), np.searchsorted(keys, k[-1], side="right")
-            want = keys[lo:hi]
-            pos = np.searchsorted(k, want)
-            if rows is None:
-                rows = np.full((len(keys), z["e_rows"].shape[1]), -1, dtype=np.int32)
-            found = (pos < len(k)) & (k[np.minimum(pos, len(k) - 1)] == want)
-            if not found.all():
-                raise KeyError("phrase key missing from the merged counts")
-            rows[lo:hi] = z["e_rows"][pos]
-            counts[lo:hi] = z["e_count"][pos]
-    if rows is None:
-        rows = np.zeros((len(keys), 1), dtype=np.int32)
-    return rows, counts
+    return _rows_by_key(e_paths, keys, "e_key", "e_rows", "e_count")
 
 
 def foreign_rows(f_paths: list, keys: np.ndarray) -> np.ndarray:
     """Token rows of the foreign phrases with these keys (sorted, all kept somewhere)."""
-    rows = None
-    for path in f_paths:
+    return _rows_by_key(f_paths, keys, "f_dict_key", "f_rows")[0]
+
+
+def _rows_by_key(paths: list, keys: np.ndarray, key_name: str, rows_name: str, count_name: str | None = None):
+    """(rows, counts): member ``rows_name`` (and ``count_name``, else zeros) of each sorted key,
+    from bundles whose member ``key_name`` is sorted and which cover disjoint key ranges in
+    order (the partitions). A key inside a bundle's range but missing from it is a KeyError."""
+    rows, counts = None, np.zeros(len(keys), dtype=np.int64)
+    for path in paths:
         with open_bundle(path) as z:
-            k = z["f_dict_key"]
+            k = z[key_name]
             if not len(k):
                 continue
             lo, hi = np.searchsorted(keys, k[0], side="left"), np.searchsorted(keys, k[-1], side="right")
             want = keys[lo:hi]
             pos = np.searchsorted(k, want)
             if rows is None:
-                rows = np.full((len(keys), z["f_rows"].shape[1]), -1, dtype=np.int32)
-            rows[lo:hi] = z["f_rows"][pos]
+                rows = np.full((len(keys), z[rows_name].shape[1]), -1, dtype=np.int32)
+            found = (pos < len(k)) & (k[np.minimum(pos, len(k) - 1)] == want)
+            if not found.all():
+                raise KeyError(f"{path}: a phrase key missing from the merged counts")
+            rows[lo:hi] = z[rows_name][pos]
+            if count_name is not None:
+                counts[lo:hi] = z[count_name][pos]
     if rows is None:
         rows = np.zeros((len(keys), 1), dtype=np.int32)
-    return rows
+    return rows, counts
