@@ -231,6 +231,7 @@ import json  # noqa: E402
 from pivot.pipeline import align as align_stage  # noqa: E402
 from pivot.pipeline.corpus import Bitext  # noqa: E402
 from pivot.pipeline.engine import Engine  # noqa: E402
+from pivot.pipeline import ibm_shards  # noqa: E402
 
 
 def noisy_corpus(n=120, seed=5):
@@ -272,6 +273,32 @@ def test_align_corpus_equals_align_bitext(tmp_path, saved_corpus, chunk, threads
                                     n_threads=threads)
     n = len(bitext)
     assert info == {"n_pairs": n, "chunk_sentences": chunk, "n_chunks": -(-n // chunk)}
+    assert same_bytes(align_stage.read_links(tmp_path / "out"), links)
+
+
+def test_shard_cuts_by_lookups():
+    # sentence pairs of (n, m) = (1, 1), (3, 2), (0, 4), (2, 2): (n + 1) m = 2, 8, 4, 6 lookups
+    e_off = np.array([0, 1, 4, 4, 6])
+    f_off = np.array([0, 1, 3, 7, 9])
+    assert align_stage.shard_cuts(e_off, f_off, 10) == [0, 2, 4]       # 2 + 8 | 4 + 6
+    assert align_stage.shard_cuts(e_off, f_off, 9) == [0, 1, 2, 3, 4]  # 2 | 8 | 4 | 6 (4 + 6 > 9)
+    assert align_stage.shard_cuts(e_off, f_off, 1) == [0, 1, 2, 3, 4]  # one pair at least
+    assert align_stage.shard_cuts(e_off, f_off, 100) == [0, 4]
+    assert align_stage.shard_cuts(np.zeros(1), np.zeros(1), 5) == [0]
+
+
+def test_align_corpus_cuts_chunks_into_shards_of_equal_work(tmp_path, saved_corpus, monkeypatch):
+    """Chunks of 50 pairs cut into shards of at most 300 lookups: several shards a chunk, each
+    chunk's file joined from them; the links of one shard a chunk."""
+    corpus_dir, _, links = saved_corpus
+    monkeypatch.setattr(ibm_shards, "SHARD_CELLS", 300)
+    seen = []
+    real = align_stage.remap_shard
+    monkeypatch.setattr(align_stage, "remap_shard", lambda *a: seen.append(a[2:4]) or real(*a))
+    align_stage.align_corpus(corpus_dir, tmp_path / "out", chunk_sentences=50)
+    firsts = [a for a, _ in seen]
+    assert len(seen) > 6 and firsts.count(0) == 3           # every chunk starts a shard
+    assert all(b > a for a, b in seen)
     assert same_bytes(align_stage.read_links(tmp_path / "out"), links)
 
 

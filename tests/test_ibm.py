@@ -11,7 +11,7 @@ import pytest
 
 from pivot._native import _align
 from pivot.pipeline import ibm, ibm_shards
-from pivot.pipeline.bundle import save_bundle
+from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.pipeline.engine import Engine
 
 
@@ -343,13 +343,13 @@ def test_align_both_sharded_equals_align_both(tmp_path, monkeypatch, size, threa
     whole = ibm.align_both(s, so, t, to, v, v, iterations=3, n_threads=1)
     chunks = split_chunks(s, so, t, to, size)
     shards = write_shards(tmp_path / "shards", chunks)
-    out = [tmp_path / f"links-{k:05d}.npz" for k in range(len(chunks))]
+    out = [tmp_path / f"links-{k:05d}.arrays" for k in range(len(chunks))]
     done = ibm_shards.align_both_sharded(Engine(workers=1), shards, v, v, out, tmp_path / "scratch",
                                          iterations=3, n_threads=threads)
     assert done == [len(c[1]) - 1 for c in chunks]
     parts = []
     for path, chunk in zip(out, chunks):
-        with np.load(path) as z:
+        with open_bundle(path) as z:
             parts.append((z["link_e"], z["link_f"], z["link_offsets"]))
         assert parts[-1][2][0] == 0 and len(parts[-1][2]) == len(chunk[1]) and parts[-1][2].dtype == np.int64
     offsets, base = [0], 0

@@ -209,12 +209,31 @@ def tokenize_chunk(en_path, f_path, e_range, f_range, first_line, out_path) -> i
     return len(lines)
 
 
-def remap_chunk(tok_path, map_path, out_path) -> None:
-    """A tokenized chunk's local ids mapped to the corpus's ids -> the shard file of
-    pivot.pipeline.ibm_shards (``e_tokens``, ``e_offsets``, ``f_tokens``, ``f_offsets``)."""
+def remap_shard(tok_path, map_path, first, stop, out_path) -> None:
+    """Sentences [first, stop) of a tokenized chunk, their local ids mapped to the corpus's ids
+    -> a shard file of pivot.pipeline.ibm_shards (``e_tokens``, ``e_offsets``, ``f_tokens``,
+    ``f_offsets``, shard-local offsets)."""
+    arrays = {}
     with open_bundle(tok_path) as tok, open_bundle(map_path) as ids:
-        save_bundle(out_path, e_tokens=ids["e_ids"][tok["e_tokens"]], e_offsets=tok["e_offsets"],
-                    f_tokens=ids["f_ids"][tok["f_tokens"]], f_offsets=tok["f_offsets"])
+        for side in ("e", "f"):
+            offsets = tok[f"{side}_offsets"][first:stop + 1]
+            local = tok[f"{side}_tokens"][offsets[0]:offsets[-1]]
+            arrays[f"{side}_tokens"] = ids[f"{side}_ids"][local]
+            arrays[f"{side}_offsets"] = offsets - offsets[0]
+    save_bundle(out_path, **arrays)
+
+
+def shard_cuts(e_offsets, f_offsets, max_cells):
+    """Cut points [0, ..., n] of a chunk's sentences into runs of at most ``max_cells`` E-step
+    lookups ((n_s + 1) m_s a sentence pair, n English and m foreign tokens), at least one
+    sentence a run: shards of about equal work, whatever the sentences' lengths."""
+    cum = np.zeros(len(e_offsets), dtype=np.int64)
+    np.cumsum((np.diff(e_offsets) + 1) * np.diff(f_offsets), out=cum[1:])
+    cuts, a, n = [0], 0, len(cum) - 1
+    while a < n:
+        a = max(a + 1, int(np.searchsorted(cum, cum[a] + max_cells, side="right")) - 1)
+        cuts.append(a)
+    return cuts
 
 
 def _words(array) -> list[str]:
@@ -223,17 +242,20 @@ def _words(array) -> list[str]:
 
 
 def _encode_corpus(engine, corpus_dir, chunk_sentences, scratch):
-    """Encode a corpus folder into ``scratch/enc-<k>.arrays`` chunks: (n_pairs, n_chunks, n_e, n_f).
+    """Encode a corpus folder into shard files ``scratch/enc-<j>.arrays``: (n_pairs, n_e, n_f,
+    shards), shards a list of (chunk, first sentence, stop) in corpus order.
 
     Ids are given in order of first occurrence over the whole corpus (one
     :class:`pivot.pipeline.corpus.Vocab` per side), hence the very ids :func:`align_ibm2`
-    gives: one task a chunk reads its lines and encodes them over a vocabulary of its own
-    (:func:`tokenize_chunk`); here the chunks' vocabularies join in chunk order (a word new to
-    the corpus gets the next id: its first occurrence in the corpus is in this chunk, after
-    the chunk's earlier new words); one task a chunk maps its ids (:func:`remap_chunk`). Each
-    shard file (a bundle, pivot.pipeline.bundle) holds one chunk's int32 tokens and chunk-local
-    int64 offsets of both sides. InputError when the files' lines disagree with each other or
-    with meta.json's n_pairs.
+    gives: one task a chunk of ``chunk_sentences`` pairs reads its lines and encodes them over a
+    vocabulary of its own (:func:`tokenize_chunk`); here the chunks' vocabularies join in chunk
+    order (a word new to the corpus gets the next id: its first occurrence in the corpus is in
+    this chunk, after the chunk's earlier new words) and each chunk is cut into shards of about
+    equal work (:func:`shard_cuts`, ``ibm_shards.SHARD_CELLS`` lookups: a chunk of long
+    biomedical sentences is many times the work of one of short ones); one task a shard maps its
+    ids (:func:`remap_shard`). A shard file (a bundle, pivot.pipeline.bundle) holds int32 tokens
+    and shard-local int64 offsets of both sides. InputError when the files' lines disagree with
+    each other or with meta.json's n_pairs.
     """
     chunk_sentences = int(chunk_sentences)
     scratch = Path(scratch)
@@ -247,22 +269,41 @@ def _encode_corpus(engine, corpus_dir, chunk_sentences, scratch):
     n_chunks = len(e_starts)
     ranges = lambda starts, path: list(zip(starts, starts[1:] + [os.path.getsize(path)]))  # noqa: E731
     tok = [scratch / f"tok-{k:05d}.arrays" for k in range(n_chunks)]
+    lang = f_path.suffix[1:]
     engine.map(tokenize_chunk, [(str(en_path), str(f_path), e, f, k * chunk_sentences, str(tok[k]))
                                 for k, (e, f) in enumerate(zip(ranges(e_starts, en_path), ranges(f_starts, f_path)))],
-               name=f"encode-{f_path.suffix[1:]}")
+               name=f"align.{lang}-tokenize")
     e_vocab, f_vocab = Vocab(), Vocab()
     maps = [scratch / f"ids-{k:05d}.arrays" for k in range(n_chunks)]
+    shards = []
     for k in range(n_chunks):
         with open_bundle(tok[k]) as z:
             e_words, f_words = _words(z["e_words"]), _words(z["f_words"])
+            cuts = shard_cuts(z["e_offsets"], z["f_offsets"], ibm_shards.SHARD_CELLS)
         save_bundle(maps[k], e_ids=np.array([e_vocab.add(w) for w in e_words], dtype=np.int32),
                     f_ids=np.array([f_vocab.add(w) for w in f_words], dtype=np.int32))
-    shards = [scratch / f"enc-{k:05d}.arrays" for k in range(n_chunks)]
-    engine.map(remap_chunk, [(str(tok[k]), str(maps[k]), str(shards[k])) for k in range(n_chunks)],
-               name=f"encode-ids-{f_path.suffix[1:]}")
+        shards += [(k, a, b) for a, b in zip(cuts, cuts[1:])]
+    engine.map(remap_shard, [(str(tok[k]), str(maps[k]), a, b, str(scratch / f"enc-{j:05d}.arrays"))
+                             for j, (k, a, b) in enumerate(shards)], name=f"align.{lang}-ids")
     for path in tok + maps:
         path.unlink()
-    return n_pairs, n_chunks, len(e_vocab), len(f_vocab)
+    return n_pairs, len(e_vocab), len(f_vocab), shards
+
+
+def join_links(parts, out_path) -> int:
+    """One output chunk of :func:`align_corpus`: its shards' links (bundles, in order) joined,
+    offsets rebased -> ``out_path`` (.npz of int32 link_e, link_f, int64 link_offsets). Returns
+    its sentences."""
+    es, fs, offs, base = [], [], [np.zeros(1, dtype=np.int64)], 0
+    for path in parts:
+        with open_bundle(path) as z:
+            es.append(z["link_e"])
+            fs.append(z["link_f"])
+            offs.append(z["link_offsets"][1:] + base)
+            base += int(z["link_offsets"][-1])
+    save_npz(out_path, link_e=np.concatenate(es).astype(np.int32), link_f=np.concatenate(fs).astype(np.int32),
+             link_offsets=np.concatenate(offs))
+    return sum(len(o) for o in offs) - 1
 
 
 def _split_links(link_e, link_f, link_offsets, n_pairs, chunk_sentences):
@@ -337,12 +378,16 @@ def align_corpus(corpus_dir, out_dir, *, method="ibm2", chunk_sentences=50000, n
         if method == "ibm2":
             lang, _, _, _ = _corpus_meta(corpus_dir)
             engine = engine if engine is not None else Engine(workers=1)
-            n_pairs, n_chunks, n_e, n_f = _encode_corpus(engine, corpus_dir, chunk_sentences, scratch)
-            written = ibm_shards.align_both_sharded(
-                engine, [scratch / f"enc-{k:05d}.arrays" for k in range(n_chunks)], n_e, n_f,
-                [out / links_chunk_name(k) for k in range(n_chunks)], scratch,
+            n_pairs, n_e, n_f, shards = _encode_corpus(engine, corpus_dir, chunk_sentences, scratch)
+            parts = [scratch / f"links-{j:05d}.arrays" for j in range(len(shards))]
+            ibm_shards.align_both_sharded(
+                engine, [scratch / f"enc-{j:05d}.arrays" for j in range(len(shards))], n_e, n_f, parts, scratch,
                 n_threads=n_threads if engine.in_process else 1, index_cache=index_cache, quiet=quiet,
                 name=f"align.{lang}")
+            n_chunks = shards[-1][0] + 1 if shards else 0
+            written = engine.map(join_links, [([str(parts[j]) for j, sh in enumerate(shards) if sh[0] == k],
+                                               str(out / links_chunk_name(k))) for k in range(n_chunks)],
+                                 name=f"align.{lang}-write")
         else:
             bitext = Bitext.load(corpus_dir)
             n_pairs = len(bitext)
