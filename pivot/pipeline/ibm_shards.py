@@ -100,7 +100,7 @@ def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _sha_name(prefix: str, array: np.ndarray) -> str:
-    return f"{prefix}-{hashlib.sha256(array.tobytes()).hexdigest()[:16]}"
+    return f"{prefix}-{hashlib.sha256(memoryview(np.ascontiguousarray(array)).cast('B')).hexdigest()[:16]}"
 
 
 class _Paths:
@@ -322,11 +322,22 @@ def fit_sharded(engine, shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch,
         raise ValueError("more than 2^31 target tokens: the fixed-point counts could overflow")
     cost = [s["n_cells"] for s in stats]
 
-    # The model's table: the union of the shards' tables, in shard order.
-    keys = np.zeros(0, dtype=np.int64)
+    # The model's table: the union of the shards' tables (sorted sets: the same whatever the
+    # order), merged pairwise in rounds so that each key passes log2(shards) merges, not one a shard.
+    level = []
     for k in range(n_shards):
         with open_bundle(paths.cooc(k)) as z:
-            keys = _union(keys, table_keys(z["row_ptr"], z["col"]))
+            level.append(table_keys(z["row_ptr"], z["col"]))
+        # merge while the last two hold as many shards each (a binary counter): at most
+        # log2(shards) arrays wait at any time
+        size = k + 1
+        while size % 2 == 0:
+            level[-2:] = [_union(level[-2], level[-1])]
+            size //= 2
+    while len(level) > 1:
+        level[-2:] = [_union(level[-2], level[-1])]
+    keys = level[0] if level else np.zeros(0, dtype=np.int64)
+    del level
     n_rows = int(n_src_vocab) + 1
     row_ptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys >> _ROW_SHIFT, minlength=n_rows), out=row_ptr[1:])
