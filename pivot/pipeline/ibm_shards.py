@@ -1,16 +1,17 @@
 """The aligner (pivot.pipeline.ibm) trained and applied by shards of sentence pairs, as engine tasks.
 
-The corpus is a list of shard files (bundles, pivot.pipeline.bundle, of one shard's chunk-local
+The corpus is a list of shard files (bundles, pivot.pipeline.bundle, of one shard's shard-local
 ragged arrays: int32 ``e_tokens``, ``f_tokens``, int64 ``e_offsets``, ``f_offsets``; ids from one
-vocabulary per side for the whole corpus). A task is a function of paths and numbers (pivot.pipeline.engine): it reads
-its shard and writes its result beside it under a temporary name, then renames it, so it runs
-the same in this process, on a local cluster or on an external one, and a task that finds
-its output returns at once. One direction (``reverse`` swaps the sides: source = foreign):
+vocabulary per side for the whole corpus). A task is a function of paths and numbers
+(pivot.pipeline.engine): it reads its shard and writes its result beside it under a temporary
+name, then renames it, so it runs the same in this process, on a local cluster or on an
+external one, and a task that finds its scratch output (named by what it was computed from)
+returns at once. One direction (``reverse`` swaps the sides: source = foreign):
 
 1. **Co-occurrence**, one task a shard: the shard's own table, the CSR of
    :func:`pivot.pipeline.ibm.cooccurrence` over its sentence pairs only (``cooc-<d>-<k>.arrays``).
-   The model's table is their union, taken here in shard order: the rows are sorted sets, so
-   it is the table of the whole corpus, whatever the shards.
+   The model's table is their union, taken here: the rows are sorted sets, so it is the table
+   of the whole corpus, whatever the shards.
 2. **EM**. The t-table's probabilities go to the tasks as one file, ``t-<d>-<sha>.npy``, written
    atomically and named by the sha256 of its bytes, so a task's argument names the exact table
    it reads. Each E-step task gathers its shard's entries from it (memory-mapped: the workers
@@ -303,9 +304,10 @@ def fit_sharded(engine, shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch,
 
     ``reverse`` trains foreign -> English (foreign the source). Scratch files go to
     ``scratch`` (the caller removes it); the t-table file of the result, the shards' tables
-    and their stored indices stay there for the Viterbi tasks. ``n_threads`` is each task's kernel threads. The recorded log-likelihoods
-    are summed shard by shard (as :func:`fit` sums sentence by sentence, they may differ in the
-    last bits); they play no part in the model.
+    and their stored indices stay there for the Viterbi tasks. ``n_threads`` is each task's
+    kernel threads (and the M-step's). The recorded log-likelihoods are summed shard by shard
+    (:func:`fit` sums them sentence by sentence: they may differ in the last bits); they play
+    no part in the model.
     """
     ibm._check_prior(float(p_null), float(tension))
     if int(iterations) < 0:
