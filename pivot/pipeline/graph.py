@@ -32,7 +32,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           ("bitext.en", "bitext.<lang>", "origin.npy", "meta.json"), "pivot.pipeline.corpus.write_bitext",
           "one per language", "read, normalise (Moses tokenizer, lower case), filter, deduplicate"),
     Stage("align", ("corpus",), ("align",), ("links-NNNNN.npz", "links.json"), "pivot.pipeline.align.align_corpus",
-          "one per language; ibm2 one per chunk of pairs (Dask) for co-occurrence, each E-step, Viterbi",
+          "one per language; ibm2: one per shard of pairs (Dask) to encode, co-occur, each E-step, Viterbi",
           "word alignment both ways + grow-diag-final-and"),
     Stage("encode", ("corpus", "align"), ("extract.shard_sentences", "extract.shard_tokens"),
           ("shards/NNNNN.npz", "shards.json", "english.txt", "vocab.*", "origin.npy"),
