@@ -1,6 +1,6 @@
-"""Only cythonizes the kernels; all metadata lives in pyproject.toml."""
+"""Cythonizes the kernels and lists the packages; all other metadata lives in pyproject.toml."""
 from Cython.Build import cythonize
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
 
 def kernel(name: str, openmp: bool = True) -> Extension:
@@ -11,6 +11,11 @@ def kernel(name: str, openmp: bool = True) -> Extension:
                      extra_compile_args=["-O3", "-std=c++17", *flags], extra_link_args=flags)
 
 
-extensions = [kernel("_counts"), kernel("_align"), kernel("_lm", openmp=False)]
+extensions = [kernel("_counts"), kernel("_align"), kernel("_lm", openmp=False), kernel("_export", openmp=False)]
 
-setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}))
+# Every package under pivot/ (each folder with an __init__.py), found rather than listed, so that a
+# new subpackage is in the wheel without anyone remembering to name it here; and pivot.recipes_data,
+# which has no folder of its own (pyproject.toml maps it to recipes/).
+packages = [*find_packages(include=["pivot", "pivot.*"]), "pivot.recipes_data"]
+
+setup(packages=packages, ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}))

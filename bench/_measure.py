@@ -103,13 +103,14 @@ def run_measured(cmd, log_path, on_sample=None, env=None) -> dict:
 
 
 def exports(db_path: Path, out_dir: Path) -> dict:
-    """sha256 of `pivot export --format ppdb` for every model of the database."""
+    """sha256 of `pivot export --format ppdb --all` (every pair, the hidden forms too) for every
+    model of the database."""
     with sqlite3.connect(db_path) as conn:
         names = [r[0] for r in conn.execute("SELECT name FROM model ORDER BY id")]
     out = {}
     for name in names:
         target = out_dir / f"{name}.ppdb"
-        subprocess.run([sys.executable, "-m", "pivot", "export", str(db_path), "--format", "ppdb",
+        subprocess.run([sys.executable, "-m", "pivot", "export", str(db_path), "--format", "ppdb", "--all",
                         "--model", name, "-o", str(target)], check=True, capture_output=True)
         out[name] = hashlib.sha256(target.read_bytes()).hexdigest()
         target.unlink()

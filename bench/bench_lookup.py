@@ -1,6 +1,6 @@
 """Lookup latency: p50/p99 of ParaphraseDB.lookup over random phrases of a built database.
 
-    python bench/bench_lookup.py bio.db [--n 10000] [--k 10] [--model general] [--seed 0]
+    python bench/bench_lookup.py bio.db [--n 10000] [--k 10] [--model general] [--all] [--seed 0]
 
 Phrases are drawn (seeded) from the database's phrase table, so every lookup finds its phrase
 (one that is only ever a paraphrase has no answers: `with_answers` counts the others); each
@@ -18,31 +18,40 @@ import numpy as np
 from pivot.store.db import ParaphraseDB
 
 
+def lookup_latency(db_path, *, n: int = 10_000, k: int = 10, model: str | None = None, seed: int = 0,
+                   show_all: bool = False) -> dict:
+    """p50/p99/max milliseconds of n lookups of seeded random phrases of the database (model
+    None: the database's default)."""
+    texts = [r[0] for r in sqlite3.connect(db_path).execute("SELECT text FROM phrase ORDER BY id")]
+    rng = np.random.default_rng(seed)
+    sample = [texts[i] for i in rng.integers(0, len(texts), n)]
+    db = ParaphraseDB(db_path)
+    model = model or db.default_model
+    db.lookup(sample[0], k=k, model=model, all=show_all)  # warm: imports, tokenizer, page cache
+    times = np.empty(n)
+    hits = 0
+    for i, phrase in enumerate(sample):
+        t0 = time.perf_counter()
+        hits += bool(db.lookup(phrase, k=k, model=model, all=show_all))
+        times[i] = time.perf_counter() - t0
+    ms = times * 1e3
+    return {"db": str(db_path), "model": model, "all": show_all, "n": n, "k": k, "with_answers": hits,
+            "p50_ms": round(float(np.percentile(ms, 50)), 4),
+            "p99_ms": round(float(np.percentile(ms, 99)), 4),
+            "max_ms": round(float(ms.max()), 4)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("db")
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--model", default="general")
+    ap.add_argument("--model", default=None, help="default: the database's default model")
+    ap.add_argument("--all", action="store_true", help="also the pairs a lookup hides by default")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-
-    texts = [r[0] for r in sqlite3.connect(args.db).execute("SELECT text FROM phrase ORDER BY id")]
-    rng = np.random.default_rng(args.seed)
-    sample = [texts[i] for i in rng.integers(0, len(texts), args.n)]
-    db = ParaphraseDB(args.db)
-    db.lookup(sample[0], k=args.k, model=args.model)  # warm: imports, tokenizer, page cache
-    times = np.empty(args.n)
-    hits = 0
-    for i, phrase in enumerate(sample):
-        t0 = time.perf_counter()
-        hits += bool(db.lookup(phrase, k=args.k, model=args.model))
-        times[i] = time.perf_counter() - t0
-    ms = times * 1e3
-    print(json.dumps({"db": args.db, "model": args.model, "n": args.n, "k": args.k, "with_answers": hits,
-                      "p50_ms": round(float(np.percentile(ms, 50)), 4),
-                      "p99_ms": round(float(np.percentile(ms, 99)), 4),
-                      "max_ms": round(float(ms.max()), 4)}, indent=1))
+    print(json.dumps(lookup_latency(args.db, n=args.n, k=args.k, model=args.model, seed=args.seed,
+                                    show_all=args.all), indent=1))
 
 
 if __name__ == "__main__":

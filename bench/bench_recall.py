@@ -80,7 +80,7 @@ def coverage(db_path, data):
              for p in read_gold(Path(data) / g, "simlex")]
     out = {"n_gold_pairs": len(pairs)}
     with ParaphraseDB(db_path) as db:
-        stored = [m for m in db.models if db.model_info(m)["kind"] != "combined"]
+        stored = db.stored_models
         any_model = np.zeros(len(pairs), bool)
         for m in stored:
             s = symmetric_p(db.scores(pairs, m), db.scores([(b, a) for a, b in pairs], m))

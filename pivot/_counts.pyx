@@ -17,6 +17,11 @@ headers at build time; the callers in ``pivot/pipeline/extract.py`` and
     Stable counting sort of pairs by foreign phrase: the CSC layouts of the pruned structure
     (the pruning rules themselves are pivot.pipeline.pruning).
 
+``pair_overlaps``
+    What two phrases of a stored pair share (the string features of pivot.pipeline.ppdb2): the
+    token positions of each found in the other, and the size of the intersection of their
+    character-trigram sets (a merge of two ascending id lists).
+
 ``normalise_kept`` and ``pivot_product``
     p_k(f|e) = c_k(e,f) / sum_f' c_k(e,f'),  p_k(e|f) = c_k(e,f) / sum_e' c_k(e',f)
     P_k(e1,e2) = sum_f p_k(e2|f) p_k(f|e1)   (e2 != e1), for all K models in one pass:
@@ -1121,3 +1126,66 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
     return (_adopt(out.e1, (n_out,), 4, "i"), _adopt(out.e2, (n_out,), 4, "i"),
             _adopt(out.p, (n_out, K), 8, "d"), _adopt(out.n, (n_out,), 4, "i"),
             _adopt(out.piv, (n_out, 3), 4, "i"))
+
+
+
+# ------------------------------------------------------------------------------ pair overlaps
+
+
+def pair_overlaps(const int32_t[:, ::1] tokens, const int64_t[::1] tri_ptr, const int64_t[::1] tri,
+                  const int64_t[::1] e1, const int64_t[::1] e2):
+    """(a_in_b, b_in_a, shared), int32 per pair i of phrases a = e1[i], b = e2[i]:
+
+    a_in_b = #{positions p of a: tokens[a, p] >= 0 and tokens[a, p] in tokens[b, :]}, b_in_a
+    the same the other way, shared = |T(a) & T(b)| with T(x) = tri[tri_ptr[x]:tri_ptr[x + 1]]
+    (ascending, distinct codes; a linear merge). The caller checks that every id is a row of
+    ``tokens`` and of ``tri_ptr`` (pivot.pipeline.ppdb2.string_overlaps).
+    """
+    cdef Py_ssize_t n = e1.shape[0], width = tokens.shape[1]
+    cdef Py_ssize_t i, p, q
+    cdef int64_t a, b, ia, ib, ea, eb
+    cdef int32_t ta, tb, count_a, count_b, count_s
+    a_in_b = np.zeros(n, dtype=np.int32)
+    b_in_a = np.zeros(n, dtype=np.int32)
+    shared = np.zeros(n, dtype=np.int32)
+    cdef int32_t[::1] out_a = a_in_b, out_b = b_in_a, out_s = shared
+    with nogil:
+        for i in range(n):
+            a = e1[i]
+            b = e2[i]
+            count_a = 0
+            count_b = 0
+            for p in range(width):
+                ta = tokens[a, p]
+                if ta < 0:
+                    continue
+                for q in range(width):
+                    if tokens[b, q] == ta:
+                        count_a += 1
+                        break
+            for q in range(width):
+                tb = tokens[b, q]
+                if tb < 0:
+                    continue
+                for p in range(width):
+                    if tokens[a, p] == tb:
+                        count_b += 1
+                        break
+            count_s = 0
+            ia = tri_ptr[a]
+            ea = tri_ptr[a + 1]
+            ib = tri_ptr[b]
+            eb = tri_ptr[b + 1]
+            while ia < ea and ib < eb:
+                if tri[ia] == tri[ib]:
+                    count_s += 1
+                    ia += 1
+                    ib += 1
+                elif tri[ia] < tri[ib]:
+                    ia += 1
+                else:
+                    ib += 1
+            out_a[i] = count_a
+            out_b[i] = count_b
+            out_s[i] = count_s
+    return a_in_b, b_in_a, shared

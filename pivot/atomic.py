@@ -22,12 +22,19 @@ from pathlib import Path
 import numpy as np
 
 
+def temporary(path) -> Path:
+    """The temporary name of a write of ``path``: ``.NAME.tmp-PID`` in its folder (also the
+    name :mod:`pivot.outputs` writes a command's outputs under)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
 @contextmanager
 def atomic_path(path):
     """``with atomic_path(p) as tmp: <write tmp>``: renamed to ``p`` when the block ends
     normally, removed when it raises. ``tmp`` is ``.NAME.tmp-PID`` in p's folder."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = temporary(path)
     try:
         yield tmp
         os.replace(tmp, path)

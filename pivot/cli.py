@@ -12,16 +12,93 @@ from pivot.errors import InputError
 QUICK_USAGE = """\
 quick usage:
   pivot build --domain bio --data ../shared/data      build bio.db (General model)
-  pivot lookup bio.db treatment -k 10                 best paraphrases, best first
+  pivot lookup bio.db treatment -k 10                 best paraphrases by the learned score, best first
   pivot lookup bio.db treat --format json             the same as JSON (or ppdb)
-  pivot export bio.db --format ppdb > bio.ppdb        every pair as PPDB 2.0 lines
-  pivot export bio.db --lhs tagged --data ../shared/data > bio.ppdb   ... with [NN]/[VB]/[NP] labels
+  pivot export bio.db -o bio.ppdb                     every pair as PPDB 2.0 lines (learned score, relations)
+  pivot export bio.db --relation Equivalence --size m -o bio-m.ppdb   PPDB 2.0's size M, equivalences only
   pivot search bio.db 'tumo*r'                        phrases matching a pattern, counts, paraphrases
   pivot serve bio.db --port 8001                      browse it with datasette
   pivot score --domain bio --data ../shared/data -o ranked.tsv   the bitext ranked by sigma
   pivot eval bio.db --gold Bio-SimLex.txt --exclude-tuning   AP per model on a gold set
   pivot eval bio.db --domain bio --data ../shared/data --report docs/results.md
 """
+
+
+# ---------------------------------------------------------------------------- argument types
+#
+# Every number a user types has a range, checked by argparse: a value outside it is one line,
+# "pivot lookup: error: argument -k: must be between 1 and 1000000 (got 0)", exit 2. (build's
+# --threads and --workers are checked by its preflight, which pivot.build() runs too.)
+
+#: At most this many of anything a user counts (paraphrases, resamples, beam entries, ...).
+MAX_COUNT = 1_000_000
+#: Seeds are numpy seeds: 0 .. 2^32 - 1 (what every numpy generator accepts).
+MAX_SEED = 2**32 - 1
+
+
+def _limit(value):
+    return value() if callable(value) else value
+
+
+def bounded_int(lo, hi, *, lo_note="", hi_note=""):
+    """An argparse type: an integer lo <= n <= hi (hi, or a note, may be a callable: the bound of
+    this machine). Not an integer: argparse's "invalid int value"; out of range: "must be
+    between lo and hi (got n)"."""
+    def check(text):
+        value = int(text)  # ValueError: argparse says "invalid int value: 'text'"
+        low, high = _limit(lo), _limit(hi)
+        if not low <= value <= high:
+            low_text = f"{low} ({_limit(lo_note)})" if lo_note else f"{low}"
+            high_text = f"{high} ({_limit(hi_note)})" if hi_note else f"{high}"
+            raise argparse.ArgumentTypeError(f"must be between {low_text} and {high_text} (got {value})")
+        return value
+
+    check.__name__ = "int"
+    return check
+
+
+def finite_float(text):
+    """An argparse type: a finite decimal number (nan and inf are refused)."""
+    import math
+
+    value = float(text)  # ValueError: argparse says "invalid float value: 'text'"
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number (got {text})")
+    return value
+
+
+finite_float.__name__ = "float"
+
+
+def _max_phrase_len() -> int:
+    from pivot.recipes import _max_phrase_len as longest
+
+    return longest()
+
+
+def _max_threads() -> int:
+    from pivot.locking import PER_CORE, cores
+
+    return PER_CORE * cores()
+
+
+def _max_threads_note() -> str:
+    from pivot.locking import PER_CORE, cores
+
+    return f"{PER_CORE} x the {cores()} cores of this machine"
+
+
+def utf8_text(text):
+    """An argparse type: text that is UTF-8. Bytes that are not arrive as lone surrogates
+    (Python's surrogateescape); refused here, with the bytes shown, before any lookup."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raw = text.encode("utf-8", "surrogateescape")
+        raise argparse.ArgumentTypeError(
+            f"not UTF-8 text: {raw!r} (byte {len(text[:exc.start].encode('utf-8', 'surrogateescape')) + 1}); "
+            "set the terminal to UTF-8, or pass the text in UTF-8") from None
+    return text
 
 
 def _add_build(sub):
@@ -68,7 +145,7 @@ def _add_eval(sub):
     one.add_argument("--gold", action="append", help="gold file (repeat to pool several)")
     one.add_argument("--gold-format", choices=["simlex", "ppdb-human", "pairs"], default="simlex",
                      help="w1 TAB w2 TAB score | mean TAB [LHS] TAB p1 TAB p2 TAB ratings | 'w1 w2'")
-    one.add_argument("--threshold", type=float, default=None,
+    one.add_argument("--threshold", type=finite_float, default=None,
                      help="a pair is positive when its score >= this (default 6.0 for simlex, 3.0 for ppdb-human)")
     one.add_argument("--name", default=None, help="name of the gold set in the output")
     one.add_argument("--exclude-tuning", action="store_true",
@@ -86,10 +163,12 @@ def _add_eval(sub):
                           "best model is chosen on its dev part")
     evi.add_argument("--rival", action="append", choices=["minilm"], default=None,
                      help="score every pair with a rival too (minilm: extra [rivals])")
-    evi.add_argument("--top-k", type=int, default=20, help="candidate AP: each model's top-K per query term")
+    evi.add_argument("--top-k", type=bounded_int(1, MAX_COUNT), default=20,
+                     help="candidate AP: each model's top-K per query term")
     evi.add_argument("--cache-dir", default=None,
                      help="embedding cache; None: $XDG_CACHE_HOME/pivot/embeddings")
-    evi.add_argument("--threads", type=int, default=None, help="torch threads for the rival; None: torch's choice")
+    evi.add_argument("--threads", type=bounded_int(1, _max_threads, hi_note=_max_threads_note), default=None,
+                     help="torch threads for the rival; None: torch's choice")
     evi.add_argument("--work", default=None,
                      help="the build's work dir: its corpus.*/bitext.en give the ontology gold's "
                           "in-bitext view (pairs whose phrases both occur in the bitext)")
@@ -104,8 +183,8 @@ def _add_eval(sub):
                      help="write the figures (dev selection; per gold and protocol every model's AP, "
                           "interval, Δ vs General and coverage) as JSON here")
     p.add_argument("--models", nargs="+", help="models to evaluate (default: all)")
-    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--n-boot", type=bounded_int(1, MAX_COUNT), default=1000, help="bootstrap resamples")
+    p.add_argument("--seed", type=bounded_int(0, MAX_SEED), default=0, help="bootstrap seed")
     p.set_defaults(func=cmd_eval)
 
 
@@ -113,43 +192,66 @@ def _add_lookup(sub):
     p = sub.add_parser("lookup", help="paraphrases of a phrase, best first",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("db", help="database written by `pivot build`")
-    p.add_argument("phrase", nargs="+", help="the phrase (normalised like the corpus)")
-    p.add_argument("-k", type=int, default=None,
+    p.add_argument("phrase", nargs="*", type=utf8_text,
+                   help="the phrase (normalised like the corpus); none with --list-models")
+    p.add_argument("-k", type=bounded_int(1, MAX_COUNT), default=None,
                    help="how many paraphrases (default: the recipe's [pivot] top_n recorded in the database)")
-    p.add_argument("--model", default="general", help="model to rank by (see --list-models)")
-    p.add_argument("--format", choices=["table", "json", "ppdb"], default="table")
+    p.add_argument("--model", default=None,
+                   help="model to rank by (see --list-models; default: the database's, the learned ppdb2 score)")
+    p.add_argument("--all", action="store_true",
+                   help="also show the pairs hidden by default (edge punctuation, a function-word-only "
+                        "difference, a dangling edge); the form column names their flags")
+    p.add_argument("--format", choices=["table", "json", "ppdb"], default="table",
+                   help="ppdb: the lines `pivot export` writes for these pairs")
     p.add_argument("--list-models", action="store_true", help="print the database's models and exit")
     p.set_defaults(func=cmd_lookup)
 
 
 def _add_export(sub):
-    p = sub.add_parser("export", help="write every pair of a model in a standard format",
+    p = sub.add_parser("export", help="write a model's pairs as PPDB 2.0 lines",
+                       description="LHS ||| phrase ||| paraphrase ||| features ||| alignment ||| relation, with "
+                                   "PPDB2.0Score, -logp(e2|e1), -logp(e1|e2), the six relation probabilities, "
+                                   "NumPivots and Form (the well-formedness flags) as features; grouped by phrase, "
+                                   "best first (README: Decisions, PPDB 2.0 export)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("db")
     p.add_argument("--format", choices=["ppdb"], default="ppdb", help="PPDB 2.0 six-field lines")
-    p.add_argument("--model", default="general")
-    p.add_argument("--label", default="OtherRelated",
-                   help="entailment label field (pivot does not classify entailment)")
-    p.add_argument("--lhs", choices=["x", "tagged"], default="x",
-                   help="LHS field: [X] on every line, or PPDB-style labels ([NN], [VBZ], [NP], [VP], ...) from a "
-                        "part-of-speech tagger trained on GENIA-pos from --data (cached; see docs/ecosystem.md)")
-    p.add_argument("--data", help="data root holding mono/bio-ner/GENIA-pos, for --lhs tagged (default: $PIVOT_DATA)")
+    p.add_argument("--model", default=None,
+                   help="model to rank by (see pivot lookup --list-models; default: the database's, the learned "
+                        "ppdb2 score)")
+    p.add_argument("--size", choices=EXPORT_SIZES, type=str.lower,
+                   help="PPDB 2.0's size: nested tiers by the learned score, each about twice the one below "
+                        "(default: every pair)")
+    p.add_argument("--relation", metavar="NAMES",
+                   help="keep the pairs whose most probable relation is one of these, comma-separated: Equivalence, "
+                        "ForwardEntailment, ReverseEntailment, Exclusion, OtherRelated, Independent")
+    p.add_argument("--all", action="store_true",
+                   help="also the pairs hidden by default (edge punctuation, a function-word-only difference, a "
+                        "dangling edge); their Form feature names the flags")
+    p.add_argument("--lhs", choices=["stored", "x"], default="stored",
+                   help="LHS field: the phrase's label stored by the build ([NN], [VBZ], [NP], ...), or [X]")
     p.add_argument("--agree", action="store_true",
-                   help="with --lhs tagged: keep only pairs whose two phrases' labels are of one class "
-                        "(noun, verb, adjective, adverb, preposition)")
+                   help="keep only pairs whose two phrases' stored labels are of one class (noun, verb, adjective, "
+                        "adverb, preposition)")
     p.add_argument("-o", "--output", help="file to write (default: stdout)")
     p.set_defaults(func=cmd_export)
+
+
+#: PPDB 2.0's sizes, smallest first (pivot.store.export.SIZES; named here so that building the
+#: parser imports no numpy).
+EXPORT_SIZES = ("s", "m", "l", "xl", "xxl", "xxxl")
 
 
 def _add_search(sub):
     p = sub.add_parser("search", help="phrases matching a glob-like pattern, with counts and paraphrase numbers",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("db", help="database written by `pivot build`")
-    p.add_argument("pattern", nargs="*",
+    p.add_argument("pattern", nargs="*", type=utf8_text,
                    help="words matched against consecutive tokens of the stored phrases: * any run of characters "
                         "within a token, ? one character ('tumo*r', 'tumor supp*')")
     p.add_argument("--model", default="general", help="count the paraphrases of this model")
-    p.add_argument("-n", "--limit", type=int, default=50, help="show at most this many phrases (0: all)")
+    p.add_argument("-n", "--limit", type=bounded_int(0, 1000 * MAX_COUNT), default=50,
+                   help="show at most this many phrases (0: all)")
     p.add_argument("--whole", action="store_true", help="the pattern must cover the whole phrase")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--build-index", action="store_true",
@@ -162,7 +264,7 @@ def _add_serve(sub):
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("db", help="database written by `pivot build`")
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0: every interface)")
-    p.add_argument("--port", type=int, default=8001, help="port (0: any free port)")
+    p.add_argument("--port", type=bounded_int(0, 65535), default=8001, help="port (0: any free port)")
     p.add_argument("--metadata", metavar="FILE", help="write the generated datasette metadata JSON here and exit")
     p.set_defaults(func=cmd_serve)
 
@@ -171,10 +273,12 @@ def _add_paraphrase(sub):
     p = sub.add_parser("paraphrase", help="paraphrase sentences with a database (beam-search decoder + LM)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("db", help="database written by `pivot build`")
-    p.add_argument("text", nargs="*", help="the sentence (else -i FILE, else stdin, one sentence a line)")
+    p.add_argument("text", nargs="*", type=utf8_text,
+                   help="the sentence (else -i FILE, else stdin, one sentence a line)")
     p.add_argument("-i", "--input", help="file of sentences, one a line (UTF-8); the best paraphrase a line out")
     p.add_argument("--model", default="general", help="model whose log p(e2|e1) scores the options")
-    p.add_argument("-n", type=int, default=5, help="how many outputs per sentence with --nbest / --format json")
+    p.add_argument("-n", type=bounded_int(1, 10_000), default=5,
+                   help="how many outputs per sentence with --nbest / --format json")
     p.add_argument("--nbest", action="store_true",
                    help="n-best lines: 'index ||| text ||| score ||| features ||| replaced spans'")
     p.add_argument("--format", choices=["text", "json"], default="text", help="json: one object per sentence")
@@ -182,17 +286,19 @@ def _add_paraphrase(sub):
                                 "the general LM for General, found in the work dir beside the database)")
     p.add_argument("--work", help="the build's work dir, where its LMs are (default: <db dir>/work, ./work/DB)")
     p.add_argument("--weights", help="JSON of decoder weights (default: the tuned ones, docs/sentences.md)")
-    p.add_argument("--lm-weight", type=float, help="override the LM weight (lambda)")
-    p.add_argument("--identity-bias", type=float, help="override the per-kept-word identity bias (beta)")
+    p.add_argument("--lm-weight", type=finite_float, help="override the LM weight (lambda)")
+    p.add_argument("--identity-bias", type=finite_float, help="override the per-kept-word identity bias (beta)")
     p.add_argument("--force-change", action="store_true",
                    help="replace at least one span whenever the lattice allows (else the unchanged sentence may win)")
     p.add_argument("--rules", help="rule model JSON learned on paraphrase pairs (bench/bench_sentences.py --tune "
                                    "--rules-out FILE): scores each option, and brings its tuned weights and gate")
-    p.add_argument("--gate", type=float, help="with --rules: change a sentence only when the mean log-odds of its "
-                                              "replaced spans is at least this (default: the rule file's)")
-    p.add_argument("-k", type=int, default=8, help="paraphrases per span")
-    p.add_argument("--max-span", type=int, default=5, help="longest span (words) to paraphrase")
-    p.add_argument("--beam", type=int, default=8, help="hypotheses kept per stack")
+    p.add_argument("--gate", type=finite_float,
+                   help="with --rules: change a sentence only when the mean log-odds of its replaced spans is at "
+                        "least this (default: the rule file's)")
+    p.add_argument("-k", type=bounded_int(1, 10_000), default=8, help="paraphrases per span")
+    p.add_argument("--max-span", type=bounded_int(1, _max_phrase_len, hi_note="the longest phrase a database holds"),
+                   default=5, help="longest span (words) to paraphrase")
+    p.add_argument("--beam", type=bounded_int(1, 10_000), default=8, help="hypotheses kept per stack")
     p.set_defaults(func=cmd_paraphrase)
 
     # Options may come between DB and TEXT (`pivot paraphrase db.db --nbest "a sentence"`):
@@ -220,8 +326,9 @@ def _add_identify(sub):
     p.add_argument("--model", default="general",
                    help="model whose paraphrases align the sentences; several, comma-separated, give a feature block each")
     p.add_argument("--classifier", choices=["logreg", "svm"], default="logreg")
-    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the ablation's CI")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-boot", type=bounded_int(1, MAX_COUNT), default=1000,
+                   help="bootstrap resamples for the ablation's CI")
+    p.add_argument("--seed", type=bounded_int(0, MAX_SEED), default=0)
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.set_defaults(func=cmd_identify)
 
@@ -231,9 +338,11 @@ def _add_align_eval(sub):
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--data", help="data root holding gold/hansards-align and bitext/tatoeba-fr-en (default: $PIVOT_DATA)")
     p.add_argument("--method", choices=["ibm2", "eflomal"], default="ibm2")
-    p.add_argument("--runs", type=int, default=3, help="eflomal runs (it is unseeded: the spread is reported)")
+    p.add_argument("--runs", type=bounded_int(1, 1000), default=3,
+                   help="eflomal runs (it is unseeded: the spread is reported)")
     p.add_argument("--no-bitext", action="store_true", help="train on the gold sentences only (quick, worse)")
-    p.add_argument("--threads", type=int, default=0, help="aligner threads (0: all cores)")
+    p.add_argument("--threads", type=bounded_int(0, _max_threads, lo_note="all cores", hi_note=_max_threads_note),
+                   default=0, help="aligner threads (0: all cores)")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.set_defaults(func=cmd_align_eval)
 
@@ -308,8 +417,10 @@ def cmd_build(args) -> int:
 
 
 def cmd_lookup(args) -> int:
-    from pivot.store.db import ParaphraseDB, ppdb_line
+    from pivot.store.db import ParaphraseDB
 
+    if not args.phrase and not args.list_models:
+        raise InputError("give a phrase to look up (or --list-models)")
     phrase = " ".join(args.phrase)
     with ParaphraseDB(args.db) as db:
         if args.list_models:
@@ -317,48 +428,99 @@ def cmd_lookup(args) -> int:
                 info = db.model_info(name)
                 print(f"{name}\t{info['kind']}\t{info['description']}")
             return 0
-        hits = db.lookup(phrase, k=args.k, model=args.model)
+        model = args.model or db.default_model
+        hits = db.lookup(phrase, k=args.k, model=model, all=args.all)
         query = db.normalize(phrase)
+        if args.format == "ppdb":
+            from pivot.store.export import lookup_lines
+
+            sys.stdout.write(lookup_lines(db, phrase, hits, model))
+            return 0
+        probs = _lookup_probabilities(db, query, hits, model)
         if args.format == "json":
-            json.dump({"phrase": query, "model": args.model, "signature": db.signature,
-                       "paraphrases": [h.__dict__ for h in hits]}, sys.stdout, ensure_ascii=False, indent=1)
+            json.dump({"phrase": query, "model": model, "all": args.all, "signature": db.signature,
+                       "probability_model": probs[0],
+                       "paraphrases": [{**h.__dict__, **_probability_fields(probs, i)} for i, h in enumerate(hits)]},
+                      sys.stdout, ensure_ascii=False, indent=1)
             print()
-        elif args.format == "ppdb":
-            for h in hits:
-                print(ppdb_line(query, h.paraphrase, h.score, h.p_rev, h.n_pivots, model=args.model))
-        else:
-            if not hits:
-                print(f"no paraphrases of {query!r} under model {args.model}", file=sys.stderr)
-                return 1
-            width = max(len(h.paraphrase) for h in hits)
-            print(f"{'#':>3}  {'paraphrase':<{width}}  {'score':>9}  {'p(e1|e2)':>9}  pivots")
-            for h in hits:
-                rev = f"{h.p_rev:9.4f}" if h.p_rev is not None else f"{'-':>9}"
-                print(f"{h.rank + 1:>3}  {h.paraphrase:<{width}}  {h.score:9.4f}  {rev}  "
-                      f"{h.n_pivots}: {', '.join(h.pivots)}")
+            return 0
+        if not hits:
+            print(f"no paraphrases of {query!r} under model {model}", file=sys.stderr)
+            return 1
+        print("\n".join(_lookup_table(hits, probs)))
     return 0
 
 
+def _lookup_probabilities(db, query: str, hits, model: str):
+    """(probability model, p(e2|e1) and p(e1|e2) of each answer under it): the ranking score
+    may be the learned one, whose answers still show a probability of General's."""
+    from pivot.store.export import probability_model
+
+    name = probability_model(db, model)
+    j = db.stored_models.index(name)
+    forward = db.pair_records([(query, h.paraphrase) for h in hits], normalize=False)["p"][:, j]
+    reverse = db.pair_records([(h.paraphrase, query) for h in hits], normalize=False)["p"][:, j]
+    return name, forward.tolist(), reverse.tolist()
+
+
+def _probability_fields(probs, i: int) -> dict:
+    """JSON fields of answer i: its probability model's p(e2|e1) and p(e1|e2) (null: absent)."""
+    import math
+
+    _, forward, reverse = probs
+    return {"p_e2_given_e1": None if math.isnan(forward[i]) else forward[i],
+            "p_e1_given_e2": None if math.isnan(reverse[i]) else reverse[i]}
+
+
+def _lookup_table(hits, probs) -> list[str]:
+    """The lookup's table: rank, paraphrase, score, the probability model's p(e2|e1) and
+    p(e1|e2), the most probable relation (with its probability), the well-formedness flags and
+    the pivots."""
+    import math
+
+    width = max(len(h.paraphrase) for h in hits)
+    _, forward, reverse = probs
+
+    def prob(x):
+        return f"{'-':>9}" if math.isnan(x) else f"{x:9.4f}"
+
+    relations = [f"{h.relation} {h.relations[h.relation]:.2f}" if h.relation else "-" for h in hits]
+    forms = [",".join(h.form) or "-" for h in hits]
+    rw, fw = max(8, *map(len, relations)), max(4, *map(len, forms))
+    out = [f"{'#':>3}  {'paraphrase':<{width}}  {'score':>9}  {'p(e2|e1)':>9}  {'p(e1|e2)':>9}  "
+           f"{'relation':<{rw}}  {'form':<{fw}}  pivots"]
+    for i, h in enumerate(hits):
+        out.append(f"{h.rank + 1:>3}  {h.paraphrase:<{width}}  {h.score:9.4f}  {prob(forward[i])}  "
+                   f"{prob(reverse[i])}  {relations[i]:<{rw}}  {forms[i]:<{fw}}  {h.n_pivots}: {', '.join(h.pivots)}")
+    return out
+
+
 def cmd_export(args) -> int:
-    from pivot.store.db import ParaphraseDB, export_ppdb
+    import contextlib
 
-    labeler = None
-    if args.agree and args.lhs != "tagged":
-        raise InputError("--agree compares the phrases' labels: give --lhs tagged")
-    if args.lhs == "tagged":
-        from pivot.store.db import tagged_labeler
+    from pivot import outputs
+    from pivot.store.db import ParaphraseDB
+    from pivot.store.export import export_ppdb, parse_relations
 
-        labeler = tagged_labeler(args.data)
+    relations = parse_relations(args.relation) if args.relation is not None else None
     stats = {}
-    with ParaphraseDB(args.db) as db:
-        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-        try:
-            n = export_ppdb(db, out, model=args.model, label=args.label, labeler=labeler, agree=args.agree,
-                            stats=stats)
-        finally:
-            if args.output:
-                out.close()
-    logging.getLogger("pivot").info("exported %d pairs (model %s)%s", n, args.model,
+    with outputs.Outputs([(args.db, "the database")], stdout=True) as guard:
+        dest = guard.add(args.output, "-o") if args.output else None   # checked before any work
+        with ParaphraseDB(args.db) as db, \
+                (outputs.writing(dest, "wb") if dest else contextlib.nullcontext(sys.stdout)) as out:
+            model = args.model or db.default_model
+            lhs_meta = db.meta.get("lhs") or {}
+            if args.lhs == "stored" and "lhs" in db.meta and lhs_meta.get("tagger") is None:
+                # The build said it labelled no phrase (meta lhs): say what that does to readers.
+                logging.getLogger("pivot").warning(
+                    "this database stores no part-of-speech labels (meta lhs: %s): every LHS is [X], from which "
+                    "PPDB readers that key on it, such as nlpaug, substitute nothing", lhs_meta.get("labels"))
+            n = export_ppdb(db, out, model=model, lhs=args.lhs, size=args.size, relations=relations,
+                            show_all=args.all, agree=args.agree, stats=stats)
+    logging.getLogger("pivot").info("exported %d pairs (model %s%s%s%s)%s", n, model,
+                                    f", size {args.size}" if args.size else "",
+                                    f", relations {args.relation}" if args.relation else "",
+                                    ", all forms" if args.all else "",
                                     f"; {stats['disagree']} dropped by --agree" if args.agree else "")
     return 0
 
@@ -396,8 +558,11 @@ def cmd_serve(args) -> int:
     from pivot.store.serve import metadata, serve
 
     if args.metadata:
-        with open(args.metadata, "w", encoding="utf-8") as f:
-            json.dump(metadata(args.db), f, ensure_ascii=False, indent=1)
+        from pivot import outputs
+
+        with outputs.Outputs([(args.db, "the database")]) as guard:
+            dest = guard.add(args.metadata, "--metadata")
+            outputs.write_text(dest, json.dumps(metadata(args.db), ensure_ascii=False, indent=1))
         print(args.metadata)
         return 0
     serve(args.db, host=args.host, port=args.port)
@@ -407,13 +572,23 @@ def cmd_serve(args) -> int:
 def cmd_score(args) -> int:
     import shutil
 
+    from pivot import outputs, preflight, recipes
     from pivot.pipeline.run import Pipeline
 
-    pipe = Pipeline(args.domain if not args.recipe else None, recipe=args.recipe, data=args.data,
-                    work=args.work, quiet=args.quiet, lmplz=args.lmplz)
-    if pipe.domain is None:
-        raise InputError("the recipe has no [domain] section: nothing to score against", pipe.recipe_file)
-    shutil.copyfile(pipe.scores[0] / "ranked.tsv", args.output)
+    domain = args.domain if not args.recipe else None
+    # -o is checked against the recipe and every file it names before anything is read through
+    recipe_file = recipes.recipe_path(domain, args.recipe)
+    plan = preflight.check(recipe_file, recipes.resolve_data_root(args.data), read_inputs=False)
+    with outputs.Outputs([(recipe_file, "the recipe"), *((f.path, f"{f.role} file") for f in plan.inputs)]) as guard:
+        dest = guard.add(args.output, "-o")
+        pipe = Pipeline(domain, recipe=args.recipe, data=args.data, work=args.work, quiet=args.quiet,
+                        lmplz=args.lmplz, store=False)
+        if pipe.domain is None:
+            raise InputError("the recipe has no [domain] section: nothing to score against", pipe.recipe_file)
+        ranked = pipe.scores[0] / "ranked.tsv"
+        guard.input(ranked, "the score stage's ranking")
+        with outputs.replacing(dest) as tmp:
+            shutil.copyfile(ranked, tmp)
     report = json.loads((pipe.weights[0] / "report.json").read_text())
     print(json.dumps({"ranked": args.output, "n_sentences": report.get("n_sentences"),
                       "auc_minus_sigma": report.get("auc_minus_sigma")}, indent=1))
@@ -421,12 +596,42 @@ def cmd_score(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from pivot.eval import evaluate
-    from pivot import recipes
+    from pathlib import Path
+
+    from pivot import outputs, recipes
 
     if args.json and not ((args.domain or args.recipe) and (args.ontology_gold or args.rival or args.features)):
         raise InputError("--json writes the evidence report's figures: give --domain/--recipe with "
                          "--ontology-gold, --rival or --features")
+    if args.report and not (args.domain or args.recipe):
+        raise InputError("--report writes the report of a recipe's gold sets: give --domain or --recipe")
+    # What the evaluation reads: no output may be one of these files (pivot/outputs.py).
+    reads = [(args.db, "the database"), *((g, "gold file") for g in args.gold or ())]
+    if args.domain or args.recipe:
+        recipe_file = recipes.recipe_path(args.domain, args.recipe)
+        root = recipes.resolve_data_root(args.data)
+        reads += [(recipe_file, "the recipe")] + [
+            (root / src["path"], "gold file")
+            for spec in (recipes.load_recipe(recipe_file).get("eval") or {}).get("sets") or []
+            for src in spec["sources"]]
+    if args.reference:
+        reads.append((args.reference, "the reference database"))
+    if args.work:
+        reads += [(f, "work file") for pattern in ("corpus.*/bitext.en", "lmtext-*/in_domain.txt")
+                  for f in sorted(Path(args.work).glob(pattern))]
+    with outputs.Outputs(reads) as guard:
+        if args.report:
+            guard.add(args.report, "--report")
+            guard.folder(Path(args.report).parent / "figures", "--report", args.report)
+        if args.json:
+            guard.add(args.json, "--json")
+        return _cmd_eval(args)
+
+
+def _cmd_eval(args) -> int:
+    from pivot.eval import evaluate
+    from pivot import recipes
+
     if args.domain or args.recipe:
         from pivot.eval.report import evaluate_recipe_sets
 
@@ -501,12 +706,10 @@ def _cmd_evidence(args, rec) -> int:
     if args.report:
         print(f"report: {write_evidence_report(args.report, evd)}")
     if args.json:
-        from pathlib import Path
-
+        from pivot import outputs
         from pivot.eval.evidence import evidence_json
 
-        Path(args.json).write_text(json.dumps(evidence_json(evd), indent=1, ensure_ascii=False) + "\n",
-                                   encoding="utf-8")
+        outputs.write_text(args.json, json.dumps(evidence_json(evd), indent=1, ensure_ascii=False) + "\n")
         print(f"json: {args.json}")
     return 0
 
@@ -532,8 +735,8 @@ def cmd_align_eval(args) -> int:
 def main(argv=None) -> int:
     """Run one command. Exit codes: 0 done, 1 nothing found (lookup, search) or an operating
     system error (disk full, permission denied: one line, the traceback with --debug), 2 bad
-    input or usage (one line naming the file and line; the traceback with --debug), 130
-    interrupted."""
+    input or usage (one line naming the file and line; the traceback with --debug; a closed
+    standard output is one: every command writes there), 130 interrupted."""
     args = build_parser().parse_args(argv)
     level = (logging.DEBUG if args.verbose or args.debug else
              logging.WARNING if args.quiet else logging.INFO)
@@ -541,7 +744,12 @@ def main(argv=None) -> int:
     logging.getLogger("pivot").setLevel(level)
     where = f"pivot {args.command}"
     try:
-        return args.func(args)
+        if sys.stdout is None:  # started with fd 1 closed (`>&-`): print() would drop everything
+            raise InputError("standard output is closed (e.g. `>&-`), and this command writes its "
+                             "results there: redirect it to a file, or to /dev/null to discard them")
+        code = args.func(args)
+        sys.stdout.flush()  # a full disk or a closed pipe is met here, not silently at exit
+        return code
     except InputError as exc:
         if args.debug:
             import traceback
@@ -556,10 +764,20 @@ def main(argv=None) -> int:
         print(f"{where}: interrupted", file=sys.stderr)
         return 130
     except OSError as exc:  # the machine's, not the input's: a full disk, a denied write
+        _settle_stdout()
         if args.debug:
             raise
         print(f"{where}: error: {InputError(exc)} (run with --debug for the traceback)", file=sys.stderr)
         return 1
+
+
+def _settle_stdout() -> None:
+    """Flush what is left for stdout; if that fails too (stdout on a full disk), send it nowhere,
+    so that the one-line error is the only one (not a second at exit, with exit code 120)."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError, AttributeError):
+        _silence_stdout()
 
 
 def _silence_stdout() -> None:

@@ -36,7 +36,8 @@ LOCK_NAME = ".lock"
 PER_CORE = 4
 
 # Temporary names that carry the writer's pid, as the project's writers spell them:
-#   .NAME.tmp-PID   pivot.atomic (the .npz, bundle, tagger and text writers), pivot.store.write
+#   .NAME.tmp-PID   pivot.atomic (the .npz, bundle, tagger and text writers), pivot.outputs (every
+#                   command's outputs, the database among them)
 #   .NAME.PID.tmp   pivot.pipeline.align before pivot.atomic served it: a work directory of an
 #                   earlier version may still hold one
 #   NAME.tmpPID     pivot.pipeline.lm (ARPA files)

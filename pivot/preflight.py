@@ -5,21 +5,29 @@
 
 1. a recipe that does not match the schema (:func:`pivot.recipes.validate`: unknown sections
    and keys with a "did you mean", types, ranges, formats, cross-references);
-2. ``--threads`` / ``--workers`` below 0 or above 4 x the cores (:mod:`pivot.locking`);
+2. ``--threads`` / ``--workers`` below 0 or above 4 x the cores (:mod:`pivot.locking`); a
+   ``--scheduler`` that is not a Dask address;
 3. an input that is missing, or damaged, or not what its reader expects: every bitext file is
    read once through the build's own reader (gzip, zip and tar checksums verified, UTF-8, NUL
    bytes, field counts, equal line counts of line-aligned files); every in-domain (and
    general) text file must hold at least one word; every gold file must parse and hold pairs;
    Pharaoh alignment files must hold ``i-j`` links; the tools the recipe asks for (eflomal,
    lmplz) must be installed;
-4. an output that cannot be written or would destroy an input: ``--out`` (symbolic links
-   resolved) naming an input file, the recipe, a directory or a file that is not an SQLite
-   database; ``--work`` being a file, holding input files, or in use by another build; a
-   folder along either path that is not writable.
+3b. inputs that are sound but leave the build nothing to work with, which the build would
+   otherwise only meet after its long stages: a bitext whose English and foreign sides are
+   one file, or identical on every line; a pivot language none of whose sentence pairs can
+   pass the ``[preprocess]`` length rules (:class:`_LengthRule`); ``[combine]`` tuning pairs
+   of one class only (all good or all bad: no regression can be fitted);
+4. an output that cannot be written or would destroy an input: ``--out`` naming an input
+   file or the recipe (by path, symbolic links resolved, or by inode), a directory, a device,
+   a FIFO, a read-only file or a file that is not an SQLite database (the checks of every
+   command's outputs, :mod:`pivot.outputs`, plus the last); ``--work`` being a file, holding
+   input files, or in use by another build; a folder along either path that is not writable.
 
 Nothing is written: the checks only read (a lock is probed, not taken). A database path is a
-plain file name, so ``#``, ``?`` and ``%`` in it are fine; :attr:`Plan.out_path` is absolute,
-which keeps SQLite from reading a name that starts with ``file:`` as a URI.
+plain file name, so ``#``, ``?`` and ``%`` in it are fine; :attr:`Plan.out_path` is absolute
+(and resolved: a symbolic link's target is what the build replaces), which keeps SQLite from
+reading a name that starts with ``file:`` as a URI.
 """
 from __future__ import annotations
 
@@ -29,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pivot import locking, recipes
+from pivot import locking, outputs, recipes
 from pivot.errors import InputError
 
 
@@ -42,7 +50,7 @@ class InputFile:
     """One file the build reads: its path, what it is for, its size in bytes."""
 
     path: Path
-    role: str          # "bitext", "alignments", "in-domain text", "general text", "gold"
+    role: str          # "bitext", "alignments", "in-domain text", "general text", "gold", "lexicon"
     size: int
     lang: str | None = None
 
@@ -60,6 +68,7 @@ class Plan:
     inputs: list[InputFile] = field(default_factory=list)
     counts: dict = field(default_factory=dict)   # role -> lines / sentences / pairs read
     seconds: float = 0.0
+    lengths: "_LengthRule | None" = None         # the bitext pairs that may pass [preprocess]
 
     @property
     def n_bytes(self) -> int:
@@ -94,7 +103,8 @@ def check(recipe_path, data_root, out_path=None, work_dir=None, *, threads=None,
     ``recipe_path``: the recipe file; ``data_root``: the resolved data root; ``out_path``:
     the database (None: not checked, e.g. ``pivot score``); ``work_dir``: the stage folder
     root (None: not checked); ``threads`` / ``workers``: the command-line counts (None: not
-    checked; ``workers`` is not checked with a ``scheduler``); ``lmplz``: the build was asked
+    checked; ``workers`` is not checked with a ``scheduler``, which must be a Dask address,
+    :func:`check_scheduler`); ``lmplz``: the build was asked
     to use lmplz whatever the recipe says. ``read_inputs=False`` skips reading the inputs
     through (existence, outputs and the recipe are still checked).
     """
@@ -109,12 +119,14 @@ def check(recipe_path, data_root, out_path=None, work_dir=None, *, threads=None,
         locking.bounded_threads(threads)
     if workers is not None and scheduler is None:
         locking.bounded_workers(workers)
+    if scheduler is not None:
+        check_scheduler(scheduler)
     plan = Plan(recipe_path=recipe_path, name=rec["name"], data_root=data_root, out_path=None,
-                work_dir=None, recipe=rec)
+                work_dir=None, recipe=rec, lengths=_LengthRule(rec["preprocess"]["max_tokens"]))
 
     checks = _collect_inputs(rec, data_root, plan, lmplz)
     _check_tools(rec, lmplz)
-    protected = {_real(f.path) for f in plan.inputs} | {_real(recipe_path)}
+    protected = {outputs.real(f.path) for f in plan.inputs} | {outputs.real(recipe_path)}
     if work_dir is not None:
         plan.work_dir = _check_work(Path(work_dir), data_root, protected, plan)
     if out_path is not None:
@@ -126,15 +138,99 @@ def check(recipe_path, data_root, out_path=None, work_dir=None, *, threads=None,
     if read_inputs:
         for run in checks:
             run()
+        plan.lengths.verify()
     plan.seconds = time.perf_counter() - t0
     return plan
+
+
+# Dask's address schemes a build can reach from another process (inproc:// is one process only).
+_SCHEDULER = re.compile(r"(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})")
+
+
+def check_scheduler(address: str) -> str:
+    """``address`` if it is a Dask scheduler address, [SCHEME://]HOST:PORT, else InputError.
+
+    Checked before anything starts: Dask itself would take the text for a host name and try
+    to connect to it for a minute before failing with a traceback.
+    """
+    m = _SCHEDULER.fullmatch(address)
+    if m is None or not 1 <= int(m.group(1)) <= 65535:
+        raise InputError(f"--scheduler {address!r}: not a Dask scheduler address; give "
+                         "tcp://HOST:PORT (or tls://, ws://, wss://, ucx://), as the scheduler prints it")
+    return address
 
 
 # ----------------------------------------------------------------------------- inputs
 
 
-def _real(path) -> Path:
-    return Path(os.path.realpath(os.path.abspath(os.path.expanduser(str(path)))))
+class _LengthRule:
+    """Does any sentence pair of each pivot language pass the build's length rules?
+
+    The corpus stage drops a pair whose normalised (Moses-tokenised) sides are empty or longer
+    than ``max_tokens`` tokens (pivot.pipeline.corpus._filter_reason). Tokenising is the
+    corpus stage's work, too slow to repeat here, but tokenising never merges two
+    whitespace-separated words and never drops a word holding a letter or a digit. So a raw
+    side with more than ``max_tokens`` such words is surely too long, and a blank side surely
+    empty: a language all of whose pairs are one or the other leaves no pair, and the build
+    would stop only when a later stage finds nothing (an LM "with no sentences", an empty
+    alignment). Any other pair may pass; once one does, a language's pairs are not looked at
+    again. What only tokenising decides (a pair just over the limit once punctuation is split
+    off, the length ratio, duplicates, a resample) the build checks after its corpus stage.
+    """
+
+    def __init__(self, max_tokens: int):
+        self.max_tokens = max_tokens
+        self.read: dict[str, int] = {}
+        self.may_pass: set[str] = set()
+        self.example: dict[str, tuple] = {}   # lang -> (path, line, what is wrong) of its first pair
+
+    def pending(self, langs) -> bool:
+        """Some of ``langs`` has no pair yet that may pass."""
+        return not langs <= self.may_pass
+
+    def count(self, langs, n: int) -> None:
+        for lang in langs:
+            self.read[lang] = self.read.get(lang, 0) + n
+
+    def observe(self, langs, en: str, f: str, paths, line: int) -> None:
+        """One pair, read at ``line`` of ``paths`` (English file, foreign file: one file twice
+        for a TSV), for the languages of the sources that read it."""
+        for lang in langs:
+            if lang in self.may_pass:
+                continue
+            wrong = self._surely_dropped(en, f)
+            if wrong is None:
+                self.may_pass.add(lang)
+            elif lang not in self.example:
+                self.example[lang] = (paths[wrong[0]], line, wrong[1])
+
+    def _surely_dropped(self, en: str, f: str) -> tuple[int, str] | None:
+        """(side, why) of a pair the length rules surely drop (side 0: English, 1: foreign)."""
+        for side, text in enumerate((en, f)):
+            if not text.strip():
+                return side, f"its {('English', 'foreign')[side]} side is empty"
+        for side, text in enumerate((en, f)):
+            words = text.split()
+            if len(words) > self.max_tokens:
+                n = sum(1 for w in words if any(c.isalnum() for c in w))
+                if n > self.max_tokens:
+                    return side, f"its {('English', 'foreign')[side]} side has {n} words"
+        return None
+
+    def verify(self) -> None:
+        for lang, n in self.read.items():
+            if lang not in self.may_pass:
+                path, line, wrong = self.example[lang]
+                raise InputError(f"[[bitext]] {lang}: none of its {n:,} sentence pairs can pass the [preprocess] "
+                                 f"length rules (a side empty or longer than max_tokens = {self.max_tokens} "
+                                 f"tokens); here {wrong}: raise max_tokens, or check the files", path, line)
+
+
+def _same_file(a, b) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _size(path) -> int:
@@ -163,6 +259,7 @@ def _collect_inputs(rec: dict, root: Path, plan: Plan, lmplz: bool) -> list:
     # of each distinct file; a tsv-gz file named by several sources is read once, with the
     # largest column count their row filters need.
     tsv_columns: dict[Path, int] = {}
+    tsv_langs: dict[Path, set] = {}      # the languages of the sources naming a tsv-gz file
     seen: set = set()
     for block in rec["bitext"]:
         lang = block["lang"]
@@ -178,19 +275,23 @@ def _collect_inputs(rec: dict, root: Path, plan: Plan, lmplz: bool) -> list:
             else:
                 pairs = []
             for en, f in pairs:
+                if _same_file(en, f):
+                    raise InputError(f"recipe source {src['name']!r}: the English and the {lang} side are the "
+                                     f"same file ({f}); a bitext pairs each sentence with its translation", en)
                 for p in (en, f):
                     add(InputFile(Path(p), "bitext", _size(p), lang))
                 if (en, f) not in seen:
                     seen.add((en, f))
-                    checks.append(lambda en=en, f=f: _read_parallel(plan, en, f))
+                    checks.append(lambda en=en, f=f, lang=lang: _read_parallel(plan, en, f, lang))
             if fmt == "tsv-zip":
                 path = corpus._data_file(root, src["path"], src["name"])
                 add(InputFile(path, "bitext", _size(path), lang))
                 key = (path, src.get("member"))
                 if key not in seen:
                     seen.add(key)
-                    checks.append(lambda path=path, member=src.get("member"):
-                                  _count(plan, "bitext lines", corpus.read_tsv_zip(path, member)))
+                    checks.append(lambda path=path, member=src.get("member"), lang=lang:
+                                  _read_rows(plan, f"{path}:{member}" if member else path, {lang},
+                                             corpus.read_tsv_zip(path, member)))
             elif fmt == "tsv-gz":
                 if corpus._is_glob(src["path"]):
                     paths = [Path(p) for p in sorted(glob.glob(str(root.absolute() / src["path"])))]
@@ -201,8 +302,9 @@ def _collect_inputs(rec: dict, root: Path, plan: Plan, lmplz: bool) -> list:
                 for path in paths:
                     add(InputFile(path, "bitext", _size(path), lang))
                     if path not in tsv_columns:
-                        checks.append(lambda path=path: _read_tsv(plan, path, tsv_columns[path]))
+                        checks.append(lambda path=path: _read_tsv(plan, path, tsv_columns[path], tsv_langs[path]))
                     tsv_columns[path] = max(tsv_columns.get(path, 2), n_columns)
+                    tsv_langs.setdefault(path, set()).add(lang)
 
     # -- pharaoh alignments
     align = rec["align"]
@@ -234,7 +336,9 @@ def _collect_inputs(rec: dict, root: Path, plan: Plan, lmplz: bool) -> list:
                 raise InputError(f"[combine] gold file missing; the data root is set by --data DIR or "
                                  f"{recipes.DATA_ENV}", g)
             add(InputFile(g, "gold", _size(g)))
-        checks.append(lambda files=files, fmt=comb["format"]: _read_gold(plan, files, fmt, "[combine] gold"))
+        tuning = comb if dom else None    # the combination is fitted only with domain models
+        checks.append(lambda files=files, fmt=comb["format"]: _read_gold(plan, files, fmt, "[combine] gold",
+                                                                        tuning))
     for spec in (rec.get("eval") or {}).get("sets", []):
         files = []
         for src in spec["sources"]:
@@ -245,6 +349,29 @@ def _collect_inputs(rec: dict, root: Path, plan: Plan, lmplz: bool) -> list:
             add(InputFile(g, "gold", _size(g)))
             files.append((g, src["format"]))
         checks.append(lambda files=files, name=spec["name"]: _read_eval(plan, files, name))
+
+    # -- the PPDB 2.0 layer: the human ratings the score is fitted to, WordNet 3.0
+    p2 = rec["ppdb2"]
+    if p2["learn"]:
+        path = root / p2["ratings"]
+        if not path.is_file():
+            raise InputError(f"[ppdb2] ratings file missing; the data root is set by --data DIR or "
+                             f"{recipes.DATA_ENV} (a data root without the PPDB 2.0 ratings needs [ppdb2] "
+                             "learn = false)", path)
+        add(InputFile(path, "gold", _size(path)))
+        checks.append(lambda path=path: _read_gold(plan, [path], "ppdb-human", "[ppdb2] ratings"))
+    if p2["wordnet"]:
+        from pivot.pipeline.wordnet import LEXICON
+        from pivot.pipeline.wordnet import wordnet_files, wordnet_folder
+
+        try:
+            folder = wordnet_folder(root, LEXICON)
+        except InputError as exc:
+            raise InputError(f"{exc.message} (a data root without WordNet needs [ppdb2] wordnet = false and "
+                             "learn = false)", exc.path) from None
+        for path in wordnet_files(folder) + [folder / "index.noun"]:
+            add(InputFile(path, "lexicon", _size(path)))
+            checks.append(lambda path=path: _read_wordnet(plan, path))
     return checks
 
 
@@ -266,26 +393,45 @@ def _check_tools(rec: dict, lmplz: bool) -> None:
                              "built-in estimator", rec["_path"])
 
 
-def _count(plan: Plan, what: str, items) -> int:
-    n = sum(1 for _ in items)
-    plan.counts[what] = plan.counts.get(what, 0) + n
-    return n
+def _read_rows(plan: Plan, where, langs, rows, f_path=None) -> None:
+    """Count the (number, english, foreign) rows of one bitext file (or file pair); refuse one
+    without a pair, or whose two sides are identical on every line (the same text twice, not a
+    translation); show the length rule its rows until each of ``langs`` has one that may pass."""
+    n, identical = 0, True
+    pending = plan.lengths.pending(langs)
+    for number, en, f in rows:
+        n += 1
+        if identical and en != f:
+            identical = False
+        if pending:
+            plan.lengths.observe(langs, en, f, (where, f_path or where), number)
+            pending = plan.lengths.pending(langs)
+    if n == 0:   # lines, but blank ones only (a file without a line is refused by its reader)
+        raise InputError("holds only blank lines: no sentence pair", where)
+    plan.lengths.count(langs, n)
+    if identical:
+        sides = (f"identical, line for line, to its {'/'.join(sorted(langs))} side {f_path}" if f_path else
+                 "the English and the foreign column are identical")
+        raise InputError(f"{sides} on all {n:,} lines: the same text twice is not a translation", where)
+    plan.counts["bitext lines"] = plan.counts.get("bitext lines", 0) + n
 
 
-def _read_parallel(plan: Plan, en: Path, f: Path) -> None:
+def _read_parallel(plan: Plan, en: Path, f: Path, lang: str) -> None:
     from pivot.pipeline.corpus import read_parallel
 
     # line counts first (both files), then every line of both: the reader of the build
-    _count(plan, "bitext lines", read_parallel(en, f, drop_headers=False))
+    _read_rows(plan, en, {lang}, read_parallel(en, f, drop_headers=False), f_path=f)
 
 
-def _read_tsv(plan: Plan, path: Path, n_columns: int) -> None:
+def _read_tsv(plan: Plan, path: Path, n_columns: int, langs: set) -> None:
     from pivot.pipeline.corpus import read_tsv_gz
 
     # A where-filter matching anything in column n_columns: no row is filtered, but every row
-    # must have the columns the strictest of the file's sources needs, as in the build.
+    # must have the columns the strictest of the file's sources needs, as in the build. The
+    # length rule then sees rows a source's filter would drop: it may only say "may pass"
+    # too often, never "none passes" wrongly.
     where = {str(n_columns): "*"} if n_columns > 2 else None
-    _count(plan, "bitext lines", read_tsv_gz(path, where=where))
+    _read_rows(plan, path, langs, read_tsv_gz(path, where=where))
 
 
 def _read_pharaoh(plan: Plan, path: Path) -> None:
@@ -317,15 +463,28 @@ def _read_mono(plan: Plan, path, kind: str, role: str) -> None:
     plan.counts[f"{role} sentences"] = plan.counts.get(f"{role} sentences", 0) + n
 
 
-def _read_gold(plan: Plan, files, fmt: str, what: str) -> None:
-    from pivot.eval.gold import read_gold
+def _read_gold(plan: Plan, files, fmt: str, what: str, tuning: dict | None = None) -> None:
+    """Every gold file parses and together they hold pairs. With ``tuning`` (the [combine]
+    section of a recipe with domain models): the tuning part the build will fit the
+    combination on (the same split, pivot.eval.gold.tuning_test_split) holds good and bad pairs
+    both. Whether enough of them are pairs of the built General model only the build knows."""
+    from pivot.eval.gold import binarize, read_gold, tuning_test_split
 
-    n = 0
+    pairs = []
     for g in files:
-        n += len(read_gold(g, fmt))
-    if n == 0:
+        pairs += read_gold(g, fmt)
+    if not pairs:
         raise InputError(f"{what}: the gold files hold no pairs (format {fmt!r})", files[0])
-    plan.counts["gold pairs"] = plan.counts.get("gold pairs", 0) + n
+    plan.counts["gold pairs"] = plan.counts.get("gold pairs", 0) + len(pairs)
+    if tuning is not None:
+        tune, _ = tuning_test_split(binarize(pairs, tuning["threshold"]), n_tune=tuning["n_tune"],
+                                    seed=tuning["seed"])
+        n_good = sum(label for _, _, label in tune)
+        if n_good in (0, len(tune)):
+            raise InputError(f"{what}: the {len(tune):,} tuning pairs are all "
+                             f"{'bad' if n_good == 0 else 'good'} (score {'<' if n_good == 0 else '>='} "
+                             f"threshold {tuning['threshold']}): fitting the combination needs good and bad "
+                             "pairs; change [combine] threshold or add gold pairs", files[0])
 
 
 def _read_eval(plan: Plan, files, name: str) -> None:
@@ -337,25 +496,22 @@ def _read_eval(plan: Plan, files, name: str) -> None:
     plan.counts["gold pairs"] = plan.counts.get("gold pairs", 0) + n
 
 
+def _read_wordnet(plan: Plan, path: Path) -> None:
+    """A WordNet database file: UTF-8 text whose first line after the licence header is an entry."""
+    from pivot.text import numbered_lines
+
+    for number, line in numbered_lines(path):
+        if line.startswith("  "):
+            continue
+        if len(line.split()) < 2:
+            raise InputError("not a WordNet 3.0 database file (an entry line of space-separated fields "
+                             "expected)", path, number)
+        plan.counts["lexicon files"] = plan.counts.get("lexicon files", 0) + 1
+        return
+    raise InputError("empty WordNet database file", path)
+
+
 # ----------------------------------------------------------------------------- outputs
-
-
-def _existing_ancestor(path: Path) -> Path:
-    p = path
-    while not os.path.lexists(p) and p != p.parent:
-        p = p.parent
-    return p
-
-
-def _check_writable(folder: Path, option: str, target: Path) -> None:
-    """``folder`` (or the nearest existing folder above it, under which the build creates it)
-    must be a writable directory."""
-    base = _existing_ancestor(folder)
-    if not os.path.isdir(base):
-        raise InputError(f"{option} {target}: {base} is not a directory, so nothing can be created under it")
-    if not os.access(base, os.W_OK | os.X_OK):
-        raise InputError(f"{option} {target}: cannot write in {base} (no permission, or a read-only "
-                         "file system)")
 
 
 def _inside(child: Path, parent: Path) -> bool:
@@ -364,10 +520,10 @@ def _inside(child: Path, parent: Path) -> bool:
 
 def _check_work(work: Path, data_root: Path, protected: set, plan: Plan) -> Path:
     absolute = Path(os.path.abspath(os.path.expanduser(str(work))))
-    real = _real(absolute)
+    real = outputs.real(absolute)
     if os.path.lexists(absolute) and not os.path.isdir(real):
         raise InputError(f"--work {work}: exists and is not a directory")
-    if real == _real(data_root):
+    if real == outputs.real(data_root):
         raise InputError(f"--work {work}: is the data root; the build writes its stage folders into the work "
                          "directory: pass another --work")
     held = sorted(p for p in protected if _inside(p, real))
@@ -376,7 +532,7 @@ def _check_work(work: Path, data_root: Path, protected: set, plan: Plan) -> Path
                          "is written and swept: pass a --work outside the data")
     if real in protected:
         raise InputError(f"--work {work}: is an input of the build")
-    _check_writable(absolute, "--work", work)
+    outputs.check_writable(absolute, "--work", work)
     locking.check_not_locked(absolute)
     return absolute
 
@@ -385,14 +541,14 @@ def _check_out(out: Path, protected: set, work: Path | None) -> Path:
     text = str(out)
     if not text or text.endswith(("/", os.sep)) or out.name in ("", ".", ".."):
         raise InputError(f"--out {text!r}: must name the database file, e.g. --out bio.db")
-    absolute = Path(os.path.abspath(os.path.expanduser(text)))
-    real = _real(absolute)
+    real = outputs.real(out)
     if os.path.isdir(real):
         raise InputError(f"--out {out}: is a directory; --out names the database file (e.g. {out}/bio.db)")
-    if real in protected:
-        raise InputError(f"--out {out}: is an input of the build ({real}); refusing to overwrite it")
-    if work is not None and real == _real(work):
+    if work is not None and real == outputs.real(work):
         raise InputError(f"--out {out}: is the work directory")
+    # The guard of every command's outputs (pivot/outputs.py): not an input (by path or by
+    # inode), not a device, FIFO or socket, not read-only, in a writable folder.
+    real = outputs.check_target(out, "--out", sorted(protected), of="the build")
     if os.path.isfile(real) and os.path.getsize(real) > 0:
         try:
             with open(real, "rb") as fh:
@@ -402,5 +558,4 @@ def _check_out(out: Path, protected: set, work: Path | None) -> Path:
         if head != _SQLITE_MAGIC:
             raise InputError(f"--out {out}: exists and is not an SQLite database; refusing to replace it "
                              "(remove it, or choose another --out)")
-    _check_writable(absolute.parent, "--out", out)
-    return absolute
+    return real

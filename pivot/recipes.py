@@ -43,6 +43,11 @@ DEFAULTS = {
     "extract": {"max_phrase_len": 5, "shard_sentences": 50_000, "shard_tokens": 250_000},
     "pivot": {"min_p_f_given_e": 0.001, "min_p_e_given_f": 0.001, "max_e_per_f": 100, "top_n": 20,
               "min_phrase_count": 2, "min_p_e2_given_e1": 0.0},
+    # PPDB 2.0's layer (pivot.pipeline.ppdb2): the learned score, the relations, the sizes. It
+    # needs the data root's PPDB 2.0 ratings and WordNet 3.0; a recipe whose data root has
+    # neither says so with learn = false and wordnet = false (nothing falls back silently).
+    "ppdb2": {"learn": True, "wordnet": True, "ratings": "gold/ppdb-human-dev.tsv", "seed": 0,
+              "dev_fraction": 0.5, "relation_test_fraction": 0.3, "max_relation_pairs": 15_000},
 }
 
 
@@ -131,15 +136,20 @@ SCHEMA = {
                "estimator": (_STR, None, None, ("pivot", "lmplz")), "seed": (_INT, 0, None, None),
                "taus": None, "report_in_domain_sources": None, "matched": (_BOOL, None, None, None),
                "vocab_min_count": (_INT, 1, None, None)},
+    "ppdb2": {"learn": (_BOOL, None, None, None), "wordnet": (_BOOL, None, None, None),
+              "ratings": (_STR, None, None, None), "seed": (_INT, 0, None, None),
+              "dev_fraction": (_NUM, 0, 1, None), "relation_test_fraction": (_NUM, 0, 1, None),
+              "max_relation_pairs": (_INT, 100, None, None)},
     "combine": {"gold": None, "format": (_STR, None, None, ("simlex", "ppdb-human", "pairs")),
                 "threshold": (_NUM, None, None, None), "n_tune": (_INT, 1, None, None),
                 "seed": (_INT, 0, None, None)},
     "eval": {"sets": None},
 }
 # Open lower bounds (a value must be strictly greater).
-_OPEN_LOW = {("align", "length"), ("preprocess", "sample_fraction")}
+_OPEN_LOW = {("align", "length"), ("preprocess", "sample_fraction"), ("ppdb2", "dev_fraction"),
+             ("ppdb2", "relation_test_fraction")}
 GOLD_FORMATS = ("simlex", "ppdb-human", "pairs")
-MONO_FORMATS = ("conll", "openstax", "brown", "lines")
+MONO_FORMATS = ("conll", "openstax", "brown", "lines", "tsv")
 
 
 def _max_phrase_len() -> int:
@@ -349,6 +359,16 @@ def validate(recipe: dict, path: Path, text: str | None = None) -> None:
         if missing:
             c.fail(f"[align] method 'pharaoh' needs an alignment file for every language; missing "
                    f"{missing}: pharaoh = {{ {missing[0]} = \"path\" }}", w.key("align", "method"))
+
+    ppdb2 = recipe.get("ppdb2", {})
+    if ppdb2.get("learn", True):
+        if not ppdb2.get("wordnet", True):
+            c.fail("[ppdb2] learn = true trains the relations on WordNet: it needs wordnet = true "
+                   "(or learn = false for a database without the learned score and relations)",
+                   w.key("ppdb2", "wordnet"))
+        if not ppdb2.get("ratings", "x"):
+            c.fail("[ppdb2] ratings is empty: name the PPDB 2.0 human ratings the score is fitted to "
+                   "(or learn = false)", w.key("ppdb2", "ratings"))
 
     if "domain" in recipe:
         dom = recipe["domain"]

@@ -61,6 +61,10 @@ def _open_binary(path):
         raise InputError(f"cannot open ({exc})", path=path) from None
     if not found:
         raise InputError("file not found", path=path)
+    if path.suffix == ".gz" and path.stat().st_size == 0:
+        # gzip reads an empty file as an empty stream; gzip -t calls it "unexpected end of file".
+        raise InputError("empty file (0 bytes), not gzip data: a download that failed or was cut short; "
+                         "fetch it again", path=path)
     try:
         return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
     except OSError as exc:

@@ -5,8 +5,11 @@
 #   scripts/install_lmplz.sh [PREFIX]        (default: .tools/bin)
 #
 # PyPI's kenlm wheels only *query* models; no PyPI package ships lmplz. pivot
-# has its own modified Kneser-Ney estimator (pivot/lm.py); lmplz is optional,
-# used when asked for and by the agreement test in tests/test_lm.py.
+# has its own modified Kneser-Ney estimator (pivot/pipeline/lm.py); lmplz is
+# optional, used when asked for and by the agreement test in tests/test_lm.py.
+# pivot looks for lmplz and build_binary in the repository's .tools/bin (this
+# script's default prefix when run from the repository's root) first, then on
+# PATH (pivot.pipeline.lm.find_lmplz).
 #
 # Needs: a C++ compiler, cmake, make, and the Boost/compression headers below
 # (installed with apt-get when running as root and they are missing).

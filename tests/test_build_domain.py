@@ -69,6 +69,10 @@ gold = ["gold.txt"]
 n_tune = 1000
 [eval]
 sets = [{ name = "control", sources = [{ path = "control.txt", format = "simlex", threshold = 6.0 }] }]
+[ppdb2]
+# this data root holds neither the PPDB 2.0 ratings nor WordNet: no learned score, no relations
+learn = false
+wordnet = false
 """)
     return ["--recipe", str(recipe), "--data", str(data), "--work", str(tmp / "work")]
 

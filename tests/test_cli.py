@@ -42,6 +42,10 @@ method = "pharaoh"
 pharaoh = {{ fr = "c.align" }}
 [pivot]
 {pivot_extra or 'min_phrase_count = 1   # "cure" occurs once'}
+[ppdb2]
+# this data root holds neither the PPDB 2.0 ratings nor WordNet: no learned score, no relations
+learn = false
+wordnet = false
 """)
     return recipe, data
 
@@ -60,33 +64,35 @@ def tiny_db(tmp_path, capsys):
 
 
 def test_build_lookup_export(tiny_db, capsys, tmp_path):
-    assert main(["lookup", str(tiny_db), "treat", "--format", "json"]) == 0
+    assert main(["lookup", str(tiny_db), "treat", "--model", "general", "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [(p["paraphrase"], p["score"], p["p_rev"]) for p in out["paraphrases"]] == [("cure", 0.25, 0.5)]
     assert out["paraphrases"][0]["pivots"] == ["fr:soignons"]
     assert out["signature"].startswith("pivot:")
 
-    assert main(["lookup", str(tiny_db), "We", "Treat", "-k", "1", "--format", "json"]) == 0
+    assert main(["lookup", str(tiny_db), "We", "Treat", "-k", "1", "--model", "general", "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["phrase"] == "we treat"
     assert [(p["paraphrase"], p["score"]) for p in out["paraphrases"]] == [("we cure", 0.5)]
 
-    assert main(["lookup", str(tiny_db), "treat"]) == 0
+    assert main(["lookup", str(tiny_db), "treat", "--model", "general"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[1].split()[:4] == ["1", "cure", "0.2500", "0.5000"]
+    # rank, paraphrase, score, p(e2|e1), p(e1|e2) (General's: -ln .25 = 1.38629, -ln .5 = 0.693147 below)
+    assert table[1].split()[:5] == ["1", "cure", "0.2500", "0.2500", "0.5000"]
 
-    assert main(["lookup", str(tiny_db), "treat", "--format", "ppdb"]) == 0
-    assert capsys.readouterr().out.strip() == (
-        "[X] ||| treat ||| cure ||| -logp(e2|e1)=1.38629 -logp(e1|e2)=0.693147 NumPivots=1 Model=general"
-        " ||| 0-0 ||| OtherRelated")
+    assert main(["lookup", str(tiny_db), "treat", "--model", "general", "--format", "ppdb"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("[") and " ||| treat ||| cure ||| " in line
+    assert " -logp(e2|e1)=1.38629 -logp(e1|e2)=0.693147 " in line and " NumPivots=1 " in line
 
     assert main(["lookup", str(tiny_db), "no such phrase"]) == 1
 
     out_file = tmp_path / "tiny.ppdb"
-    assert main(["-q", "export", str(tiny_db), "--format", "ppdb", "-o", str(out_file)]) == 0
+    assert main(["-q", "export", str(tiny_db), "--model", "general", "--all", "-o", str(out_file)]) == 0
     lines = out_file.read_text().splitlines()
-    assert all(len(l.split(" ||| ")) == 6 for l in lines)
-    assert "[X] ||| cure ||| treat ||| -logp(e2|e1)=0.693147" in "\n".join(lines)
+    assert all(len(x.split(" ||| ")) == 6 for x in lines)
+    assert line in lines  # the lookup's line is the export's
+    assert " ||| cure ||| treat ||| " in "\n".join(lines)
 
 
 def test_min_phrase_count(tmp_path, capsys):
@@ -186,3 +192,19 @@ def test_lookup_bad_db_and_model(tiny_db, tmp_path, capsys):
     assert "no such paraphrase database" in capsys.readouterr().err
     assert main(["lookup", str(tiny_db), "treat", "--model", "nope"]) == 2
     assert "unknown model 'nope'" in capsys.readouterr().err
+
+
+def test_agree_is_refused_without_stored_labels(tiny_db, tmp_path, capsys):
+    """The build stores [X] for every phrase (meta lhs): --agree would keep every pair, so it is refused."""
+    assert ParaphraseDB(tiny_db).meta["lhs"]["tagger"] is None
+    assert main(["export", str(tiny_db), "--agree", "-o", str(tmp_path / "out.ppdb")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--agree compares the phrases' labels, and this build stored none" in err[0]
+    assert not (tmp_path / "out.ppdb").exists()
+
+
+def test_list_models_needs_no_phrase(tiny_db, capsys):
+    assert main(["lookup", str(tiny_db), "--list-models"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split("\t")[:2] == ["general", "general"]
+    assert main(["lookup", str(tiny_db)]) == 2
+    assert capsys.readouterr().err.strip() == "pivot lookup: error: give a phrase to look up (or --list-models)"

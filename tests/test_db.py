@@ -1,5 +1,5 @@
 """The database: schema, round trip, ranks and ties, reverse probabilities, atomic and
-deterministic writes, PPDB lines."""
+deterministic writes (PPDB lines: tests/test_export.py)."""
 import hashlib
 import math
 import sqlite3
@@ -7,7 +7,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from pivot.store.db import ParaphraseDB, export_ppdb, ppdb_line
+from pivot.store.db import ParaphraseDB
 from pivot.store.write import SCHEMA_VERSION, write_database
 from pivot.errors import InputError
 
@@ -60,21 +60,26 @@ def test_schema_holds_one_row_per_pair(db_path):
     tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
     assert tables == ["foreign_phrase", "meta", "model", "pair", "phrase", "sqlite_stat1"]
     assert [r[1] for r in conn.execute("PRAGMA table_info(pair)")] == [
-        "e1", "e2", "n_pivots", "pivot1", "pivot2", "pivot3", "p_0", "p_1"]
-    # Key order; NULL for "no pivot" and for a model's zero.
+        "e1", "e2", "n_pivots", "pivot1", "pivot2", "pivot3", "p_0", "p_1", "form", "ppdb2",
+        "rel_eq", "rel_fwd", "rel_rev", "rel_excl", "rel_other", "rel_indep", "relation"]
+    # Key order; NULL for "no pivot" and for a model's zero. Written without PPDB 2.0's layer:
+    # no flag, score 0, unclassified (OtherRelated, 1000 per mille, index 4).
+    layer = (0, 0.0, 0, 0, 0, 0, 1000, 0, 4)
     assert conn.execute("SELECT * FROM pair").fetchall() == [
-        (0, 1, 2, 0, 1, None, 0.5, 0.6),
-        (0, 2, 1, 0, None, None, 0.2, 0.15),
-        (0, 3, 1, 2, None, None, 0.5, 0.1),
-        (1, 0, 2, 0, 1, None, 0.4, 0.3),
-        (2, 0, 1, 0, None, None, 0.25, None)]
+        (0, 1, 2, 0, 1, None, 0.5, 0.6, *layer),
+        (0, 2, 1, 0, None, None, 0.2, 0.15, *layer),
+        (0, 3, 1, 2, None, None, 0.5, 0.1, *layer),
+        (1, 0, 2, 0, 1, None, 0.4, 0.3, *layer),
+        (2, 0, 1, 0, None, None, 0.25, None, *layer)]
     assert conn.execute("SELECT * FROM foreign_phrase").fetchall() == [(0, "fr:traiter"), (1, "fr:soigner"), (2, "de:x")]
     assert conn.execute("SELECT * FROM phrase").fetchall() == [
-        (0, "treat", 1, 10), (1, "cure", 1, 4), (2, "handle", 1, 7), (3, "look after", 2, 2)]
+        (0, "treat", 1, 10, "[X]"), (1, "cure", 1, 4, "[X]"), (2, "handle", 1, 7, "[X]"),
+        (3, "look after", 2, 2, "[X]")]
     assert conn.execute("SELECT name, kind, score_column, n_pairs FROM model ORDER BY id").fetchall() == [
         ("general", "pivot", "p_0", 5), ("dom", "pivot", "p_1", 4), ("general+dom", "combined", None, 5)]
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
-    assert SCHEMA_VERSION == 2
+    assert conn.execute("SELECT value FROM meta WHERE key = 'default_model'").fetchone() == ('"general"',)
+    assert SCHEMA_VERSION == 3
 
 
 def test_lookup_default_k_is_the_recipes_top_n(tmp_path, db_path):
@@ -251,31 +256,6 @@ def test_failed_write_leaves_nothing(tmp_path):
     with pytest.raises(TypeError):
         _write(path, models=bad)
     assert [p.name for p in tmp_path.iterdir()] == ["t.db"] and _sha256(path) == before
-
-
-def test_ppdb_line_format():
-    # -ln(0.5) = 0.693147..., -ln(0.25) = 1.386294...
-    line = ppdb_line("treat", "cure", 0.5, 0.25, 2, model="general")
-    fields = line.split(" ||| ")
-    assert fields == ["[X]", "treat", "cure",
-                      "-logp(e2|e1)=0.693147 -logp(e1|e2)=1.38629 NumPivots=2 Model=general",
-                      "0-0", "OtherRelated"]
-    assert ppdb_line("look after", "treat", 1.0, None, 1, model="m").split(" ||| ")[3:] == [
-        "-logp(e2|e1)=-0 NumPivots=1 Model=m", "", "OtherRelated"]
-
-
-def test_export_ppdb(db_path):
-    import io
-
-    out = io.StringIO()
-    with ParaphraseDB(db_path) as db:
-        assert export_ppdb(db, out, model="dom") == 4
-    lines = out.getvalue().splitlines()
-    assert [l.split(" ||| ")[1:3] for l in lines] == [
-        ["treat", "cure"], ["treat", "handle"], ["treat", "look after"], ["cure", "treat"]]
-    # -ln .6 = .510826, -ln .3 = 1.20397: p_rev of the first line comes from the reverse pair
-    assert lines[0].split(" ||| ")[3] == "-logp(e2|e1)=0.510826 -logp(e1|e2)=1.20397 NumPivots=2 Model=dom"
-    assert all(len(l.split(" ||| ")) == 6 for l in lines)
 
 
 def _chunk(rows):

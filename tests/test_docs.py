@@ -172,7 +172,7 @@ class StandIn:
     argv: list = field(default_factory=list)  # command-line arguments of the script
     data: str = "real"  # the data root at ../shared/data: "real" (PIVOT_DATA) or "genia" (a tiny GENIA-pos)
     bio_db: bool = True  # a copy of the tiny database at bio.db
-    bio_ppdb: bool = False  # the tiny database's tagged PPDB export at bio.ppdb
+    bio_ppdb: bool = False  # the tiny database's PPDB export at bio.ppdb
     creates: list = field(default_factory=list)  # files the block must have written
 
 
@@ -186,7 +186,7 @@ STAND_INS = {
         bio_db=False, creates=["bio.db"]),
     ("docs/ecosystem.md", 'tagger, info = genia_tagger("../shared/data")'): StandIn(
         why="the real GENIA-pos trains the tagger for about 65 s; a tiny GENIA-pos trains it in a moment, "
-            "and bio.ppdb is the tiny database exported with that tagger's labels",
+            "and bio.ppdb is the tiny database's PPDB export",
         argv=["bio.ppdb"], data="genia", bio_ppdb=True),
 }
 
@@ -217,7 +217,7 @@ DOCS_LEX = {"treat": "soignent", "cure": "soignent", "patients": "patients", "sh
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """The tiny database, its recipe and data, a tiny GENIA-pos data root, and the tagged export."""
+    """The tiny database, its recipe and data, a tiny GENIA-pos data root, and its PPDB export."""
     from test_build_domain import EN, LEX, write_tiny
     from test_labels import SENTENCES, _conll
 
@@ -231,11 +231,8 @@ def tiny(tmp_path_factory):
     for name, sentences, repeat in (("train.tsv", SENTENCES, 20), ("devel.tsv", SENTENCES[:3], 2),
                                     ("test.tsv", SENTENCES[3:], 1)):
         (genia / labels.GENIA_DIR / name).write_text(_conll(sentences, repeat), encoding="utf-8")
-    cache = tmp / "cache"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PIVOT_CACHE", str(cache))
-        assert cli.main(["-q", "export", str(tmp / "bio.db"), "--format", "ppdb", "--lhs", "tagged",
-                         "--data", str(genia), "-o", str(tmp / "bio.ppdb")]) == 0
+    cache = tmp / "cache"  # the tagger the blocks train on the tiny GENIA-pos goes here
+    assert cli.main(["-q", "export", str(tmp / "bio.db"), "-o", str(tmp / "bio.ppdb")]) == 0
     return {"db": tmp / "bio.db", "recipe": Path(args[1]), "data": Path(args[3]), "genia": genia,
             "ppdb": tmp / "bio.ppdb", "cache": cache}
 

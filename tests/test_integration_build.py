@@ -6,12 +6,15 @@ GENIA's development part, a cross-fitted general LM, every Moore-Lewis model and
 combinations tuned on Bio-SimLex.
 """
 import os
+import re
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from pivot.cli import main
 from pivot.store.db import ParaphraseDB
+from pivot.store.write import HIDDEN_FORMS, RELATION_NAMES
 
 DATA = Path(os.environ.get("PIVOT_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 pytestmark = [
@@ -58,7 +61,8 @@ def test_slice_build(slice_db):
         assert stats["read"] == 2_299 + 8_432
         assert (stats["blank"], stats["header"], stats["too_long"], stats["duplicate"]) == (3_070, 1_901, 24, 19)
         assert stats["kept"] == 5_717
-        assert db.models[:1] == ["general"] and len(db.models) == 1 + 7 + 7
+        # General, 7 Moore-Lewis models, 7 General+X combinations and the learned PPDB 2.0 score
+        assert db.models[:1] == ["general"] and len(db.models) == 1 + 7 + 7 + 1 and "ppdb2" in db.models
         hits = db.lookup("patients", k=10)
         assert hits and all(h.score > 0 for h in hits)
         assert [h.rank for h in hits] == list(range(len(hits)))
@@ -71,13 +75,21 @@ def test_slice_build(slice_db):
 
 
 def test_slice_export_is_ppdb(slice_db, tmp_path):
+    # The default export: the default model's pairs but the hidden well-formedness kinds, as
+    # six PPDB 2.0 fields each.
     path, _ = slice_db
     out = tmp_path / "slice.ppdb"
     assert main(["-q", "export", str(path), "-o", str(out)]) == 0
     lines = out.read_text(encoding="utf-8").splitlines()
     with ParaphraseDB(path) as db:
-        assert len(lines) == db.n_pairs("general")
+        col = db.model_info(db.default_model)["column"]
+    with sqlite3.connect(path) as conn:
+        n = conn.execute(f"SELECT count(*) FROM pair WHERE {col} IS NOT NULL AND (form & {HIDDEN_FORMS}) = 0"
+                         ).fetchone()[0]
+    assert len(lines) == n > 0
     for line in lines[:1000]:
-        lhs, e1, e2, feats, align, label = line.split(" ||| ")
-        assert lhs == "[X]" and e1 and e2 and e1 != e2 and label == "OtherRelated"
-        assert float(feats.split()[0].split("=")[1]) >= 0  # -log p
+        lhs, e1, e2, feats, align, relation = line.split(" ||| ")
+        assert re.fullmatch(r"\[[^\] ]+\]", lhs) and e1 and e2 and e1 != e2 and relation in RELATION_NAMES
+        values = dict(f.split("=", 1) for f in feats.split())
+        assert "NumPivots" in values and "Form" in values
+        assert all(float(v) >= 0 for k, v in values.items() if k.startswith("-logp"))  # -ln p, p <= 1

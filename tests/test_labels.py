@@ -1,22 +1,18 @@
-"""PPDB labels: the GENIA-pos reader, a deterministic cached tagger, the constituent rules, the
-labelled export, and nlpaug's PPDB synonym augmenter reading that export (on synthetic data)."""
+"""PPDB labels: the GENIA-pos reader, a deterministic cached tagger, the constituent rules and the
+label classes (on synthetic data). The export writes the labels the build stored
+(tests/test_export.py, where nlpaug reads an export)."""
 import hashlib
-import io
 import json
 import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 nltk = pytest.importorskip("nltk", reason="the labels extra is not installed")
 
-from pivot import cli  # noqa: E402
 from pivot.errors import InputError  # noqa: E402
 from pivot.store import labels  # noqa: E402
-from pivot.store.db import ParaphraseDB, export_ppdb, tagged_labeler  # noqa: E402
-from pivot.store.write import write_database  # noqa: E402
 
 # A tiny tagged corpus (Penn Treebank tags), lower-case like a database's phrases.
 SENTENCES = [
@@ -58,24 +54,6 @@ def tagger(data_root, tmp_path_factory):
     tagger, info = labels.genia_tagger(data_root, cache=tmp_path_factory.mktemp("cache"))
     assert info["test_accuracy"] > 0.9
     return tagger
-
-
-# Pairs among the corpus words; "drug -> treats" crosses classes (noun -> verb).
-PHRASES = ["drug", "medicine", "treats", "cures", "patients", "subjects", "chronic", "persistent",
-           "the drug", "the medicine", "in hospitals"]
-PAIRS = [(0, 1, 0.6), (0, 2, 0.1), (1, 0, 0.5), (2, 3, 0.7), (3, 2, 0.6), (4, 5, 0.8), (5, 4, 0.7),
-         (6, 7, 0.5), (7, 6, 0.5), (8, 9, 0.4), (9, 8, 0.4), (10, 8, 0.1)]
-
-
-@pytest.fixture(scope="module")
-def db_path(tmp_path_factory):
-    e1, e2, p = (np.array(c) for c in zip(*PAIRS))
-    n = len(PAIRS)
-    return write_database(
-        tmp_path_factory.mktemp("db") / "syn.db", phrases=PHRASES, phrase_counts=np.full(len(PHRASES), 5),
-        e1=e1, e2=e2, n_pivots=np.ones(n, dtype=np.int32), pivots=np.zeros((n, 1), dtype=np.int32),
-        foreign={0: "fr:x"}, models=[{"name": "general", "kind": "general", "description": "all", "params": {}}],
-        scores=p.reshape(-1, 1), meta={"signature": "syn", "normalization": {"lang": "en"}})
 
 
 def test_read_conll_strips_genia_headers(data_root):
@@ -171,90 +149,3 @@ def test_phrase_labels(tagger):
     lab = labels.PhraseLabeler(tagger)
     assert [lab.label(p) for p in ("drug", "treats", "patients", "chronic", "the drug", "in hospitals")] == \
         ["[NN]", "[VBZ]", "[NNS]", "[JJ]", "[NP]", "[PP]"]
-
-
-def _export(db_path, tagger, **kw):
-    out, stats = io.StringIO(), {}
-    with ParaphraseDB(db_path) as db:
-        n = export_ppdb(db, out, labeler=labels.PhraseLabeler(tagger), stats=stats, **kw)
-    lines = out.getvalue().splitlines()
-    assert len(lines) == n == stats["written"]
-    return lines, stats
-
-
-def test_export_labels_e1(db_path, tagger):
-    lines, stats = _export(db_path, tagger)
-    assert len(lines) == len(PAIRS) and stats["disagree"] == 0
-    fields = {(f[1], f[2]): f for f in (line.split(" ||| ") for line in lines)}
-    assert all(len(f) == 6 for f in fields.values())
-    assert fields["drug", "medicine"][0] == "[NN]"
-    assert fields["drug", "treats"][0] == "[NN]"  # the label of e1 even when e2's differs
-    assert fields["treats", "cures"][0] == "[VBZ]"
-    assert fields["the drug", "the medicine"][0] == "[NP]"
-    assert fields["in hospitals", "the drug"][0] == "[PP]"
-    # --agree drops the pairs whose labels are of different classes (noun -> verb, PP -> NP).
-    agreed, stats = _export(db_path, tagger, agree=True)
-    assert stats["disagree"] == 2 and len(agreed) == len(PAIRS) - 2
-    assert not any(" ||| drug ||| treats ||| " in line for line in agreed)
-    with ParaphraseDB(db_path) as db, pytest.raises(ValueError):
-        export_ppdb(db, io.StringIO(), agree=True)
-
-
-def test_nlpaug_substitutes_from_the_labelled_export(db_path, tagger, tmp_path):
-    pytest.importorskip("nlpaug", reason="the labels extra is not installed")
-    import nlpaug.augmenter.word as naw
-
-    lines, _ = _export(db_path, tagger)
-    ppdb = tmp_path / "syn-labelled.ppdb"
-    ppdb.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    aug = naw.SynonymAug(aug_src="ppdb", model_path=str(ppdb), aug_p=1.0, force_reload=True)
-    # nlpaug tags the sentence with nltk.pos_tag, whose model is a separate download: use ours.
-    aug.model.pos_tag = tagger.tag
-    sentence = "The drug treats chronic infections in patients"
-    out = aug.augment(sentence)
-    out = out[0] if isinstance(out, list) else out
-    paraphrases = {}
-    for a, b, _ in PAIRS:
-        paraphrases.setdefault(PHRASES[a], set()).add(PHRASES[b])
-    before, after = sentence.split(), out.split()
-    assert len(before) == len(after)
-    changed = [(a, b) for a, b in zip(before, after) if a != b]
-    assert changed, f"nlpaug substituted nothing: {out!r}"
-    for a, b in changed:
-        assert b in paraphrases[a.lower()], (a, b)
-    # The same export with [X] everywhere gives nlpaug nothing to substitute.
-    out_x = io.StringIO()
-    with ParaphraseDB(db_path) as db:
-        export_ppdb(db, out_x)
-    plain = tmp_path / "syn-x.ppdb"
-    plain.write_text(out_x.getvalue(), encoding="utf-8")
-    aug_x = naw.SynonymAug(aug_src="ppdb", model_path=str(plain), aug_p=1.0, force_reload=True)
-    aug_x.model.pos_tag = tagger.tag
-    out = aug_x.augment(sentence)
-    assert (out[0] if isinstance(out, list) else out) == sentence
-
-
-def test_cli_export_tagged(db_path, data_root, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("PIVOT_CACHE", str(tmp_path / "cache"))
-    out = tmp_path / "out.ppdb"
-    assert cli.main(["-q", "export", str(db_path), "--lhs", "tagged", "--data", str(data_root), "--agree",
-                     "-o", str(out)]) == 0
-    lines = out.read_text(encoding="utf-8").splitlines()
-    assert len(lines) == len(PAIRS) - 2 and lines[0].startswith("[NN] ||| drug ||| medicine ||| ")
-    assert list((tmp_path / "cache" / "taggers").glob("genia-pos-*.json.gz"))
-    # the default stays [X]
-    assert cli.main(["-q", "export", str(db_path)]) == 0
-    assert all(line.startswith("[X] ||| ") for line in capsys.readouterr().out.splitlines())
-
-
-def test_cli_export_tagged_without_data_fails_clearly(db_path, tmp_path, monkeypatch, capsys):
-    monkeypatch.delenv("PIVOT_DATA", raising=False)
-    assert cli.main(["-q", "export", str(db_path), "--lhs", "tagged"]) == 2
-    err = capsys.readouterr().err
-    assert "--lhs tagged" in err and "PIVOT_DATA" in err
-    assert cli.main(["-q", "export", str(db_path), "--lhs", "tagged", "--data", str(tmp_path)]) == 2
-    assert "GENIA-pos" in capsys.readouterr().err
-    assert cli.main(["-q", "export", str(db_path), "--agree"]) == 2
-    assert "--lhs tagged" in capsys.readouterr().err
-    with pytest.raises(InputError):
-        tagged_labeler(str(tmp_path / "nowhere"))

@@ -11,6 +11,7 @@ import sys
 import warnings
 from collections import Counter, defaultdict
 from fractions import Fraction as F
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -361,11 +362,28 @@ def test_kenlm_sentence_scores_equal_the_definition(tmp_path):
             ref.log10_sentence(s, known), abs=1e-5)
 
 
+def test_tools_are_looked_for_in_the_repository_then_on_path(tmp_path, monkeypatch):
+    # scripts/install_lmplz.sh puts lmplz and build_binary in <repo>/.tools/bin; tests/ is in <repo>.
+    assert lm._TOOLS_BIN == Path(__file__).resolve().parents[1] / ".tools" / "bin"
+    tools, on_path = tmp_path / "tools", tmp_path / "path"
+    for folder in (tools, on_path):
+        folder.mkdir()
+        (folder / "lmplz").write_text("#!/bin/sh\n")
+        (folder / "lmplz").chmod(0o755)
+    monkeypatch.setattr(lm, "_TOOLS_BIN", tools)
+    monkeypatch.setenv("PATH", str(on_path))
+    assert lm.find_lmplz() == str(tools / "lmplz")              # the repository's copy first
+    (tools / "lmplz").chmod(0o644)                               # not executable: not a tool
+    assert lm.find_lmplz() == str(on_path / "lmplz")            # then PATH
+    assert lm.find_build_binary() is None                        # in neither
+    assert lm.find_lmplz(tools / "lmplz") == str(tools / "lmplz")  # an explicit path as given
+
+
 def test_binarize(tmp_path):
     _, _, path = estimate(tmp_path, zipf_corpus(3, n_sentences=50), 3)
     assert lm.binarize(path, tmp_path / "x.bin", build_binary="no-such-tool-here") is None
     if lm.find_build_binary() is None:
-        pytest.skip("build_binary not on PATH; run scripts/install_lmplz.sh")
+        pytest.skip("build_binary not in .tools/bin nor on PATH; run scripts/install_lmplz.sh")
     out = lm.binarize(path, tmp_path / "m.bin")
     assert out == str(tmp_path / "m.bin")
     text = "w1 w2 w3 w0"
@@ -377,7 +395,7 @@ def test_binarize(tmp_path):
 # ---------------------------------------------------------------------------
 
 needs_lmplz = pytest.mark.skipif(lm.find_lmplz() is None,
-                                 reason="lmplz not on PATH; run scripts/install_lmplz.sh")
+                                 reason="lmplz not in .tools/bin nor on PATH; run scripts/install_lmplz.sh")
 
 
 @needs_lmplz

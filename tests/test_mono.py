@@ -111,6 +111,19 @@ def test_brown(tmp_path):
         list(mono.read_brown(bad))
 
 
+def test_tsv_first_column(tmp_path):
+    """Column 1 of a gzipped pair file (the data root's eng-XXX.tsv.gz layout); blank firsts skipped."""
+    import gzip
+
+    path = tmp_path / "eng-fra.tsv.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write("Wash your hands.\tLavez-vous les mains.\ttest\tCMU_1:1\n"
+                 "\tseul\n"
+                 "A fever  \tUne fièvre\n")
+    assert list(mono.read_tsv_first_column(path)) == ["Wash your hands.", "A fever"]
+    assert mono.in_domain_text(tmp_path, {"tsv": ["eng-*.tsv.gz"]}) == ["wash your hands .", "a fever"]
+
+
 def test_in_domain_text_dedups_and_normalises(tmp_path):
     (tmp_path / "mono" / "a").mkdir(parents=True)
     (tmp_path / "mono" / "b").mkdir(parents=True)

@@ -13,6 +13,7 @@ import gzip
 import io
 import os
 import re
+import stat
 import subprocess
 import sys
 import tarfile
@@ -49,6 +50,9 @@ max_phrase_len = 5
 min_p_f_given_e = 0.001
 top_n = 20
 min_phrase_count = 1
+[ppdb2]
+learn = false
+wordnet = false
 {domain}
 """
 DOMAIN = """[domain]
@@ -163,6 +167,13 @@ def tsv_source(t: Tiny, content: bytes):
     t.write_recipe()
 
 
+def extra_parallel(t: Tiny, en: str, en_content: bytes, f: str, f_content: bytes):
+    t.file(en, en_content)
+    t.file(f, f_content)
+    t.extra_sources = f', {{ name = "d", format = "parallel", en = "{en}", f = "{f}" }}'
+    t.write_recipe()
+
+
 def in_domain(t: Tiny, spec: str, name: str | None = None, content: bytes | str = b""):
     if name:
         t.file(name, content)
@@ -260,12 +271,31 @@ CASES = {
     "gold-score": (lambda t: t.file("gold.txt", "treat\tcure\t8.0\ncell\tnucleus\thigh\n"), "DATA/gold.txt:2"),
     "gold-empty": (lambda t: t.file("gold.txt", "\n"), "DATA/gold.txt"),
     "pharaoh-link": (lambda t: t.file("c.align", "0-0 1-1 2-2\n0-0 1_1\n0-0\n"), "DATA/c.align:2"),
+    # data that is sound but leaves the build nothing to work with
+    "bitext-empty": (lambda t: extra_parallel(t, "d.en", b"", "d.fr", b""), "DATA/d.en"),
+    "gzip-empty": (lambda t: gz_source(t, b""), "DATA/c2.en.gz"),
+    "tsv-empty": (lambda t: tsv_source(t, b""), "DATA/t.tsv.gz"),
+    "same-file": (edit('f = "c.fr"', 'f = "c.en"'), "DATA/c.en"),
+    "identical-sides": (lambda t: t.file("c.fr", "\n".join(EN) + "\n"), "DATA/c.en"),
+    "no-pair-fits": (lambda t: t.file("c.en", "".join(f"{' '.join(['cells'] * 85)}\n" for _ in EN)), "DATA/c.en:1"),
+    "tuning-one-class": (lambda t: t.file("gold.txt", "treat\tcure\t8.0\ncell\tnucleus\t7.0\n"), "DATA/gold.txt"),
+    "ppdb2-learn-no-wordnet": (edit("learn = false", "learn = true"), "RECIPE"),
+    "ppdb2-ratings-missing": (edit("learn = false\nwordnet = false", "learn = true\nwordnet = true"),
+                              "DATA/gold/ppdb-human-dev.tsv"),
+    "ppdb2-wordnet-missing": (edit("wordnet = false", "wordnet = true"),
+                              "DATA/lexicon/nltk_data/corpora/wordnet/index.noun"),
     # outputs
     "out-is-input": (lambda t: ["--out", str(t.data / "c.en")], "DATA/c.en"),
     "out-links-to-input": (lambda t: _then((t.tmp / "link.db").symlink_to(t.data / "c.en"),
                                            "--out", t.tmp / "link.db"), "TMP/link.db"),
     "out-is-recipe": (lambda t: ["--out", str(t.recipe)], "RECIPE"),
+    "out-hard-link-to-input": (lambda t: _then(os.link(t.data / "c.en", t.tmp / "hard.db"), "--out", t.tmp / "hard.db"),
+                               "TMP/hard.db"),
     "out-is-directory": (lambda t: _then((t.tmp / "outdir").mkdir(), "--out", t.tmp / "outdir"), "TMP/outdir"),
+    # /dev/null itself: the test asserts it is still the character device afterwards. (Tiny's
+    # build could not reach its database write anyway: its one-pair gold cannot fit the combination.)
+    "out-is-device": (lambda t: ["--out", os.devnull], "/dev/null"),
+    "out-is-fifo": (lambda t: _then(os.mkfifo(t.tmp / "pipe.db"), "--out", t.tmp / "pipe.db"), "TMP/pipe.db"),
     "out-not-sqlite": (lambda t: _then((t.tmp / "notes.db").write_text("my notes\n"), "--out", t.tmp / "notes.db"),
                        "TMP/notes.db"),
     "out-under-a-file": (lambda t: _then((t.tmp / "afile").write_text("x"), "--out", t.tmp / "afile" / "x.db"),
@@ -280,15 +310,19 @@ CASES = {
     "threads-huge": (lambda t: ["--threads", "100000"], "--threads"),
     "threads-negative": (lambda t: ["--threads", "-1"], "--threads"),
     "workers-huge": (lambda t: ["--workers", "100000"], "--workers"),
+    "scheduler-not-an-address": (lambda t: ["--scheduler", "not a url"], "--scheduler"),
 }
 
 
-def doc_table() -> dict[str, str]:
-    """id -> message template, from the tables of docs/bad-input.md."""
-    rows = {}
+def doc_table(section: str = "Refused") -> dict[str, str]:
+    """id -> message template, from the tables of one section ("## <section>") of
+    docs/bad-input.md; "Refused" holds the preflight's cases, tested here."""
+    rows, current = {}, None
     for line in DOC.read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            current = line[3:].strip()
         m = re.match(r"^\|\s*`([a-z0-9-]+)`\s*\|[^|]*\|\s*``\s?(.*?)\s?``\s*\|\s*$", line)
-        if m:
+        if m and current == section:
             rows[m.group(1)] = m.group(2)
     return rows
 
@@ -349,6 +383,7 @@ def test_bad_input(case, tmp_path, capsys, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == top
     after = sorted(p.name for p in t.work.iterdir()) if t.work.is_dir() else None
     assert after == before
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)   # never replaced by a database
 
 
 def test_bad_content_found_while_the_cluster_starts_leaves_no_process(tmp_path, capsys, workers_left):

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pivot import outputs
 from pivot.errors import InputError
 
 #: recall levels of `precision_at_recall` (exact decimal literals: no arange drift).
@@ -329,7 +330,10 @@ class EvalResult:
 
 
 def _tuning_pairs(db) -> list:
-    return list((db.meta.get("combination") or {}).get("tuning_pairs") or [])
+    """The pairs a regression of the database was fitted on: the General+X combinations' tuning
+    pairs and the learned score's training pairs (PPDB 2.0 ratings' train part)."""
+    return (list((db.meta.get("combination") or {}).get("tuning_pairs") or [])
+            + [list(p) + [None] for p in (db.meta.get("ppdb2") or {}).get("train_pairs") or []])
 
 
 def _symmetric_scores(db, pairs, model, cache: dict | None = None) -> np.ndarray:
@@ -353,6 +357,12 @@ def _symmetric_scores(db, pairs, model, cache: dict | None = None) -> np.ndarray
         return cache[name]
 
     info = db.model_info(model)
+    if info["kind"] == "learned":
+        # a score on any scale (not a probability, may be <= 0): the better direction, NaN where
+        # neither is stored
+        fwd, rev = directed(model)
+        with np.errstate(invalid="ignore"):
+            return np.fmax(fwd, rev)
     if info["kind"] == "combined":
         params = info["params"]
         fit = Combination.from_meta(params["fit"])
@@ -571,6 +581,5 @@ def write_report(path_md, results: dict[str, EvalResult], db, figures=()) -> Pat
         for fig in figures:
             rel = os.path.relpath(Path(fig).resolve(), path_md.resolve().parent)
             out += [f"![{Path(fig).stem}]({Path(rel).as_posix()})", ""]
-    path_md.parent.mkdir(parents=True, exist_ok=True)
-    path_md.write_text("\n".join(out), encoding="utf-8")
+    outputs.write_text(path_md, "\n".join(out))
     return path_md

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pivot import outputs
 from pivot.eval import evaluate as ev
 from pivot.eval import gold as goldmod
 from pivot.eval import protocols as pr
@@ -280,9 +281,11 @@ def _plot(ev_: Evidence, name: str, models, path: Path) -> Path:
         pr_panel(ax, res.models, models, f"{name}, {label} (n={res.n}, {res.n_positive} positive)",
                  title_size=9, legend_loc="upper right", chance=res.n_positive / res.n)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, format="png")
-    plt.close(fig)
+    try:
+        with outputs.replacing(path) as tmp:   # renamed when the command succeeds (pivot/outputs.py)
+            fig.savefig(tmp, dpi=DPI, format="png")
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -640,6 +643,5 @@ def write_evidence_report(path_md, evd: Evidence, command: str | None = None) ->
         for fig in plot_paper_figures(evd.paper, fig_dir, stem=path_md.stem).values():
             rel = os.path.relpath(Path(fig).resolve(), path_md.resolve().parent)
             out += [f"![{Path(fig).stem}]({Path(rel).as_posix()})", ""]
-    path_md.parent.mkdir(parents=True, exist_ok=True)
-    path_md.write_text("\n".join(out), encoding="utf-8")
+    outputs.write_text(path_md, "\n".join(out))
     return path_md

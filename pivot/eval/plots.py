@@ -14,6 +14,8 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display: must precede the pyplot import
 import matplotlib.pyplot as plt  # noqa: E402
 
+from pivot import outputs  # noqa: E402
+
 #: figure size in inches and resolution: the PNG is 1000 × 450 pixels.
 FIGSIZE = (10.0, 4.5)
 DPI = 100
@@ -79,9 +81,11 @@ def plot_pr(results: dict, path, title: str, models) -> Path:
     fig.suptitle(title)
     # Fixed canvas (no bbox_inches="tight"), so every figure has the same pixel size.
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, format="png")
-    plt.close(fig)
+    try:
+        with outputs.replacing(path) as tmp:   # renamed when the command succeeds (pivot/outputs.py)
+            fig.savefig(tmp, dpi=DPI, format="png")
+    finally:
+        plt.close(fig)
     return path
 
 

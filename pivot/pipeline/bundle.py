@@ -87,6 +87,22 @@ class Bundle:
         self._fh.seek(offset)
         return np.lib.format.read_array(self._fh, allow_pickle=False)
 
+    def memmap(self, name) -> np.ndarray:
+        """The member as a read-only memory map of the file (nothing is read until used)."""
+        try:
+            offset = self._index[name]
+        except KeyError:
+            raise KeyError(f"{self.path}: no member {name!r}") from None
+        self._fh.seek(offset)
+        version = np.lib.format.read_magic(self._fh)
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        shape, fortran, dtype = read_header(self._fh)
+        if not shape or 0 in shape:
+            return np.zeros(shape, dtype=dtype)
+        return np.memmap(self.path, dtype=dtype, mode="r", offset=self._fh.tell(), shape=shape,
+                         order="F" if fortran else "C")
+
     def close(self) -> None:
         self._fh.close()
 

@@ -253,6 +253,10 @@ def is_section_header(en, f):
     return _is_header_text(en) or _is_header_text(f)
 
 
+#: A bitext file without a line: a download that failed, or the wrong file; never a corpus.
+_EMPTY = "holds no line: an empty bitext file (a failed download, or the wrong file?)"
+
+
 def read_parallel(en_path, f_path, drop_headers=True, stats=None):
     """Yield (line_number, english, foreign) from two line-aligned files (Moses ``stem.lang``).
 
@@ -261,7 +265,8 @@ def read_parallel(en_path, f_path, drop_headers=True, stats=None):
     and both counts) before the caller has anything. A line that is blank on both sides
     (a document separator in the WMT biomedical files) is skipped; with ``drop_headers``
     a pair for which :func:`is_section_header` holds is skipped. Trailing whitespace is
-    removed from every line.
+    removed from every line. Two files without a line raise InputError (an empty bitext is
+    a failed download, never a corpus).
 
     ``stats``, when given, is a dict whose "read", "blank" and "header" entries are
     incremented (lines read, blank separators, headers dropped).
@@ -271,6 +276,8 @@ def read_parallel(en_path, f_path, drop_headers=True, stats=None):
         raise InputError(
             f"line counts differ: {en_path} has {n_en} lines, {f_path} has {n_f}; "
             "the two sides of a parallel corpus must be line-aligned", path=en_path)
+    if n_en == 0:
+        raise InputError(f"{_EMPTY} (and so is {f_path})", path=en_path)
     stats = stats if stats is not None else _new_stats()
     with _open_binary(en_path) as fe, _open_binary(f_path) as ff:
         for (number, en), (_, f) in zip(_checked_lines(fe, en_path, bom="lines"),
@@ -309,7 +316,8 @@ def read_tsv_zip(zip_path, member=None, stats=None):
     This is the Tatoeba/manythings.org layout (``fra-eng/fra.txt``, ``deu.txt``); fields
     after the second (attribution) are ignored. macOS ``__MACOSX/`` entries and
     ``_about.txt`` are never read. A line with fewer than two fields raises InputError
-    naming ``zip:member`` and the line. ``stats`` as in :func:`read_parallel` ("read").
+    naming ``zip:member`` and the line, and so does a member without a line. ``stats`` as in
+    :func:`read_parallel` ("read").
     """
     stats = stats if stats is not None else _new_stats()
     if not Path(zip_path).is_file():
@@ -328,6 +336,7 @@ def read_tsv_zip(zip_path, member=None, stats=None):
             raise InputError(f"cannot read member {member!r} of the zip ({type(exc).__name__}: "
                              f"{exc}); the file is damaged: fetch it again", path=zip_path) from None
         with fh:
+            number = 0
             for number, line in _checked_lines(fh, where, bom="lines"):
                 stats["read"] += 1
                 fields = line.split("\t")
@@ -336,6 +345,8 @@ def read_tsv_zip(zip_path, member=None, stats=None):
                         f"expected english<TAB>foreign, found {len(fields)} field: {line[:60]!r}",
                         path=where, line=number)
                 yield number, fields[0].strip(), fields[1].strip()
+            if number == 0:
+                raise InputError(_EMPTY, path=where)
 
 
 def _value_matcher(values):
@@ -410,7 +421,8 @@ def read_tsv_gz(path, where=None, exclude=None, drop_headers=False, stats=None, 
     an empty line, or a row whose two sides are blank, is counted "blank" and skipped; with
     ``drop_headers`` a pair for which :func:`is_section_header` holds is skipped. A row with
     fewer than two fields, or fewer than a filter's column, raises InputError naming the file
-    and the line; so do bytes that are not UTF-8 and a corrupt or truncated gzip stream.
+    and the line; so do bytes that are not UTF-8, a corrupt or truncated gzip stream and a
+    file without a line (a 0-byte ``.gz`` is not gzip data: pivot.text._open_binary).
 
     ``stats``: the "read", "filtered", "blank" and "header" entries are incremented.
     """
@@ -419,6 +431,7 @@ def read_tsv_gz(path, where=None, exclude=None, drop_headers=False, stats=None, 
     rule = compile_row_filter(where, exclude, name)
     n_columns, keep = rule if rule is not None else (2, None)
     with _open_binary(path) as fh:
+        number = 0
         for number, line in _checked_lines(fh, path, bom="lines"):
             stats["read"] += 1
             if not line.strip():
@@ -442,6 +455,8 @@ def read_tsv_gz(path, where=None, exclude=None, drop_headers=False, stats=None, 
                 stats["header"] += 1
                 continue
             yield number, en, f
+        if number == 0:
+            raise InputError(_EMPTY, path=path)
 
 
 # ----------------------------------------------------------------------------- cleaning

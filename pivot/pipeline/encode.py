@@ -194,3 +194,23 @@ def iter_english(encode_dir: Path, chunk: int = 50_000):
                 batch = []
         if batch:
             yield batch
+
+
+def phrase_texts(phrases: np.ndarray, tokens: list[str], ids: np.ndarray) -> dict[int, str]:
+    """Phrase id -> space-joined text, for the given ids (rows of token ids, -1 padded at the end).
+
+    Rows of one length are joined together (a C-level map over lists of words), not token by
+    token in Python: the ppdb2 stage and the database write each ask for 450k texts at bio size.
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    rows = phrases[ids]
+    present = rows >= 0
+    if present.shape[1] > 1 and (present[:, 1:] & ~present[:, :-1]).any():
+        raise ValueError("phrase rows must hold their tokens first and the -1 padding after them")
+    lengths = present.sum(axis=1)
+    words = np.array(tokens, dtype=object)
+    texts = np.empty(len(ids), dtype=object)
+    for n in np.unique(lengths).tolist():
+        sel = lengths == n
+        texts[sel] = list(map(" ".join, words[rows[sel, :n]].tolist())) if n else ""
+    return dict(zip(ids.tolist(), texts.tolist()))

@@ -17,6 +17,7 @@ the same database.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -104,7 +105,8 @@ class Engine:
                 # mapping whose pages fault in again, and the merges ran 20-30% slower than the
                 # same code in this process. Unset here; heap goes back to the system between
                 # stages instead (release_heap, as in this process).
-                with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+                with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}), \
+                        _sigint_blocked():
                     self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
                                                  dashboard_address=None, scheduler_port=0,
                                                  silence_logs=logging.ERROR)
@@ -113,6 +115,7 @@ class Engine:
                 from pivot.pipeline._dask_plugins import DieWithParent
 
                 self._client.register_plugin(DieWithParent(), name="pivot-die-with-parent")
+            _quiet_interrupted_gathers()
             log.info("dask: %s in %.1f s", self._client, time.perf_counter() - t0)
         return self._client
 
@@ -168,6 +171,51 @@ class Engine:
 
     def __exit__(self, *exc):
         self.close()
+
+
+@contextlib.contextmanager
+def _sigint_blocked():
+    """SIGINT blocked in this thread while the local cluster starts, and so in every worker.
+
+    Ctrl-C sends SIGINT to the whole foreground process group: the build and every worker
+    process. The build answers it (it closes the cluster, whose nannies stop the workers, and
+    says "interrupted"); a worker answering it too would print a KeyboardInterrupt traceback
+    of 32 lines. The signal mask is inherited by the threads created here (the cluster's
+    event loop and the threads that spawn worker processes, restarted ones included) and kept
+    across fork and exec, so every worker starts, and stays, with SIGINT blocked, from its
+    first instruction on (a handler installed by the worker itself would leave its start-up
+    unguarded). A Ctrl-C that arrives meanwhile stays pending for this thread and is raised
+    as KeyboardInterrupt as soon as the mask is restored.
+    """
+    import signal
+    from multiprocessing import resource_tracker
+
+    # The first start of multiprocessing's resource tracker (which the cluster needs) blocks
+    # SIGINT around its own spawn and then *unblocks* it rather than restoring the mask
+    # (CPython 3.11): started before the mask is set, it leaves the mask alone.
+    resource_tracker.ensure_running()
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class _DropAllExit(logging.Filter):
+    """Drops asyncio's "Task exception was never retrieved" reports of distributed's AllExit:
+    the client's internal wait tasks of a gather that a Ctrl-C interrupted, one per pending
+    task, each with its traceback. Nothing is lost: the build itself says "interrupted"."""
+
+    def filter(self, record):
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (exc is not None and type(exc).__name__ == "AllExit"
+                    and type(exc).__module__.startswith("distributed"))
+
+
+def _quiet_interrupted_gathers() -> None:
+    logger = logging.getLogger("asyncio")
+    if not any(isinstance(f, _DropAllExit) for f in logger.filters):
+        logger.addFilter(_DropAllExit())
 
 
 def release_heap() -> None:

@@ -3,7 +3,8 @@
     corpus.<lang> ─> align.<lang> ─┐                       (one pair of stages per pivot language)
                                    └─> encode ─┬─> lmtext ─> lm ─> score ─> weights ─┐
                                                └─────────────────────────────────────┴─> extract
-    extract ─> translation ─> pivot ─> combine ─> (store: the SQLite database)
+    extract ─> translation ─> pivot ─┬─> combine ─┬─> (store: the SQLite database)
+                                     └─> ppdb2 ───┘
 
 A stage's artifact folder is named by the hash of its declared inputs' content keys and its
 parameters; the content key it hands on is the hash of the bytes it wrote
@@ -59,6 +60,9 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           "p(e2|e1) = sum_f p(e2|f) p(f|e1), every pair above the floor, per model"),
     Stage("combine", ("pivot", "encode"), ("combine", "data fingerprints"), ("combination.json",),
           "pivot.pipeline.combine.fit_combination_unordered", "one", "logistic regression of General + each domain model"),
+    Stage("ppdb2", ("pivot", "translation", "encode"), ("ppdb2", "data fingerprints"), ("x-NNNN.arrays", "ppdb2.json"),
+          "pivot.pipeline.ppdb2.build", "one fit, then one per range of English rows (Dask)",
+          "well-formedness labels, PPDB2.0Score (ratings), relation probabilities (WordNet), sizes"),
 )}
 
 
@@ -92,5 +96,5 @@ def describe() -> str:
         s = STAGES[name]
         lines.append(f"{name:12} <- {', '.join(s.needs) or '(data)':22} [{s.tasks}]  {s.doc}")
         lines.append(f"{'':12}    writes {', '.join(s.writes)}; code {s.code}")
-    lines.append(f"{'store':12} <- pivot, combine, translation, encode  [one, streaming]  the SQLite database")
+    lines.append(f"{'store':12} <- pivot, combine, ppdb2, translation, encode  [one, streaming]  the SQLite database")
     return "\n".join(lines)

@@ -105,8 +105,10 @@ __all__ = [
 
 UNK, BOS, EOS = 0, 1, 2
 SPECIALS = ("<unk>", "<s>", "</s>")
-# The repository's own tool folder, where scripts/install_lmplz.sh puts lmplz.
-_TOOLS_BIN = Path(__file__).resolve().parent.parent / ".tools" / "bin"
+# The repository's own tool folder, <repo>/.tools/bin, where scripts/install_lmplz.sh puts lmplz
+# and build_binary (this file is <repo>/pivot/pipeline/lm.py). An installed wheel has no
+# repository around it: the folder is then absent and only PATH is searched.
+_TOOLS_BIN = Path(__file__).resolve().parents[2] / ".tools" / "bin"
 # Rows of ARPA text formatted per call of the kernel: bounds the text buffer
 # (~100 bytes a row, held twice while it becomes bytes) while keeping the
 # per-call overhead negligible.
@@ -655,17 +657,22 @@ def load_model(path):
 
 
 def _find_tool(name, explicit=None):
+    """An explicit path or command name; else the repository's ``.tools/bin``; else PATH.
+
+    The repository's copy comes first: it is the kenlm release that ``scripts/install_lmplz.sh``
+    pins (KENLM_MAX_ORDER=6), the one the agreement test in tests/test_lm.py is measured against,
+    whatever other kenlm a PATH may hold.
+    """
     if explicit:
         return str(explicit) if Path(explicit).is_file() else shutil.which(str(explicit))
-    found = shutil.which(name)
-    if found:
-        return found
     local = _TOOLS_BIN / name
-    return str(local) if local.is_file() and os.access(local, os.X_OK) else None
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    return shutil.which(name)
 
 
 def find_lmplz(lmplz=None):
-    """Path of kenlm's ``lmplz``: the given one, on PATH, or in ``<repo>/.tools/bin``; else None."""
+    """Path of kenlm's ``lmplz``: the given one, in ``<repo>/.tools/bin``, or on PATH; else None."""
     return _find_tool("lmplz", lmplz)
 
 
@@ -713,7 +720,7 @@ def estimate_with_lmplz(
     """
     tool = find_lmplz(lmplz)
     if tool is None:
-        raise FileNotFoundError("lmplz not found on PATH or in .tools/bin; run scripts/install_lmplz.sh")
+        raise FileNotFoundError("lmplz not found in .tools/bin or on PATH; run scripts/install_lmplz.sh")
     if _is_path(sentences):
         if not os.path.isfile(sentences):
             raise FileNotFoundError(f"text file not found: {sentences}")

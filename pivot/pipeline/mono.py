@@ -24,7 +24,8 @@ Recipe specification (paths relative to the data root, glob patterns, sorted mat
     {"conll":    ["mono/bio-ner/*/*.tsv"],
      "openstax": ["mono/openstax/openstax-biology-md.tar.gz"],
      "brown":    ["mono/general/brown.zip"],
-     "lines":    ["some/plain.txt"]}          # one raw sentence a line, UTF-8
+     "lines":    ["some/plain.txt"],          # one raw sentence a line, UTF-8
+     "tsv":      ["bitext/tico19/eng-fra.tsv.gz"]}   # column 1 of a TAB-separated file
 """
 from __future__ import annotations
 
@@ -285,11 +286,22 @@ def read_openstax(tar_gz_path):
 
 def read_lines(path):
     """Yield the non-blank lines of a UTF-8 text file, one raw sentence each."""
-    from pivot.text import numbered_lines
-
     for _, line in numbered_lines(path):
         if line.strip():
             yield line.strip()
+
+
+def read_tsv_first_column(path):
+    """Yield the first TAB-separated column of each line whose column is not blank.
+
+    The data root's pair files (``bitext/*/eng-XXX.tsv.gz``) hold English in column 1, so the
+    English side of an in-domain bitext (TICO-19's COVID-19 documents) serves as LM text
+    without a copy of it on disk.
+    """
+    for _, line in numbered_lines(path):
+        first = line.split("\t", 1)[0].strip()
+        if first:
+            yield first
 
 
 # ----------------------------------------------------------------------------- recipes
@@ -300,6 +312,7 @@ _READERS = {
     "brown": lambda p: (ptb_join(t) for t in read_brown(p)),
     "openstax": read_openstax,
     "lines": read_lines,
+    "tsv": read_tsv_first_column,
 }
 
 

@@ -3,6 +3,7 @@
     corpus -> align -> encode ─┬──────────────────────────────┐
                                lm (in-domain, general) -> score -> weights -> extract -> pivot
                                                                                        -> combine -> store
+                                                                                       -> ppdb2 ---^
 
 Each stage writes its artifact into `<work>/<stage>-<key>/`, where the key hashes the
 stage's parameters, the keys of the stages it reads and the fingerprints of the data
@@ -31,6 +32,7 @@ from pivot import preflight, recipes
 from pivot.errors import InputError
 from pivot.locking import resolve_threads
 from pivot.store.combined import symmetric_p
+from pivot.pipeline.encode import phrase_texts
 from pivot.pipeline.engine import release_heap
 from pivot.pipeline.graph import check_inputs
 
@@ -38,7 +40,7 @@ log = logging.getLogger("pivot")
 
 # Bump a stage's version when its code changes what it writes: old artifacts then miss.
 STAGE_VERSIONS = {"corpus": 1, "align": 1, "encode": 2, "lmtext": 4, "lm": 3, "score": 4,
-                  "weights": 3, "extract": 4, "translation": 4, "pivot": 5, "combine": 2}
+                  "weights": 3, "extract": 4, "translation": 4, "pivot": 5, "combine": 2, "ppdb2": 1}
 
 
 def _key(parts) -> str:
@@ -144,7 +146,8 @@ class Pipeline:
 
     def __init__(self, domain: str | None = "bio", *, recipe=None, data=None, out=None, work=None,
                  threads: int = 0, quiet: bool = False, lmplz: bool = False, workers: int | None = None,
-                 scheduler: str | None = None, prestart: bool = False):
+                 scheduler: str | None = None, prestart: bool = False, store: bool = True):
+        # store=False: no database is written (`pivot score`), so none is checked
         self.recipe_file = recipes.recipe_path(domain, recipe)
         self.rec = recipes.load_recipe(self.recipe_file)
         self.data_root = recipes.resolve_data_root(data)
@@ -165,7 +168,7 @@ class Pipeline:
 
         try:
             self.plan = preflight.check(self.recipe_file, self.data_root,
-                                        Path(out) if out else Path(f"{self.name}.db"),
+                                        (Path(out) if out else Path(f"{self.name}.db")) if store else None,
                                         Path(work) if work else Path("work") / self.name,
                                         threads=threads, workers=workers, scheduler=scheduler, lmplz=lmplz,
                                         on_checked=start_workers)
@@ -215,6 +218,7 @@ class Pipeline:
                 lambda tmp, spec=spec: corpus.write_bitext(
                     spec["sources"], spec["lang"], self.data_root, tmp, quiet=self.quiet, **preprocess),
             )
+            _check_kept(corpus.read_meta(corpus_dir), self.recipe_file)
             params = dict(self.rec["align"])
             pharaoh = params.pop("pharaoh", {}) or {}
             pharaoh_path = None
@@ -611,6 +615,41 @@ class Pipeline:
 
         return Paraphrases.iter_parts(self.pivot_dir[0])
 
+    # ------------------------------------------------------------ ppdb2: PPDB 2.0's layer
+
+    @cached_property
+    def ppdb2_dir(self) -> tuple[Path, str]:
+        """Every stored pair's well-formedness labels, learned score (PPDB2.0Score, fitted to the
+        PPDB 2.0 ratings) and relation probabilities (fitted to WordNet), and the sizes; fitted
+        once here, applied per range of the pivot stage's rows (pivot.pipeline.ppdb2)."""
+        from pivot.pipeline import ppdb2
+        from pivot.pipeline.corpus import Vocab
+        from pivot.pipeline.pivoting import Paraphrases
+        from pivot.pipeline.translation import foreign_rows, phrase_rows
+
+        params = dict(self.rec["ppdb2"])
+        files = ppdb2.data_files(params, self.data_root)
+        encode_dir = self.encoded[0]
+
+        def produce(tmp):
+            e_rows, e_count = phrase_rows(self._part_paths("e"), self.phrase_keys)
+            f_keys = np.load(self.translation_dir[0] / "structure" / "f_key.npy")
+            f_lang_of_token = np.load(encode_dir / "f_lang.npy")
+
+            def f_lang_of(ids):
+                # a foreign phrase's language is its first token's (ids are offset per language)
+                return f_lang_of_token[foreign_rows(self._part_paths("f"), f_keys[ids])[:, 0]]
+
+            index = Paraphrases.read_index(self.pivot_dir[0])
+            ppdb2.build(tmp, part_paths=[self.pivot_dir[0] / name for name in index["parts"]], e_rows=e_rows,
+                        e_count=e_count, e_tokens=Vocab.load(encode_dir / "vocab.en").tokens, f_lang_of=f_lang_of,
+                        models=[m["name"] for m in self.models], params=params, data_root=self.data_root,
+                        engine=self.engine)
+
+        return self.wd.stage("ppdb2", {"pivot": self.pivot_dir[1], "translation": self.translation_dir[1],
+                                       "encode": self.encoded[1]},
+                             {**params, "data": self._fingerprint(files)}, produce)
+
     # ------------------------------------------------------------ combine: General + X
 
     @cached_property
@@ -637,6 +676,14 @@ class Pipeline:
             labels = np.array([p[2] for p in tune], dtype=np.float64)
             # The paper's candidates: pairs General extracted (either direction: gold pairs are unordered).
             candidate = ~np.isnan(symmetric_p(fwd[:, 0], rev[:, 0]))
+            n_candidates, n_good = int(candidate.sum()), int(labels[candidate].sum())
+            if n_good in (0, n_candidates):
+                # Preflight checked the tuning pairs hold both classes; which of them the bitext
+                # made pairs of only the built table says.
+                raise InputError(
+                    f"[combine]: {n_candidates} of the {len(tune)} tuning pairs are pairs of the General model, "
+                    f"{n_good} of them good: fitting the combination needs good and bad pairs among them; "
+                    "add gold pairs whose phrases the bitext holds, or build without [combine]", self.recipe_file)
             g_f, g_r = fwd[candidate, 0], rev[candidate, 0]
             fitted = {}
             for k, model in enumerate(self.models[1:], start=1):
@@ -698,10 +745,12 @@ class Pipeline:
 
         index = Paraphrases.read_index(self.pivot_dir[0])
         n_pairs_out = int(sum(index["n_pairs"]))
+        ppdb2_dir = self.ppdb2_dir[0]
         # The sharded stages are done: the workers' memory goes back to the system before the
         # combination and the database are written here.
         self.engine.close()
         models = [dict(m) for m in self.models]
+        layer = json.loads((ppdb2_dir / "ppdb2.json").read_text())
         comb_meta = None
         if self.combination is not None:
             comb_dir = self.combination[0]
@@ -712,6 +761,13 @@ class Pipeline:
                                "description": f"logistic regression over p_general and p_{model['name']}",
                                "params": {"base": "general", "other": model["name"],
                                           "fit": comb_meta["models"][name]}})
+        if layer["ppdb2"]["learned"]:
+            # after General and the domain models, so that models[0] stays General (the baseline)
+            models.append({"name": "ppdb2", "kind": "learned",
+                           "description": "PPDB2.0Score: ridge regression on the PPDB 2.0 human ratings over every "
+                                          "model's p(e2|e1) and p(e1|e2), pivots, counts, strings and "
+                                          "well-formedness (meta ppdb2)",
+                           "params": {"meta": "ppdb2", "target": layer["ppdb2"]["target"]}})
         encode_dir = self.encoded[0]
         e_vocab = corpus.Vocab.load(encode_dir / "vocab.en")
         f_vocabs = [corpus.Vocab.load(encode_dir / f"vocab.{lang}") for lang in self.langs]
@@ -730,7 +786,7 @@ class Pipeline:
         tstats = json.loads((self.translation_dir[0] / "translation.json").read_text())
 
         prune = self.rec["pivot"]
-        final_key = _key([self.pivot_dir[1], self.combination[1] if self.combination else None])
+        final_key = _key([self.pivot_dir[1], self.combination[1] if self.combination else None, self.ppdb2_dir[1]])
         # Only a resample of the bitext says so: a full bitext's signature is as it always was.
         sample = corpus.sample_params(self.rec["preprocess"])
         resample = ([f"sample:{sample['sample_fraction']!r}/seed{sample['sample_seed']}"]
@@ -776,8 +832,23 @@ class Pipeline:
                           "scoring": json.loads(oov_path.read_text()) if oov_path.is_file() else None}
         if comb_meta is not None:
             meta["combination"] = comb_meta
+        meta.update(layer)  # forms, ppdb2 (score, its fit and sizes), relations
+        # phrase.lhs: pivot.store.labels' GENIA tagger would cost its training (about 65 s, once
+        # per machine, cached) and 67 CPU s to label bio's 448k stored phrases (measured: 3.4 s for
+        # a 1-in-20 sample), more than the build's whole budget for this layer; the column holds
+        # [X] until a cheaper labeller exists
+        meta["lhs"] = {"labels": "[X] for every phrase", "tagger": None}
+        meta["default_model"] = "ppdb2" if layer["ppdb2"]["learned"] else models[0]["name"]
+
+        def chunks():
+            from pivot.pipeline.ppdb2 import iter_layers
+            from pivot.store.write import PairChunk
+
+            for para, extra in zip(self.paraphrase_parts(), iter_layers(ppdb2_dir, len(index["parts"]))):
+                yield PairChunk(para.e1, para.e2, para.n_pivots, para.pivots, para.p, **extra)
+
         write_database_chunks(
-            self.out_path, phrases=e_text, phrase_counts=e_count, chunks=self.paraphrase_parts, foreign=f_text,
+            self.out_path, phrases=e_text, phrase_counts=e_count, chunks=chunks, foreign=f_text,
             models=models, meta=meta, progress=not self.quiet and sys.stderr.isatty(),
         )
         log.info("wrote %s (%d pairs, %d models) in %.1f s; signature %s", self.out_path, n_pairs_out,
@@ -800,6 +871,22 @@ def run_build(domain: str | None = "bio", **kwargs) -> Path:
 
 
 # -------------------------------------------------------------------------------- helpers
+
+
+def _check_kept(meta: dict, recipe_file) -> None:
+    """A pivot language whose corpus stage kept no sentence pair stops the build here, in one
+    line, before its alignment and the later stages meet an empty bitext (an LM "with no
+    sentences", an empty table). Preflight refuses the plain cases (every pair surely too long
+    or empty); this is the rest, which only tokenising decides."""
+    if meta["n_pairs"] > 0:
+        return
+    total = meta["stats"]["total"]
+    dropped = ", ".join(f"{total[k]:,} {k.replace('_', ' ')}" for k in
+                        ("blank", "header", "empty", "too_long", "ratio", "duplicate", "sampled_out")
+                        if total.get(k))
+    raise InputError(f"[[bitext]] {meta['lang']}: no sentence pair is left after the [preprocess] rules "
+                     f"({total['read']:,} read: {dropped or 'none kept'}); raise max_tokens or max_ratio, "
+                     "or check the files", recipe_file)
 
 
 #: The pivot stage's row ranges: at least this many, and about this many kept translation
@@ -847,12 +934,6 @@ def directed_scores(para, id_pairs) -> tuple[np.ndarray, np.ndarray]:
             found = row >= 0
             out[found] = part.p[row[found]]
     return fwd, rev
-
-
-def phrase_texts(phrases: np.ndarray, tokens: list[str], ids: np.ndarray) -> dict[int, str]:
-    """Phrase id -> space-joined text, for the given ids (rows of token ids, -1 padded)."""
-    rows = phrases[ids].tolist()
-    return {i: " ".join(tokens[t] for t in row if t >= 0) for i, row in zip(ids.tolist(), rows)}
 
 
 def foreign_phrase_texts(phrases, vocabs, langs, f_lang_of_token) -> list[str]:

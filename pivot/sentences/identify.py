@@ -460,6 +460,13 @@ def run_command(args) -> int:
     except ImportError as exc:
         raise InputError(f"pivot identify needs scikit-learn ({exc}): "
                          "pip install 'pivot-paraphrase[sentences]'") from None
+    from pivot import outputs
+
+    # checked before any work: not a file this command reads, not a device (pivot/outputs.py)
+    predictions = outputs.check_target(
+        args.predictions, "--predictions",
+        [(args.db, "the database"), (args.train, "the training file"), (args.test, "the test file")],
+    ) if args.predictions else None
     train, test = read_msrp(args.train), read_msrp(args.test)
     if not train or not test:
         raise InputError("no pairs", args.train if not train else args.test)
@@ -474,8 +481,8 @@ def run_command(args) -> int:
             db.model_info(m.strip())            # InputError naming an unknown model
         res, (pred, score) = evaluate(db, train, test, model=args.model, classifier=args.classifier,
                                       n_boot=args.n_boot, seed=args.seed)
-    if args.predictions:
-        with open(args.predictions, "w", encoding="utf-8") as fh:
+    if predictions:
+        with outputs.writing(predictions) as fh:   # a temporary file, renamed once complete
             for label, s in zip(pred, score):
                 fh.write(f"{int(label)}\t{float(s):.6f}\n")
     if args.format == "json":

@@ -32,7 +32,7 @@ import json
 import math
 import re
 import unicodedata
-from dataclasses import dataclass, field, asdict
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from pivot.errors import InputError
@@ -456,10 +456,40 @@ def resolve_lm(db, db_path, model: str, lm=None, work=None, allow_none: bool = F
     return found
 
 
+#: The decoder's weights, as a weights file names them.
+WEIGHT_NAMES = tuple(f.name for f in fields(Weights))
+
+
 def load_weights(path) -> Weights:
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    w = data.get("weights", data)
-    return Weights(**{k: float(w[k]) for k in ("lm", "identity", "word_penalty", "tm", "tm_rev", "rule") if k in w})
+    """Decoder weights from a JSON file: an object of weights ({"lm": 1.0, "identity": 2.0}),
+    or an object holding them under "weights" (a row of bench/results/sentences_tuning.json).
+    Weights not given keep their defaults (Weights()). An unknown name, a value that is not a
+    finite number, or a file that is not such JSON is an InputError naming the file."""
+    from pivot.recipes import did_you_mean
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("weights file not found", path) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 (byte {exc.start + 1} of the file)", path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror or exc})", path) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg} (column {exc.colno})", path, exc.lineno) from None
+    w = data.get("weights", data) if isinstance(data, dict) else data
+    if not isinstance(w, dict):
+        raise InputError(f"must be a JSON object of decoder weights, e.g. {{\"lm\": 1.0, \"identity\": 2.0}} "
+                         f"(got a JSON {type(w).__name__})", path)
+    for name, value in w.items():
+        if name not in WEIGHT_NAMES:
+            raise InputError(f"unknown weight {name!r}{did_you_mean(name, WEIGHT_NAMES)}; the weights are "
+                             f"{', '.join(WEIGHT_NAMES)}", path)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise InputError(f"weight {name!r} = {json.dumps(value)}: must be a finite number", path)
+    return Weights(**{k: float(v) for k, v in w.items()})
 
 
 # ------------------------------------------------------------------------------ the command

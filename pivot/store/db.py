@@ -1,18 +1,22 @@
 """The paraphrase database: one SQLite file per build, written whole or not at all.
 
-Schema (version 2; every lookup is a primary-key range scan, never a table scan):
+Schema (version 3; every lookup is a primary-key range scan, never a table scan):
 
     meta(key PRIMARY KEY, value)            build signature, parameters, pruning, versions (JSON values)
     model(id PRIMARY KEY, name UNIQUE, kind, description, params, score_column, n_pairs)
                                             `score_column` names the model's column of `pair`
                                             ("p_0", ...), NULL for a combined model
-    phrase(id PRIMARY KEY, text UNIQUE, n_words, count)
-                                            English phrases; `count` is the phrase's support in the bitext
+    phrase(id PRIMARY KEY, text UNIQUE, n_words, count, lhs)
+                                            English phrases; `count` is the phrase's support in the bitext,
+                                            `lhs` its PPDB label ([NN], [NP], ..., [X])
     foreign_phrase(id PRIMARY KEY, text)    pivot phrases, "fr:traiter"
-    pair(e1, e2, n_pivots, pivot1, pivot2, pivot3, p_0, p_1, ...)
+    pair(e1, e2, n_pivots, pivot1, pivot2, pivot3, p_0, p_1, ..., form, ppdb2,
+         rel_eq, rel_fwd, rel_rev, rel_excl, rel_other, rel_indep, relation)
                                             PRIMARY KEY (e1, e2), WITHOUT ROWID: one row per pair, the
-                                            ids of its best foreign phrases (NULL: none) and one column
-                                            per stored model
+                                            ids of its best foreign phrases (NULL: none), one column
+                                            per stored model, and PPDB 2.0's layer: the well-formedness
+                                            bitmask, the learned score, the six relation probabilities
+                                            (per mille) and the argmax relation (pivot.pipeline.ppdb2)
 
 `p_j` is model j's score of the pair, p(e2|e1), NULL where the model gives the pair zero.
 Neither the rank nor the reverse probability is stored: a phrase has a few dozen pairs, all
@@ -25,12 +29,16 @@ Combined models (General+X, kind "combined") store no column: their score is a l
 regression over p_general and p_X of the same row, whose coefficients are in `model.params`,
 so the reader computes it exactly (`lookup`, `scores`, `iter_pairs`).
 
+The learned model ("ppdb2", kind "learned", PPDB2.0Score) is scored by the `ppdb2` column and
+is the default model of a database that has it (meta "default_model"). Every lookup hides the
+pairs with a HIDDEN_FORMS flag (edge punctuation, a function-word-only difference, a dangling
+edge) unless asked for all of them.
+
 The writer is `pivot.store.write.write_database`.
 """
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,12 +46,17 @@ from pathlib import Path
 import numpy as np
 
 from pivot.errors import InputError
-from pivot.store.write import SCHEMA_VERSION
+from pivot.store.write import FORM_NAMES, HIDDEN_FORMS, RELATION_COLUMNS, RELATION_NAMES, SCHEMA_VERSION
 
 
 @dataclass(frozen=True)
 class Paraphrase:
-    """One answer of a lookup, best first."""
+    """One answer of a lookup, best first.
+
+    ``form``: the names of the pair's well-formedness flags; ``ppdb2``: its learned score
+    (None in a database without one); ``relation``: the most probable entailment relation and
+    ``relations`` every relation's probability.
+    """
 
     paraphrase: str
     score: float
@@ -51,6 +64,19 @@ class Paraphrase:
     rank: int
     n_pivots: int
     pivots: tuple[str, ...]
+    form: tuple[str, ...] = ()
+    ppdb2: float | None = None
+    relation: str | None = None
+    relations: dict | None = None
+
+
+def form_names(mask: int) -> tuple[str, ...]:
+    """The names of the flags set in a `form` bitmask, in flag order."""
+    return tuple(name for bit, name in FORM_NAMES.items() if mask & bit)
+
+
+#: The layer's columns a lookup reads after a pair's own (see _layer).
+_LAYER = ("form", "ppdb2", *RELATION_COLUMNS, "relation")
 
 
 def find_pairs(e1: np.ndarray, e2: np.ndarray, q1: np.ndarray, q2: np.ndarray) -> np.ndarray:
@@ -71,6 +97,54 @@ def find_pairs(e1: np.ndarray, e2: np.ndarray, q1: np.ndarray, q2: np.ndarray) -
 
 
 # ------------------------------------------------------------------------------------ reading
+
+
+#: What a reader says of a file that lacks a table, a column or a readable value of the schema.
+DAMAGED = "not a pivot paraphrase database, or a damaged one"
+
+#: The columns every database has, table by table (`pair` has more: pivots and one per model).
+SCHEMA_COLUMNS = {
+    "meta": ("key", "value"),
+    "model": ("id", "name", "kind", "description", "params", "score_column", "n_pairs"),
+    "phrase": ("id", "text", "n_words", "count"),
+    "foreign_phrase": ("id", "text"),
+    "pair": ("e1", "e2", "n_pivots"),
+}
+
+
+def check_schema(conn: sqlite3.Connection, path) -> dict[str, list[str]]:
+    """{table: its columns} of a paraphrase database, or InputError naming the first table or
+    column of SCHEMA_COLUMNS it lacks (a dropped table would otherwise fail a later query,
+    with a traceback, after part of the output was written)."""
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        out = {}
+        for table, wanted in SCHEMA_COLUMNS.items():
+            if table not in tables:
+                raise InputError(f"{DAMAGED}: no table {table!r}", path)
+            out[table] = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            missing = [c for c in wanted if c not in out[table]]
+            if missing:
+                raise InputError(f"{DAMAGED}: table {table!r} lacks the columns {missing}", path)
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{DAMAGED}: {exc}", path) from exc
+    return out
+
+
+def _json_value(text, what: str, path):
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{DAMAGED}: {what} is not JSON ({exc})", path) from None
+
+
+def read_meta(conn: sqlite3.Connection, path) -> dict:
+    """The `meta` table as {key: decoded JSON value}; InputError for a value that is not JSON."""
+    try:
+        rows = conn.execute("SELECT key, value FROM meta").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{DAMAGED}: {exc}", path) from exc
+    return {k: _json_value(v, f"meta {k!r}", path) for k, v in rows}
 
 
 #: Paraphrases a lookup shows when neither the caller nor the database says how many.
@@ -96,41 +170,51 @@ class ParaphraseDB:
         # "a#b?.db" or "50%.db" opens that file, read-only, never another one.
         self._conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
         try:
-            self.meta = {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
+            tables = check_schema(self._conn, path)
+            self.meta = read_meta(self._conn, path)
             version = self.meta.get("schema_version")
             if version != SCHEMA_VERSION:
                 raise InputError(f"database schema version {version}, this pivot reads version {SCHEMA_VERSION}: "
                                  "rebuild it with `pivot build`", path)
             rows = self._conn.execute(
                 "SELECT id, name, kind, description, params, score_column, n_pairs FROM model ORDER BY id").fetchall()
-            pair_columns = [r[1] for r in self._conn.execute("PRAGMA table_info(pair)")]
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise InputError(f"not a pivot paraphrase database ({exc})", path) from exc
+            self._models = {}
+            for i, name, kind, desc, params, column, n in rows:
+                self._models[name] = {"id": i, "name": name, "kind": kind, "description": desc,
+                                      "params": _json_value(params, f"model {name!r} params", path),
+                                      "column": column, "n_pairs": n}
+            pair_columns = tables["pair"]
+            # Column names are spliced into SQL text (a column cannot be a parameter): accept
+            # only columns the table really has.
+            for info in self._models.values():
+                if info["kind"] != "combined" and info["column"] not in pair_columns:
+                    raise InputError(f"model {info['name']!r} names a missing column {info['column']!r}", path)
+            self._lang = self.meta.get("normalization", {}).get("lang", "en")
+            # How many paraphrases a lookup shows by default: the recipe's top_n. The database
+            # stores every pair above the probability floor, so this is a view, not a cut.
+            pruning = self.meta.get("pruning") or {}
+            self.default_k = int(pruning.get("lookup_top_n") or DEFAULT_K)
         except InputError:
             self._conn.close()
             raise
-        self._models = {
-            name: {"id": i, "name": name, "kind": kind, "description": desc, "params": json.loads(params),
-                   "column": column, "n_pairs": n}
-            for i, name, kind, desc, params, column, n in rows
-        }
-        # Column names are spliced into SQL text (a column cannot be a parameter): accept only
-        # columns the table really has.
-        for info in self._models.values():
-            if info["kind"] != "combined" and info["column"] not in pair_columns:
-                raise InputError(f"model {info['name']!r} names a missing column {info['column']!r}", path)
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise InputError(f"{DAMAGED}: {exc}", path) from exc
+        except (AttributeError, TypeError, ValueError) as exc:  # a meta value of the wrong shape
+            self._conn.close()
+            raise InputError(f"{DAMAGED}: unreadable meta or model values ({type(exc).__name__}: {exc})",
+                             path) from None
         pivots = [c for c in pair_columns if c.startswith("pivot") and c[5:].isdigit()]
         self._pivot_select = ", ".join(f"f{j}.text" for j in range(len(pivots)))
         self._pivot_join = " ".join(f"LEFT JOIN foreign_phrase f{j} ON f{j}.id = t.{c}"
                                     for j, c in enumerate(pivots))
         self._pivot_columns = ", ".join(pivots)
         self._n_pivot_columns = len(pivots)
-        self._lang = self.meta.get("normalization", {}).get("lang", "en")
-        # How many paraphrases a lookup shows by default: the recipe's top_n. The database
-        # stores every pair above the probability floor, so this is a view, not a cut.
-        pruning = self.meta.get("pruning") or {}
-        self.default_k = int(pruning.get("lookup_top_n") or DEFAULT_K)
+        self._learned = bool((self.meta.get("ppdb2") or {}).get("learned"))
+        self._classified = bool((self.meta.get("relations") or {}).get("classified"))
+        default = self.meta.get("default_model")
+        #: The model a lookup ranks by when none is named: the learned model when there is one.
+        self.default_model = default if default in self._models else next(iter(self._models), None)
 
     def close(self):
         self._conn.close()
@@ -145,8 +229,27 @@ class ParaphraseDB:
 
     @property
     def models(self) -> list[str]:
-        """Model names in build order; the first is General."""
+        """Model names in build order; the first is General (the learned model comes last)."""
         return list(self._models)
+
+    @property
+    def stored_models(self) -> list[str]:
+        """The models with a probability column p(e2|e1) (not combined, not learned), in column order."""
+        return [m for m, info in self._models.items() if info["kind"] not in ("combined", "learned")]
+
+    def _layer(self, values) -> dict:
+        """Paraphrase fields from the _LAYER columns of a pair (a database without a learned
+        score or a classifier reports None for them)."""
+        form, ppdb2, *rel, relation = values
+        out = {"form": form_names(form)}
+        if self._learned:
+            out["ppdb2"] = ppdb2
+        if self._classified:
+            if not 0 <= relation < len(RELATION_NAMES):
+                raise InputError(f"{DAMAGED}: a pair's relation is {relation} (0..{len(RELATION_NAMES) - 1})", self.path)
+            out["relation"] = RELATION_NAMES[relation]
+            out["relations"] = {name: v / 1000 for name, v in zip(RELATION_NAMES, rel)}
+        return out
 
     def model_info(self, name: str) -> dict:
         return self._model(name)
@@ -180,21 +283,25 @@ class ParaphraseDB:
                 Combination.from_meta(params["fit"]))
 
     def _details(self, e1: int, e2s) -> dict:
-        """{e2: (text, n_pivots, pivots tuple)} of the pairs (e1, e2) for e2 in e2s."""
+        """{e2: (text, n_pivots, pivots tuple, layer fields)} of the pairs (e1, e2) for e2 in e2s."""
         out = {}
+        layer = ", ".join(f"t.{c}" for c in _LAYER)
         for e2 in e2s:
             row = self._conn.execute(
-                f"""SELECT ph.text, t.n_pivots{', ' if self._pivot_select else ''}{self._pivot_select}
+                f"""SELECT ph.text, t.n_pivots, {layer}{', ' if self._pivot_select else ''}{self._pivot_select}
                       FROM pair t JOIN phrase ph ON ph.id = t.e2 {self._pivot_join}
                      WHERE t.e1 = ? AND t.e2 = ?""", (e1, e2)).fetchone()
-            out[e2] = (row[0], row[1], tuple(f for f in row[2:] if f is not None))
+            k = 2 + len(_LAYER)
+            out[e2] = (row[0], row[1], tuple(f for f in row[k:] if f is not None), self._layer(row[2:k]))
         return out
 
-    def _combined_rows(self, info: dict, e1: int):
-        """(e2, score) of every pair of e1 that the base model proposes, best first."""
+    def _combined_rows(self, info: dict, e1: int, all: bool = False):
+        """(e2, score) of every pair of e1 that the base model proposes (and no HIDDEN_FORMS
+        flag hides, unless all), best first."""
         base, other, fit = self._combination(info)
+        hide = "" if all else f" AND (form & {HIDDEN_FORMS}) = 0"
         rows = self._conn.execute(
-            f"SELECT e2, {base}, {other} FROM pair WHERE e1 = ? AND {base} IS NOT NULL", (e1,)).fetchall()
+            f"SELECT e2, {base}, {other} FROM pair WHERE e1 = ? AND {base} IS NOT NULL{hide}", (e1,)).fetchall()
         if not rows:
             return []
         return self._rank_combined(fit, rows)
@@ -206,40 +313,46 @@ class ParaphraseDB:
                             np.array([0.0 if r[2] is None else r[2] for r in rows], dtype=np.float64))
         return sorted(((r[0], s, *r[3:]) for r, s in zip(rows, score.tolist())), key=lambda r: (-r[1], r[0]))
 
-    def lookup(self, phrase: str, k: int | None = None, model: str = "general", *,
-               normalize: bool = True) -> list[Paraphrase]:
+    def lookup(self, phrase: str, k: int | None = None, model: str | None = None, *,
+               normalize: bool = True, all: bool = False) -> list[Paraphrase]:
         """The k best paraphrases of `phrase` under `model`, best first ([] if it has none).
 
         k=None: the database's default (the recipe's ``[pivot] top_n``; 10 for a database
-        that does not record one).
+        that does not record one). model=None: the database's default model (the learned
+        score when it has one). Pairs with a HIDDEN_FORMS flag are left out unless ``all``.
         """
         if k is None:
             k = self.default_k
-        info = self._model(model)
+        info = self._model(self.default_model if model is None else model)
         e1 = self.phrase_id(phrase, normalize=normalize)
         if e1 is None or k <= 0:
             return []
         if info["kind"] == "combined":
-            best = self._combined_rows(info, e1)[:k]
+            best = self._combined_rows(info, e1, all)[:k]
             details = self._details(e1, [e2 for e2, _ in best])
-            return [Paraphrase(details[e2][0], score, None, rank, details[e2][1], details[e2][2])
+            return [Paraphrase(details[e2][0], score, None, rank, details[e2][1], details[e2][2], **details[e2][3])
                     for rank, (e2, score) in enumerate(best)]
         col = info["column"]
+        hide = "" if all else f" AND (form & {HIDDEN_FORMS}) = 0"
+        layer = ", ".join(_LAYER)
         # The inner query picks the k best rows of e1 (a primary-key range of a few dozen rows,
         # sorted); only those k are joined to their text, reverse pair and pivots.
         piv = f", {self._pivot_columns}" if self._pivot_columns else ""
         rows = self._conn.execute(
-            f"""SELECT ph.text, t.p, rv.{col}, t.n_pivots{', ' if self._pivot_select else ''}{self._pivot_select}
-                  FROM (SELECT e2, {col} AS p, n_pivots{piv} FROM pair
-                         WHERE e1 = ?1 AND {col} IS NOT NULL ORDER BY {col} DESC, e2 LIMIT ?2) t
+            f"""SELECT ph.text, t.p, rv.{col}, t.n_pivots, {", ".join(f"t.{c}" for c in _LAYER)}
+                       {', ' if self._pivot_select else ''}{self._pivot_select}
+                  FROM (SELECT e2, {col} AS p, n_pivots, {layer}{piv} FROM pair
+                         WHERE e1 = ?1 AND {col} IS NOT NULL{hide} ORDER BY {col} DESC, e2 LIMIT ?2) t
                   JOIN phrase ph ON ph.id = t.e2
                   LEFT JOIN pair rv ON rv.e1 = t.e2 AND rv.e2 = ?1
                   {self._pivot_join}
                  ORDER BY t.p DESC, t.e2""",
             (e1, k),
         )
-        return [Paraphrase(text, p, p_rev, rank, n_piv, tuple(f for f in piv_text if f is not None))
-                for rank, (text, p, p_rev, n_piv, *piv_text) in enumerate(rows)]
+        n = len(_LAYER)
+        return [Paraphrase(text, p, p_rev, rank, n_piv, tuple(f for f in rest[n:] if f is not None),
+                           **self._layer(rest[:n]))
+                for rank, (text, p, p_rev, n_piv, *rest) in enumerate(rows)]
 
     def scores(self, pairs, model: str = "general", *, normalize: bool = True) -> np.ndarray:
         """The model's score of each (e1, e2) pair; NaN where the model does not propose it."""
@@ -278,7 +391,7 @@ class ParaphraseDB:
         One primary-key probe per pair: the reader of feature-based models, which need every
         column of many pairs (``scores`` runs one query per pair and model).
         """
-        stored = [m for m, info in self._models.items() if info["kind"] != "combined"]
+        stored = self.stored_models
         cols = ", ".join(f"t.{self._models[m]['column']}" for m in stored)
         piv = f", {self._pivot_select}" if self._pivot_select else ""
         sql = f"SELECT {cols}, t.n_pivots{piv} FROM pair t {self._pivot_join} WHERE t.e1 = ? AND t.e2 = ?"
@@ -358,71 +471,3 @@ class ParaphraseDB:
     def signature(self) -> str:
         """One line that says how this database was made (the build's reproducibility signature)."""
         return self.meta.get("signature", "unknown")
-
-
-# ------------------------------------------------------------------------------------ PPDB 2.0
-
-
-def ppdb_line(e1: str, e2: str, p: float, p_rev: float | None, n_pivots: int, *, model: str,
-              lhs: str = "[X]", label: str = "OtherRelated") -> str:
-    """One PPDB 2.0 line: `[LHS] ||| phrase ||| paraphrase ||| features ||| alignment ||| label`.
-
-    Scores are negative natural logs, as in PPDB (-logp(e2|e1) = -ln p). The alignment field
-    is "0-0" for single words and empty for phrases (pivoting does not align e1 to e2).
-    pivot does no entailment classification, so every pair gets one fixed label.
-    """
-    feats = [f"-logp(e2|e1)={-math.log(p):.6g}"]
-    if p_rev is not None:
-        feats.append(f"-logp(e1|e2)={-math.log(p_rev):.6g}")
-    feats.append(f"NumPivots={n_pivots}")
-    feats.append(f"Model={model}")
-    alignment = "0-0" if " " not in e1 and " " not in e2 else ""
-    return " ||| ".join([lhs, e1, e2, " ".join(feats), alignment, label])
-
-
-def tagged_labeler(data=None, *, cache=None):
-    """A PhraseLabeler whose tagger is trained on GENIA-pos under the data root `data`
-    (default $PIVOT_DATA), or read from the cache; InputError when that is impossible."""
-    from pivot import recipes
-
-    try:
-        from pivot.store.labels import PhraseLabeler, genia_tagger
-        import nltk  # noqa: F401
-    except ImportError as exc:
-        raise InputError(f"PPDB labels need NLTK ({exc}): pip install 'pivot-paraphrase[labels]'") from None
-    try:
-        root = recipes.resolve_data_root(data)
-    except InputError as exc:
-        raise InputError(f"--lhs tagged trains a part-of-speech tagger on the data root's GENIA-pos: {exc}") from None
-    tagger, _ = genia_tagger(root, cache=cache)
-    return PhraseLabeler(tagger)
-
-
-def export_ppdb(db: ParaphraseDB, out, model: str = "general", *, labeler=None, agree: bool = False,
-                stats: dict | None = None, **kwargs) -> int:
-    """Write every pair of `model` as PPDB 2.0 lines to the text stream `out`; returns the count.
-
-    `labeler` (pivot.store.labels.PhraseLabeler, or anything with .label(phrase) -> "[NN]")
-    gives each line's LHS: the label of e1 (see pivot.store.labels); without one every line
-    is [X]. `agree` keeps only the pairs whose e1 and e2 labels are of one broad class (noun,
-    verb, adjective, adverb, preposition); `stats`, if given, receives the counts written and
-    dropped ("written", "disagree").
-    """
-    if agree and labeler is None:
-        raise ValueError("agree=True compares labels: pass a labeler")
-    if agree:
-        from pivot.store.labels import same_class
-    n = dropped = 0
-    for e1, e2, p, p_rev, n_pivots, _ in db.iter_pairs(model):
-        if labeler is not None:
-            lhs = labeler.label(e1)
-            if agree and not same_class(lhs, labeler.label(e2)):
-                dropped += 1
-                continue
-            kwargs["lhs"] = lhs
-        out.write(ppdb_line(e1, e2, p, p_rev, n_pivots, model=model, **kwargs))
-        out.write("\n")
-        n += 1
-    if stats is not None:
-        stats.update(written=n, disagree=dropped)
-    return n

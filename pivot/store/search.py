@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pivot.errors import InputError
+from pivot.store.db import check_schema, read_meta
 
 FTS_TABLE = "phrase_fts"
 FTS_SQL = (f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(text, content='phrase', content_rowid='id', "
@@ -57,12 +58,8 @@ def has_phrase_index(conn: sqlite3.Connection) -> bool:
 
 
 def _check_database(conn: sqlite3.Connection, path) -> None:
-    try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError as exc:
-        raise InputError(f"not a pivot paraphrase database ({exc})", path) from exc
-    if not {"phrase", "pair", "model"} <= tables:
-        raise InputError("not a pivot paraphrase database (no phrase, pair and model tables)", path)
+    check_schema(conn, path)
+    read_meta(conn, path)
 
 
 def build_phrase_index(path) -> bool:
@@ -224,9 +221,12 @@ def search(path, pattern: str, *, model: str = "general", limit: int | None = 50
            build_index: bool = True) -> SearchResult:
     """The phrases matching `pattern`, most frequent first (ties by text), at most `limit`.
 
-    Each match carries the phrase's support count and its number of paraphrases under `model`.
-    Builds the FTS5 index first when it is missing and `build_index` (see build_phrase_index).
+    Each match carries the phrase's support count and its number of paraphrases under `model`;
+    ``limit`` None shows every match. Builds the FTS5 index first when it is missing and
+    `build_index` (see build_phrase_index).
     """
+    if limit is not None and limit < 0:
+        raise InputError(f"the limit must be at least 0, or None for every match (got {limit})")
     path = Path(path)
     conn = connect(path)
     try:
@@ -246,7 +246,7 @@ def search(path, pattern: str, *, model: str = "general", limit: int | None = 50
                 f"""SELECT p.id, p.text, p.count, p.n_words FROM {FTS_TABLE} f JOIN phrase p ON p.id = f.rowid
                      WHERE {FTS_TABLE} MATCH ? AND p.text GLOB ?""", (compiled.fts, compiled.glob))
         hits = sorted((r for r in rows if compiled.matches(r[1])), key=lambda r: (-r[2], r[1]))
-        shown = hits if limit is None else hits[:max(limit, 0)]
+        shown = hits if limit is None else hits[:limit]
         count_sql = f"SELECT count(*) FROM pair WHERE e1 = ? AND {column} IS NOT NULL"
         matches = [Match(text, count, n_words, conn.execute(count_sql, (pid,)).fetchone()[0])
                    for pid, text, count, n_words in shown]

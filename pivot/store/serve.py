@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from pivot.errors import InputError
+from pivot.store.db import DAMAGED, check_schema, read_meta
 from pivot.store.search import FTS_TABLE, connect
 
 PAGE_SIZE = 50
@@ -136,16 +137,20 @@ def metadata(path, name: str | None = None) -> dict:
     name = name or _db_name(path)
     conn = connect(path)
     try:
+        check_schema(conn, path)
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not {"phrase", "pair", "model"} <= tables:
-            raise InputError("not a pivot paraphrase database (no phrase, pair and model tables)", path)
-        models = _models(conn)
-        meta = {k: v for k, v in conn.execute("SELECT key, value FROM meta")}
+        meta = read_meta(conn, path)
+        try:
+            models = _models(conn)
+        except ValueError as exc:  # a model's params that are not JSON
+            raise InputError(f"{DAMAGED}: a model's params are not JSON ({exc})", path) from None
         sql = paraphrases_sql(conn)
         math_ok = _has_math(conn)
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{DAMAGED}: {exc}", path) from exc
     finally:
         conn.close()
-    signature = json.loads(meta.get("signature", '"unknown"'))
+    signature = meta.get("signature", "unknown")
     column_model = {m["column"]: m for m in models if m["column"]}
     table_meta = {}
     for table, (description, columns) in TABLES.items():
@@ -205,12 +210,16 @@ def _db_name(path: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", path.stem) or "paraphrases"
 
 
+#: The extra that brings datasette (and with it uvicorn, the server it runs on).
+SERVE_HINT = "pip install 'pivot-paraphrase[serve]' (from a checkout: pip install -e '.[serve]')"
+
+
 def make_datasette(path, *, settings: dict | None = None):
     """A Datasette instance serving `path` read-only (immutable) with pivot's metadata."""
     try:
         from datasette.app import Datasette
     except ImportError as exc:
-        raise InputError(f"pivot serve needs datasette ({exc}): pip install 'pivot-paraphrase[serve]'") from None
+        raise InputError(f"pivot serve needs datasette ({exc}): {SERVE_HINT}") from None
     path = Path(path)
     if not path.is_file():
         raise InputError("no such paraphrase database (build one with `pivot build`)", path)
@@ -235,8 +244,10 @@ def serve(path, host: str = "127.0.0.1", port: int = 8001) -> None:
     """Run datasette on host:port until interrupted."""
     import asyncio
 
-    import uvicorn
-
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise InputError(f"pivot serve needs uvicorn, which datasette brings ({exc}): {SERVE_HINT}") from None
     ds = make_datasette(path)
     if port == 0:  # any free port, known before uvicorn starts so that it can be printed
         import socket

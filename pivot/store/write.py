@@ -16,14 +16,29 @@ inputs give a byte-identical file: nothing time- or process-dependent is written
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-SCHEMA_VERSION = 2
+from pivot import outputs
+from pivot.errors import InputError
+
+SCHEMA_VERSION = 3
+
+#: The relation columns of `pair` and the relations' names (pivot.pipeline.wordnet.RELATIONS).
+RELATION_COLUMNS = ("rel_eq", "rel_fwd", "rel_rev", "rel_excl", "rel_other", "rel_indep")
+RELATION_NAMES = ("Equivalence", "ForwardEntailment", "ReverseEntailment", "Exclusion", "OtherRelated",
+                  "Independent")
+#: The well-formedness flags of the `form` column (pivot.pipeline.wellformed.NAMES, HIDDEN; the
+#: store cannot import the pipeline, a test checks that the two agree).
+FORM_NAMES = {1: "edge-punct", 2: "function-only", 4: "dangling", 8: "inflection", 16: "containment"}
+HIDDEN_FORMS = 1 | 2 | 4
+#: A pair no classifier labelled (a build with ``[ppdb2] learn = false``, or a writer given no
+#: relations): OtherRelated, with probability 1 (per mille: 1000), as pivot wrote before it had a
+#: classifier; the database's meta "relations" then says ``classified: false``.
+UNCLASSIFIED = 4
 
 
 def schema_sql(n_models: int, n_pivot_columns: int = 3) -> str:
@@ -35,18 +50,41 @@ def schema_sql(n_models: int, n_pivot_columns: int = 3) -> str:
     """
     pivots = "".join(f"pivot{j + 1} INTEGER, " for j in range(n_pivot_columns))
     probs = "".join(f"p_{j} REAL, " for j in range(n_models))
+    relations = "".join(f"{c} INTEGER NOT NULL, " for c in RELATION_COLUMNS)
     return f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE model (
     id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, kind TEXT NOT NULL,
     description TEXT NOT NULL, params TEXT NOT NULL, score_column TEXT, n_pairs INTEGER NOT NULL);
 CREATE TABLE phrase (
-    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL);
+    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL,
+    lhs TEXT NOT NULL);
 CREATE TABLE foreign_phrase (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE pair (
     e1 INTEGER NOT NULL, e2 INTEGER NOT NULL, n_pivots INTEGER NOT NULL, {pivots}{probs}
+    form INTEGER NOT NULL, ppdb2 REAL NOT NULL, {relations}relation INTEGER NOT NULL,
     PRIMARY KEY (e1, e2)) WITHOUT ROWID;
 """
+
+
+def _write_failed(exc: sqlite3.OperationalError, path: Path) -> InputError:
+    """A database write that SQLite could not finish, as one line naming the file.
+
+    SQLite says "database or disk is full" (SQLITE_FULL) when a write finds no space, and
+    only "disk I/O error" when the kernel refuses it otherwise, e.g. EFBIG at this process'
+    file size limit (``ulimit -f``), which is then named, since SQLite cannot say so.
+    """
+    import resource
+
+    if getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL":
+        return InputError(f"cannot write the database: the disk is full (SQLite: {exc}); free space in "
+                          f"{path.parent} or write the database elsewhere", path)
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY:
+        return InputError(f"cannot write the database (SQLite: {exc}), and this process may write files of at "
+                          f"most {limit:,} bytes (ulimit -f): raise that limit, or check the disk", path)
+    return InputError(f"cannot write the database (SQLite: {exc}); check the disk and the free space in "
+                      f"{path.parent}", path)
 
 
 def _masked(values: np.ndarray, absent: np.ndarray) -> list:
@@ -91,6 +129,10 @@ def write_database(
     meta: dict,
     progress: bool = False,
     batch_rows: int = 200_000,
+    form: np.ndarray | None = None,
+    ppdb2: np.ndarray | None = None,
+    rel: np.ndarray | None = None,
+    lhs=None,
 ) -> Path:
     """Write a complete database to `path` atomically.
 
@@ -101,13 +143,15 @@ def write_database(
     whose kind is not "combined", in order. A zero (or NaN) score means the model does not
     propose the pair and is stored as NULL. A combined model's params hold
     {"base": name, "other": name, "fit": pivot.store.combined.Combination.to_meta()}.
+    form, ppdb2, rel: PPDB 2.0's layer per pair (see PairChunk); a model of kind "learned" is
+    scored by `ppdb2`. lhs: see write_database_chunks.
     """
     e1, e2, n_pivots, pivots = (_integers(a) for a in (e1, e2, n_pivots, pivots))
     scores = np.asarray(scores, dtype=np.float64)
     n = len(e1)
     if pivots.ndim == 1 and n == 0:
         pivots = pivots.reshape(0, 3)
-    n_stored = sum(m["kind"] != "combined" for m in models)
+    n_stored = sum(m["kind"] not in ("combined", "learned") for m in models)
     if scores.shape != (n, n_stored):
         raise ValueError(f"scores has shape {scores.shape}, expected ({n}, {n_stored})")
     if len(e2) != n or len(n_pivots) != n or pivots.ndim != 2 or len(pivots) != n:
@@ -115,20 +159,31 @@ def write_database(
                          f"{n} rows")
     # Primary-key order; a duplicate pair fails the insert (and the write).
     order = np.lexsort((e2, e1))
-    chunk = PairChunk(e1[order], e2[order], n_pivots[order], pivots[order], scores[order])
+    layer = {name: None if a is None else np.asarray(a)[order] for name, a in (("form", form), ("ppdb2", ppdb2),
+                                                                              ("rel", rel))}
+    chunk = PairChunk(e1[order], e2[order], n_pivots[order], pivots[order], scores[order], **layer)
     return write_database_chunks(path, phrases=phrases, phrase_counts=phrase_counts, chunks=lambda: [chunk],
-                                 foreign=foreign, models=models, meta=meta, progress=progress, batch_rows=batch_rows)
+                                 foreign=foreign, models=models, meta=meta, progress=progress, batch_rows=batch_rows,
+                                 lhs=lhs)
 
 
 @dataclass
 class PairChunk:
-    """Consecutive pairs of the table in (e1, e2) order: the unit the database write streams."""
+    """Consecutive pairs of the table in (e1, e2) order: the unit the database write streams.
+
+    PPDB 2.0's layer (pivot.pipeline.ppdb2) is optional: without ``form`` a pair has no flag (0),
+    without ``ppdb2`` no learned score (0.0; then no model may be of kind "learned"), without
+    ``rel`` it is UNCLASSIFIED.
+    """
 
     e1: np.ndarray
     e2: np.ndarray
     n_pivots: np.ndarray
     pivots: np.ndarray  # (n, k) foreign phrase ids, best first, -1 for none
     p: np.ndarray  # (n, stored models) scores
+    form: np.ndarray | None = None  # (n,) the well-formedness bitmask (pivot.pipeline.wellformed)
+    ppdb2: np.ndarray | None = None  # (n,) the learned score
+    rel: np.ndarray | None = None  # (n, 6) relation probabilities per mille, RELATION_COLUMNS order
 
 
 def write_database_chunks(
@@ -142,18 +197,28 @@ def write_database_chunks(
     meta: dict,
     progress: bool = False,
     batch_rows: int = 200_000,
+    lhs=None,
 ) -> Path:
     """:func:`write_database` for a table too large to hold at once: ``chunks()`` returns a fresh
     iterable of :class:`PairChunk` (or objects with the same fields), each sorted by (e1, e2)
     and following the previous one in that order. It is read twice (ids and counts, then rows),
     so the write holds one chunk of pairs, never the table. ``phrases`` and ``foreign`` may
     also be functions of the ids the pairs use (ascending), called after the first pass, so
-    that a caller builds texts only for the phrases stored.
+    that a caller builds texts only for the phrases stored. ``lhs`` gives each stored phrase's
+    PPDB label (a mapping id -> "[NN]", or a function of the ids returning one); None: "[X]".
+
+    The chunks' PPDB 2.0 fields (PairChunk) must be given in every chunk or in none. A model of
+    kind "learned" is scored by the ``ppdb2`` column and proposes every pair; the meta's
+    "default_model" is the learned model when there is one, else the first model (unless the
+    caller's meta sets it).
     """
     from tqdm import tqdm
 
     path = Path(path)
-    stored = [m for m in models if m["kind"] != "combined"]
+    stored = [m for m in models if m["kind"] not in ("combined", "learned")]
+    learned = [m for m in models if m["kind"] == "learned"]
+    if len(learned) > 1:
+        raise ValueError(f"at most one learned model (the ppdb2 column): {[m['name'] for m in learned]}")
     names = [m["name"] for m in models]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate model names: {names}")
@@ -165,6 +230,7 @@ def write_database_chunks(
     n, n_piv_cols = 0, None
     n_pairs = np.zeros(len(stored), dtype=np.int64)
     used, used_f, last = np.zeros(0, np.int64), np.zeros(0, np.int64), None
+    given = None  # which PPDB 2.0 fields the chunks carry
     # Integer arrays keep their dtype (the pipeline's are int32): a copy per column would cost
     # hundreds of MB at a real build's size, and .tolist() gives Python ints either way.
     for c in chunks():
@@ -181,6 +247,16 @@ def write_database_chunks(
             n_piv_cols = piv.shape[1]
         elif piv.shape[1] != n_piv_cols:
             raise ValueError(f"pivots have {piv.shape[1]} columns in one chunk and {n_piv_cols} in another")
+        have = tuple(getattr(c, f, None) is not None for f in ("form", "ppdb2", "rel"))
+        if given is not None and have != given:
+            raise ValueError("every chunk or none must carry form, ppdb2 and rel")
+        given = have
+        for name in ("form", "ppdb2"):
+            a = getattr(c, name, None)
+            if a is not None and np.shape(a) != (m,):
+                raise ValueError(f"{name} has shape {np.shape(a)}, expected ({m},)")
+        if getattr(c, "rel", None) is not None and np.shape(c.rel) != (m, len(RELATION_COLUMNS)):
+            raise ValueError(f"rel has shape {np.shape(c.rel)}, expected ({m}, {len(RELATION_COLUMNS)})")
         if m:
             key = e1.astype(np.int64) << 32 | e2.astype(np.int64)
             if (np.diff(key) < 0).any() or (last is not None and key[0] < last):
@@ -192,6 +268,8 @@ def write_database_chunks(
         used_f = _used_ids(used_f, piv[piv >= 0])
     if n_piv_cols is None:
         n_piv_cols = 3
+    if learned and not (given or (False, False, False))[1]:
+        raise ValueError(f"model {learned[0]['name']!r} is learned: the chunks must carry its ppdb2 scores")
     n_pairs = n_pairs.tolist()
     if callable(phrases):
         phrases = phrases(used)
@@ -201,73 +279,86 @@ def write_database_chunks(
     if missing:
         raise ValueError(f"{len(missing)} pivot id(s) have no text in `foreign`, e.g. {missing[:5]}")
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.unlink(missing_ok=True)
-    conn = sqlite3.connect(tmp, isolation_level=None)
-    try:
-        # The file is private until renamed: durability is unnecessary while writing, and a
-        # large cache keeps the b-tree's interior pages in memory during the load.
-        conn.execute("PRAGMA journal_mode=OFF")
-        conn.execute("PRAGMA synchronous=OFF")
-        conn.execute("PRAGMA cache_size=-262144")  # KiB: 256 MiB
-        conn.execute("PRAGMA temp_store=MEMORY")
-        conn.executescript(schema_sql(len(stored), n_piv_cols))
-        conn.execute("BEGIN")  # one transaction for the whole load
+    # Built under a temporary name beside `path` and renamed when complete (pivot/outputs.py);
+    # an exception removes it.
+    with outputs.replacing(path) as tmp:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            # The file is private until renamed: durability is unnecessary while writing, and a
+            # large cache keeps the b-tree's interior pages in memory during the load.
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+            conn.execute("PRAGMA cache_size=-262144")  # KiB: 256 MiB
+            conn.execute("PRAGMA temp_store=MEMORY")
+            conn.executescript(schema_sql(len(stored), n_piv_cols))
+            conn.execute("BEGIN")  # one transaction for the whole load
 
-        conn.executemany(
-            "INSERT INTO phrase VALUES (?, ?, ?, ?)",
-            ((i, phrases[i], phrases[i].count(" ") + 1, int(phrase_counts[i])) for i in used.tolist()),
-        )
-        conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)",
-                         ((int(f), foreign[f]) for f in sorted(foreign)))
-
-        # Pass 2: the rows, in primary-key order (a duplicate pair fails the insert and the write).
-        insert = f"INSERT INTO pair VALUES ({', '.join('?' * (3 + n_piv_cols + len(stored)))})"
-        with tqdm(total=n, desc="database: pairs", unit="row", unit_scale=True,
-                  disable=not progress, mininterval=1.0) as bar:
-            for c in chunks():
-                e1, e2, n_piv, piv = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots))
-                scores = np.asarray(c.p, dtype=np.float64)
-                for start in range(0, len(e1), batch_rows):
-                    sl = slice(start, start + batch_rows)
-                    pv, sc = piv[sl], scores[sl]
-                    ab = ~(sc > 0)
-                    columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
-                    columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
-                    columns += [_masked(sc[:, j], ab[:, j]) for j in range(len(stored))]
-                    conn.executemany(insert, zip(*columns))
-                    bar.update(len(sc))
-
-        # A model's pair count is stored so that n_pairs() need not scan the table; a combined
-        # model proposes exactly its base model's pairs.
-        column_of = {m["name"]: j for j, m in enumerate(stored)}
-        for model_id, spec in enumerate(models):
-            if spec["kind"] == "combined":
-                col, count = None, n_pairs[column_of[spec["params"]["base"]]]
-            else:
-                col, count = f"p_{column_of[spec['name']]}", n_pairs[column_of[spec["name"]]]
-            conn.execute(
-                "INSERT INTO model VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (model_id, spec["name"], spec["kind"], spec.get("description", ""),
-                 json.dumps(spec.get("params", {}), sort_keys=True), col, int(count)),
+            if callable(lhs):
+                lhs = lhs(used)
+            conn.executemany(
+                "INSERT INTO phrase VALUES (?, ?, ?, ?, ?)",
+                ((i, phrases[i], phrases[i].count(" ") + 1, int(phrase_counts[i]), "[X]" if lhs is None else lhs[i])
+                 for i in used.tolist()),
             )
-        meta = {"schema_version": SCHEMA_VERSION, **meta}
-        conn.executemany("INSERT INTO meta VALUES (?, ?)",
-                         ((k, json.dumps(v, sort_keys=True)) for k, v in meta.items()))
-        # Lookups by text go through this index; pairs are clustered by their key. Built after
-        # the load: one sort instead of an index update per row.
-        conn.execute("CREATE UNIQUE INDEX phrase_text ON phrase(text)")
-        conn.execute("COMMIT")
-        conn.execute("ANALYZE")
-    except BaseException:
-        conn.close()
-        tmp.unlink(missing_ok=True)
-        raise
-    conn.close()
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+            conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)",
+                             ((int(f), foreign[f]) for f in sorted(foreign)))
+
+            # Pass 2: the rows, in primary-key order (a duplicate pair fails the insert and the write).
+            n_columns = 3 + n_piv_cols + len(stored) + 2 + len(RELATION_COLUMNS) + 1
+            insert = f"INSERT INTO pair VALUES ({', '.join('?' * n_columns)})"
+            unclassified = np.zeros(len(RELATION_COLUMNS), dtype=np.int64)
+            unclassified[UNCLASSIFIED] = 1000
+            with tqdm(total=n, desc="database: pairs", unit="row", unit_scale=True,
+                      disable=not progress, mininterval=1.0) as bar:
+                for c in chunks():
+                    e1, e2, n_piv, piv = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots))
+                    scores = np.asarray(c.p, dtype=np.float64)
+                    m = len(e1)
+                    form = np.zeros(m, np.int64) if getattr(c, "form", None) is None else _integers(c.form)
+                    score = np.zeros(m) if getattr(c, "ppdb2", None) is None else np.asarray(c.ppdb2, np.float64)
+                    rel = (np.broadcast_to(unclassified, (m, len(RELATION_COLUMNS))) if getattr(c, "rel", None) is None
+                           else _integers(c.rel))
+                    # the argmax relation, ties to the lower index (np.argmax returns the first maximum)
+                    relation = rel.argmax(axis=1) if m else np.zeros(0, np.int64)
+                    for start in range(0, m, batch_rows):
+                        sl = slice(start, start + batch_rows)
+                        pv, sc = piv[sl], scores[sl]
+                        ab = ~(sc > 0)
+                        columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
+                        columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
+                        columns += [_masked(sc[:, j], ab[:, j]) for j in range(len(stored))]
+                        columns += [form[sl].tolist(), score[sl].tolist()]
+                        columns += [rel[sl, j].tolist() for j in range(len(RELATION_COLUMNS))]
+                        columns.append(relation[sl].tolist())
+                        conn.executemany(insert, zip(*columns))
+                        bar.update(len(sc))
+
+            # A model's pair count is stored so that n_pairs() need not scan the table; a combined
+            # model proposes exactly its base model's pairs.
+            column_of = {m["name"]: j for j, m in enumerate(stored)}
+            for model_id, spec in enumerate(models):
+                if spec["kind"] == "combined":
+                    col, count = None, n_pairs[column_of[spec["params"]["base"]]]
+                elif spec["kind"] == "learned":
+                    col, count = "ppdb2", n
+                else:
+                    col, count = f"p_{column_of[spec['name']]}", n_pairs[column_of[spec["name"]]]
+                conn.execute(
+                    "INSERT INTO model VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (model_id, spec["name"], spec["kind"], spec.get("description", ""),
+                     json.dumps(spec.get("params", {}), sort_keys=True), col, int(count)),
+                )
+            meta = {"schema_version": SCHEMA_VERSION,
+                    "default_model": learned[0]["name"] if learned else (models[0]["name"] if models else None), **meta}
+            conn.executemany("INSERT INTO meta VALUES (?, ?)",
+                             ((k, json.dumps(v, sort_keys=True)) for k, v in meta.items()))
+            # Lookups by text go through this index; pairs are clustered by their key. Built after
+            # the load: one sort instead of an index update per row.
+            conn.execute("CREATE UNIQUE INDEX phrase_text ON phrase(text)")
+            conn.execute("COMMIT")
+            conn.execute("ANALYZE")
+        except sqlite3.OperationalError as exc:  # the disk's: full, a file size limit, an I/O error
+            raise _write_failed(exc, path) from exc
+        finally:
+            conn.close()
     return path

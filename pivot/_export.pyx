@@ -1,0 +1,590 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, embedsignature=True
+"""The PPDB 2.0 export's hot loops: reading the pair table into arrays, and formatting lines.
+
+``Table``
+    Reads query results straight into numpy arrays through the SQLite C library, one step per
+    row with no Python object per value. Python's sqlite3 module creates an object for every
+    value of every row (about 1 microsecond a row on the bio database, 5 s for General's 3.7M
+    pairs: already slower than the whole export's budget); a C scan of the same rows takes
+    about 0.4 s. The library is the one Python's sqlite3 module loaded (its functions are
+    looked up in ``_sqlite3``'s dependencies), so the extension needs no SQLite headers or
+    library at build time and reads the file with the same SQLite as the rest of pivot.
+
+``format_ppdb``
+    One PPDB 2.0 line per row into one bytes buffer:
+    ``LHS ||| e1 ||| e2 ||| features ||| alignment ||| relation``. Doubles are written as
+    printf's ``%.6g`` (std::to_chars with precision 6, which the C++ standard defines as that
+    printf conversion; a test compares every value class with Python's ``format(x, ".6g")``),
+    -logp values as -ln p (natural logarithm, as PPDB), relation probabilities from their
+    stored per-mille integers as exact 3-decimal fractions. Equal rows give equal bytes.
+"""
+from libc.math cimport isnan, log, NAN
+from libc.stdint cimport int64_t
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+from libc.string cimport memchr, memcpy, strlen
+from libcpp.vector cimport vector
+from posix.dlfcn cimport RTLD_LAZY, dlerror, dlopen, dlsym
+
+import numpy as np
+
+cdef extern from * nogil:
+    """
+    #include <charconv>
+    /* printf("%.6g", v) by std::to_chars (C++17: "as if by printf" with that conversion). */
+    static inline char* pivot_g6(char* p, char* end, double v) {
+        return std::to_chars(p, end, v, std::chars_format::general, 6).ptr;
+    }
+    static inline char* pivot_i64(char* p, char* end, long long v) {
+        return std::to_chars(p, end, v).ptr;
+    }
+    #include <algorithm>
+    #include <cstdint>
+    /* out = 0..n-1, then each run of equal e1 stably sorted by s descending: rows that came in
+       (e1, e2) order leave in (e1, -s, e2) order. */
+    static void pivot_order_runs(const int64_t* e1, const double* s, int64_t n, int64_t* out) {
+        for (int64_t i = 0; i < n; ++i) out[i] = i;
+        int64_t a = 0;
+        while (a < n) {
+            int64_t b = a + 1;
+            while (b < n && e1[b] == e1[a]) ++b;
+            std::stable_sort(out + a, out + b, [s](int64_t x, int64_t y) { return s[x] > s[y]; });
+            a = b;
+        }
+    }
+    """
+    char* pivot_g6(char* p, char* end, double v)
+    char* pivot_i64(char* p, char* end, long long v)
+    void pivot_order_runs(const int64_t* e1, const double* s, int64_t n, int64_t* out)
+    void __builtin_prefetch(const void* p)
+
+# ----------------------------------------------------------------------------- SQLite by dlsym
+
+cdef extern from * nogil:
+    """
+    typedef struct sqlite3 sqlite3;
+    typedef struct sqlite3_stmt sqlite3_stmt;
+    """
+    ctypedef struct sqlite3:
+        pass
+    ctypedef struct sqlite3_stmt:
+        pass
+
+# The stable C API (https://sqlite.org/c3ref/): constants and prototypes are fixed by SQLite's
+# compatibility promise, so they are declared here instead of read from sqlite3.h.
+cdef enum:
+    SQLITE_OK = 0
+    SQLITE_ROW = 100
+    SQLITE_DONE = 101
+    SQLITE_NULL = 5
+    SQLITE_OPEN_READONLY = 0x1
+    SQLITE_OPEN_URI = 0x40
+    SQLITE_OPEN_NOMUTEX = 0x8000
+
+ctypedef int (*open_v2_f)(const char*, sqlite3**, int, const char*) noexcept nogil
+ctypedef int (*close_v2_f)(sqlite3*) noexcept nogil
+ctypedef const char* (*errmsg_f)(sqlite3*) noexcept nogil
+ctypedef int (*prepare_v2_f)(sqlite3*, const char*, int, sqlite3_stmt**, const char**) noexcept nogil
+ctypedef int (*bind_int64_f)(sqlite3_stmt*, int, long long) noexcept nogil
+ctypedef int (*bind_double_f)(sqlite3_stmt*, int, double) noexcept nogil
+ctypedef int (*step_f)(sqlite3_stmt*) noexcept nogil
+ctypedef int (*finalize_f)(sqlite3_stmt*) noexcept nogil
+ctypedef int (*column_count_f)(sqlite3_stmt*) noexcept nogil
+ctypedef int (*column_type_f)(sqlite3_stmt*, int) noexcept nogil
+ctypedef long long (*column_int64_f)(sqlite3_stmt*, int) noexcept nogil
+ctypedef double (*column_double_f)(sqlite3_stmt*, int) noexcept nogil
+ctypedef const unsigned char* (*column_text_f)(sqlite3_stmt*, int) noexcept nogil
+ctypedef int (*column_bytes_f)(sqlite3_stmt*, int) noexcept nogil
+
+cdef struct Api:
+    open_v2_f open_v2
+    close_v2_f close_v2
+    errmsg_f errmsg
+    prepare_v2_f prepare_v2
+    bind_int64_f bind_int64
+    bind_double_f bind_double
+    step_f step
+    finalize_f finalize
+    column_count_f column_count
+    column_type_f column_type
+    column_int64_f column_int64
+    column_double_f column_double
+    column_text_f column_text
+    column_bytes_f column_bytes
+
+cdef Api _api
+cdef bint _api_ready = False
+
+
+cdef void* _symbol(void* handle, const char* name, str where) except NULL:
+    cdef void* f = dlsym(handle, name)
+    if f == NULL:
+        raise ImportError(f"the SQLite library of Python's sqlite3 module ({where}) exports no "
+                          f"{name.decode()}: pivot export reads the database through it")
+    return f
+
+
+cdef int _load_api() except -1:
+    """Find the C API in the SQLite library that Python's sqlite3 module runs on."""
+    global _api_ready
+    if _api_ready:
+        return 0
+    import _sqlite3
+    where = getattr(_sqlite3, "__file__", None)
+    # dlopen of a loaded file returns its handle; dlsym on it searches the module and then its
+    # dependencies (libsqlite3), breadth first. A module built into the interpreter: the
+    # program's own global symbols (NULL).
+    cdef bytes path = where.encode() if where else None
+    cdef void* handle = dlopen(<const char*>path if path is not None else NULL, RTLD_LAZY)
+    if handle == NULL:
+        raise ImportError(f"cannot open {where}: {dlerror().decode(errors='replace')}")
+    where = where or "the interpreter"
+    _api.open_v2 = <open_v2_f>_symbol(handle, b"sqlite3_open_v2", where)
+    _api.close_v2 = <close_v2_f>_symbol(handle, b"sqlite3_close_v2", where)
+    _api.errmsg = <errmsg_f>_symbol(handle, b"sqlite3_errmsg", where)
+    _api.prepare_v2 = <prepare_v2_f>_symbol(handle, b"sqlite3_prepare_v2", where)
+    _api.bind_int64 = <bind_int64_f>_symbol(handle, b"sqlite3_bind_int64", where)
+    _api.bind_double = <bind_double_f>_symbol(handle, b"sqlite3_bind_double", where)
+    _api.step = <step_f>_symbol(handle, b"sqlite3_step", where)
+    _api.finalize = <finalize_f>_symbol(handle, b"sqlite3_finalize", where)
+    _api.column_count = <column_count_f>_symbol(handle, b"sqlite3_column_count", where)
+    _api.column_type = <column_type_f>_symbol(handle, b"sqlite3_column_type", where)
+    _api.column_int64 = <column_int64_f>_symbol(handle, b"sqlite3_column_int64", where)
+    _api.column_double = <column_double_f>_symbol(handle, b"sqlite3_column_double", where)
+    _api.column_text = <column_text_f>_symbol(handle, b"sqlite3_column_text", where)
+    _api.column_bytes = <column_bytes_f>_symbol(handle, b"sqlite3_column_bytes", where)
+    _api_ready = True
+    return 0
+
+
+# Column kinds by code: i=0 int64, d=1 float64 (NULL: NaN), t=2 text, I=3 and D=4 NOT NULL ones.
+KINDS = "idtID"
+
+
+cdef class Table:
+    """A read-only connection that returns query results as numpy arrays.
+
+    >>> t = Table(Path("bio.db").resolve().as_uri() + "?mode=ro")       # doctest: +SKIP
+    >>> e1, e2, p = t.scan("SELECT e1, e2, p_0 FROM pair WHERE e1 < ?", (10,), "iid")   # doctest: +SKIP
+
+    ``kinds`` gives one letter per result column: ``i`` int64 (a NULL is an error), ``d``
+    float64 (NULL becomes NaN), ``t`` text (returned as (utf-8 bytes, int64 offsets), row r
+    being bytes[offsets[r]:offsets[r + 1]]; a NULL is an error), and ``I``, ``D``: int64 and
+    float64 of a column the schema declares NOT NULL, read without asking each value's type
+    (a column read costs about 20 ns; 4.5M rows of 10 such columns: 1 s less). Parameters
+    bind as int64 (Python int) or float64 (float), by position.
+    """
+
+    cdef sqlite3* db
+    cdef object uri
+
+    def __cinit__(self, str uri):
+        self.db = NULL
+        _load_api()
+        self.uri = uri
+        cdef bytes b = uri.encode()
+        # NOMUTEX: this connection is never shared between threads, so SQLite need not lock it
+        # around every column read (serialized mode's cost, about half the scan's time).
+        cdef int rc = _api.open_v2(b, &self.db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL)
+        if rc != SQLITE_OK:
+            msg = _api.errmsg(self.db).decode(errors="replace") if self.db != NULL else f"code {rc}"
+            if self.db != NULL:
+                _api.close_v2(self.db)
+                self.db = NULL
+            raise OSError(f"cannot open {uri}: {msg}")
+
+    def __dealloc__(self):
+        if self.db != NULL:
+            _api.close_v2(self.db)
+            self.db = NULL
+
+    def close(self):
+        if self.db != NULL:
+            _api.close_v2(self.db)
+            self.db = NULL
+
+    def scan(self, str sql, tuple params, str kinds):
+        """The rows of `sql` as one array per column (see the class docstring)."""
+        if self.db == NULL:
+            raise ValueError("the table is closed")
+        cdef sqlite3_stmt* stmt = NULL
+        cdef bytes q = sql.encode()
+        cdef int rc = _api.prepare_v2(self.db, q, -1, &stmt, NULL)
+        if rc != SQLITE_OK:
+            raise ValueError(f"{_api.errmsg(self.db).decode(errors='replace')} in {sql!r}")
+        cdef int ncol = len(kinds)
+        cdef int j, k
+        cdef int64_t n = 0
+        cdef vector[vector[int64_t]] ints
+        cdef vector[vector[double]] dbls
+        cdef vector[vector[char]] texts
+        cdef vector[vector[int64_t]] offs
+        cdef vector[int] slot, kind
+        cdef const unsigned char* s
+        cdef int nbytes
+        cdef int bad_col = -1
+        cdef int code
+        try:
+            if _api.column_count(stmt) != ncol:
+                raise ValueError(f"{sql!r} returns {_api.column_count(stmt)} columns, kinds {kinds!r} gives {ncol}")
+            for j in range(ncol):
+                # (a plain int variable: Cython 3.3 passes a conditional expression to the
+                # const reference of push_back through a dangling temporary)
+                code = KINDS.find(kinds[j])
+                if code < 0:
+                    raise ValueError(f"unknown column kind {kinds[j]!r} (i, d, t, I or D)")
+                kind.push_back(code)
+                if code == 0 or code == 3:
+                    slot.push_back(ints.size())
+                    ints.push_back(vector[int64_t]())
+                elif code == 1 or code == 4:
+                    slot.push_back(dbls.size())
+                    dbls.push_back(vector[double]())
+                else:
+                    slot.push_back(texts.size())
+                    texts.push_back(vector[char]())
+                    offs.push_back(vector[int64_t](1, 0))
+            for j, v in enumerate(params, 1):
+                rc = (_api.bind_double(stmt, j, v) if isinstance(v, float) else _api.bind_int64(stmt, j, v))
+                if rc != SQLITE_OK:
+                    raise ValueError(f"cannot bind parameter {j} of {sql!r}: {_api.errmsg(self.db).decode()}")
+            with nogil:
+                while True:
+                    rc = _api.step(stmt)
+                    if rc != SQLITE_ROW:
+                        break
+                    for j in range(ncol):
+                        k = slot[j]
+                        if kind[j] == 3:
+                            ints[k].push_back(_api.column_int64(stmt, j))
+                        elif kind[j] == 4:
+                            dbls[k].push_back(_api.column_double(stmt, j))
+                        elif kind[j] == 1:
+                            if _api.column_type(stmt, j) == SQLITE_NULL:
+                                dbls[k].push_back(NAN)
+                            else:
+                                dbls[k].push_back(_api.column_double(stmt, j))
+                        elif _api.column_type(stmt, j) == SQLITE_NULL:
+                            bad_col = j
+                            break
+                        elif kind[j] == 0:
+                            ints[k].push_back(_api.column_int64(stmt, j))
+                        else:
+                            s = _api.column_text(stmt, j)
+                            nbytes = _api.column_bytes(stmt, j)
+                            texts[k].insert(texts[k].end(), <const char*>s, <const char*>s + nbytes)
+                            offs[k].push_back(texts[k].size())
+                    if bad_col >= 0:
+                        break
+                    n += 1
+            if bad_col >= 0:
+                raise ValueError(f"column {bad_col} of {sql!r} is NULL in row {n}, where kind {kinds[bad_col]!r} "
+                                 "allows none")
+            if rc != SQLITE_DONE:
+                raise OSError(f"reading {self.uri}: {_api.errmsg(self.db).decode(errors='replace')}")
+        finally:
+            _api.finalize(stmt)
+        out = []
+        cdef int64_t[::1] iv
+        cdef double[::1] dv
+        for j in range(ncol):
+            k = slot[j]
+            if kind[j] == 0 or kind[j] == 3:
+                a = np.empty(n, dtype=np.int64)
+                if n:
+                    iv = a
+                    memcpy(&iv[0], ints[k].data(), n * sizeof(int64_t))
+                out.append(a)
+            elif kind[j] == 1 or kind[j] == 4:
+                a = np.empty(n, dtype=np.float64)
+                if n:
+                    dv = a
+                    memcpy(&dv[0], dbls[k].data(), n * sizeof(double))
+                out.append(a)
+            else:
+                a = np.empty(n + 1, dtype=np.int64)
+                iv = a
+                memcpy(&iv[0], offs[k].data(), (n + 1) * sizeof(int64_t))
+                out.append((texts[k].data()[:texts[k].size()] if texts[k].size() else b"", a))
+        return out
+
+
+# ----------------------------------------------------------------------------- pair order
+
+def row_pointer(const int64_t[::1] e1, int64_t n_ids):
+    """ptr (n_ids + 1) with ptr[e] = the first row whose e1 >= e, for rows sorted by e1 (checked)."""
+    cdef int64_t n = e1.shape[0], r, a
+    for r in range(n):
+        if e1[r] < 0 or e1[r] >= n_ids or (r and e1[r] < e1[r - 1]):
+            raise ValueError(f"row_pointer: e1 not sorted within 0..{n_ids - 1} at row {r}")
+    ptr_a = np.zeros(n_ids + 1, dtype=np.int64)
+    cdef int64_t[::1] ptr = ptr_a
+    with nogil:
+        for r in range(n):
+            ptr[e1[r] + 1] += 1
+        for a in range(n_ids):
+            ptr[a + 1] += ptr[a]
+    return ptr_a
+
+
+def find_rows(const int64_t[::1] ptr, const int64_t[::1] e2, const int64_t[::1] q1, const int64_t[::1] q2):
+    """The row of each pair (q1[i], q2[i]) in a table sorted by (e1, e2) whose row pointer over
+    e1 is ptr (row_pointer), -1 where absent: a binary search in q1's run of rows (a few
+    dozen). A pair's reverse is find_rows(ptr, e2, e2_rows, e1_rows). O(log run) a query and
+    cache-friendly: numpy's searchsorted over the whole key array takes 4.7 s for General's
+    3.7M pairs, this about 0.5 s."""
+    cdef int64_t n = q1.shape[0], n_ids = ptr.shape[0] - 1, i, lo, hi, mid, a, b
+    if q2.shape[0] != n:
+        raise ValueError("find_rows: q1 and q2 differ in length")
+    if n_ids < 0 or ptr[0] != 0 or ptr[n_ids] != e2.shape[0]:
+        raise ValueError("find_rows: ptr does not cover e2")
+    for i in range(n_ids):
+        if ptr[i + 1] < ptr[i]:
+            raise ValueError(f"find_rows: ptr decreases at {i}")
+    out_a = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] out = out_a
+    with nogil:
+        for i in range(n):
+            # The queries are independent: fetch later ones' row pointers and runs ahead, so
+            # that their cache misses overlap this one's search.
+            if i + 16 < n and 0 <= q1[i + 16] < n_ids:
+                __builtin_prefetch(&ptr[q1[i + 16]])
+            if i + 8 < n and 0 <= q1[i + 8] < n_ids:
+                __builtin_prefetch(&e2[ptr[q1[i + 8]]])
+            a, b = q1[i], q2[i]
+            if a < 0 or a >= n_ids:
+                out[i] = -1
+                continue
+            lo, hi = ptr[a], ptr[a + 1]
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if e2[mid] < b:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            out[i] = lo if lo < ptr[a + 1] and e2[lo] == b else -1
+    return out_a
+
+
+def order_runs(const int64_t[::1] e1, const double[::1] score):
+    """The permutation that sorts each run of equal e1 by score, highest first, keeping the
+    given order among equal scores (rows in (e1, e2) order: ties by e2, as lookups rank)."""
+    cdef int64_t n = e1.shape[0]
+    if score.shape[0] != n:
+        raise ValueError("order_runs: e1 and score differ in length")
+    out_a = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] out = out_a
+    if n:
+        with nogil:
+            pivot_order_runs(&e1[0], &score[0], n, &out[0])
+    return out_a
+
+
+# ----------------------------------------------------------------------------- PPDB lines
+
+# Relation names in the stored order (pivot.store.write.RELATIONS), the feature of each as
+# " Name=" and the well-formedness flag names by bit (pivot.store.write.FORM_NAMES).
+cdef const char* REL_NAMES[6]
+REL_NAMES[:] = [b"Equivalence", b"ForwardEntailment", b"ReverseEntailment", b"Exclusion", b"OtherRelated",
+                b"Independent"]
+cdef const char* FORM_FLAG_NAMES[5]
+FORM_FLAG_NAMES[:] = [b"edge-punct", b"function-only", b"dangling", b"inflection", b"containment"]
+cdef int N_FORM_FLAGS = 5
+cdef size_t REL_NAME_LEN[6]
+cdef size_t FORM_FLAG_LEN[5]
+for _j in range(6):
+    REL_NAME_LEN[_j] = strlen(REL_NAMES[_j])
+for _j in range(5):
+    FORM_FLAG_LEN[_j] = strlen(FORM_FLAG_NAMES[_j])
+# The most a line's fixed parts and numbers take besides its three texts: separators and
+# feature names (about 230 bytes), at most 4 doubles of 24 characters and an int64 of 20, every
+# form flag, the longest relation name (368 in all).
+cdef int64_t LINE_FIXED_MAX = 512
+cdef const char* EMPTY = b""
+
+
+cdef inline char* _put(char* p, const char* s, size_t n) noexcept nogil:
+    memcpy(p, s, n)
+    return p + n
+
+
+cdef inline char* _permille(char* p, int64_t v) noexcept nogil:
+    """v / 1000 with three decimals ("0.712", "1.000"): the stored per-mille value, exactly."""
+    p[0] = <char>(48 + v // 1000)
+    p[1] = b"."
+    p[2] = <char>(48 + (v // 100) % 10)
+    p[3] = <char>(48 + (v // 10) % 10)
+    p[4] = <char>(48 + v % 10)
+    return p + 5
+
+
+def format_ppdb(bytearray out, int64_t start,
+                const int64_t[::1] e1, const int64_t[::1] e2,
+                const unsigned char[::1] texts, const int64_t[::1] text_off,
+                const unsigned char[::1] lhs, const int64_t[::1] lhs_off,
+                const double[::1] ppdb2, const double[::1] p, const double[::1] p_rev,
+                const int64_t[:, ::1] rel, const int64_t[::1] relation, const int64_t[::1] n_pivots,
+                const int64_t[::1] form, const double[::1] model_score, const int64_t[::1] order,
+                bint lhs_x=False, bint with_score=True, bint with_relations=True):
+    """Fill `out` with the PPDB 2.0 lines of rows start, start + 1, ... while they fit; returns
+    (the next row, the number of bytes written). Each line ends in "\\n". A caller writes the
+    bytes and calls again from the next row (the same buffer, reused: its pages stay mapped);
+    when not even one line fits, it grows the buffer. Line r is of row order[r] of the arrays
+    (order empty: row r), so that the caller need not gather ten arrays into the line order.
+
+    Row r: phrase ids e1[r], e2[r], whose texts are texts[text_off[id]:text_off[id + 1]] and
+    LHS labels lhs[lhs_off[id]:lhs_off[id + 1]] (of e1; lhs_x: "[X]" instead). Features, in
+    order: PPDB2.0Score=ppdb2 (with_score), -logp(e2|e1)=-ln p and -logp(e1|e2)=-ln p_rev (each
+    left out where NaN: the probability model does not give the pair), the six relation
+    probabilities rel[r, :] / 1000 by name (with_relations), NumPivots, Form (the names of
+    form's flags joined by ",", or "none"), and ModelScore=model_score[r] when model_score is
+    not empty (a combined model's ranking score). Alignment "0-0" when both phrases are one
+    word, else empty; the last field is the relation named by relation[r]. Every index is
+    checked before its line is written (a row that fails raises ValueError, and the lines of
+    this call are not returned).
+    """
+    cdef int64_t n = e1.shape[0], r, a, b, x
+    cdef int j, first
+    cdef int64_t f
+    cdef bint has_score = model_score.shape[0] > 0
+    cdef bint has_order = order.shape[0] > 0
+    cdef int64_t n_ids = text_off.shape[0] - 1, i
+    if (e2.shape[0] != n or ppdb2.shape[0] != n or p.shape[0] != n or p_rev.shape[0] != n
+            or rel.shape[0] != n or rel.shape[1] != 6 or relation.shape[0] != n or n_pivots.shape[0] != n
+            or form.shape[0] != n or (has_score and model_score.shape[0] != n)
+            or (has_order and order.shape[0] != n)):
+        raise ValueError("format_ppdb: every row array must have n rows (rel: n x 6)")
+    if start < 0 or start > n:
+        raise ValueError(f"format_ppdb: start {start} outside 0..{n}")
+    if n_ids < 0 or (not lhs_x and lhs_off.shape[0] != n_ids + 1):
+        raise ValueError("format_ppdb: the text and LHS offset tables must both have one entry per id, plus one")
+    # The tables: offsets from 0, non-decreasing, within their buffers (one pass over the ids,
+    # sequential); then each row needs only its ids in range.
+    for x in range(n_ids):
+        if text_off[x + 1] < text_off[x] or (not lhs_x and lhs_off[x + 1] < lhs_off[x]):
+            raise ValueError(f"format_ppdb: offsets decrease at id {x}")
+    if n_ids >= 0 and (text_off[0] < 0 or text_off[n_ids] > texts.shape[0]
+                       or (not lhs_x and (lhs_off[0] < 0 or lhs_off[n_ids] > lhs.shape[0]))):
+        raise ValueError("format_ppdb: offsets outside the text buffers")
+    cdef char* buf = PyByteArray_AS_STRING(out)
+    cdef char* q = buf
+    cdef char* end = buf + len(out)
+    cdef const char* t1
+    cdef const char* t2
+    cdef const char* lh
+    cdef int64_t n1, n2, nl, nxt = n, bad = -1, ahead
+    # Base pointers (an empty buffer has no element 0: every length taken from it is 0).
+    cdef const char* tbase = <const char*>&texts[0] if texts.shape[0] else EMPTY
+    cdef const char* lbase = <const char*>&lhs[0] if lhs.shape[0] else EMPTY
+    with nogil:
+        for r in range(start, n):
+            # Each row is checked as it comes (once: a check of every remaining row at each
+            # call would cost a pass over the rest of the chunk per buffer filled).
+            i = order[r] if has_order else r
+            if i < 0 or i >= n:
+                bad = r
+                break
+            a, b = e1[i], e2[i]
+            if (a < 0 or a >= n_ids or b < 0 or b >= n_ids or relation[i] < 0 or relation[i] > 5
+                    or form[i] < 0 or form[i] >> N_FORM_FLAGS
+                    or rel[i, 0] < 0 or rel[i, 0] > 1000 or rel[i, 1] < 0 or rel[i, 1] > 1000
+                    or rel[i, 2] < 0 or rel[i, 2] > 1000 or rel[i, 3] < 0 or rel[i, 3] > 1000
+                    or rel[i, 4] < 0 or rel[i, 4] > 1000 or rel[i, 5] < 0 or rel[i, 5] > 1000):
+                bad = r
+                break
+            # e2 jumps around the phrase table: fetch a later line's offsets and text ahead
+            # (only through indices in range: that row is checked when its turn comes).
+            if r + 16 < n:
+                ahead = order[r + 16] if has_order else r + 16
+                if 0 <= ahead < n and 0 <= e2[ahead] < n_ids:
+                    __builtin_prefetch(&text_off[e2[ahead]])
+            if r + 8 < n:
+                ahead = order[r + 8] if has_order else r + 8
+                if 0 <= ahead < n and 0 <= e2[ahead] < n_ids:
+                    __builtin_prefetch(tbase + text_off[e2[ahead]])
+            t1 = tbase + text_off[a]
+            n1 = text_off[a + 1] - text_off[a]
+            t2 = tbase + text_off[b]
+            n2 = text_off[b + 1] - text_off[b]
+            if lhs_x:
+                lh, nl = b"[X]", 3
+            else:
+                lh, nl = lbase + lhs_off[a], lhs_off[a + 1] - lhs_off[a]
+            if end - q < LINE_FIXED_MAX + n1 + n2 + nl:
+                nxt = r
+                break
+            q = _put(q, lh, nl)
+            q = _put(q, b" ||| ", 5)
+            q = _put(q, t1, n1)
+            q = _put(q, b" ||| ", 5)
+            q = _put(q, t2, n2)
+            q = _put(q, b" ||| ", 5)
+            if with_score:
+                q = _put(q, b"PPDB2.0Score=", 13)
+                q = pivot_g6(q, end, ppdb2[i])
+                q[0] = b" "
+                q += 1
+            if not isnan(p[i]):
+                q = _put(q, b"-logp(e2|e1)=", 13)
+                q = pivot_g6(q, end, -log(p[i]))
+                q[0] = b" "
+                q += 1
+            if not isnan(p_rev[i]):
+                q = _put(q, b"-logp(e1|e2)=", 13)
+                q = pivot_g6(q, end, -log(p_rev[i]))
+                q[0] = b" "
+                q += 1
+            if with_relations:
+                # The six relations, unrolled so that each name is a constant-size copy.
+                q = _permille(_put(q, b"Equivalence=", 12), rel[i, 0])
+                q = _permille(_put(q, b" ForwardEntailment=", 19), rel[i, 1])
+                q = _permille(_put(q, b" ReverseEntailment=", 19), rel[i, 2])
+                q = _permille(_put(q, b" Exclusion=", 11), rel[i, 3])
+                q = _permille(_put(q, b" OtherRelated=", 14), rel[i, 4])
+                q = _permille(_put(q, b" Independent=", 13), rel[i, 5])
+                q[0] = b" "
+                q += 1
+            q = _put(q, b"NumPivots=", 10)
+            q = pivot_i64(q, end, n_pivots[i])
+            q = _put(q, b" Form=", 6)
+            f = form[i]
+            if f == 0:
+                q = _put(q, b"none", 4)
+            else:
+                first = 1
+                for j in range(N_FORM_FLAGS):
+                    if f & (1 << j):
+                        if not first:
+                            q[0] = b","
+                            q += 1
+                        q = _put(q, FORM_FLAG_NAMES[j], FORM_FLAG_LEN[j])
+                        first = 0
+            if has_score:
+                q = _put(q, b" ModelScore=", 12)
+                q = pivot_g6(q, end, model_score[i])
+            # Pivoting aligns no words inside phrases: only a one-word pair has a known link.
+            if memchr(t1, 32, n1) == NULL and memchr(t2, 32, n2) == NULL:
+                q = _put(q, b" ||| 0-0 ||| ", 13)
+            else:
+                q = _put(q, b" |||  ||| ", 10)
+            q = _put(q, REL_NAMES[relation[i]], REL_NAME_LEN[relation[i]])
+            q[0] = b"\n"
+            q += 1
+    if bad >= 0:
+        raise ValueError(_row_problem(bad, order, e1, e2, relation, form, rel, n_ids))
+    return nxt, q - buf
+
+
+def _row_problem(int64_t r, const int64_t[::1] order, const int64_t[::1] e1, const int64_t[::1] e2,
+                 const int64_t[::1] relation, const int64_t[::1] form, const int64_t[:, ::1] rel, int64_t n_ids):
+    """What is wrong with line r's row (format_ppdb refused it)."""
+    cdef int64_t n = e1.shape[0]
+    i = order[r] if order.shape[0] else r
+    if i < 0 or i >= n:
+        return f"format_ppdb: order[{r}] = {i}, outside 0..{n - 1}"
+    if not (0 <= e1[i] < n_ids and 0 <= e2[i] < n_ids):
+        return f"format_ppdb: row {i} names phrase {e1[i]} or {e2[i]}, outside the tables"
+    if not 0 <= relation[i] <= 5:
+        return f"format_ppdb: row {i} has relation {relation[i]} (0..5)"
+    if form[i] < 0 or form[i] >> N_FORM_FLAGS:
+        return f"format_ppdb: row {i} has form {form[i]}, beyond the {N_FORM_FLAGS} known flags"
+    return f"format_ppdb: row {i} has a relation probability of {max(rel[i, j] for j in range(6) if not 0 <= rel[i, j] <= 1000)} per mille"

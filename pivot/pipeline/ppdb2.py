@@ -1,0 +1,954 @@
+"""PPDB 2.0 for a domain: the learned paraphrase score, entailment relations and sizes.
+
+PPDB 2.0 (Pavlick, Rastogi, Ganitkevitch, Van Durme, Callison-Burch, ACL 2015) ranks a pair by
+``PPDB2.0Score``, a regression fitted to human ratings of paraphrase quality over the pair's
+features, gives it the probabilities of six entailment relations from a classifier (Pavlick
+et al., ACL 2015 long paper), and cuts the ranked list into sizes S ... XXXL. This stage does
+the same for the pairs a build stores, with the build's own models as features, so the domain
+still moves the ranking.
+
+Features of a directed pair (e1, e2) (:func:`pair_features`; natural logs):
+
+    logp[m], logp_rev[m]        log p_m(e2|e1), log p_m(e1|e2) for every stored model m;
+    logp_min[m]                 min of the two: the pair is strong both ways
+    missing[m], missing_rev[m]  a direction m does not propose gets log FLOOR_P and indicator 1
+                                (pivot.store.combined's floor), so the fit learns the offset of
+                                "no opinion" instead of trusting the floor
+    log1p_n_pivots              log(1 + foreign phrases the pair pivots through)
+    n_pivot_languages           distinct languages among the pair's stored best pivots (<= 3)
+    log1p_count_e1, _e2         log(1 + bitext support) of each phrase
+    n_words_e1, _e2, n_words_absdiff
+    token_jaccard               shared token positions / (n1 + n2 - shared)
+    char3_jaccard               Jaccard of the character trigram sets of "#e1#" and "#e2#" (the
+                                first TRIGRAM_CHARS characters)
+    e1_contains_e2, e2_contains_e1   every token of one phrase occurs in the other (and it is shorter)
+    edge_punct, function_only, dangling, inflection, containment
+                                the well-formedness flags (pivot.pipeline.wellformed)
+    fwd_gt_rev                  General's p(e2|e1) > p(e1|e2): the direction of a pair's asymmetry
+
+(The PPMI-SVD similarity of pivot.eval.distributional was measured and left out: about 10 s
+of the build's CPU for a feature that correlates 0.08 with the ratings, lowers the score's
+cross-validated rho and leaves the relations' macro-F1 unchanged.)
+
+**Score** (``PPDB2.0Score``, higher is better, on the ratings' 1-5 scale): a ridge regression
+of the mean human rating on the standardised features of :func:`score_features`,
+
+    score = b0 + sum_j b_j (x_j - mean_j) / sd_j,
+    b = argmin sum_i (y_i - score_i)^2 + lambda * (sum_General b_j^2 + mu * sum_others b_j^2),
+
+fitted on the train part of the PPDB 2.0 human ratings (``[ppdb2] ratings``) restricted to the
+pairs the database stores (each stored direction of a rated pair is a row). The rated pairs
+are split into train and dev by a seeded hash of the unordered normalised pair
+(pivot.eval.gold.pair_key / pivot.hashes.unit_hash, the split every gold of the project uses).
+
+Two things protect the ranking a lookup shows, the list of one phrase's candidates, which the
+ratings (a few hundred pairs of many different phrases) do not see:
+
+* the score leaves out the phrase counts and lengths (SCORE_EXCLUDED) and the reverse
+  direction alone: across rated pairs, rarer and longer phrases and a high p(e1|e2) go with
+  higher ratings, but inside one phrase's list those weights lift rare fragments whose only
+  translation happens to be shared (p(cell | cellular yield) is high) above the synonyms;
+  the reverse direction enters as logp_min, which rewards a pair strong both ways;
+* General's features form the anchor group (penalty lambda), every other feature (the domain
+  models', the pivots', the strings', the flags') has lambda * mu: with a few hundred rated
+  pairs, seven collinear domain models and a dozen string features would fit noise.
+
+lambda and mu are chosen on train only: 5-fold cross-validation (folds by the same hash with
+seeds 1..5; the mean Spearman rho of the pooled out-of-fold predictions), among the settings
+that rank at least as many WordNet synonyms into the top 10 of WordNet phrases' candidate lists
+as p(e2|e1) does (training-side phrases of the relation split, pairs no HIDDEN flag hides; ties
+by the larger penalties). The fit is then reported on dev.
+
+**Relations**: a multinomial logistic regression (softmax, L2 penalty lambda on the
+standardised non-constant features, class-balanced weights, L-BFGS) over the same features,
+trained on the pairs the database stores whose two phrases are WordNet 3.0 lemmas, labelled by
+WordNet's links (pivot.pipeline.wordnet). Held-out evaluation by synset: a phrase's key is its
+smallest synset id; a key is held out when hash(seed, key) < ``relation_test_fraction``; the
+test pairs have both keys held out, the training pairs neither (the rest is not used), so no
+test synset is seen in training. lambda is chosen by macro-F1 on a validation part of train
+(the same rule with seed + 1). Reported against the majority class and a classifier over the
+string features only (STRING_FEATURES).
+
+**Sizes**: over the pairs no HIDDEN flag hides, ordered by score, S holds the best 1/32, M 1/16,
+L 1/8, XL 1/4, XXL 1/2; a pair is in size X iff score >= cut[X]; XXXL's cut is the lowest score
+of all, so it holds every pair.
+
+The stage fits once (this process) and applies the fit per range of the pivot stage's rows
+(:func:`apply_range`, Dask tasks). Every number is a function of the inputs only: the same bytes
+for any number of workers (the applied sums run in a fixed order, one feature after another).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pivot.errors import InputError
+from pivot.pipeline.bundle import open_bundle, save_bundle
+from pivot.pipeline.wordnet import LEXICON, RELATIONS
+from pivot.store.combined import FLOOR_LOG_P
+
+log = logging.getLogger("pivot")
+
+#: Characters of a phrase whose trigrams char3_jaccard compares (longer phrases are cut).
+TRIGRAM_CHARS = 40
+#: The ratings' pairs split into train and dev; cross-validation folds on train.
+CV_FOLDS = 5
+CV_SEEDS = (1, 2, 3, 4, 5)
+#: The penalty grids: lambda for the score and the relations, mu for the score's non-General group.
+SCORE_LAMBDAS = (1.0, 3.0, 10.0, 30.0, 100.0)
+SCORE_MULTIPLIERS = (10.0, 100.0, 1000.0)
+RELATION_LAMBDAS = (1e-2, 1e-1)
+#: Validation share of the relation training pairs (lambda's choice).
+RELATION_VALIDATION = 0.2
+#: Fewest training rows a fit accepts: below this it is noise, and the build says so.
+MIN_RATED_PAIRS = 20
+MIN_RELATION_PAIRS = 60
+#: The sizes, smallest first, and the share of the visible pairs each holds.
+SIZES = ("s", "m", "l", "xl", "xxl", "xxxl")
+SIZE_SHARES = (1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
+
+#: Queries whose within-list ranking checks a score (WordNet synonyms in the top WITHIN_K).
+WITHIN_K = 10
+MAX_WITHIN_QUERIES = 4000
+FORM_FEATURES = ("edge_punct", "function_only", "dangling", "inflection", "containment")
+#: Features the relations use but the score does not: across the rated pairs, rarer and longer
+#: phrases were rated higher, and a regression learns that; inside one phrase's list of
+#: candidates the same weights lift rare, long fragments above its synonyms (measured on the
+#: bio build: WordNet synonyms in the top 10 of the WordNet queries 271 by p(e2|e1), 216 with
+#: these features, 277 without).
+SCORE_EXCLUDED = ("log1p_count_e1", "log1p_count_e2", "n_words_e1", "n_words_e2", "n_words_absdiff", "fwd_gt_rev")
+#: The string features: what a classifier that sees only the two strings knows.
+STRING_FEATURES = ("n_words_e1", "n_words_e2", "n_words_absdiff", "token_jaccard", "char3_jaccard",
+                   "e1_contains_e2", "e2_contains_e1", *FORM_FEATURES)
+SHARED_FEATURES = ("log1p_n_pivots", "n_pivot_languages", "log1p_count_e1", "log1p_count_e2",
+                   *STRING_FEATURES[:7], *FORM_FEATURES, "fwd_gt_rev")
+
+
+def feature_names(models: list[str]) -> list[str]:
+    """The feature columns for stored models ``models`` (General first), in matrix order."""
+    names = []
+    for m in models:
+        names += [f"logp[{m}]", f"logp_rev[{m}]", f"logp_min[{m}]", f"missing[{m}]", f"missing_rev[{m}]"]
+    return names + list(SHARED_FEATURES)
+
+
+def score_features(models: list[str]) -> list[str]:
+    """The score's features: feature_names without SCORE_EXCLUDED and without the reverse
+    direction alone (logp_rev; the score sees it through logp_min)."""
+    return [n for n in feature_names(models) if n not in SCORE_EXCLUDED and not n.startswith("logp_rev[")]
+
+
+def anchor_features(models: list[str]) -> set[str]:
+    """General's features: the score's anchor group (penalty lambda; every other feature has
+    lambda * mu)."""
+    m = models[0]
+    return {f"logp[{m}]", f"logp_min[{m}]", f"missing[{m}]", f"missing_rev[{m}]"}
+
+
+# ------------------------------------------------------------------------------------ phrases
+
+
+@dataclass
+class Phrases:
+    """What the features need of every English phrase id (ids in no pair are left empty)."""
+
+    n_words: np.ndarray      # (n_e,) int8
+    log_count: np.ndarray    # (n_e,) float64: log(1 + bitext support)
+    tokens: np.ndarray       # (n_e, L) int32 token ids, -1 padded
+    tri_ptr: np.ndarray      # (n_e + 1,) int64: trigrams of phrase i are tri[tri_ptr[i]:tri_ptr[i+1]]
+    tri: np.ndarray          # int64 trigram codes, ascending and distinct within a phrase
+    f_lang: np.ndarray       # (n_f,) int16 language index of each foreign phrase id (-1: unknown)
+
+    def save(self, path) -> None:
+        save_bundle(path, **{k: getattr(self, k) for k in self.__dataclass_fields__})
+
+    @classmethod
+    def load(cls, path, mmap: bool = False) -> "Phrases":
+        """Read the arrays (mmap: map them, so a task touches only the pages of its pairs'
+        phrases and the workers share the page cache)."""
+        with open_bundle(path) as b:
+            return cls(**{k: b.memmap(k) if mmap else b[k] for k in cls.__dataclass_fields__})
+
+
+def char_trigrams(texts: list[str], width: int = TRIGRAM_CHARS) -> tuple[np.ndarray, np.ndarray]:
+    """(ptr, codes): the distinct character trigrams of each "#text#" (text cut to width - 2
+    characters), CSR by text, ascending within a text; a trigram's code is
+    c0 * 2^42 + c1 * 2^21 + c2 (code points < 2^21), so equal trigrams have equal codes."""
+    n = len(texts)
+    if n == 0:
+        return np.zeros(1, np.int64), np.zeros(0, np.int64)
+    padded = np.array(["#" + t[:width - 2] + "#" for t in texts], dtype=f"<U{width}")
+    codes = padded.view(np.uint32).reshape(n, width).astype(np.int64)
+    lens = np.char.str_len(padded)
+    tri = codes[:, :-2] << 42 | codes[:, 1:-1] << 21 | codes[:, 2:]
+    none = np.iinfo(np.int64).max
+    tri[np.arange(width - 2)[None, :] >= (lens - 2)[:, None]] = none
+    tri.sort(axis=1)
+    tri[:, 1:][tri[:, 1:] == tri[:, :-1]] = none      # repeats within a text
+    tri.sort(axis=1)
+    valid = tri != none
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(valid.sum(axis=1), out=ptr[1:])
+    return ptr, tri[valid]
+
+
+def string_overlaps(ph: "Phrases", e1: np.ndarray, e2: np.ndarray):
+    """(a_in_b, b_in_a, shared) of pivot._counts.pair_overlaps for phrase ids e1, e2 (checked)."""
+    from pivot._native import _counts
+
+    e1 = np.ascontiguousarray(e1, dtype=np.int64)
+    e2 = np.ascontiguousarray(e2, dtype=np.int64)
+    n_e = ph.tokens.shape[0]
+    for ids in (e1, e2):
+        if len(ids) and (ids.min() < 0 or ids.max() >= n_e):
+            raise ValueError(f"phrase ids out of range 0..{n_e - 1}")
+    if len(ph.tri_ptr) != n_e + 1 or (len(ph.tri) and ph.tri_ptr[-1] != len(ph.tri)):
+        raise ValueError("trigram pointers do not match the phrases")
+    return _counts.pair_overlaps(np.ascontiguousarray(ph.tokens, dtype=np.int32),
+                                 np.ascontiguousarray(ph.tri_ptr, dtype=np.int64),
+                                 np.ascontiguousarray(ph.tri, dtype=np.int64), e1, e2)
+
+
+def n_distinct_languages(langs: np.ndarray) -> np.ndarray:
+    """Distinct values >= 0 per row of a small (n, k) int array."""
+    s = np.sort(langs, axis=1)
+    valid = s >= 0
+    new = valid.copy()
+    new[:, 1:] &= s[:, 1:] != s[:, :-1]
+    return new.sum(axis=1)
+
+
+# ------------------------------------------------------------------------------------ features
+
+
+def _log_floor(p: np.ndarray) -> np.ndarray:
+    ok = p > 0
+    return np.where(ok, np.log(np.where(ok, p, 1.0)), FLOOR_LOG_P)
+
+
+def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list[np.ndarray]:
+    """The feature columns of the module docstring for directed pairs, in feature_names order.
+
+    p, p_rev: (n, K) p_m(e2|e1) and p_m(e1|e2) per stored model (0: not proposed); pivots:
+    (n, 3) foreign phrase ids (-1: none); form: (n,) the well-formedness bitmask. Columns, not
+    a matrix: the apply step sums them one by one and never copies a (pairs x features) block.
+    """
+    from pivot.pipeline.wellformed import CONTAINMENT, DANGLING, EDGE_PUNCT, FUNCTION_ONLY, INFLECTION
+
+    e1, e2 = np.asarray(e1, np.int64), np.asarray(e2, np.int64)
+    p, p_rev = np.asarray(p, np.float64), np.asarray(p_rev, np.float64)
+    k = p.shape[1]
+    log_p, log_rev = _log_floor(p), _log_floor(p_rev)
+    cols = []
+    for m in range(k):
+        cols += [log_p[:, m], log_rev[:, m], np.minimum(log_p[:, m], log_rev[:, m]),
+                 (p[:, m] <= 0).astype(np.float64), (p_rev[:, m] <= 0).astype(np.float64)]
+    pivots = np.asarray(pivots)
+    langs = np.where(pivots >= 0, ph.f_lang[np.maximum(pivots, 0)], -1) if len(ph.f_lang) else np.full(pivots.shape, -1)
+    n1, n2 = ph.n_words[e1].astype(np.float64), ph.n_words[e2].astype(np.float64)
+    a_in_b, b_in_a, shared = (c.astype(np.float64) for c in string_overlaps(ph, e1, e2))
+    tri1 = (ph.tri_ptr[e1 + 1] - ph.tri_ptr[e1]).astype(np.float64)
+    tri2 = (ph.tri_ptr[e2 + 1] - ph.tri_ptr[e2]).astype(np.float64)
+    form = np.asarray(form)
+    cols += [np.log1p(np.asarray(n_pivots, np.float64)), n_distinct_languages(langs).astype(np.float64),
+             ph.log_count[e1], ph.log_count[e2], n1, n2, np.abs(n1 - n2),
+             a_in_b / np.maximum(n1 + n2 - a_in_b, 1.0),
+             shared / np.maximum(tri1 + tri2 - shared, 1.0),
+             ((b_in_a == n2) & (n2 < n1)).astype(np.float64), ((a_in_b == n1) & (n1 < n2)).astype(np.float64)]
+    cols += [((form & flag) > 0).astype(np.float64) for flag in (EDGE_PUNCT, FUNCTION_ONLY, DANGLING, INFLECTION,
+                                                                 CONTAINMENT)]
+    cols.append((p[:, 0] > p_rev[:, 0]).astype(np.float64))
+    return cols
+
+
+def feature_matrix(cols: list[np.ndarray]) -> np.ndarray:
+    """The columns as an (n, features) matrix (the fits' training rows)."""
+    return np.column_stack(cols) if len(cols[0]) else np.zeros((0, len(cols)))
+
+
+# ------------------------------------------------------------------------------------ linear models
+
+
+@dataclass
+class Standardiser:
+    """z_j = (x_j - mean_j) / sd_j over the kept columns (constant ones on train are dropped)."""
+
+    names: list[str]       # kept columns
+    mean: np.ndarray
+    sd: np.ndarray
+    dropped: list[str]
+
+    @classmethod
+    def fit(cls, names, x) -> "Standardiser":
+        mean, sd = x.mean(axis=0), x.std(axis=0)
+        # a constant column's computed sd is rounding noise: dropped, not blown up
+        keep = sd > 1e-9 * np.maximum(1.0, np.abs(mean))
+        return cls([n for n, k in zip(names, keep) if k], mean[keep], sd[keep],
+                   [n for n, k in zip(names, keep) if not k])
+
+    def transform(self, names, x) -> np.ndarray:
+        """The standardised kept columns of a matrix whose columns are ``names``."""
+        return np.column_stack(self.columns(names, [x[:, j] for j in range(x.shape[1])])) if len(x) else \
+            np.zeros((0, len(self.names)))
+
+    def columns(self, names, cols) -> list[np.ndarray]:
+        """The standardised kept columns from a list of columns named ``names``."""
+        return [(cols[names.index(n)] - m) / s for n, m, s in zip(self.names, self.mean.tolist(), self.sd.tolist())]
+
+
+def linear(z: list[np.ndarray], intercept: float, coef) -> np.ndarray:
+    """intercept + sum_j coef_j z_j, summed feature after feature (a fixed order, no BLAS)."""
+    out = np.full(len(z[0]) if z else 0, float(intercept))
+    for c, col in zip(np.asarray(coef, np.float64).tolist(), z):
+        out += c * col
+    return out
+
+
+def ridge_fit(z: np.ndarray, y: np.ndarray, penalty: np.ndarray) -> tuple[float, np.ndarray]:
+    """argmin_b sum (y - b0 - z b)^2 + sum_j penalty_j b_j^2 on centred columns: b0 = mean(y),
+    b = (Z'Z + diag(penalty))^-1 Z'(y - mean(y)) (z is standardised on the same rows)."""
+    zc = z - z.mean(axis=0)
+    b = np.linalg.solve(zc.T @ zc + np.diag(penalty), zc.T @ (y - y.mean()))
+    return float(y.mean() - z.mean(axis=0) @ b), b
+
+
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n of x, ties sharing the mean of their ranks."""
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    new = np.concatenate([[True], xs[1:] != xs[:-1]])
+    group = np.cumsum(new) - 1
+    first = np.flatnonzero(new)
+    last = np.concatenate([first[1:], [len(x)]]) - 1
+    out = np.empty(len(x))
+    out[order] = ((first + last) / 2.0 + 1.0)[group]
+    return out
+
+
+def spearman(x, y) -> float:
+    """Spearman's rho: Pearson's r of the average ranks; nan for fewer than 3 pairs or a constant side."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    rx, ry = average_ranks(x), average_ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    return float((rx * ry).sum() / np.sqrt((rx * rx).sum() * (ry * ry).sum()))
+
+
+def softmax(eta: np.ndarray) -> np.ndarray:
+    eta = eta - eta.max(axis=1, keepdims=True)
+    e = np.exp(eta)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def softmax_fit(z: np.ndarray, y: np.ndarray, n_classes: int, lam: float, maxiter: int = 300) -> np.ndarray:
+    """W (n_classes, 1 + p): minimises the class-balanced mean cross-entropy
+    (1 / sum w) sum_i w_i (-log softmax(W [1, z_i])_{y_i}) + lam / 2 * |W[:, 1:]|^2 with
+    w_i = n / (C * n_{y_i}) (C = classes present), by L-BFGS from W = 0 (deterministic)."""
+    from scipy.optimize import minimize
+
+    n, p = z.shape
+    x = np.column_stack([np.ones(n), z])
+    counts = np.bincount(y, minlength=n_classes).astype(np.float64)
+    present = counts > 0
+    w = (n / (present.sum() * np.where(present, counts, 1.0)))[y]
+    w = w / w.sum()
+    onehot = np.zeros((n, n_classes))
+    onehot[np.arange(n), y] = 1.0
+    mask = np.ones((n_classes, p + 1))
+    mask[:, 0] = 0.0
+
+    # einsum, not BLAS: no threads (a matrix product on a busy machine's two cores could spin
+    # for many times its work) and one summation order on every machine.
+    def objective(flat):
+        W = flat.reshape(n_classes, p + 1)
+        eta = np.einsum("nk,ck->nc", x, W, optimize=False)
+        eta -= eta.max(axis=1, keepdims=True)
+        logz = np.log(np.exp(eta).sum(axis=1))
+        loss = float((w * (logz - (eta * onehot).sum(axis=1))).sum()) + 0.5 * lam * float(((W * mask) ** 2).sum())
+        resid = (np.exp(eta - logz[:, None]) - onehot) * w[:, None]
+        grad = np.einsum("nc,nk->ck", resid, x, optimize=False) + lam * W * mask
+        return loss, grad.ravel()
+
+    res = minimize(objective, np.zeros(n_classes * (p + 1)), jac=True, method="L-BFGS-B",
+                   options={"maxiter": maxiter, "gtol": 1e-5, "ftol": 1e-9})
+    return res.x.reshape(n_classes, p + 1)
+
+
+def classification_report(y_true, y_pred, n_classes: int = len(RELATIONS)) -> dict:
+    """Per-class precision, recall, F1 and support; macro-F1 over the classes with test support."""
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    per, f1s = {}, []
+    for c in range(n_classes):
+        tp = int(((y_pred == c) & (y_true == c)).sum())
+        n_pred, n_true = int((y_pred == c).sum()), int((y_true == c).sum())
+        prec = tp / n_pred if n_pred else 0.0
+        rec = tp / n_true if n_true else 0.0
+        f1 = 2 * prec * rec / (prec + rec) if prec + rec > 0 else 0.0
+        per[RELATIONS[c]] = {"precision": round(prec, 4), "recall": round(rec, 4), "f1": round(f1, 4),
+                             "support": n_true, "predicted": n_pred}
+        if n_true:
+            f1s.append(f1)
+    return {"per_class": per, "macro_f1": round(float(np.mean(f1s)), 4) if f1s else float("nan"),
+            "accuracy": round(float((y_true == y_pred).mean()), 4) if len(y_true) else float("nan"),
+            "n": int(len(y_true))}
+
+
+# ------------------------------------------------------------------------------------ the fits
+
+
+@dataclass
+class ScoreModel:
+    """The fitted PPDB2.0Score regression (coefficients per training SD)."""
+
+    std: Standardiser
+    intercept: float
+    coef: np.ndarray
+
+    def predict(self, names, x) -> np.ndarray:
+        """The score of the rows of a matrix whose columns are ``names``."""
+        return self.predict_columns(names, [x[:, j] for j in range(x.shape[1])])
+
+    def predict_columns(self, names, cols) -> np.ndarray:
+        return linear(self.std.columns(names, cols), self.intercept, self.coef)
+
+    def to_json(self) -> dict:
+        return {"features": self.std.names, "mean": self.std.mean.tolist(), "sd": self.std.sd.tolist(),
+                "intercept": self.intercept, "coefficients": dict(zip(self.std.names, self.coef.tolist())),
+                "dropped": self.std.dropped}
+
+    @classmethod
+    def from_json(cls, d) -> "ScoreModel":
+        names = d["features"]
+        return cls(Standardiser(names, np.array(d["mean"]), np.array(d["sd"]), d["dropped"]), d["intercept"],
+                   np.array([d["coefficients"][n] for n in names]))
+
+
+@dataclass
+class RelationModel:
+    """The fitted softmax over RELATIONS (row c of W: intercept, then one weight per feature)."""
+
+    std: Standardiser
+    W: np.ndarray
+
+    def probabilities(self, names, x) -> np.ndarray:
+        """P(relation | pair), (n, len(RELATIONS)), rows of a matrix whose columns are ``names``."""
+        return self.probabilities_columns(names, [x[:, j] for j in range(x.shape[1])])
+
+    def probabilities_columns(self, names, cols) -> np.ndarray:
+        z = self.std.columns(names, cols)
+        eta = np.column_stack([linear(z, self.W[c, 0], self.W[c, 1:]) for c in range(self.W.shape[0])])
+        return softmax(eta)
+
+    def to_json(self) -> dict:
+        return {"features": self.std.names, "mean": self.std.mean.tolist(), "sd": self.std.sd.tolist(),
+                "dropped": self.std.dropped, "classes": list(RELATIONS),
+                "intercepts": dict(zip(RELATIONS, self.W[:, 0].tolist())),
+                "coefficients": {c: dict(zip(self.std.names, self.W[k, 1:].tolist()))
+                                 for k, c in enumerate(RELATIONS)}}
+
+    @classmethod
+    def from_json(cls, d) -> "RelationModel":
+        names = d["features"]
+        W = np.array([[d["intercepts"][c]] + [d["coefficients"][c][n] for n in names] for c in RELATIONS])
+        return cls(Standardiser(names, np.array(d["mean"]), np.array(d["sd"]), d["dropped"]), W)
+
+
+def top_k_hits(group, score, tiebreak, positive, k: int = WITHIN_K) -> int:
+    """Positives among the k best of each group: rows sorted by score (descending), ties by
+    ``tiebreak`` ascending, as a lookup ranks a phrase's paraphrases."""
+    group = np.asarray(group)
+    if not len(group):
+        return 0
+    order = np.lexsort((tiebreak, -np.asarray(score, np.float64), group))
+    g = group[order]
+    start = np.flatnonzero(np.concatenate([[True], g[1:] != g[:-1]]))
+    rank = np.arange(len(g)) - np.repeat(start, np.diff(np.concatenate([start, [len(g)]])))
+    return int(np.asarray(positive)[order][rank < k].sum())
+
+
+def fit_score(names, x, y, keys, anchor: set[str], *, within=None, lambdas=SCORE_LAMBDAS,
+              multipliers=SCORE_MULTIPLIERS) -> tuple[ScoreModel, dict]:
+    """The ridge regression of the module docstring; (model, the selection table).
+
+    keys: the unordered pair key of each row (its folds). anchor: the features penalised by
+    lambda (General's); the others get lambda * mu. within: None, or (x, group, tiebreak,
+    positive, baseline) for the within-list check: rows of candidate lists (group: the list),
+    positive: a WordNet synonym of the list's phrase, baseline: the hits of p(e2|e1)'s ranking.
+    Selection: the best mean cross-validated Spearman rho among the (lambda, mu) whose fit on all
+    training rows ranks at least as many synonyms into the top WITHIN_K as the baseline (all
+    of them without a check; the best rho overall, recorded, if none qualifies).
+    """
+    from pivot.hashes import unit_hash
+
+    y = np.asarray(y, np.float64)
+    if all(n in anchor for n in names):
+        multipliers = (1.0,)
+    folds = {seed: np.array([min(int(unit_hash(k, seed) * CV_FOLDS), CV_FOLDS - 1) for k in keys])
+             for seed in CV_SEEDS}
+    cv, hits = {}, {}
+    for lam in lambdas:
+        for mu in multipliers:
+            rhos = []
+            for seed in CV_SEEDS:
+                fold = folds[seed]
+                pred = np.zeros(len(y))
+                for f in range(CV_FOLDS):
+                    test = fold == f
+                    if test.all() or not test.any():
+                        continue
+                    pred[test] = _ridge(names, x[~test], y[~test], lam, mu, anchor).predict(names, x[test])
+                rhos.append(spearman(pred, y))
+            cv[(lam, mu)] = float(np.nanmean(rhos)) if not np.all(np.isnan(rhos)) else float("nan")
+            if within is not None:
+                xw, group, tiebreak, positive, _ = within
+                model = _ridge(names, x, y, lam, mu, anchor)
+                hits[(lam, mu)] = top_k_hits(group, model.predict(names, xw), tiebreak, positive)
+    qualified = [k for k in cv if within is None or hits[k] >= within[4]]
+
+    def rank(k):
+        return (round(-1.0 if math.isnan(cv[k]) else cv[k], 12), k[0], k[1])
+
+    best = max(qualified or cv, key=rank)
+    model = _ridge(names, x, y, best[0], best[1], anchor)
+    table = {"lambda": best[0], "multiplier": best[1], "cv_spearman": round(cv[best], 4),
+             "qualified": bool(qualified),
+             "grid": [{"lambda": lam, "multiplier": mu, "cv_spearman": round(v, 4),
+                       **({"within_top_k_synonyms": hits[(lam, mu)]} if hits else {})}
+                      for (lam, mu), v in sorted(cv.items())]}
+    if within is not None:
+        table["within"] = {"k": WITHIN_K, "n_lists": int(len(np.unique(within[1]))), "n_rows": int(len(within[1])),
+                           "n_synonyms": int(np.sum(within[3])), "p_general_top_k_synonyms": int(within[4]),
+                           "score_top_k_synonyms": hits[best]}
+    return model, table
+
+
+def _ridge(names, x, y, lam, mu, anchor) -> ScoreModel:
+    std = Standardiser.fit(names, x)
+    z = std.transform(names, x)
+    penalty = np.array([lam * (1.0 if n in anchor else mu) for n in std.names])
+    b0, b = ridge_fit(z, y, penalty)
+    return ScoreModel(std, b0, b)
+
+
+def fit_relations(names, x, y, validation, *, lambdas=RELATION_LAMBDAS) -> tuple[RelationModel, dict]:
+    """The softmax of the module docstring; lambda by macro-F1 on the rows marked validation
+    (ties: the larger), then refitted on every training row."""
+    scores = {}
+    for lam in lambdas:
+        m = _softmax(names, x[~validation], y[~validation], lam)
+        pred = m.probabilities(names, x[validation]).argmax(axis=1)
+        scores[lam] = classification_report(y[validation], pred)["macro_f1"]
+    best = max(scores, key=lambda lam: (round(scores[lam], 12), lam))
+    return _softmax(names, x, y, best), {"lambda": best, "validation_macro_f1": scores}
+
+
+def _softmax(names, x, y, lam) -> RelationModel:
+    std = Standardiser.fit(names, x)
+    return RelationModel(std, softmax_fit(std.transform(names, x), y, len(RELATIONS), lam))
+
+
+def per_mille(prob: np.ndarray) -> np.ndarray:
+    """Probabilities (n, C) as integers 0..1000 that sum to 1000: floor(1000 p), then the
+    remaining units to the largest remainders (ties to the lower class index)."""
+    scaled = prob * 1000.0
+    base = np.floor(scaled).astype(np.int64)
+    short = 1000 - base.sum(axis=1)
+    order = np.argsort(-(scaled - base), axis=1, kind="stable")
+    rank = np.empty_like(order)
+    rank[np.arange(len(prob))[:, None], order] = np.arange(prob.shape[1])[None, :]
+    return (base + (rank < short[:, None])).astype(np.uint16)
+
+
+def size_cuts(scores: np.ndarray, visible: np.ndarray) -> dict:
+    """{size: cut}: the score of the last pair of each share of the visible pairs, best first;
+    xxxl: the lowest score of all pairs (every pair is in xxxl)."""
+    ordered = np.sort(scores[visible])[::-1]
+    out = {}
+    for name, share in zip(SIZES, SIZE_SHARES):
+        if name == "xxxl" or not len(ordered):
+            out[name] = float(scores.min()) if len(scores) else 0.0
+        else:
+            out[name] = float(ordered[max(1, int(math.ceil(share * len(ordered)))) - 1])
+    return out
+
+
+# ------------------------------------------------------------------------------------ the stage
+
+
+def data_files(params: dict, data_root) -> list[Path]:
+    """The data files the stage reads under its settings (fingerprinted by the build)."""
+    from pivot.pipeline.wordnet import wordnet_files, wordnet_folder
+
+    files = []
+    if params["learn"]:
+        files.append(Path(data_root) / params["ratings"])
+    if params["wordnet"]:
+        files += wordnet_files(wordnet_folder(data_root, LEXICON))
+    return files
+
+
+class CachedLemmas:
+    """A lemmatizer asked at most once per token (the labels and the relation labels share it);
+    it keeps the wrapped lemmatizer's ``units`` (pivot.pipeline.wellformed)."""
+
+    def __init__(self, lemmatizer):
+        self._lemmatizer = lemmatizer
+        self._cache: dict[str, frozenset] = {}
+        self.units = getattr(lemmatizer, "units", None)
+
+    def __call__(self, token: str) -> frozenset:
+        out = self._cache.get(token)
+        if out is None:
+            out = self._cache[token] = self._lemmatizer(token)
+        return out
+
+
+def identity_lemmas(token: str) -> frozenset:
+    """The lemmatizer of a build without WordNet (``[ppdb2] wordnet = false``): every token is
+    its own lemma, so the INFLECTION flag is never set (the database's meta says so)."""
+    return frozenset((token,))
+
+
+@dataclass
+class PairTable:
+    """Every stored pair of the pivot stage, in key order, with the parts' boundaries."""
+
+    e1: np.ndarray
+    e2: np.ndarray
+    p: np.ndarray            # (n, K)
+    n_pivots: np.ndarray
+    pivots: np.ndarray       # (n, 3)
+    bounds: np.ndarray       # (n_parts + 1,): part j holds rows bounds[j]:bounds[j+1]
+
+    @classmethod
+    def read(cls, part_paths) -> "PairTable":
+        fields = {f: [] for f in ("e1", "e2", "p", "n_pivots", "pivots")}
+        bounds = [0]
+        for path in part_paths:
+            with open_bundle(path) as z:
+                for f in fields:
+                    fields[f].append(z[f])
+            bounds.append(bounds[-1] + len(fields["e1"][-1]))
+        return cls(**{f: np.concatenate(v) for f, v in fields.items()}, bounds=np.array(bounds, np.int64))
+
+    def find(self, a, b) -> np.ndarray:
+        """Row of each pair (a_i, b_i); -1 where the table does not store it. The queries are
+        searched in ascending order, which keeps the binary searches' memory accesses local."""
+        key = self.e1.astype(np.int64) << 32 | self.e2.astype(np.int64)
+        q = np.asarray(a, np.int64) << 32 | np.asarray(b, np.int64)
+        if not len(key):
+            return np.full(len(q), -1, np.int64)
+        order = np.argsort(q, kind="stable")
+        at = np.empty(len(q), np.int64)
+        at[order] = np.searchsorted(key, q[order])
+        at = np.minimum(at, len(key) - 1)
+        return np.where(key[at] == q, at, -1)
+
+    def reverse_p(self, rows) -> np.ndarray:
+        """p_m(e1|e2) of the given rows: the row of (e2, e1); 0 where it is not stored."""
+        rev = self.find(self.e2[rows], self.e1[rows])
+        return np.where(rev[:, None] >= 0, self.p[np.maximum(rev, 0)], 0.0)
+
+
+def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.ndarray, e_tokens: list[str],
+          f_lang_of, models: list[str], params: dict, data_root: Path, engine) -> dict:
+    """The stage: labels, fits, applies; writes ``x-NNNN.arrays`` per pivot part and
+    ``ppdb2.json`` (what the database's meta records). ``f_lang_of(ids)`` gives the language
+    index of foreign phrase ids; ``models``: the stored models, General first."""
+    from pivot.pipeline import wellformed
+    from pivot.pipeline.encode import phrase_texts
+    from pivot.pipeline.wordnet import WordNet, wordnet_folder
+
+    t0 = time.perf_counter()
+    table = PairTable.read(part_paths)
+    n_e = len(e_rows)
+    used = np.flatnonzero(np.bincount(np.concatenate([table.e1, table.e2]), minlength=n_e) > 0) \
+        if len(table.e1) else np.zeros(0, np.int64)
+    text_of = phrase_texts(e_rows, e_tokens, used)
+    texts = [text_of[i] for i in used.tolist()]
+    slot = np.full(n_e, -1, np.int64)
+    slot[used] = np.arange(len(used))
+    # One read of WordNet's files serves the lemmatizer (the same lemmas as NLTK's morphy, a
+    # fraction of NLTK's start-up) and the relation labels.
+    wn = WordNet.read(wordnet_folder(data_root, LEXICON)) if params["wordnet"] else None
+    lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(wn) if wn is not None else identity_lemmas)
+    forms = wellformed.PhraseForms.from_texts(texts, lemmatizer)
+    form = np.asarray(forms.pair_labels(slot[table.e1], slot[table.e2]), dtype=np.uint8)
+    log.info("ppdb2: %d pairs of %d phrases labelled in %.1f s", len(form), len(used), time.perf_counter() - t0)
+    meta = {"forms": {"lemmatizer": ("WordNet 3.0 (NLTK's morphy on the data files, pivot.pipeline.wordnet)"
+                                     if params["wordnet"] else "none ([ppdb2] wordnet = false): INFLECTION is never set"),
+                      "counts": {name: int(((form & flag) > 0).sum()) for flag, name in wellformed.NAMES.items()},
+                      "hidden": int(((form & wellformed.HIDDEN) > 0).sum()), "n_pairs": int(len(form))}}
+    parts = [tmp / f"x-{j:04d}.arrays" for j in range(len(part_paths))]
+    if not params["learn"]:
+        for j, path in enumerate(parts):
+            save_bundle(path, form=form[table.bounds[j]:table.bounds[j + 1]])
+        meta["ppdb2"] = {"learned": False, "why": "[ppdb2] learn = false in the recipe"}
+        meta["relations"] = {"classified": False, "why": "[ppdb2] learn = false in the recipe"}
+        (tmp / "ppdb2.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+        return meta
+
+    # Per-phrase feature inputs, shared with the apply tasks through a file.
+    tokens = np.full((n_e, e_rows.shape[1]), -1, np.int32)
+    tokens[used] = e_rows[used]
+    n_words = np.zeros(n_e, np.int8)
+    n_words[used] = (e_rows[used] >= 0).sum(axis=1)
+    ptr_used, tri = char_trigrams(texts)
+    tri_ptr = np.zeros(n_e + 1, np.int64)
+    tri_len = np.zeros(n_e, np.int64)
+    tri_len[used] = np.diff(ptr_used)
+    np.cumsum(tri_len, out=tri_ptr[1:])   # used phrases keep their order, so tri stays in place
+    f_used = np.unique(table.pivots[table.pivots >= 0])
+    f_lang = np.full(int(f_used.max()) + 1 if len(f_used) else 0, -1, np.int16)
+    f_lang[f_used] = f_lang_of(f_used)
+    ph = Phrases(n_words, np.log1p(np.asarray(e_count, np.float64)), tokens, tri_ptr, tri, f_lang)
+
+    names = feature_names(models)
+    id_of = {t: i for t, i in zip(texts, used.tolist())}
+    fit = {"models": models, "features": names}
+    lex = _wordnet_phrases(table, texts, slot, wn, lemmatizer, params)
+    within = _within_lists(table, ph, form, lex, models)
+    score, fit["score"] = _fit_score(table, ph, form, models, id_of, params, data_root, within)
+    relations, fit["relations"] = _fit_relations(table, ph, form, names, texts, slot, wn, lex, params, data_root)
+    log.info("ppdb2: fitted in %.1f s (dev Spearman %.3f; relations macro-F1 %.3f)", time.perf_counter() - t0,
+             fit["score"]["dev"]["spearman"], fit["relations"]["eval"]["full"]["macro_f1"])
+    fit_path, phrases_path, form_path = tmp / ".fit.json", tmp / ".phrases.arrays", tmp / ".form.arrays"
+    fit_path.write_text(json.dumps({"score": score.to_json(), "relations": relations.to_json(), "names": names}))
+    ph.save(phrases_path)
+    # the row of each pair's reverse (e2, e1), -1 if not stored: the tasks read p_m(e1|e2) there
+    save_bundle(form_path, form=form, rev=table.find(table.e2, table.e1))
+    del table
+    done = engine.map(apply_range, [(part_paths, j, phrases_path, form_path, fit_path, parts[j])
+                                    for j in range(len(part_paths))], name="ppdb2")
+    log.info("ppdb2: applied to %d ranges, %.1f CPU s in the tasks", len(done),
+             sum(d.get("cpu_seconds", 0.0) for d in done))
+    scores, visible = [], []
+    for path in parts:
+        with open_bundle(path) as z:
+            scores.append(z["ppdb2"])
+            visible.append((z["form"] & wellformed.HIDDEN) == 0)
+    scores, visible = np.concatenate(scores), np.concatenate(visible)
+    sizes = size_cuts(scores, visible)
+    for p in (fit_path, phrases_path, form_path):
+        p.unlink()
+    meta["ppdb2"] = {"learned": True, **fit["score"], "sizes": sizes,
+                     "size_pairs": {s: int((scores[visible] >= c).sum()) for s, c in sizes.items()},
+                     "n_pairs": int(sum(d["n_pairs"] for d in done))}
+    meta["relations"] = {"classified": True, **fit["relations"]}
+    (tmp / "ppdb2.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+    return meta
+
+
+def _rows_features(table: PairTable, ph: Phrases, form, rows) -> np.ndarray:
+    return feature_matrix(pair_features(ph, table.e1[rows], table.e2[rows], table.p[rows], table.reverse_p(rows),
+                                        table.n_pivots[rows], table.pivots[rows], form[rows]))
+
+
+@dataclass
+class Lexical:
+    """The WordNet side of the stored phrases: synsets, the held-out split, candidate pairs."""
+
+    synsets: list            # per used phrase (slot): its synset ids, () for none
+    has: np.ndarray          # per slot: the phrase has synsets
+    held: np.ndarray         # per slot: its key synset is held out (relation test side)
+    s1: np.ndarray           # per stored pair: slot of e1
+    s2: np.ndarray           # per stored pair: slot of e2
+
+
+def _wordnet_phrases(table, texts, slot, wn, lemmatizer, params) -> Lexical:
+    from pivot.hashes import unit_hash
+
+    synsets = wn.many_phrase_synsets(texts, lemmatizer)
+    has = np.array([bool(s) for s in synsets], dtype=bool)
+    # a phrase's key: its smallest synset id; held out with probability relation_test_fraction
+    held = np.zeros(len(texts), dtype=bool)
+    seed, q = params["seed"], params["relation_test_fraction"]
+    for i in np.flatnonzero(has).tolist():
+        held[i] = unit_hash(str(min(synsets[i])), seed) < q
+    return Lexical(synsets, has, held, slot[table.e1], slot[table.e2])
+
+
+def _within_lists(table, ph, form, lex: Lexical, models):
+    """The within-list check of fit_score: the candidate lists (pairs no HIDDEN flag hides) of
+    training-side WordNet phrases that have a WordNet synonym among them, at most
+    MAX_WITHIN_QUERIES lists (the smallest slots), with their score features."""
+    from pivot.pipeline.wellformed import HIDDEN
+
+    visible = (form & HIDDEN) == 0
+    both = np.flatnonzero(visible & lex.has[lex.s1] & lex.has[lex.s2] & ~lex.held[lex.s1])
+    synonym = np.array([bool(set(lex.synsets[a]) & set(lex.synsets[b]))
+                        for a, b in zip(lex.s1[both].tolist(), lex.s2[both].tolist())], dtype=bool)
+    queries = np.unique(lex.s1[both[synonym]])[:MAX_WITHIN_QUERIES]
+    rows = np.flatnonzero(visible & np.isin(lex.s1, queries))
+    positive = np.zeros(len(table.e1), dtype=bool)
+    positive[both[synonym]] = True
+    positive = positive[rows]
+    all_names, names = feature_names(models), score_features(models)
+    x = _rows_features(table, ph, form, rows)[:, [all_names.index(n) for n in names]]
+    baseline = top_k_hits(table.e1[rows], table.p[rows, 0], table.e2[rows], positive)
+    return x, table.e1[rows], table.e2[rows], positive, baseline
+
+
+def _fit_score(table, ph, form, models, id_of, params, data_root, within):
+    """The ratings' rows (each stored direction of a rated pair), split, fitted, evaluated."""
+    from pivot.eval.gold import pair_key, read_gold
+    from pivot.hashes import unit_hash
+    from pivot.text import normalize_many
+
+    path = Path(data_root) / params["ratings"]
+    rated = read_gold(path, "ppdb-human")
+    norm = normalize_many([t for a, b, _ in rated for t in (a, b)], "en")
+    a_ids, b_ids, ratings, keys = [], [], [], []
+    for (_, _, y), a, b in zip(rated, norm[0::2], norm[1::2]):
+        if a in id_of and b in id_of and a != b:
+            for x, z in ((a, b), (b, a)):
+                a_ids.append(id_of[x])
+                b_ids.append(id_of[z])
+                ratings.append(y)
+                keys.append(pair_key(a, b))
+    rows = table.find(a_ids, b_ids) if a_ids else np.zeros(0, np.int64)
+    found = rows >= 0
+    # a pair rated twice (or listed both ways) is one row: its first rating
+    first = {}
+    for i in np.flatnonzero(found).tolist():
+        first.setdefault(int(rows[i]), i)
+    pick = np.array(sorted(first.values()), dtype=np.int64)
+    rows, y = rows[pick], np.array(ratings, np.float64)[pick]
+    keys = [keys[i] for i in pick.tolist()]
+    dev = np.array([unit_hash(k, params["seed"]) < params["dev_fraction"] for k in keys], dtype=bool)
+    n_train = int((~dev).sum())
+    if n_train < MIN_RATED_PAIRS or len(set(np.array(keys)[~dev].tolist())) < MIN_RATED_PAIRS // 2:
+        raise InputError(f"[ppdb2] ratings: only {n_train} rated directed pairs in the train part are stored by "
+                         f"this database (at least {MIN_RATED_PAIRS} needed to fit the score); set "
+                         "[ppdb2] learn = false for a database without the learned score", path)
+    all_names = feature_names(models)
+    names = score_features(models)
+    x = _rows_features(table, ph, form, rows)[:, [all_names.index(n) for n in names]]
+    model, cv = fit_score(names, x[~dev], y[~dev], [k for k, d in zip(keys, dev) if not d], anchor_features(models),
+                          within=within)
+    pred = model.predict(names, x)
+    p_general = table.p[rows, 0]
+    info = {
+        "target": "mean human rating (1-5) of the PPDB 2.0 ratings", "ratings_file": params["ratings"],
+        "split": {"seed": params["seed"], "dev_fraction": params["dev_fraction"],
+                  "by": "hash of the unordered normalised pair (pivot.eval.gold.pair_key)"},
+        "n_rated": len(rated), "n_rows": int(len(rows)), "train": {"n_rows": n_train,
+                                                                   "n_pairs": len(set(np.array(keys)[~dev].tolist())),
+                                                                   "spearman": round(spearman(pred[~dev], y[~dev]), 4),
+                                                                   "spearman_p_general": round(spearman(p_general[~dev], y[~dev]), 4)},
+        "dev": {"n_rows": int(dev.sum()), "n_pairs": len(set(np.array(keys)[dev].tolist())),
+                "spearman": round(spearman(pred[dev], y[dev]), 4),
+                "spearman_p_general": round(spearman(p_general[dev], y[dev]), 4)},
+        "selection": cv, "model": model.to_json(),
+        "train_pairs": sorted({tuple(k.split("\t")) for k, d in zip(keys, dev) if not d}),
+    }
+    info["dev_spearman"] = info["dev"]["spearman"]
+    return model, info
+
+
+def _fit_relations(table, ph, form, names, texts, slot, wn, lex: Lexical, params, data_root):
+    """WordNet-labelled pairs the database stores: synset split, fit, held-out evaluation."""
+    from pivot.hashes import unit_hash
+    from pivot.pipeline.wordnet import relation
+
+    synsets, s1, s2, seed, q = lex.synsets, lex.s1, lex.s2, params["seed"], params["relation_test_fraction"]
+    cand = lex.has[s1] & lex.has[s2]
+    test_rows = np.flatnonzero(cand & lex.held[s1] & lex.held[s2])
+    train_rows = np.flatnonzero(cand & ~lex.held[s1] & ~lex.held[s2])
+    # at most max_relation_pairs training pairs, chosen by a hash of the pair (not by order)
+    limit = params["max_relation_pairs"]
+    if len(train_rows) > limit:
+        h = np.array([unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed) for r in train_rows.tolist()])
+        train_rows = np.sort(train_rows[np.argsort(h, kind="stable")[:limit]])
+    profiles = {}
+    for i in np.unique(np.concatenate([s1[train_rows], s2[train_rows], s1[test_rows], s2[test_rows]])).tolist():
+        profiles[i] = wn.profile(synsets[i])
+
+    def labels(rows):
+        return np.array([relation(profiles[a], profiles[b]) for a, b in zip(s1[rows].tolist(), s2[rows].tolist())],
+                        dtype=np.int64)
+
+    y_train, y_test = labels(train_rows), labels(test_rows)
+    if len(train_rows) < MIN_RELATION_PAIRS or len(np.unique(y_train)) < 2 or not len(test_rows):
+        raise InputError(f"[ppdb2]: only {len(train_rows)} training and {len(test_rows)} held-out pairs of WordNet "
+                         f"lemmas (classes {sorted(set(y_train.tolist()))}) are stored by this database: too few to "
+                         "train the relation classifier; set [ppdb2] learn = false",
+                         Path(data_root) / LEXICON)
+    validation = np.array([unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed + 1) < RELATION_VALIDATION
+                           for r in train_rows.tolist()], dtype=bool)
+    x_train = _rows_features(table, ph, form, train_rows)
+    x_test = _rows_features(table, ph, form, test_rows)
+    model, selection = fit_relations(names, x_train, y_train, validation)
+    strings = [n for n in names if n in STRING_FEATURES]
+    idx = [names.index(n) for n in strings]
+    string_model, string_selection = fit_relations(strings, x_train[:, idx], y_train, validation)
+    majority = int(np.bincount(y_train, minlength=len(RELATIONS)).argmax())
+    ev = {"full": classification_report(y_test, model.probabilities(names, x_test).argmax(axis=1)),
+          "string_only": classification_report(y_test, string_model.probabilities(strings, x_test[:, idx]).argmax(axis=1)),
+          "majority": classification_report(y_test, np.full(len(y_test), majority)),
+          "majority_class": RELATIONS[majority]}
+    ev["full_minus_string_macro_f1"] = round(ev["full"]["macro_f1"] - ev["string_only"]["macro_f1"], 4)
+    info = {"classes": list(RELATIONS), "labels": "WordNet 3.0 links (pivot.pipeline.wordnet)",
+            "split": {"seed": seed, "test_fraction_of_synsets": q,
+                      "by": "hash of each phrase's smallest synset id; test: both held out, train: neither"},
+            "n_candidates": int(cand.sum()), "n_train": int(len(train_rows)), "n_test": int(len(test_rows)),
+            "train_classes": dict(zip(RELATIONS, np.bincount(y_train, minlength=6).tolist())),
+            "test_classes": dict(zip(RELATIONS, np.bincount(y_test, minlength=6).tolist())),
+            "selection": selection, "string_only_selection": string_selection,
+            "model": model.to_json(), "eval": ev}
+    return model, info
+
+
+def apply_range(part_paths, j: int, phrases_path, form_path, fit_path, out_path) -> dict:
+    """One pivot part: features, score and relation probabilities of its pairs (a Dask task).
+
+    Reads its own part, every part's keys (for the reverse pairs) and memory-maps the parts'
+    probabilities; writes ``form``, ``ppdb2``, ``rel`` (per-mille, RELATIONS order) and
+    ``relation`` (argmax, ties to the lower index) atomically.
+    """
+    out_path = Path(out_path)
+    if out_path.is_file():
+        with open_bundle(out_path) as done:
+            return {"reused": True, "n_pairs": int(done["ppdb2"].shape[0])}
+    t0 = time.process_time()
+    fit = json.loads(Path(fit_path).read_text())
+    names = fit["names"]
+    score = ScoreModel.from_json(fit["score"])
+    relations = RelationModel.from_json(fit["relations"])
+    ph = Phrases.load(phrases_path, mmap=True)
+    probs, bounds = [], [0]
+    for path in part_paths:
+        with open_bundle(path) as z:
+            probs.append(z.memmap("p"))
+        bounds.append(bounds[-1] + len(probs[-1]))
+    with open_bundle(part_paths[j]) as z:
+        e1, e2, p, n_pivots, pivots = (z[f] for f in ("e1", "e2", "p", "n_pivots", "pivots"))
+    with open_bundle(form_path) as z:
+        form = np.array(z.memmap("form")[bounds[j]:bounds[j + 1]])
+        rev = np.array(z.memmap("rev")[bounds[j]:bounds[j + 1]])
+    # p_m(e1|e2): the row of (e2, e1), read from the part that holds it
+    p_rev = np.zeros_like(p)
+    part_of = np.searchsorted(np.array(bounds[1:]), rev, side="right")
+    for k in np.unique(part_of[rev >= 0]).tolist():
+        sel = (rev >= 0) & (part_of == k)
+        p_rev[sel] = probs[k][rev[sel] - bounds[k]]
+    del probs
+    cols = pair_features(ph, e1, e2, p, p_rev, n_pivots, pivots, form)
+    ppdb2 = score.predict_columns(names, cols)
+    rel = per_mille(relations.probabilities_columns(names, cols))
+    save_bundle(out_path, form=form, ppdb2=ppdb2, rel=rel, relation=rel.argmax(axis=1).astype(np.uint8))
+    return {"reused": False, "n_pairs": int(len(e1)), "cpu_seconds": round(time.process_time() - t0, 2)}
+
+
+def iter_layers(folder, n_parts: int):
+    """The stage's per-part arrays in part order, as PairChunk fields (form, ppdb2, rel)."""
+    for j in range(n_parts):
+        with open_bundle(Path(folder) / f"x-{j:04d}.arrays") as z:
+            yield {f: z[f] for f in ("form", "ppdb2", "rel") if f in z}

@@ -1,0 +1,418 @@
+"""PPDB 2.0 export: a model's pairs as `LHS ||| e1 ||| e2 ||| features ||| alignment ||| relation`.
+
+One line builder, ``pivot._export.format_ppdb``, writes the lines of `pivot export` and of
+`pivot lookup --format ppdb`. A line (wrapped here; one line in the file)::
+
+    [NN] ||| kidney ||| renal ||| PPDB2.0Score=3.91 -logp(e2|e1)=1.69315 -logp(e1|e2)=1.59 Equivalence=0.710
+    ForwardEntailment=0.080 ReverseEntailment=0.050 Exclusion=0.010 OtherRelated=0.120 Independent=0.030
+    NumPivots=12 Form=none ||| 0-0 ||| Equivalence
+
+* LHS: e1's stored label (``phrase.lhs``), or [X] (lhs="x"). nlpaug reads it as the part of
+  speech of the word it replaces: [X] maps to none, and a file of [X] lines substitutes nothing.
+* PPDB2.0Score: the learned score (left out where the database has none).
+* -logp(e2|e1), -logp(e1|e2): -ln p (natural logarithm, as PPDB) of the line's probability
+  model: the exported model itself, a combined model's base, General for the learned model.
+  Either is left out when that model gives the pair (or its reverse) nothing.
+* Equivalence= ... Independent=: the relation probabilities, the stored per-mille values as
+  exact three-decimal fractions (left out where the database's relations are unclassified).
+* NumPivots: the foreign phrases the pair pivots through.
+* Form: the pair's well-formedness flags (``edge-punct``, ``function-only``, ``dangling``,
+  ``inflection``, ``containment``, comma-separated) or ``none``. The default export holds no
+  pair with one of the first three (HIDDEN_FORMS); ``show_all`` writes them too.
+* ModelScore: a combined model's logistic score, by which it ranks (combined models only).
+* alignment: ``0-0`` for two single words, empty for phrases (pivoting aligns no words inside
+  a phrase pair); relation: the most probable relation (the stored argmax).
+
+Which pairs: those the model proposes, minus the HIDDEN_FORMS kinds (unless ``show_all``), cut
+to a size (``ppdb2 >= meta ppdb2.sizes[size]``: nested tiers S ⊂ M ⊂ L ⊂ XL ⊂ XXL ⊂ XXXL, by
+the learned score), to the relations asked for (by the last field) and, with ``agree``, to
+pairs whose two labels are of one broad class (noun, verb, adjective, adverb, preposition).
+Lines are grouped by e1 in id order, best first under the model (ties by e2 id): equal
+databases give equal bytes.
+
+Speed (the issue's target: 500k lines a second): the pair table is read by a C scan straight
+into arrays (``pivot._export.Table``), one chunk of whole e1 runs at a time, with the filters
+in its SQL (SQLite skips a filtered row before reading its other columns); the next two
+chunks are read in two threads, each on its own connection, while this one is formatted (the
+scans and the formatting run without the GIL). p(e1|e2) comes from the reverse pair's row,
+found by ``find_rows`` in the probability model's (e1, e2, p) columns, read once (in two
+halves, at once). No Python object is made per pair.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+
+from pivot.errors import InputError
+from pivot.store.write import HIDDEN_FORMS, RELATION_COLUMNS, RELATION_NAMES
+
+#: The kind of the learned model (PPDB2.0Score), scored by the `ppdb2` column of every pair.
+LEARNED = "learned"
+
+#: PPDB 2.0's sizes, smallest first; each holds the ones before it.
+SIZES = ("s", "m", "l", "xl", "xxl", "xxxl")
+#: Pairs read per chunk (whole e1 runs): bounds the export's memory besides the (e1, e2, p)
+#: columns of the probability model.
+CHUNK_ROWS = 1 << 18
+#: How much of the database file the export maps into memory (SQLite caps it at its compile-time
+#: maximum, 2 GiB by default): pages are read from the page cache through the map instead of
+#: copied by a read() each time they are visited (13% of the export's time without it).
+MMAP_BYTES = 1 << 40
+
+
+def parse_relations(text: str) -> tuple[int, ...]:
+    """"Equivalence,ForwardEntailment" -> their indices in RELATION_NAMES (names case-insensitive);
+    an unknown or empty name is an InputError that lists the relations."""
+    by_name = {r.lower(): i for i, r in enumerate(RELATION_NAMES)}
+    out = set()
+    for name in (n.strip() for n in text.split(",")):
+        if name.lower() not in by_name:
+            raise InputError(f"unknown relation {name!r} in --relation; the relations are {', '.join(RELATION_NAMES)}")
+        out.add(by_name[name.lower()])
+    return tuple(sorted(out))
+
+
+def size_cut(db, size: str) -> float:
+    """The learned score a pair needs to be in `size` (meta ppdb2.sizes)."""
+    if size not in SIZES:
+        raise InputError(f"unknown size {size!r}; the sizes are {', '.join(SIZES)}")
+    sizes = (db.meta.get("ppdb2") or {}).get("sizes") or {}
+    if size not in sizes:
+        raise InputError(f"this database records no learned-score cut for size {size!r} (meta ppdb2.sizes): "
+                         "was its score learned?", db.path)
+    return float(sizes[size])
+
+
+def probability_model(db, name: str) -> str:
+    """The model whose p(e2|e1) a line of `name` reports: itself for a pivot model, the base of
+    a combined model, and for the learned model the first stored model (General)."""
+    info = db.model_info(name)
+    if info["kind"] == "combined":
+        return info["params"]["base"]
+    if info["kind"] == LEARNED:
+        return db.stored_models[0]
+    return name
+
+
+@contextlib.contextmanager
+def _read_checked(path):
+    """The kernel's checks of what it reads (a NULL where the schema forbids one, a relation
+    index outside 0..5, a per-mille value above 1000, a missing column ...) as one line about the
+    database: the file is damaged, or not a pivot database."""
+    from pivot.store.db import DAMAGED
+
+    try:
+        yield
+    except ValueError as exc:
+        raise InputError(f"{DAMAGED}: {exc}", path) from None
+
+
+def _offsets_by_id(ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Offsets (max id + 2) into a buffer holding the texts of ascending `ids` back to back, so
+    that id i's text is buffer[out[i]:out[i + 1]] (empty for an id without a row)."""
+    size = int(ids[-1]) + 1 if len(ids) else 0
+    lengths = np.zeros(size, np.int64)
+    lengths[ids] = np.diff(offsets)
+    out = np.zeros(size + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out
+
+
+class _Phrases:
+    """Phrase texts and LHS labels, one buffer each, with offsets by phrase id."""
+
+    def __init__(self, text: bytes, text_off: np.ndarray, lhs: bytes, lhs_off: np.ndarray):
+        self.text, self.text_off, self.lhs, self.lhs_off = text, text_off, lhs, lhs_off
+
+    @classmethod
+    def read(cls, table) -> _Phrases:
+        """Every phrase of the database (one scan)."""
+        ids, (text, off), (lhs, lhs_off) = table.scan("SELECT id, text, lhs FROM phrase ORDER BY id", (), "Itt")
+        return cls(text, _offsets_by_id(ids, off), lhs, _offsets_by_id(ids, lhs_off))
+
+    @property
+    def n_ids(self) -> int:
+        return len(self.text_off) - 1
+
+    def label_classes(self) -> np.ndarray:
+        """Per phrase id, a code of its label's broad class (noun, verb, adjective, adverb,
+        preposition; any other label its own class): what `agree` compares."""
+        from pivot.store.labels import label_class
+
+        codes: dict[str, int] = {}
+        bounds = self.lhs_off.tolist()
+        return np.array([codes.setdefault(label_class(self.lhs[a:b].decode()), len(codes)) if b > a else -1
+                         for a, b in zip(bounds[:-1], bounds[1:])], np.int64)
+
+
+class _LineWriter:
+    """Formats rows with the kernel into one reused buffer and hands the filled part to `write`."""
+
+    def __init__(self, write, phrases: _Phrases, *, lhs_x: bool, with_score: bool, with_relations: bool,
+                 buffer_bytes: int = 1 << 23):
+        self.write, self.phrases, self.buffer = write, phrases, bytearray(buffer_bytes)
+        self.flags = (lhs_x, with_score, with_relations)
+
+    def rows(self, e1, e2, ppdb2, p, p_rev, rel, relation, n_pivots, form, model_score, order) -> None:
+        """The lines of rows order[0], order[1], ... (order empty: every row in turn)."""
+        from pivot._native import _export
+
+        ph, r, n = self.phrases, 0, len(e1)
+        while r < n:
+            nxt, size = _export.format_ppdb(self.buffer, r, e1, e2, ph.text, ph.text_off, ph.lhs, ph.lhs_off, ppdb2,
+                                            p, p_rev, rel, relation, n_pivots, form, model_score, order,
+                                            *self.flags)
+            if nxt == r:  # not even one line fits: a longer buffer
+                self.buffer.extend(bytes(len(self.buffer)))
+                continue
+            self.write(memoryview(self.buffer)[:size])
+            r = nxt
+
+
+class _Plan:
+    """What a model's lines read: the probability column, the pair columns (and their scan
+    kinds), the combined model's fit, and whether the score and relations are real."""
+
+    def __init__(self, db, model: str | None, lhs: str):
+        self.name = model or db.default_model
+        info = db.model_info(self.name)
+        if lhs not in ("stored", "x"):
+            raise InputError(f"unknown LHS choice {lhs!r} (stored or x)")
+        self.kind = info["kind"]
+        self.pcol = db.model_info(probability_model(db, self.name))["column"]
+        self.learned = bool((db.meta.get("ppdb2") or {}).get("learned"))
+        self.classified = bool((db.meta.get("relations") or {}).get("classified"))
+        self.lhs_x = lhs == "x"
+        self.fit = None
+        # What a line reads of its pair, packed by SQLite into five integers and floats: each
+        # value handed over costs a C call, and the pass over the pairs is the export's largest
+        # cost (13 separate columns: 3.7 s of CPU on bio's 4.48M pairs; packed: 3.1 s). The
+        # fields fit: ids < 2^31, n_pivots < 2^40, form < 2^16, relation < 2^8, and per-mille
+        # values <= 1000 < 2^10 (the writer checks them; the kernel checks what it unpacks).
+        self.columns = ["e1 << 32 | e2", self.pcol, "ppdb2", "n_pivots | (form << 40) | (relation << 56)",
+                        " | ".join(f"({c} << {10 * j})" for j, c in enumerate(RELATION_COLUMNS))]
+        if self.kind == "combined":
+            from pivot.store.combined import Combination
+
+            self.fit = Combination.from_meta(info["params"]["fit"])
+            self.columns.append(db.model_info(info["params"]["other"])["column"])
+        # I, D: columns the schema declares NOT NULL, read without asking each value's type.
+        self.kinds = "IdDII" + ("d" if self.fit is not None else "")
+        self.uri = db.path.resolve().as_uri() + "?mode=ro"
+
+    def unpack(self, cols) -> dict:
+        """The scanned columns as arrays: e1, e2, p, ppdb2, n_pivots, form, relation, rel (n x 6)
+        and other (a combined model's other p, else None)."""
+        key, p, ppdb2, misc, packed = cols[:5]
+        return {"e1": key >> 32, "e2": key & 0xFFFFFFFF, "p": p, "ppdb2": ppdb2, "n_pivots": misc & (1 << 40) - 1,
+                "form": misc >> 40 & 0xFFFF, "relation": misc >> 56,
+                "rel": np.stack([packed >> 10 * j & 1023 for j in range(len(RELATION_COLUMNS))], axis=1),
+                "other": cols[5] if self.fit is not None else None}
+
+    def writer(self, write, phrases: _Phrases, buffer_bytes: int = 1 << 23) -> _LineWriter:
+        return _LineWriter(write, phrases, lhs_x=self.lhs_x, with_score=self.learned,
+                           with_relations=self.classified, buffer_bytes=buffer_bytes)
+
+    def write_rows(self, writer: _LineWriter, rows: dict, p_rev) -> int:
+        """Order rows (unpacked; each e1 run best first under the model, ties by e2) and write
+        their lines. Returns how many."""
+        from pivot._native import _export
+
+        e1, p, ppdb2 = rows["e1"], rows["p"], rows["ppdb2"]
+        model_score = np.zeros(0)
+        if self.kind == LEARNED:
+            score = ppdb2
+        elif self.kind == "combined":
+            score = model_score = self.fit.predict(p, np.nan_to_num(rows["other"]))
+        else:
+            score = p
+        order = _export.order_runs(e1, np.ascontiguousarray(score, dtype=np.float64))
+        writer.rows(e1, rows["e2"], ppdb2, p, p_rev, rows["rel"], rows["relation"], rows["n_pivots"], rows["form"],
+                    model_score, order)
+        return len(e1)
+
+
+def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size: str | None = None,
+                relations: tuple[int, ...] | None = None, show_all: bool = False, agree: bool = False,
+                stats: dict | None = None, chunk_rows: int = CHUNK_ROWS, prefetch: bool = True) -> int:
+    """Write `model`'s pairs (default: the database's default model) as PPDB 2.0 lines to `out`
+    (a binary stream, or a text stream); returns the number of lines.
+
+    lhs: "stored" (e1's label) or "x" ([X]); size: one of SIZES or None (every pair);
+    relations: indices into RELATION_NAMES to keep (by the last field), None for all;
+    show_all: keep the HIDDEN_FORMS kinds; agree: keep only pairs whose two labels are of one
+    broad class. `stats`, if given, receives "written" and "disagree" (the pairs agree
+    removed). prefetch: read the next chunks in two threads while this one is formatted (the
+    same bytes either way).
+    """
+    from pivot._native import _export
+
+    plan = _Plan(db, model, lhs)
+    if relations is not None and not plan.classified:
+        raise InputError("--relation: this database's relations were not classified (meta relations)", db.path)
+    if agree and (db.meta.get("lhs") or {}).get("tagger", "stored") is None:
+        # Every stored label is [X] (meta lhs): all pairs would "agree", and the filter would keep everything.
+        raise InputError("--agree compares the phrases' labels, and this build stored none (every LHS is [X]; "
+                         "meta lhs)", db.path)
+    # The pairs to write, as SQL over one chunk's e1 range (?1, ?2): the model's own, minus the
+    # filtered ones.
+    where, params = ["e1 >= ?1", "e1 < ?2"], ()
+    if plan.kind != LEARNED:
+        where.append(f"{plan.pcol} IS NOT NULL")  # a combined model proposes its base model's pairs
+    if not show_all:
+        where.append(f"(form & {HIDDEN_FORMS}) = 0")
+    if size is not None:
+        where.append("ppdb2 >= ?3")
+        params = (size_cut(db, size),)
+    if relations is not None:
+        where.append(f"relation IN ({', '.join(str(int(r)) for r in relations)})")
+    sql = f"SELECT {', '.join(plan.columns)} FROM pair WHERE {' AND '.join(where)}"
+    counts = dict(written=0, disagree=0)
+
+    # Two connections with prefetch: the scans run in two threads, each on its own connection.
+    tables = [_export.Table(plan.uri) for _ in range(2 if prefetch else 1)]
+    table = tables[0]
+    try:
+        with _read_checked(db.path):
+            for t in tables:
+                t.scan(f"PRAGMA mmap_size = {MMAP_BYTES}", (), "I")
+                t.scan("BEGIN", (), "")  # one read snapshot for every scan below
+            phrases = _Phrases.read(table)
+            classes = phrases.label_classes() if agree else None
+            writer = plan.writer(_writer(out), phrases)
+            # The probability model's pairs over the whole table, in key order: where every pair's
+            # p(e1|e2) comes from (its reverse row), and the chunk boundaries.
+            e1_all, e2_all, p_all = _scan_halves(tables, f"SELECT e1, e2, {plan.pcol} FROM pair WHERE "
+                                                 f"e1 >= ?1 AND e1 < ?2 AND {plan.pcol} IS NOT NULL", "IID",
+                                                 phrases.n_ids)
+            ptr = _export.row_pointer(e1_all, phrases.n_ids)
+            bounds = _chunk_bounds(e1_all, phrases.n_ids, chunk_rows)
+            # closing(): after an error below, the scan threads finish before their connections close.
+            with contextlib.closing(_prefetched(tables, sql, params, plan.kinds, bounds, prefetch)) as chunks:
+                for cols in chunks:
+                    if classes is not None:
+                        key = cols[0]
+                        ok = classes[key >> 32] == classes[key & 0xFFFFFFFF]
+                        counts["disagree"] += int((~ok).sum())
+                        cols = [c[ok] for c in cols]
+                    if len(cols[0]):
+                        rows = plan.unpack(cols)
+                        rev = _export.find_rows(ptr, e2_all, rows["e2"], rows["e1"])
+                        p_rev = np.where(rev >= 0, p_all[np.maximum(rev, 0)], np.nan)
+                        counts["written"] += plan.write_rows(writer, rows, p_rev)
+            for t in tables:
+                t.scan("COMMIT", (), "")
+    finally:
+        for t in tables:
+            t.close()
+    if stats is not None:
+        stats.update(counts)
+    return counts["written"]
+
+
+def _scan_halves(tables, sql: str, kinds: str, n_ids: int) -> list:
+    """`sql` over e1 in [0, n_ids) (parameters ?1, ?2: an e1 range); with two connections, as
+    two halves read at once in two threads: phrase ids are ranks of hashes, so each half holds
+    about half the pairs, and the two scans share the 2 cores."""
+    if len(tables) == 1:
+        return tables[0].scan(sql, (0, n_ids), kinds)
+    from concurrent.futures import ThreadPoolExecutor
+
+    mid = n_ids // 2
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pivot-export-scan") as pool:
+        upper = pool.submit(tables[1].scan, sql, (mid, n_ids), kinds)
+        lower = tables[0].scan(sql, (0, mid), kinds)
+        upper = upper.result()
+    return [np.concatenate([a, b]) for a, b in zip(lower, upper)]
+
+
+def _chunk_bounds(e1_all: np.ndarray, n_ids: int, chunk_rows: int) -> list[tuple[int, int]]:
+    """e1 ranges [lo, hi) covering 0..n_ids, each about chunk_rows of the rows e1_all lists
+    (sorted), cut between runs of one e1."""
+    cuts = [0]
+    for r in range(chunk_rows, len(e1_all), chunk_rows):
+        if int(e1_all[r]) > cuts[-1]:
+            cuts.append(int(e1_all[r]))
+    cuts.append(max(n_ids, cuts[-1] + 1))
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _prefetched(tables, sql: str, params: tuple, kinds: str, bounds, prefetch: bool):
+    """The scan of `sql` over every bound (lo, hi) in order. With prefetch, two scans run ahead
+    in two threads, chunk k on connection k % 2 (each connection used by its own thread only),
+    while the caller works on the current chunk: the scans are most of the export's time, and
+    on 2 cores the pass over the pairs then takes about half as long."""
+    if not prefetch:
+        for lo, hi in bounds:
+            yield tables[0].scan(sql, (lo, hi, *params), kinds)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    pools = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="pivot-export-scan") for _ in tables]
+    try:
+        def submit(k):
+            lo, hi = bounds[k]
+            return pools[k % len(pools)].submit(tables[k % len(tables)].scan, sql, (lo, hi, *params), kinds)
+
+        pending = [submit(k) for k in range(min(len(tables), len(bounds)))]
+        for k in range(len(bounds)):
+            cols = pending.pop(0).result()
+            if k + len(tables) < len(bounds):
+                pending.append(submit(k + len(tables)))
+            yield cols
+    finally:
+        for pool in pools:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _writer(out):
+    """A function writing bytes to `out`: its binary buffer for a text file, decoded for a
+    text stream without one (io.StringIO)."""
+    if isinstance(out, io.TextIOBase):
+        buffer = getattr(out, "buffer", None)
+        if buffer is not None:
+            out.flush()
+            return buffer.write
+        return lambda b: out.write(bytes(b).decode("utf-8"))
+    return out.write
+
+
+def lookup_lines(db, query: str, hits, model: str | None = None, *, lhs: str = "stored") -> str:
+    """The PPDB 2.0 lines of a lookup's answers (pivot.store.db.Paraphrase, `model`'s lookup of
+    `query`), in their order: the pairs' stored columns read as the export reads them and
+    formatted by its line builder, so a line is byte for byte the export's line of that pair."""
+    from pivot._native import _export
+
+    plan = _Plan(db, model, lhs)
+    e1 = db.phrase_id(query)
+    texts = [db.normalize(query), *(h.paraphrase for h in hits)]
+    e2 = [db.phrase_id(t, normalize=False) for t in texts[1:]]
+    if e1 is None or None in e2:
+        raise InputError(f"{query!r}: the answers are not pairs of this database", db.path)
+    table = _export.Table(plan.uri)
+    try:
+        with _read_checked(db.path):
+            one = f"SELECT {', '.join(plan.columns)} FROM pair WHERE e1 = ?1 AND e2 = ?2"
+            rows = [table.scan(one, (e1, b), plan.kinds) for b in e2]
+            back = [table.scan(f"SELECT {plan.pcol} FROM pair WHERE e1 = ?1 AND e2 = ?2", (b, e1), "d")[0] for b in e2]
+            label = table.scan("SELECT lhs FROM phrase WHERE id = ?1", (e1,), "t")[0]
+    finally:
+        table.close()
+    if any(len(r[0]) != 1 for r in rows):
+        raise InputError(f"{query!r}: the answers are not pairs of this database", db.path)
+    # The rows as one chunk whose phrase ids are 0 (the query) and 1..k (the answers, in order).
+    unpacked = plan.unpack([np.concatenate([r[c] for r in rows]) if rows else
+                            np.zeros(0, np.float64 if plan.kinds[c] in "dD" else np.int64)
+                            for c in range(len(plan.columns))])
+    unpacked["e1"], unpacked["e2"] = np.zeros(len(hits), np.int64), np.arange(1, len(hits) + 1, dtype=np.int64)
+    p_rev = np.array([b[0] if len(b) else np.nan for b in back], np.float64)
+    encoded = [t.encode() for t in texts]
+    lhs_text, lhs_off = label
+    phrases = _Phrases(b"".join(encoded), np.concatenate([[0], np.cumsum([len(t) for t in encoded])]).astype(np.int64),
+                       lhs_text, np.array([0] + [int(lhs_off[1])] * len(encoded), np.int64))
+    out = io.BytesIO()
+    with _read_checked(db.path):
+        plan.write_rows(plan.writer(out.write, phrases, buffer_bytes=1 << 12), unpacked, p_rev)
+    return out.getvalue().decode("utf-8")

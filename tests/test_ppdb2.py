@@ -1,0 +1,377 @@
+"""PPDB 2.0's layer: features by hand, the fits on toy data, the WordNet labels on a tiny
+hand-written WordNet, the apply step's independence of how the pairs are cut, the database."""
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pivot.pipeline import ppdb2 as P
+from pivot.pipeline import wellformed, wordnet
+from pivot.pipeline.bundle import save_bundle
+from pivot.store.combined import FLOOR_LOG_P
+from pivot.store.db import ParaphraseDB
+from pivot.store.write import write_database
+from pivot.store import write as W
+
+
+# ------------------------------------------------------------------------------ strings
+
+
+def _code(t):
+    return ord(t[0]) << 42 | ord(t[1]) << 21 | ord(t[2])
+
+
+def test_char_trigrams_of_padded_texts():
+    # "#ab#": #ab, ab#; "#abc#": #ab, abc, bc# ("#" = 35 sorts first, then letters)
+    ptr, tri = P.char_trigrams(["ab", "abc"])
+    assert ptr.tolist() == [0, 2, 5]
+    assert tri.tolist() == [_code("#ab"), _code("ab#"), _code("#ab"), _code("abc"), _code("bc#")]
+    # a repeated trigram counts once: "#aaaa#" -> #aa, aaa, aa#
+    ptr, tri = P.char_trigrams(["aaaa"])
+    assert ptr.tolist() == [0, 3] and sorted(tri.tolist()) == sorted([_code("#aa"), _code("aaa"), _code("aa#")])
+
+
+def _phrases(texts, counts=None, f_lang=(0, 1)):
+    vocab = {}
+    tokens = np.full((len(texts), 5), -1, np.int32)
+    for i, t in enumerate(texts):
+        ids = [vocab.setdefault(w, len(vocab)) for w in t.split()]
+        tokens[i, :len(ids)] = ids
+    ptr, tri = P.char_trigrams(texts)
+    counts = np.ones(len(texts)) if counts is None else np.asarray(counts, float)
+    return P.Phrases((tokens >= 0).sum(axis=1).astype(np.int8), np.log1p(counts), tokens, ptr, tri,
+                     np.asarray(f_lang, np.int16))
+
+
+def test_string_overlaps_count_positions_and_trigrams():
+    ph = _phrases(["cell counts", "counts of cell", "cell"])
+    a_in_b, b_in_a, shared = P.string_overlaps(ph, np.array([0, 2]), np.array([1, 0]))
+    # cell, counts both in "counts of cell"; of it "counts", "cell" are in e1, "of" is not
+    assert a_in_b.tolist() == [2, 1] and b_in_a.tolist() == [2, 1]
+    # "#cell#" (#ce cel ell ll#) against "#cell counts#": #ce cel ell share; "ll " is not "ll#"
+    assert shared[1] == 3
+    with pytest.raises(ValueError):
+        P.string_overlaps(ph, np.array([3]), np.array([0]))
+
+
+def test_n_distinct_languages():
+    assert P.n_distinct_languages(np.array([[0, 0, -1], [1, 0, 1], [-1, -1, -1]])).tolist() == [1, 2, 0]
+
+
+def test_pair_features_by_hand():
+    ph = _phrases(["kidney", "kidneys"], counts=[9, 3])
+    p = np.array([[0.5, 0.0]])        # General 0.5, the domain model proposes nothing
+    p_rev = np.array([[0.25, 0.1]])
+    cols = P.pair_features(ph, [0], [1], p, p_rev, [3], np.array([[0, 1, -1]]), np.array([wellformed.INFLECTION]))
+    x = dict(zip(P.feature_names(["general", "dom"]), [c[0] for c in cols]))
+    assert len(cols) == len(P.feature_names(["general", "dom"]))
+    assert x["logp[general]"] == pytest.approx(math.log(0.5)) and x["logp_rev[general]"] == pytest.approx(math.log(0.25))
+    assert x["logp_min[general]"] == pytest.approx(math.log(0.25))
+    assert (x["missing[general]"], x["missing_rev[general]"]) == (0.0, 0.0)
+    assert x["logp[dom]"] == FLOOR_LOG_P and x["missing[dom]"] == 1.0 and x["missing_rev[dom]"] == 0.0
+    assert x["logp_min[dom]"] == FLOOR_LOG_P and x["logp_rev[dom]"] == pytest.approx(math.log(0.1))
+    assert x["log1p_n_pivots"] == pytest.approx(math.log(4)) and x["n_pivot_languages"] == 2
+    assert x["log1p_count_e1"] == pytest.approx(math.log(10)) and x["log1p_count_e2"] == pytest.approx(math.log(4))
+    assert (x["n_words_e1"], x["n_words_e2"], x["n_words_absdiff"]) == (1, 1, 0)
+    # tokens differ; trigrams: #ki kid idn dne ney ey# (6) and #ki kid idn dne ney eys ys# (7), 5 shared
+    assert x["token_jaccard"] == 0.0 and x["char3_jaccard"] == pytest.approx(5 / 8)
+    assert (x["e1_contains_e2"], x["e2_contains_e1"]) == (0.0, 0.0)
+    assert [x[n] for n in P.FORM_FEATURES] == [0, 0, 0, 1, 0]
+    assert x["fwd_gt_rev"] == 1.0
+
+
+def test_score_features_leave_out_counts_lengths_and_the_reverse_alone():
+    names = P.score_features(["general", "dom"])
+    assert "logp_min[general]" in names and "logp[dom]" in names
+    assert not any(n.startswith("logp_rev[") or n in P.SCORE_EXCLUDED for n in names)
+    assert P.anchor_features(["general", "dom"]) == {"logp[general]", "logp_min[general]", "missing[general]",
+                                                      "missing_rev[general]"}
+
+
+# ------------------------------------------------------------------------------ small numerics
+
+
+def test_ridge_fit_by_hand():
+    # z centred: z'z = 2, z'(y - mean y) = 3; b = 3 / (2 + penalty), b0 = mean y = 7/3
+    z, y = np.array([[-1.0], [0.0], [1.0]]), np.array([1.0, 2.0, 4.0])
+    b0, b = P.ridge_fit(z, y, np.array([1.0]))
+    assert b0 == pytest.approx(7 / 3) and b.tolist() == pytest.approx([1.0])
+    assert P.ridge_fit(z, y, np.array([0.0]))[1].tolist() == pytest.approx([1.5])
+
+
+def test_spearman_with_ties():
+    # ranks x 1 2.5 2.5 4, y 1 3 2 4: r = 4.5 / sqrt(4.5 * 5) = sqrt(0.9)
+    assert P.spearman([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(math.sqrt(0.9))
+    assert math.isnan(P.spearman([1, 1, 1], [1, 2, 3]))
+
+
+def test_per_mille_sums_to_1000():
+    out = P.per_mille(np.array([[1 / 3, 1 / 3, 1 / 3, 0, 0, 0], [0.5, 0.25, 0.25, 0, 0, 0]]))
+    # 333.33 each: one unit short, the remainders tie, the lowest index gets it
+    assert out.tolist() == [[334, 333, 333, 0, 0, 0], [500, 250, 250, 0, 0, 0]]
+
+
+def test_size_cuts_nested_by_share_of_visible_pairs():
+    scores = np.array([5.0, 4.0, 3.0, 2.0, 1.0, 0.5, 9.0])
+    visible = np.array([True] * 6 + [False])   # the hidden 9.0 is not counted
+    # six visible: s, m, l take ceil(6/32), ceil(6/16), ceil(6/8) = 1, 1, 1; xl ceil(1.5) = 2;
+    # xxl 3; xxxl the lowest score of all pairs
+    assert P.size_cuts(scores, visible) == {"s": 5.0, "m": 5.0, "l": 5.0, "xl": 4.0, "xxl": 3.0, "xxxl": 0.5}
+
+
+def test_top_k_hits_ranks_like_a_lookup():
+    group, score = np.array([0, 0, 0, 1, 1]), np.array([3.0, 2.0, 1.0, 5.0, 5.0])
+    tiebreak, positive = np.array([0, 1, 2, 7, 6]), np.array([0, 1, 1, 1, 0])
+    # k=1: group 0 keeps score 3 (not positive); group 1's tie goes to e2 id 6 (not positive)
+    assert P.top_k_hits(group, score, tiebreak, positive, k=1) == 0
+    assert P.top_k_hits(group, score, tiebreak, positive, k=2) == 2
+
+
+def test_softmax_separates_toy_classes_and_is_deterministic():
+    z = np.array([[-2.0], [-1.5], [-1.0], [-0.2], [0.0], [0.2], [1.0], [1.5], [2.0]])
+    y = np.repeat([0, 1, 2], 3)
+    w1 = P.softmax_fit(z, y, 3, lam=1e-3)
+    w2 = P.softmax_fit(z, y, 3, lam=1e-3)
+    assert w1.tobytes() == w2.tobytes()
+    pred = P.softmax(np.column_stack([np.ones(9), z]) @ w1.T).argmax(axis=1)
+    assert pred.tolist() == y.tolist()
+
+
+def test_fit_score_recovers_a_linear_rating():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 2))
+    y = 3.0 + 0.5 * x[:, 0]          # the second feature is noise
+    keys = [f"p{i}" for i in range(60)]
+    model, table = P.fit_score(["a", "b"], x, y, keys, anchor={"a"}, lambdas=(0.01,), multipliers=(1000.0,))
+    assert P.spearman(model.predict(["a", "b"], x), y) == pytest.approx(1.0)
+    assert abs(model.coef[1]) < 1e-3 < model.coef[0]
+    assert table["lambda"] == 0.01 and table["qualified"]
+    # a within-list check no setting passes: the best rho is kept and the table says so
+    within = (x, np.zeros(60, int), np.arange(60), np.zeros(60, bool), 1)
+    _, table = P.fit_score(["a", "b"], x, y, keys, anchor={"a"}, within=within, lambdas=(0.01, 1.0),
+                           multipliers=(10.0,))
+    assert table["qualified"] is False and table["within"]["p_general_top_k_synonyms"] == 1
+
+
+def test_classification_report_macro_over_supported_classes():
+    r = P.classification_report([0, 0, 1, 5], [0, 1, 1, 5])
+    assert r["per_class"]["Equivalence"] == {"precision": 1.0, "recall": 0.5, "f1": 0.6667, "support": 2,
+                                             "predicted": 1}
+    assert r["per_class"]["ForwardEntailment"]["f1"] == 0.6667
+    # classes 0, 1, 5 have support: (2/3 + 2/3 + 1) / 3
+    assert r["macro_f1"] == pytest.approx(round((2 / 3 + 2 / 3 + 1) / 3, 4), abs=1e-4)
+
+
+# ------------------------------------------------------------------------------ WordNet
+
+
+def _wordnet(folder: Path) -> Path:
+    """A six-synset WordNet in wndb(5) layout: offsets are the lines' byte positions."""
+    wn = folder / "corpora" / "wordnet"
+    wn.mkdir(parents=True)
+    header = "  1 a licence line, skipped\n"
+    # name -> (words, pointers as (symbol, target name))
+    synsets = {"meat": (["meat"], [("~", "beef"), ("~", "pork")]),
+               "beef": (["beef", "boeuf"], [("@", "meat")]),
+               "pork": (["pork"], [("@", "meat")]),
+               "day": (["day"], [("!", "night")]),
+               "night": (["night"], [("!", "day")]),
+               "goose": (["goose"], [("+", "meat")])}
+    names = list(synsets)
+    offsets, pos = {}, len(header.encode())
+    # every line has the same length whatever the offsets (8 digits each), so two passes suffice
+    for name in names:
+        offsets[name] = pos
+        words, ptrs = synsets[name]
+        line = _data_line(0, words, [(s, 0) for s, _ in ptrs])
+        pos += len(line.encode())
+    text = header + "".join(_data_line(offsets[n], synsets[n][0], [(s, offsets[t]) for s, t in synsets[n][1]])
+                            for n in names)
+    (wn / "data.noun").write_text(text)
+    index = header + "".join(f"{w} n 1 0 1 0 {offsets[n]:08d}  \n" for n in names for w in synsets[n][0])
+    (wn / "index.noun").write_text(index)
+    (wn / "noun.exc").write_text("geese goose\n")
+    for pos_name in ("verb", "adj", "adv"):
+        (wn / f"data.{pos_name}").write_text(header)
+        (wn / f"index.{pos_name}").write_text(header)
+        (wn / f"{pos_name}.exc").write_text("")
+    return wn
+
+
+def _data_line(offset, words, ptrs):
+    w = " ".join(f"{x} 0" for x in words)
+    p = " ".join(f"{s} {t:08d} n 0000" for s, t in ptrs)
+    return f"{offset:08d} 03 n {len(words):02x} {w} {len(ptrs):03d} {p} | a gloss\n"
+
+
+def test_wordnet_relations_on_a_tiny_wordnet(tmp_path):
+    folder = _wordnet(tmp_path / "nltk_data")
+    wn = wordnet.WordNet.read(folder)
+    lem = wellformed.WordNetLemmatizer(wn)
+    assert lem("geese") == {"geese", "goose"} and lem("beefs") == {"beefs", "beef"}
+
+    def rel(a, b):
+        return wordnet.RELATIONS[wn.relation(wn.phrase_synsets(a, lem), wn.phrase_synsets(b, lem))]
+
+    assert rel("beef", "boeuf") == "Equivalence"
+    assert rel("beef", "meat") == "ForwardEntailment" and rel("meat", "beef") == "ReverseEntailment"
+    assert rel("beef", "pork") == "Exclusion"          # co-hyponyms of meat
+    assert rel("day", "night") == "Exclusion"          # antonyms
+    assert rel("geese", "meat") == "OtherRelated"      # a "+" link, reached through the lemma goose
+    assert rel("day", "beef") == "Independent"
+    assert wn.phrase_synsets("no such word", lem) == ()
+
+
+def test_wordnet_missing_file_is_a_clear_error(tmp_path):
+    from pivot.errors import InputError
+
+    with pytest.raises(InputError, match="index.noun"):
+        wordnet.wordnet_folder(tmp_path, "lexicon/nltk_data")
+
+
+def test_the_store_agrees_with_the_pipeline_on_names():
+    assert W.FORM_NAMES == wellformed.NAMES and W.HIDDEN_FORMS == wellformed.HIDDEN
+    assert W.RELATION_NAMES == wordnet.RELATIONS
+
+
+# ------------------------------------------------------------------------------ the apply step
+
+
+def _fit_json(names):
+    """A hand-made score and relation model over two features (coefficients per SD)."""
+    score = {"features": ["logp[general]", "char3_jaccard"], "mean": [-2.0, 0.5], "sd": [1.0, 0.25],
+             "intercept": 3.0, "coefficients": {"logp[general]": 0.5, "char3_jaccard": 1.0}, "dropped": []}
+    rel = {"features": ["logp_min[general]"], "mean": [-3.0], "sd": [2.0], "dropped": [],
+           "classes": list(wordnet.RELATIONS),
+           "intercepts": dict(zip(wordnet.RELATIONS, [0.0, 0.1, 0.2, 0.3, 0.4, 0.5])),
+           "coefficients": {c: {"logp_min[general]": 0.1 * k} for k, c in enumerate(wordnet.RELATIONS)}}
+    return {"score": score, "relations": rel, "names": names}
+
+
+def _table():
+    # pairs sorted by (e1, e2); (0,1)'s reverse is (1,0), (2,3)'s is (3,2); (1,2) has none
+    e1 = np.array([0, 0, 1, 1, 2, 3], np.int32)
+    e2 = np.array([1, 2, 0, 2, 3, 2], np.int32)
+    p = np.array([[0.5], [0.1], [0.25], [0.2], [0.4], [0.8]])
+    return e1, e2, p
+
+
+def _apply(tmp, cuts):
+    names = P.feature_names(["general"])
+    ph = _phrases(["cell", "cells", "cellular", "kidney"])
+    e1, e2, p = _table()
+    parts = []
+    for j, (lo, hi) in enumerate(cuts):
+        path = tmp / f"rows-{j}.arrays"
+        save_bundle(path, e1=e1[lo:hi], e2=e2[lo:hi], p=p[lo:hi], n_pivots=np.ones(hi - lo, np.int32),
+                    pivots=np.full((hi - lo, 3), -1, np.int32))
+        parts.append(path)
+    table = P.PairTable.read(parts)
+    ph.save(tmp / "ph.arrays")
+    form = np.array([0, 1, 0, 8, 0, 0], np.uint8)
+    save_bundle(tmp / "form.arrays", form=form, rev=table.find(table.e2, table.e1))
+    (tmp / "fit.json").write_text(json.dumps(_fit_json(names)))
+    for j in range(len(parts)):
+        P.apply_range(parts, j, tmp / "ph.arrays", tmp / "form.arrays", tmp / "fit.json", tmp / f"x-{j}.arrays")
+    layers = list(_read(tmp / f"x-{j}.arrays") for j in range(len(parts)))
+    return {f: np.concatenate([l[f] for l in layers]) for f in ("form", "ppdb2", "rel", "relation")}
+
+
+def _read(path):
+    from pivot.pipeline.bundle import open_bundle
+
+    with open_bundle(path) as z:
+        return {f: z[f] for f in ("form", "ppdb2", "rel", "relation")}
+
+
+def test_apply_is_the_same_however_the_pairs_are_cut(tmp_path):
+    one = tmp_path / "one"
+    two = tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    a = _apply(one, [(0, 6)])
+    b = _apply(two, [(0, 3), (3, 6)])
+    for f in a:
+        assert a[f].tobytes() == b[f].tobytes(), f
+    # pair (0, 1): logp = ln 0.5; trigrams of "#cell#" (4) and "#cells#" (5) share 3: J = 3/6
+    expected = 3.0 + 0.5 * (math.log(0.5) + 2.0) + 1.0 * (0.5 - 0.5) / 0.25
+    assert a["ppdb2"][0] == pytest.approx(expected)
+    assert (a["rel"].sum(axis=1) == 1000).all() and a["form"].tolist() == [0, 1, 0, 8, 0, 0]
+    # (1, 2) has no stored reverse: logp_min is the floor, z = (-23.03 + 3) / 2 = -10.01, and
+    # class k's linear term 0.1 k z sinks the later classes: Equivalence wins
+    assert a["relation"][3] == 0 and a["relation"].tolist() == np.argmax(a["rel"], axis=1).tolist()
+
+
+# ------------------------------------------------------------------------------ the database
+
+
+def _db(tmp_path, **layer):
+    phrases = ["treat", "cure", "treat ,", "the treat"]
+    e1 = np.array([0, 0, 0, 1])
+    e2 = np.array([1, 2, 3, 0])
+    models = [{"name": "general", "kind": "general", "description": "", "params": {}},
+              {"name": "ppdb2", "kind": "learned", "description": "", "params": {}}]
+    meta = {"signature": "s", "normalization": {"lang": "en"}, "ppdb2": {"learned": True},
+            "relations": {"classified": True}}
+    rel = np.array([[700, 100, 50, 50, 50, 50], [0, 0, 0, 0, 1000, 0], [500, 500, 0, 0, 0, 0],
+                    [200, 0, 0, 0, 0, 800]])
+    kwargs = dict(phrases=phrases, phrase_counts=np.array([5, 3, 1, 1]), e1=e1, e2=e2, n_pivots=np.ones(4),
+                  pivots=np.full((4, 3), -1), foreign={}, models=models, scores=np.array([[0.2], [0.5], [0.1], [0.3]]),
+                  meta=meta, form=np.array([0, 1, 2 | 16, 0]), ppdb2=np.array([4.0, 4.5, 3.0, 2.0]), rel=rel,
+                  lhs={0: "[VB]", 1: "[VB]", 2: "[X]", 3: "[NP]"})
+    kwargs.update(layer)
+    return write_database(tmp_path / "t.db", **kwargs)
+
+
+def test_lookup_ranks_by_the_learned_score_and_hides_junk(tmp_path):
+    with ParaphraseDB(_db(tmp_path)) as db:
+        assert db.default_model == "ppdb2" and db.meta["default_model"] == "ppdb2"
+        assert db.stored_models == ["general"] and db.n_pairs("ppdb2") == 4
+        hits = db.lookup("treat")
+        # "treat ," (edge-punct) and "the treat" (function-only) are hidden; cure remains
+        assert [(h.paraphrase, h.score, h.relation) for h in hits] == [("cure", 4.0, "Equivalence")]
+        assert hits[0].relations["Equivalence"] == 0.7 and hits[0].form == ()
+        assert hits[0].p_rev == 2.0   # the reverse pair's learned score
+        every = db.lookup("treat", all=True)
+        assert [h.paraphrase for h in every] == ["treat ,", "cure", "the treat"]
+        assert every[0].form == ("edge-punct",) and every[2].form == ("function-only", "containment")
+        assert [h.paraphrase for h in db.lookup("treat", model="general", all=True)] == ["treat ,", "cure", "the treat"]
+        assert [h.paraphrase for h in db.lookup("treat", model="general")] == ["cure"]
+        lhs = dict(db._conn.execute("SELECT text, lhs FROM phrase"))
+        assert lhs == {"treat": "[VB]", "cure": "[VB]", "treat ,": "[X]", "the treat": "[NP]"}
+
+
+def test_a_learned_model_needs_its_scores(tmp_path):
+    with pytest.raises(ValueError, match="learned"):
+        _db(tmp_path, ppdb2=None)
+
+
+DATA = Path(os.environ.get("PIVOT_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not (DATA / "lexicon" / "nltk_data").is_dir(), reason="WordNet not found (set PIVOT_DATA)")
+def test_wordnet_reader_matches_nltk_on_the_real_files():
+    """The files read directly give NLTK's lemmatizer and synsets (a sample of 2,000 lemmas)."""
+    wn = wordnet.WordNet.read(wordnet.wordnet_folder(DATA, P.LEXICON))
+    import nltk
+
+    nltk.data.path.insert(0, str(DATA / P.LEXICON))
+    from nltk.corpus import wordnet as nltk_wn
+
+    assert nltk_wn.get_version() == "3.0"
+    ours, theirs = wellformed.wordnet_lemmatizer(DATA), wellformed.WordNetLemmatizer(nltk_wn)
+    assert ours.units == theirs.units
+
+    lemmas = sorted(wn.pos_of)[::70]
+    pos = {"n": 0, "v": 1, "a": 2, "s": 2, "r": 3}
+    for lemma in lemmas:
+        assert ours(lemma) == theirs(lemma), lemma
+        inflected = lemma + "s"
+        assert ours(inflected) == theirs(inflected), inflected
+        expected = {pos[s.pos()] * 10 ** 8 + s.offset() for s in nltk_wn.synsets(lemma)
+                    if lemma in [n.lower() for n in s.lemma_names()]}
+        assert set(wn.synsets[lemma]) == expected, lemma
