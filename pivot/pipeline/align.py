@@ -30,7 +30,7 @@ from pivot.errors import InputError
 from pivot.pipeline import ibm, ibm_shards
 from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.pipeline.corpus import Bitext, Vocab
-from pivot.pipeline.engine import Engine
+from pivot.pipeline.engine import Batch, Engine
 from pivot.pipeline.links import read_lines, read_pharaoh, symmetrize, write_lines
 from pivot.text import _iter_lines, _open_binary
 
@@ -241,8 +241,8 @@ def _words(array) -> list[str]:
     return text.split("\n") if text else []
 
 
-def _encode_corpus(engine, corpus_dir, chunk_sentences, scratch):
-    """Encode a corpus folder into shard files ``scratch/enc-<j>.arrays``: (n_pairs, n_e, n_f,
+def _encode_corpus(corpus_dir, chunk_sentences, scratch):
+    """A job (pivot.pipeline.engine.Engine.run): encode a corpus folder into shard files ``scratch/enc-<j>.arrays``: (n_pairs, n_e, n_f,
     shards), shards a list of (chunk, first sentence, stop) in corpus order.
 
     Ids are given in order of first occurrence over the whole corpus (one
@@ -270,9 +270,9 @@ def _encode_corpus(engine, corpus_dir, chunk_sentences, scratch):
     ranges = lambda starts, path: list(zip(starts, starts[1:] + [os.path.getsize(path)]))  # noqa: E731
     tok = [scratch / f"tok-{k:05d}.arrays" for k in range(n_chunks)]
     lang = f_path.suffix[1:]
-    engine.map(tokenize_chunk, [(str(en_path), str(f_path), e, f, k * chunk_sentences, str(tok[k]))
-                                for k, (e, f) in enumerate(zip(ranges(e_starts, en_path), ranges(f_starts, f_path)))],
-               name=f"align.{lang}-tokenize")
+    yield Batch(tokenize_chunk, [(str(en_path), str(f_path), e, f, k * chunk_sentences, str(tok[k]))
+                                 for k, (e, f) in enumerate(zip(ranges(e_starts, en_path), ranges(f_starts, f_path)))],
+                name=f"align.{lang}-tokenize")
     e_vocab, f_vocab = Vocab(), Vocab()
     maps = [scratch / f"ids-{k:05d}.arrays" for k in range(n_chunks)]
     shards = []
@@ -283,8 +283,8 @@ def _encode_corpus(engine, corpus_dir, chunk_sentences, scratch):
         save_bundle(maps[k], e_ids=np.array([e_vocab.add(w) for w in e_words], dtype=np.int32),
                     f_ids=np.array([f_vocab.add(w) for w in f_words], dtype=np.int32))
         shards += [(k, a, b) for a, b in zip(cuts, cuts[1:])]
-    engine.map(remap_shard, [(str(tok[k]), str(maps[k]), a, b, str(scratch / f"enc-{j:05d}.arrays"))
-                             for j, (k, a, b) in enumerate(shards)], name=f"align.{lang}-ids")
+    yield Batch(remap_shard, [(str(tok[k]), str(maps[k]), a, b, str(scratch / f"enc-{j:05d}.arrays"))
+                              for j, (k, a, b) in enumerate(shards)], name=f"align.{lang}-ids")
     for path in tok + maps:
         path.unlink()
     return n_pairs, len(e_vocab), len(f_vocab), shards
@@ -350,6 +350,20 @@ def align_corpus(corpus_dir, out_dir, *, method="ibm2", chunk_sentences=50000, n
     ``scratch_dir``: where the temporary folder goes (default ``out_dir``; on a cluster, a
     folder its workers see); it is removed at the end, also on error.
     """
+    engine = engine if engine is not None else Engine(workers=1)
+    return engine.run(align_corpus_job(
+        corpus_dir, out_dir, method=method, chunk_sentences=chunk_sentences, n_threads=n_threads,
+        pharaoh_path=pharaoh_path, quiet=quiet, model=model, length=length, scratch_dir=scratch_dir,
+        index_cache=index_cache, task_threads=n_threads if engine.in_process else 1))[0]
+
+
+def align_corpus_job(corpus_dir, out_dir, *, method="ibm2", chunk_sentences=50000, n_threads=1, pharaoh_path=None,
+                     quiet=True, model=3, length=1.0, scratch_dir=None, index_cache=True, task_threads=1):
+    """:func:`align_corpus` as a job of :meth:`pivot.pipeline.engine.Engine.run` (so that the
+    build runs every language's alignment side by side): returns the links.json dict.
+    ``task_threads``: the kernels' threads of each task (``n_threads`` in this process, 1 on a
+    cluster's single-threaded workers); ``n_threads``: of eflomal's and pharaoh's work here.
+    """
     chunk_sentences = int(chunk_sentences)
     if chunk_sentences < 1:
         raise ValueError(f"chunk_sentences must be >= 1, got {chunk_sentences}")
@@ -377,17 +391,15 @@ def align_corpus(corpus_dir, out_dir, *, method="ibm2", chunk_sentences=50000, n
     try:
         if method == "ibm2":
             lang, _, _, _ = _corpus_meta(corpus_dir)
-            engine = engine if engine is not None else Engine(workers=1)
-            n_pairs, n_e, n_f, shards = _encode_corpus(engine, corpus_dir, chunk_sentences, scratch)
+            n_pairs, n_e, n_f, shards = yield from _encode_corpus(corpus_dir, chunk_sentences, scratch)
             parts = [scratch / f"links-{j:05d}.arrays" for j in range(len(shards))]
-            ibm_shards.align_both_sharded(
-                engine, [scratch / f"enc-{j:05d}.arrays" for j in range(len(shards))], n_e, n_f, parts, scratch,
-                n_threads=n_threads if engine.in_process else 1, index_cache=index_cache, quiet=quiet,
-                name=f"align.{lang}")
+            yield from ibm_shards.align_both_job(
+                [scratch / f"enc-{j:05d}.arrays" for j in range(len(shards))], n_e, n_f, parts, scratch,
+                n_threads=task_threads, index_cache=index_cache, quiet=quiet, name=f"align.{lang}")
             n_chunks = shards[-1][0] + 1 if shards else 0
-            written = engine.map(join_links, [([str(parts[j]) for j, sh in enumerate(shards) if sh[0] == k],
-                                               str(out / links_chunk_name(k))) for k in range(n_chunks)],
-                                 name=f"align.{lang}-write")
+            written = yield Batch(join_links, [([str(parts[j]) for j, sh in enumerate(shards) if sh[0] == k],
+                                                str(out / links_chunk_name(k))) for k in range(n_chunks)],
+                                  name=f"align.{lang}-write")
         else:
             bitext = Bitext.load(corpus_dir)
             n_pairs = len(bitext)

@@ -51,7 +51,7 @@ from pivot._native import _align
 from pivot.atomic import atomic_path
 from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.pipeline import ibm
-from pivot.pipeline.engine import release_heap
+from pivot.pipeline.engine import Batch, Together, release_heap
 
 # A shard holds at most this many E-step lookups ((n_s + 1) m_s a sentence pair; at least one
 # pair): about 0.3 s of one core an E-step, and 8 MB of stored indices. Many shards of equal
@@ -297,10 +297,16 @@ def symmetrize_task(shard_path, k, scratch, prob_path, p_null, tension, n_e_voca
 
 # ----------------------------------------------------------------------------- driver
 
-def fit_sharded(engine, shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch, *, iterations=5, p_null=0.08,
-                tension=4.0, n_threads=1, index_cache=True, quiet=True, name="align"):
+def fit_sharded(engine, shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch, **kw):
     """:func:`pivot.pipeline.ibm.fit` on a corpus held as shard files, by tasks on ``engine``:
-    (the same Model to the bit, the path of its t-table file).
+    (the same Model to the bit, the path of its t-table file). See :func:`fit_job`."""
+    return engine.run(fit_job(shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch, **kw))[0]
+
+
+def fit_job(shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch, *, iterations=5, p_null=0.08,
+            tension=4.0, n_threads=1, index_cache=True, quiet=True, name="align"):
+    """:func:`fit_sharded` as a job of :meth:`pivot.pipeline.engine.Engine.run` (it yields its
+    batches of tasks; its M-steps run in the engine's process): returns (Model, t-table path).
 
     ``reverse`` trains foreign -> English (foreign the source). Scratch files go to
     ``scratch`` (the caller removes it); the t-table file of the result, the shards' tables
@@ -318,8 +324,8 @@ def fit_sharded(engine, shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch,
     paths = _Paths(scratch, reverse)
     d = paths.d
     n_shards = len(shard_paths)
-    stats = engine.map(cooccurrence_task, [(str(p), k, reverse, int(n_src_vocab), int(n_tgt_vocab), str(scratch))
-                                           for k, p in enumerate(shard_paths)], name=f"{name}-{d}-cooc")
+    stats = yield Batch(cooccurrence_task, [(str(p), k, reverse, int(n_src_vocab), int(n_tgt_vocab), str(scratch))
+                                            for k, p in enumerate(shard_paths)], name=f"{name}-{d}-cooc")
     if sum(s["n_tgt_tokens"] for s in stats) >= 2 ** 31:
         raise ValueError("more than 2^31 target tokens: the fixed-point counts could overflow")
     cost = [s["n_cells"] for s in stats]
@@ -360,9 +366,9 @@ def fit_sharded(engine, shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch,
     prob_path = _write_table(paths, prob)
     history = []
     for it in range(int(iterations)):
-        logliks = engine.map(e_step_task, [(str(p), k, reverse, str(scratch), str(prob_path), float(p_null),
-                                            float(tension), n_threads, cached) for k, p in enumerate(shard_paths)],
-                             name=f"{name}-{d}-em{it + 1}", cost=cost)
+        logliks = yield Batch(e_step_task, [(str(p), k, reverse, str(scratch), str(prob_path), float(p_null),
+                                             float(tension), n_threads, cached) for k, p in enumerate(shard_paths)],
+                              name=f"{name}-{d}-em{it + 1}", cost=cost)
         # The M-step: every shard's partial counts into the model's table, in shard order.
         counts.fill(0)
         for k in range(n_shards):
@@ -390,36 +396,52 @@ def _write_table(paths: _Paths, prob: np.ndarray) -> Path:
     return path
 
 
-def align_both_sharded(engine, shard_paths, n_e_vocab, n_f_vocab, out_paths, scratch, *, iterations=5,
-                       p_null=0.08, tension=4.0, n_threads=1, index_cache=True, quiet=True, name="align"):
+def align_both_sharded(engine, shard_paths, n_e_vocab, n_f_vocab, out_paths, scratch, **kw):
     """:func:`pivot.pipeline.ibm.align_both` on a corpus held as shard files, by tasks on
-    ``engine``: shard k's symmetrised links go to ``out_paths[k]`` (a bundle of int32 ``link_e``,
-    ``link_f``, int64 shard-local ``link_offsets``), the same bytes as align_both's links of
-    those sentences for any shards and workers. Returns each shard's number of sentences.
+    ``engine``: shard k's symmetrised links go to ``out_paths[k]``. See :func:`align_both_job`."""
+    return engine.run(align_both_job(shard_paths, n_e_vocab, n_f_vocab, out_paths, scratch, **kw))[0]
 
-    Forward model (English source), its Viterbi links per shard (``fwd-<k>.arrays``); the model
-    is dropped; reverse model, per shard its Viterbi links and grow-diag-final-and with the
-    forward ones. ``scratch`` is removed by the caller.
+
+def align_both_job(shard_paths, n_e_vocab, n_f_vocab, out_paths, scratch, *, iterations=5, p_null=0.08,
+                   tension=4.0, n_threads=1, index_cache=True, quiet=True, name="align"):
+    """:func:`pivot.pipeline.ibm.align_both` on a corpus held as shard files, as a job of
+    :meth:`pivot.pipeline.engine.Engine.run`: shard k's symmetrised links go to ``out_paths[k]``
+    (a bundle of int32 ``link_e``, ``link_f``, int64 shard-local ``link_offsets``), the same
+    bytes as align_both's links of those sentences for any shards and workers. Returns each
+    shard's number of sentences.
+
+    The two directions are trained side by side (neither reads the other's model): the forward
+    model (English source) and its Viterbi links per shard (``fwd-<k>.arrays``), and the reverse
+    model; then per shard the reverse Viterbi links and grow-diag-final-and with the forward
+    ones. On a cluster one direction's tasks keep the workers busy while the other's M-step
+    runs here. ``scratch`` is removed by the caller.
     """
     scratch = Path(scratch)
     scratch.mkdir(parents=True, exist_ok=True)
     kw = dict(iterations=iterations, p_null=p_null, tension=tension, n_threads=n_threads, index_cache=index_cache,
               quiet=quiet, name=name)
-    forward, prob_path = fit_sharded(engine, shard_paths, False, n_e_vocab, n_f_vocab, scratch, **kw)
-    del forward
-    release_heap()
     fwd_paths = [scratch / f"fwd-{k:05d}.arrays" for k in range(len(shard_paths))]
-    engine.map(viterbi_task, [(str(p), k, str(scratch), str(prob_path), float(p_null), float(tension),
-                               int(n_f_vocab), n_threads, str(fwd_paths[k])) for k, p in enumerate(shard_paths)],
-               name=f"{name}-fwd-viterbi")
-    prob_path.unlink()
-    for k in range(len(shard_paths)):      # the forward indices are done with: free the disk
-        _Paths(scratch, False).index(k).unlink(missing_ok=True)
-    reverse, prob_path = fit_sharded(engine, shard_paths, True, n_f_vocab, n_e_vocab, scratch, **kw)
-    del reverse
-    release_heap()
-    done = engine.map(symmetrize_task, [(str(p), k, str(scratch), str(prob_path), float(p_null), float(tension),
-                                         int(n_e_vocab), n_threads, str(fwd_paths[k]), str(out_paths[k]))
-                                        for k, p in enumerate(shard_paths)], name=f"{name}-rev-viterbi")
+
+    def forward():
+        model, prob_path = yield from fit_job(shard_paths, False, n_e_vocab, n_f_vocab, scratch, **kw)
+        del model
+        release_heap()
+        yield Batch(viterbi_task, [(str(p), k, str(scratch), str(prob_path), float(p_null), float(tension),
+                                    int(n_f_vocab), n_threads, str(fwd_paths[k])) for k, p in enumerate(shard_paths)],
+                    name=f"{name}-fwd-viterbi")
+        prob_path.unlink()
+        for k in range(len(shard_paths)):      # the forward indices are done with: free the disk
+            _Paths(scratch, False).index(k).unlink(missing_ok=True)
+
+    def reverse():
+        model, prob_path = yield from fit_job(shard_paths, True, n_f_vocab, n_e_vocab, scratch, **kw)
+        del model
+        release_heap()
+        return prob_path
+
+    _, prob_path = yield Together(forward(), reverse())
+    done = yield Batch(symmetrize_task, [(str(p), k, str(scratch), str(prob_path), float(p_null), float(tension),
+                                          int(n_e_vocab), n_threads, str(fwd_paths[k]), str(out_paths[k]))
+                                         for k, p in enumerate(shard_paths)], name=f"{name}-rev-viterbi")
     prob_path.unlink()
     return done
