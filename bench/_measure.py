@@ -68,7 +68,7 @@ def _current_stage(log_path: Path, state: dict) -> str:
     return state.get("stage", "start")
 
 
-def run_measured(cmd, log_path, on_sample=None, env=None) -> dict:
+def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
     """Run cmd; wall seconds, peak summed RSS of its process tree, and the peak per stage.
 
     on_sample(proc, stage, elapsed) is called at every sample (the kill test uses it).
@@ -82,7 +82,7 @@ def run_measured(cmd, log_path, on_sample=None, env=None) -> dict:
     state: dict = {}
     per_stage: dict[str, float] = {}
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
         peak = 0
         while proc.poll() is None:
             rss = tree_rss(proc.pid)

@@ -1,21 +1,23 @@
 """Benchmark: the align stage of the bio recipe by shards (pivot.pipeline.ibm_shards), --workers 1 against 2.
 
     python bench/bench_align_sharded.py --data ../shared/data --base BASE_WORK [--workers 1 2] [--rounds 1]
-        [--main-code DIR] [--aer W] [--tmp DIR] [--json bench/results/align_sharded.json]
+        [--main-code DIR [--main-workers 1 2]] [--aer W] [--tmp DIR] [--json bench/results/align_sharded.json]
 
 BASE_WORK is the work directory of a finished bio build (its ``corpus.*`` and ``align.*``
 folders). Each run gets a fresh work directory holding hard links to BASE_WORK's corpus folders
 (so the corpus stages are reused, not rebuilt) and runs, in a child process, only the corpus and
 align stages of the bio recipe (``Pipeline("bio").bitexts``) with ``--workers W``: a local
 cluster of W single-threaded worker processes, started while preflight reads the inputs, as in
-a build (W = 1: every task in the child's own process, its kernels on every core). Measured: each
-align stage's seconds (the build's own stage timer), the child's wall seconds, the peak RSS
-summed over its process tree (bench/_measure.py); checked: every file of each align folder
+a build (W = 1: every task in the child's own process, its kernels on every core). Measured:
+``align_s``, the wall seconds of ``bitexts`` (the corpus stages are reused; the languages' align
+stages run side by side, so their own timers overlap: each is kept too), the child's wall and
+CPU seconds and the peak RSS summed over its process tree (bench/_measure.py); checked: every file of each align folder
 (links-NNNNN.npz, links.json) is byte-identical to BASE_WORK's, and so is the stage's content key.
 
 ``--main-code DIR``: also run the same with the code of another checkout (its ``pivot``
-package and compiled kernels first on PYTHONPATH), e.g. the main branch before the aligner was
-sharded; its align ran in the build's process whatever --workers says.
+package and compiled kernels first on PYTHONPATH) with ``--main-workers`` (default 1), e.g.
+the main branch before the aligner was sharded (its align ran in the build's process whatever
+--workers says), or this branch before a change.
 
 ``--aer W``: also align `pivot align-eval`'s training set (the 447 Hansards gold pairs and
 Tatoeba fr-en) by shards on W workers (:func:`pivot.pipeline.ibm_shards.align_both_sharded`,
@@ -55,7 +57,8 @@ try:
     seconds = time.perf_counter() - t0
 finally:
     pipe.engine.close()
-print("RESULT " + json.dumps({"timings": pipe.wd.timings, "contents": pipe.wd.contents,
+import pivot
+print("RESULT " + json.dumps({"pivot": pivot.__file__, "timings": pipe.wd.timings, "contents": pipe.wd.contents,
                               "built": pipe.wd.built, "bitexts_s": round(seconds, 2)}), flush=True)
 """
 
@@ -76,8 +79,10 @@ def run_once(code: Path, data: Path, base: Path, tmp: Path, workers: int, tag: s
         shutil.copytree(corpus, work / corpus.name, copy_function=os.link)
     env = {**os.environ, "PYTHONPATH": str(code)}
     log = tmp / f"{tag}.log"
+    # The child runs in tmp: `python -c` puts its working folder first on sys.path, and a
+    # checkout's own folder there would shadow the code PYTHONPATH names.
     measured = run_measured([sys.executable, "-c", CHILD, str(data), str(work), str(tmp / "unused.db"), str(workers)],
-                            log, env=env)
+                            log, env=env, cwd=tmp)
     result = next(json.loads(line[len("RESULT "):]) for line in log.read_text().splitlines()
                   if line.startswith("RESULT "))
     out = {"code": str(code), "workers": workers, **measured, **result, "align": {}}
@@ -89,7 +94,9 @@ def run_once(code: Path, data: Path, base: Path, tmp: Path, workers: int, tag: s
                               "same_folder_name_as_base": ref.is_dir(),
                               "same_content_key_as_base": result["contents"].get(lang) == ref_content,
                               "same_bytes_as_base": ref.is_dir() and same_files(lang_dir, ref)}
-    out["align_s"] = round(sum(v["seconds"] or 0 for v in out["align"].values()), 2)
+    # The align stages' wall: the languages' stages run side by side (their seconds overlap);
+    # the corpus stages before them are reused (hard links), a fraction of a second.
+    out["align_s"] = result["bitexts_s"]
     shutil.rmtree(work, ignore_errors=True)
     return out
 
@@ -144,17 +151,18 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--aer", type=int, metavar="W", help="also the AER on the Hansards gold, aligned by shards on W workers")
-    ap.add_argument("--main-code", type=Path, help="another checkout to run the same with (workers 1)")
+    ap.add_argument("--main-code", type=Path, help="another checkout to run the same with")
+    ap.add_argument("--main-workers", type=int, nargs="+", default=[1], help="its --workers (default 1)")
     ap.add_argument("--tmp", type=Path, help="where the work directories go (default: a temporary folder)")
     ap.add_argument("--json", type=Path, default=REPO / "bench" / "results" / "align_sharded.json")
     args = ap.parse_args(argv)
     if not list(args.base.glob("align.*-*/DONE")):
         sys.exit(f"{args.base}: no finished align.* stage (the work directory of a bio build is needed)")
-    tmp = args.tmp or Path(tempfile.mkdtemp(prefix="pivot-align-sharded-"))
+    tmp = (args.tmp or Path(tempfile.mkdtemp(prefix="pivot-align-sharded-"))).resolve()
     tmp.mkdir(parents=True, exist_ok=True)
     variants = [(REPO, w, f"sharded-w{w}") for w in args.workers]
     if args.main_code:
-        variants.append((args.main_code.resolve(), 1, "main-w1"))
+        variants += [(args.main_code.resolve(), w, f"main-w{w}") for w in args.main_workers]
     runs = []
     for r in range(args.rounds):
         for code, workers, name in (variants if r % 2 == 0 else variants[::-1]):
@@ -168,6 +176,8 @@ def main(argv=None) -> int:
         mine = [x for x in runs if x["variant"] == name]
         summary[name] = {"align_s_median": round(statistics.median(x["align_s"] for x in mine), 2),
                          "align_s": [x["align_s"] for x in mine],
+                         "cpu_s": [x.get("cpu_s") for x in mine],
+                         "loadavg_1min_before": [x.get("loadavg_1min_before") for x in mine],
                          "by_language_median": {lang: round(statistics.median(x["align"][lang]["seconds"] for x in mine), 2)
                                                 for lang in mine[0]["align"]},
                          "peak_rss_tree_gib_max": max(x["peak_rss_tree_gib"] for x in mine),
@@ -176,6 +186,11 @@ def main(argv=None) -> int:
     if "sharded-w1" in summary and "sharded-w2" in summary:
         summary["speedup_w2_over_w1"] = round(summary["sharded-w1"]["align_s_median"]
                                               / summary["sharded-w2"]["align_s_median"], 3)
+        # per round (the two runs of a round are neighbours in time: they share its load)
+        summary["speedup_w2_over_w1_by_round"] = [
+            round(a["align_s"] / b["align_s"], 3) for r in range(args.rounds)
+            for a in runs if a["variant"] == "sharded-w1" and a["round"] == r
+            for b in runs if b["variant"] == "sharded-w2" and b["round"] == r]
     out = {"command": " ".join(sys.argv), "base": str(args.base), "summary": summary, "runs": runs}
     if args.aer:
         out["aer_sharded"] = sharded_aer(args.data.resolve(), args.aer, tmp)
