@@ -98,7 +98,7 @@ def _current_stage(log_path: Path, state: dict) -> str:
     return state.get("stage", "start")
 
 
-def run_measured(cmd, log_path, on_sample=None, env=None) -> dict:
+def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
     """Run cmd; wall seconds, peak summed RSS and PSS of its process tree, and the peaks per stage.
 
     on_sample(proc, stage, elapsed) is called at every sample (the kill test uses it).
@@ -112,7 +112,7 @@ def run_measured(cmd, log_path, on_sample=None, env=None) -> dict:
     state: dict = {}
     per_stage: dict[str, float] = {}
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
         peak = peak_pss = 0
         per_stage_pss: dict[str, float] = {}
         while proc.poll() is None:

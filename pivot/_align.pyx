@@ -337,11 +337,14 @@ def m_step(const int64_t[::1] row_ptr, const int64_t[::1] counts, double[::1] pr
 cdef void _viterbi_sentence(const int32_t* src, int64_t n, const int32_t* tgt, int64_t m,
                             const int64_t* row_ptr, const int32_t* col, const double* prob,
                             int64_t n_rows, double p_null, double tension, double floor,
-                            double* w, int32_t* out) noexcept nogil:
+                            double* w, int32_t* out, const int32_t* cache) noexcept nogil:
     """out[i] = argmax_j p(a_i = j) t(f_i | e_j), 0-based source position, -1 for NULL.
 
     A pair missing from the table (or with t = 0) scores with t = ``floor``. Ties go to NULL,
-    then to the leftmost source position (strict > in the scan).
+    then to the leftmost source position (strict > in the scan). ``cache`` (NULL: search) holds
+    the table index of every (target position, source slot) as the E-step stored it ((n + 1) m
+    int32, row-major by target position, slot n = NULL, -1 = absent): the same indices the
+    searches find, read instead.
     """
     cdef int64_t i, j, k, r, null_row = n_rows - 1
     cdef double best, score, t
@@ -349,15 +352,21 @@ cdef void _viterbi_sentence(const int32_t* src, int64_t n, const int32_t* tgt, i
     for i in range(m):
         f = tgt[i]
         _diagonal_prior(w, i, m, n, p_null, tension)
-        k = _find(col, row_ptr[null_row], row_ptr[null_row + 1], f)
+        if cache != NULL:
+            k = cache[i * (n + 1) + n]
+        else:
+            k = _find(col, row_ptr[null_row], row_ptr[null_row + 1], f)
         t = prob[k] if k >= 0 else 0.0
         best = p_null * (t if t > floor else floor)
         arg = -1
         for j in range(n):
-            r = src[j]
-            k = -1
-            if r < null_row:
-                k = _find(col, row_ptr[r], row_ptr[r + 1], f)
+            if cache != NULL:
+                k = cache[i * (n + 1) + j]
+            else:
+                r = src[j]
+                k = -1
+                if r < null_row:
+                    k = _find(col, row_ptr[r], row_ptr[r + 1], f)
             t = prob[k] if k >= 0 else 0.0
             score = w[j] * (t if t > floor else floor)
             if score > best:
@@ -370,12 +379,25 @@ def viterbi_argmax(const int32_t[::1] src_tokens, const int64_t[::1] src_offsets
                    const int32_t[::1] tgt_tokens, const int64_t[::1] tgt_offsets,
                    const int64_t[::1] row_ptr, const int32_t[::1] col, const double[::1] prob,
                    int32_t[::1] out, double p_null, double tension, double floor,
-                   int max_src_len, int n_threads):
-    """out[tgt_offsets[s] + i] = Viterbi source position of target word i of sentence s (-1 NULL)."""
+                   int max_src_len, int n_threads, const int32_t[::1] cache=None,
+                   const int64_t[::1] cache_offsets=None):
+    """out[tgt_offsets[s] + i] = Viterbi source position of target word i of sentence s (-1 NULL).
+
+    With ``cache`` (the table indices an E-step stored, see ``e_step``) sentence s reads its
+    lookups from ``cache[cache_offsets[s]:cache_offsets[s+1]]`` instead of searching.
+    """
     cdef int64_t n_sent = src_offsets.shape[0] - 1
     cdef int64_t n_rows = row_ptr.shape[0] - 1
     cdef int64_t s
     cdef double* w
+    cdef const int32_t* cache_ptr = NULL
+    cdef const int64_t* cache_off = NULL
+    if cache is not None:
+        if cache_offsets is None or cache_offsets.shape[0] != n_sent + 1:
+            raise ValueError("cache needs cache_offsets (n_sent + 1)")
+        if cache.shape[0] > 0:
+            cache_ptr = &cache[0]
+        cache_off = &cache_offsets[0]
     w = NULL
     if n_sent <= 0:
         return
@@ -386,7 +408,7 @@ def viterbi_argmax(const int32_t[::1] src_tokens, const int64_t[::1] src_offsets
                 &src_tokens[0] + src_offsets[s], src_offsets[s + 1] - src_offsets[s],
                 &tgt_tokens[0] + tgt_offsets[s], tgt_offsets[s + 1] - tgt_offsets[s],
                 &row_ptr[0], &col[0], &prob[0], n_rows, p_null, tension, floor,
-                w, &out[0] + tgt_offsets[s])
+                w, &out[0] + tgt_offsets[s], cache_ptr + cache_off[s] if cache_off != NULL else NULL)
         free(w)
 
 

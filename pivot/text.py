@@ -91,16 +91,17 @@ def _count_lines(path):
 _count_lines_checked = _count_lines
 
 
-def _iter_lines(fh, path, bom="file"):
+def _iter_lines(fh, path, bom="file", start=1):
     """Yield (1-based line number, decoded line without its end) from a binary file.
 
     A trailing ``\\r`` (Windows line end) is dropped. ``bom="file"``: a UTF-8 byte order mark
     at the start of line 1 is dropped; ``bom="lines"`` (external text): at the start of any
     line. Bytes that are not UTF-8, a NUL byte, or UTF-16 text raise InputError naming the
-    file and line (see the notes above).
+    file and line (see the notes above). ``start``: the number of the stream's first line
+    (a stream that begins inside the file).
     """
     every_line = bom == "lines"
-    for number, raw in enumerate(fh, start=1):
+    for number, raw in enumerate(fh, start=start):
         if raw.endswith(b"\n"):
             raw = raw[:-1]
         if raw.endswith(b"\r"):

@@ -230,6 +230,8 @@ import json  # noqa: E402
 
 from pivot.pipeline import align as align_stage  # noqa: E402
 from pivot.pipeline.corpus import Bitext  # noqa: E402
+from pivot.pipeline.engine import Engine  # noqa: E402
+from pivot.pipeline import ibm_shards  # noqa: E402
 
 
 def noisy_corpus(n=120, seed=5):
@@ -264,8 +266,7 @@ def same_bytes(a, b):
     return all(x.dtype == y.dtype and x.tobytes() == y.tobytes() for x, y in zip(a, b))
 
 
-@pytest.mark.parametrize("chunk", [1, 3, 1000])
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("chunk,threads", [(2, 1), (3, 2), (1000, 1), (1000, 2)])
 def test_align_corpus_equals_align_bitext(tmp_path, saved_corpus, chunk, threads):
     corpus_dir, bitext, links = saved_corpus
     info = align_stage.align_corpus(corpus_dir, tmp_path / "out", chunk_sentences=chunk,
@@ -273,6 +274,44 @@ def test_align_corpus_equals_align_bitext(tmp_path, saved_corpus, chunk, threads
     n = len(bitext)
     assert info == {"n_pairs": n, "chunk_sentences": chunk, "n_chunks": -(-n // chunk)}
     assert same_bytes(align_stage.read_links(tmp_path / "out"), links)
+
+
+def test_shard_cuts_by_lookups():
+    # sentence pairs of (n, m) = (1, 1), (3, 2), (0, 4), (2, 2): (n + 1) m = 2, 8, 4, 6 lookups
+    e_off = np.array([0, 1, 4, 4, 6])
+    f_off = np.array([0, 1, 3, 7, 9])
+    assert align_stage.shard_cuts(e_off, f_off, 10) == [0, 2, 4]       # 2 + 8 | 4 + 6
+    assert align_stage.shard_cuts(e_off, f_off, 9) == [0, 1, 2, 3, 4]  # 2 | 8 | 4 | 6 (4 + 6 > 9)
+    assert align_stage.shard_cuts(e_off, f_off, 1) == [0, 1, 2, 3, 4]  # one pair at least
+    assert align_stage.shard_cuts(e_off, f_off, 100) == [0, 4]
+    assert align_stage.shard_cuts(np.zeros(1), np.zeros(1), 5) == [0]
+
+
+def test_align_corpus_cuts_chunks_into_shards_of_equal_work(tmp_path, saved_corpus, monkeypatch):
+    """Chunks of 50 pairs cut into shards of at most 300 lookups: several shards a chunk, each
+    chunk's file joined from them; the links of one shard a chunk."""
+    corpus_dir, _, links = saved_corpus
+    monkeypatch.setattr(ibm_shards, "SHARD_CELLS", 300)
+    seen = []
+    real = align_stage.remap_shard
+    monkeypatch.setattr(align_stage, "remap_shard", lambda *a: seen.append(a[2:4]) or real(*a))
+    align_stage.align_corpus(corpus_dir, tmp_path / "out", chunk_sentences=50)
+    firsts = [a for a, _ in seen]
+    assert len(seen) > 6 and firsts.count(0) == 3           # every chunk starts a shard
+    assert all(b > a for a, b in seen)
+    assert same_bytes(align_stage.read_links(tmp_path / "out"), links)
+
+
+def test_align_corpus_on_a_cluster(tmp_path, saved_corpus, workers_left):
+    """Two worker processes run the chunks' EM and Viterbi tasks: the links of one process."""
+    corpus_dir, _, links = saved_corpus
+    with Engine(workers=2) as engine:
+        info = align_stage.align_corpus(corpus_dir, tmp_path / "out", chunk_sentences=30, engine=engine)
+        assert engine.running and len(engine.worker_pids()) == 2
+        assert {"align.xx-fwd-em5", "align.xx-rev-viterbi"} <= set(engine.task_seconds)
+    assert info["n_chunks"] == 4
+    assert same_bytes(align_stage.read_links(tmp_path / "out"), links)
+    assert workers_left() == []
 
 
 def test_align_corpus_without_index_cache(tmp_path, saved_corpus):
@@ -310,25 +349,53 @@ def test_align_corpus_layout(tmp_path, saved_corpus):
 
 
 def test_align_corpus_streams_the_corpus(tmp_path, saved_corpus, monkeypatch):
-    # ibm2 never loads the whole bitext: it reads the files chunk by chunk.
-    corpus_dir, _, links = saved_corpus
+    # ibm2 never loads the whole bitext: one task a chunk reads the chunk's byte range of each file.
+    corpus_dir, bitext, links = saved_corpus
 
     def refuse(*args, **kwargs):
         raise AssertionError("Bitext.load called")
     monkeypatch.setattr(Bitext, "load", refuse)
     seen = []
-    real = align_stage.iter_corpus_chunks
+    real = align_stage.tokenize_chunk
 
-    def spy(corpus, size):
-        for en, f in real(corpus, size):
-            seen.append(len(en))
-            yield en, f
-    monkeypatch.setattr(align_stage, "iter_corpus_chunks", spy)
+    def spy(en_path, f_path, e_range, f_range, first_line, out_path):
+        seen.append((first_line, real(en_path, f_path, e_range, f_range, first_line, out_path)))
+        return seen[-1][1]
+    monkeypatch.setattr(align_stage, "tokenize_chunk", spy)
     align_stage.align_corpus(corpus_dir, tmp_path / "out", chunk_sentences=40,
                              scratch_dir=tmp_path / "scratch")
-    assert seen == [40, 40, 40]
+    assert seen == [(0, 40), (40, 40), (80, 40)]
     assert same_bytes(align_stage.read_links(tmp_path / "out"), links)
     assert list((tmp_path / "scratch").iterdir()) == []     # scratch folder removed
+
+
+def test_chunk_starts_counts_lines_as_the_reader_does(tmp_path):
+    # "a\nbb\n\nccc" holds 4 lines (an unterminated last one counts); lines 0 and 2 start at
+    # bytes 0 and 5 ("a\n" 2 bytes, "bb\n" 3 bytes)
+    path = tmp_path / "x.txt"
+    path.write_bytes(b"a\nbb\n\nccc")
+    assert align_stage.chunk_starts(path, 2) == (4, [0, 5])
+    assert align_stage.chunk_starts(path, 3) == (4, [0, 6])
+    assert align_stage.chunk_starts(path, 4) == (4, [0])
+    path.write_bytes(b"a\nbb\n")                     # terminated: 2 lines, no chunk at its end
+    assert align_stage.chunk_starts(path, 1) == (2, [0, 2])
+    assert align_stage.chunk_starts(path, 2) == (2, [0])
+    path.write_bytes(b"")
+    assert align_stage.chunk_starts(path, 5) == (0, [])
+
+
+def test_align_corpus_names_the_line_of_bad_bytes(tmp_path, saved_corpus):
+    """A chunk's task reads from inside the file: its errors still name the file's line."""
+    corpus_dir, _, _ = saved_corpus
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for name in ("bitext.en", "meta.json"):
+        (bad / name).write_bytes((corpus_dir / name).read_bytes())
+    lines = (corpus_dir / "bitext.xx").read_bytes().split(b"\n")
+    lines[57] = b"\xff" + lines[57]
+    (bad / "bitext.xx").write_bytes(b"\n".join(lines))
+    with pytest.raises(InputError, match=r"bitext.xx:58: not UTF-8 \(byte 1 of the line"):
+        align_stage.align_corpus(bad, tmp_path / "out", chunk_sentences=50)
 
 
 def test_align_corpus_atomic_writes(tmp_path, saved_corpus, monkeypatch):
@@ -398,7 +465,7 @@ def test_align_corpus_checks_the_corpus(tmp_path, saved_corpus):
         align_stage.align_corpus(bad, tmp_path / "out", chunk_sentences=50)
     meta["n_pairs"] -= 2
     (bad / "meta.json").write_text(json.dumps(meta))
-    with pytest.raises(InputError, match="at least 120 lines but meta.json says n_pairs=119"):
+    with pytest.raises(InputError, match="120 lines but meta.json says n_pairs=119"):
         align_stage.align_corpus(bad, tmp_path / "out", chunk_sentences=50)
     meta["n_pairs"] += 1
     (bad / "meta.json").write_text(json.dumps(meta))

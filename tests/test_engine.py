@@ -51,3 +51,87 @@ def test_worker_counts_out_of_range_are_refused(workers):
     else:
         with pytest.raises(InputError, match="--workers"):
             Engine(workers=workers)
+
+
+# ----------------------------------------------------------------------------- Engine.run: jobs side by side
+
+def _job(tag, log, rounds, fail_at=None):
+    """A job of Engine.run: ``rounds`` batches of two tasks that append ``<tag><round>.<i>`` to
+    ``log``; between batches it appends ``<tag><round>-mstep`` here. Returns the tasks' results."""
+    from pivot.pipeline.engine import Batch
+
+    got = []
+    try:
+        for r in range(rounds):
+            fn = _fail if r == fail_at else _record
+            got += (yield Batch(fn, [(str(log), f"{tag}{r}.{i}") for i in range(2)], name=f"job-{tag}{r}"))
+            _append(log, f"{tag}{r}-mstep")
+        return got
+    finally:
+        _append(log, f"{tag}-closed")
+
+
+def _record(path, item):
+    _append(path, item)
+    return item.upper()
+
+
+def _fail(path, item):
+    raise ValueError(f"task {item} failed")
+
+
+def _parent(log):
+    """A job that runs two jobs together, then one batch of its own with their results' count."""
+    from pivot.pipeline.engine import Batch, Together
+
+    a, b = yield Together(_job("a", log, 1), _job("b", log, 1))
+    done = yield Batch(len, [(a + b,)], name="count")
+    return done[0]
+
+
+def test_jobs_in_this_process_run_one_after_another(tmp_path):
+    log = tmp_path / "ran"
+    out = Engine(workers=1).run(_job("a", log, 2), _job("b", log, 1))
+    assert out == [["A0.0", "A0.1", "A1.0", "A1.1"], ["B0.0", "B0.1"]]
+    assert log.read_text().split() == ["a0.0", "a0.1", "a0-mstep", "a1.0", "a1.1", "a1-mstep", "a-closed",
+                                       "b0.0", "b0.1", "b0-mstep", "b-closed"]
+
+
+def test_jobs_on_a_cluster_submit_their_next_batch_at_once(tmp_path):
+    """One single-threaded worker runs tasks in submission order. Both jobs' first batches are
+    submitted at the start; job a's second batch when its first is done (after b's first was
+    submitted): so the worker runs b's first batch between a's two, where in this process a's
+    second batch ran before any of b's. The results are the same."""
+    from distributed import LocalCluster
+
+    log = tmp_path / "ran"
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                      scheduler_port=0) as cluster:
+        engine = Engine(scheduler=cluster.scheduler_address)
+        out = engine.run(_job("a", log, 2), _job("b", log, 1))
+        nested = engine.run(_parent(tmp_path / "nested"))
+        engine.close()
+    assert out == [["A0.0", "A0.1", "A1.0", "A1.1"], ["B0.0", "B0.1"]]
+    tasks = [x for x in log.read_text().split() if "." in x]
+    assert tasks == ["a0.0", "a0.1", "b0.0", "b0.1", "a1.0", "a1.1"]
+    # a job's own code runs after its batch: a0-mstep after a0's tasks, before a1's
+    order = log.read_text().split()
+    assert order.index("a0.1") < order.index("a0-mstep") < order.index("a1.0")
+    assert nested == [4]      # two tasks of each of the two jobs run together
+    assert sorted((tmp_path / "nested").read_text().split()) == sorted(
+        ["a0.0", "a0.1", "a0-mstep", "a-closed", "b0.0", "b0.1", "b0-mstep", "b-closed"])
+
+
+@pytest.mark.parametrize("cluster", [False, True])
+def test_a_failed_task_stops_every_job(tmp_path, cluster, workers_left):
+    """A task's exception is raised by Engine.run; every job is closed (its finally runs)."""
+    log = tmp_path / "ran"
+    engine = Engine(workers=2 if cluster else 1)
+    try:
+        with pytest.raises(ValueError, match="task b0.0 failed"):
+            engine.run(_job("a", log, 3), _job("b", log, 1, fail_at=0))
+    finally:
+        engine.close()
+    lines = log.read_text().split()
+    assert "a-closed" in lines and "b-closed" in lines and "b0-mstep" not in lines
+    assert workers_left() == []

@@ -3,12 +3,16 @@
 Toy vocabularies: source a=0, b=1; target x=0, y=1. Expected values are traced by hand in
 the comments (notation of pivot/pipeline/ibm.py: t(f | e), prior p(a_i = j), posteriors, counts c).
 """
+import hashlib
 import math
 
 import numpy as np
 import pytest
 
-from pivot.pipeline import ibm
+from pivot._native import _align
+from pivot.pipeline import ibm, ibm_shards
+from pivot.pipeline.bundle import open_bundle, save_bundle
+from pivot.pipeline.engine import Engine
 
 
 def ragged(sentences):
@@ -241,7 +245,7 @@ def test_index_cache_changes_nothing(monkeypatch):
     assert cached.log_likelihood.tobytes() == searched.log_likelihood.tobytes()
 
 
-# ----------------------------------------------------------------------------- chunked training
+# ----------------------------------------------------------------------------- training by shards
 
 def split_chunks(s, so, t, to, size):
     """Chunk-local ragged arrays of consecutive runs of ``size`` sentence pairs."""
@@ -253,11 +257,21 @@ def split_chunks(s, so, t, to, size):
     return chunks
 
 
+def write_shards(folder, chunks):
+    """The chunks as shard files (English = source side here): their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for k, (e, eo, f, fo) in enumerate(chunks):
+        paths.append(folder / f"enc-{k:05d}.arrays")
+        save_bundle(paths[-1], e_tokens=e, e_offsets=eo, f_tokens=f, f_offsets=fo)
+    return paths
+
+
 @pytest.mark.parametrize("size", [1, 3, 17, 1000])
 def test_cooccurrence_builder_any_split(size):
     (s, so), (t, to), v = random_corpus()
     whole = ibm.cooccurrence(s, so, t, to, v, v)
-    builder = ibm._align.CooccurrenceBuilder(v, v)
+    builder = _align.CooccurrenceBuilder(v, v)
     for chunk in split_chunks(s, so, t, to, size):
         builder.add(*chunk)
     rp, col = builder.finish()
@@ -266,64 +280,105 @@ def test_cooccurrence_builder_any_split(size):
         builder.finish()
 
 
-@pytest.mark.parametrize("size", [1, 3, 1000])
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("cached", [False, True])
-def test_fit_chunked_equals_fit(tmp_path, monkeypatch, size, threads, cached):
-    (s, so), (t, to), v = random_corpus()
+@pytest.mark.parametrize("size,threads,cached", [(1, 1, False), (1, 2, True), (7, 1, True), (7, 2, False),
+                                                 (1000, 1, True), (1000, 2, False)])
+def test_fit_sharded_equals_fit(tmp_path, monkeypatch, size, threads, cached):
+    """The model trained by shard tasks is fit's to the bit: the same table (the union of the
+    shards' tables), the same probabilities (integer counts added in any grouping)."""
+    # shards of one sentence: 60 of them (some sentences are empty: shards with empty tables)
+    (s, so), (t, to), v = random_corpus(n_sent=60 if size == 1 else 300)
     whole = ibm.fit(s, so, t, to, v, v, iterations=4, n_threads=1)
-    chunks = split_chunks(s, so, t, to, size)
-    # tiny blocks: a chunk's cached indices pass through memory in several pieces
-    monkeypatch.setattr(ibm, "INDEX_CACHE_BLOCK_BYTES", 100)
-    got = ibm.fit_chunked(chunks.__getitem__, len(chunks), v, v, iterations=4, n_threads=threads,
-                          index_cache_dir=tmp_path if cached else None)
+    shards = write_shards(tmp_path / "shards", split_chunks(s, so, t, to, size))
+    # tiny blocks: a shard's cached indices pass through memory in several pieces
+    monkeypatch.setattr(ibm_shards, "INDEX_CACHE_BLOCK_BYTES", 100)
+    modes = []
+    real = ibm_shards._e_step_cached
+    monkeypatch.setattr(ibm_shards, "_e_step_cached", lambda *a: modes.append(a[-1]) or real(*a))
+    got, table = ibm_shards.fit_sharded(Engine(workers=1), shards, False, v, v, tmp_path / "scratch", iterations=4,
+                                        n_threads=threads, index_cache=cached)
     for name in ("row_ptr", "col", "prob"):
         assert getattr(got, name).tobytes() == getattr(whole, name).tobytes(), name
     assert got.log_likelihood == pytest.approx(whole.log_likelihood, rel=1e-12)
-    assert len(list(tmp_path.iterdir())) == (len(chunks) if cached else 0)
+    # iteration 1 searches and stores the indices, iterations 2-4 read them back
+    assert modes == ([1] * len(shards) + [2] * 3 * len(shards) if cached else [])
+    # the t-table handed to the tasks: named by the sha256 of its bytes, the model's probabilities
+    assert table.name == f"t-fwd-{hashlib.sha256(whole.prob.tobytes()).hexdigest()[:16]}.npy"
+    assert np.load(table).tobytes() == whole.prob.tobytes()
+    # what is left for the Viterbi tasks: the table, the shards' tables, their positions in it
+    # and their stored indices
+    left = sorted(p.name for p in (tmp_path / "scratch").iterdir())
+    assert left == sorted([table.name, "keys-fwd.npy"] + [f"cooc-fwd-{k:05d}.arrays" for k in range(len(shards))]
+                          + [f"positions-fwd-{k:05d}.npy" for k in range(len(shards))]
+                          + ([f"index-fwd-{k:05d}.bin" for k in range(len(shards))] if cached else []))
 
 
-@pytest.mark.parametrize("size", [1, 3, 1000])
+def test_fit_sharded_reverse_trains_foreign_to_english(tmp_path):
+    (s, so), (t, to), v = random_corpus(n_sent=80)
+    whole = ibm.fit(t, to, s, so, v, v, iterations=3)
+    shards = write_shards(tmp_path / "shards", split_chunks(s, so, t, to, 30))
+    got, table = ibm_shards.fit_sharded(Engine(workers=1), shards, True, v, v, tmp_path / "scratch", iterations=3)
+    assert got.prob.tobytes() == whole.prob.tobytes() and got.col.tobytes() == whole.col.tobytes()
+    assert table.name.startswith("t-rev-")
+
+
+def test_e_step_task_finds_its_output(tmp_path):
+    """A task whose output exists (a rerun after its worker died) returns the stored result."""
+    (s, so), (t, to), v = random_corpus(n_sent=40)
+    shards = write_shards(tmp_path / "shards", split_chunks(s, so, t, to, 20))
+    scratch = tmp_path / "scratch"
+    _, table = ibm_shards.fit_sharded(Engine(workers=1), shards, False, v, v, scratch, iterations=0)
+    args = (str(shards[1]), 1, False, str(scratch), str(table), 0.08, 4.0, 1, False)
+    first = ibm_shards.e_step_task(*args)
+    out = next(scratch.glob("counts-fwd-*-00001.arrays"))
+    stamp = out.stat().st_mtime_ns
+    assert ibm_shards.e_step_task(*args) == first and out.stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("size", [1, 7, 1000])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_align_both_chunked_equals_align_both(tmp_path, size, threads):
-    (s, so), (t, to), v = random_corpus(n_sent=200)
+def test_align_both_sharded_equals_align_both(tmp_path, monkeypatch, size, threads):
+    (s, so), (t, to), v = random_corpus(n_sent=50 if size == 1 else 200)
+    # the E-steps store their indices and the Viterbi tasks read them back, in blocks of a few sentences
+    monkeypatch.setattr(ibm_shards, "INDEX_CACHE_BLOCK_BYTES", 100)
     whole = ibm.align_both(s, so, t, to, v, v, iterations=3, n_threads=1)
     chunks = split_chunks(s, so, t, to, size)
-    written = []
-    ibm.align_both_chunked(chunks.__getitem__, len(chunks), v, v,
-                           lambda k, *links: written.append((k, links)), tmp_path / "scratch",
-                           iterations=3, n_threads=threads)
-    assert [k for k, _ in written] == list(range(len(chunks)))
-    for (k, (e, f, off)), chunk in zip(written, chunks):
-        assert off[0] == 0 and len(off) == len(chunk[1]) and off.dtype == np.int64
-    link_e = np.concatenate([links[0] for _, links in written])
-    link_f = np.concatenate([links[1] for _, links in written])
+    shards = write_shards(tmp_path / "shards", chunks)
+    out = [tmp_path / f"links-{k:05d}.arrays" for k in range(len(chunks))]
+    done = ibm_shards.align_both_sharded(Engine(workers=1), shards, v, v, out, tmp_path / "scratch",
+                                         iterations=3, n_threads=threads)
+    assert done == [len(c[1]) - 1 for c in chunks]
+    parts = []
+    for path, chunk in zip(out, chunks):
+        with open_bundle(path) as z:
+            parts.append((z["link_e"], z["link_f"], z["link_offsets"]))
+        assert parts[-1][2][0] == 0 and len(parts[-1][2]) == len(chunk[1]) and parts[-1][2].dtype == np.int64
     offsets, base = [0], 0
-    for _, (_, _, off) in written:
+    for _, _, off in parts:
         offsets.extend((off[1:] + base).tolist())
         base += int(off[-1])
-    offsets = np.array(offsets, dtype=np.int64)
-    assert link_e.tobytes() == whole[0].tobytes() and link_f.tobytes() == whole[1].tobytes()
-    assert offsets.astype(np.int64).tobytes() == whole[2].tobytes()
-    assert list((tmp_path / "scratch").iterdir()) == []     # forward links and caches removed
+    assert np.concatenate([p[0] for p in parts]).tobytes() == whole[0].tobytes()
+    assert np.concatenate([p[1] for p in parts]).tobytes() == whole[1].tobytes()
+    assert np.array(offsets, dtype=np.int64).tobytes() == whole[2].tobytes()
 
 
-def test_fit_chunked_rejects_bad_chunks():
+def test_fit_sharded_rejects_bad_shards(tmp_path):
     (s, so), (t, to), v = random_corpus(n_sent=10)
-    with pytest.raises(ValueError, match="chunk 0"):
-        ibm.fit_chunked(lambda k: (s, so, t, to), 1, 2, v)          # source id >= 2
-    with pytest.raises(ValueError, match="chunk 0: expected"):
-        ibm.fit_chunked(lambda k: (s, so), 1, v, v)
+    shards = write_shards(tmp_path / "shards", [(s, so, t, to)])
+    with pytest.raises(ValueError, match="chunk 0: source: token ids must lie in"):
+        ibm_shards.fit_sharded(Engine(workers=1), shards, False, 2, v, tmp_path / "scratch")   # source id >= 2
 
 
-def test_fit_chunked_two_threads_on_small_chunks(monkeypatch):
-    # _team runs a chunk smaller than a scheduling block on one thread; force both threads
-    # onto every chunk to check the bytes do not depend on that either.
+def test_fit_sharded_two_threads_on_small_shards(tmp_path, monkeypatch):
+    # _team runs a shard smaller than a scheduling block on one thread; force both threads
+    # onto every shard to check the bytes do not depend on that either.
     (s, so), (t, to), v = random_corpus(n_sent=90)
     whole = ibm.fit(s, so, t, to, v, v, iterations=3)
     monkeypatch.setattr(ibm, "_team", lambda n_threads, n_items, grain=64: n_threads)
-    chunks = split_chunks(s, so, t, to, 3)
-    got = ibm.fit_chunked(chunks.__getitem__, len(chunks), v, v, iterations=3, n_threads=2)
+    shards = write_shards(tmp_path / "shards", split_chunks(s, so, t, to, 9))
+    got, _ = ibm_shards.fit_sharded(Engine(workers=1), shards, False, v, v, tmp_path / "scratch", iterations=3,
+                                    n_threads=2)
     assert got.prob.tobytes() == whole.prob.tobytes()
     links = ibm.viterbi(got, s, so, t, to, n_threads=2)
     assert all(a.tobytes() == b.tobytes() for a, b in zip(links, ibm.viterbi(whole, s, so, t, to)))
+
+

@@ -76,3 +76,34 @@ def test_graph_order_puts_every_stage_after_its_inputs():
     assert seen[0] == "corpus" and set(seen) == set(STAGES)
     for name in seen:
         assert all(seen.index(up) < seen.index(name) for up in STAGES[name].needs)
+
+
+def test_stages_side_by_side_are_the_stages_one_by_one(tmp_path):
+    """Workdir.stages: the jobs of the stages not yet complete run together; each stage gets the
+    folder and content key Workdir.stage gives it, and a complete one is reused, its job not run."""
+    from pivot.pipeline.engine import Batch
+
+    def job(tmp, data):
+        # one batch of tasks (len of the data, in this process), then the file written here
+        n = yield Batch(len, [(data,)], name="n")
+        _write(tmp, "x", data * n[0])
+
+    one = Workdir(tmp_path / "one")
+    expected = [one.stage("align.fr", {"corpus": "c1"}, {}, lambda tmp: _write(tmp, "x", b"ab" * 2)),
+                one.stage("align.de", {"corpus": "c2"}, {}, lambda tmp: _write(tmp, "x", b"c" * 1))]
+    together = Workdir(tmp_path / "two")
+    ran = []
+
+    def spec(name, corpus, data):
+        def stage_job(tmp):
+            ran.append(name)
+            yield from job(tmp, data)
+        return name, {"corpus": corpus}, {}, stage_job
+
+    got = together.stages([spec("align.fr", "c1", b"ab"), spec("align.de", "c2", b"c")])
+    assert [key for _, key in got] == [key for _, key in expected]
+    assert [p.name for p, _ in got] == [p.name for p, _ in expected]
+    assert sorted(together.built) == ["align.de", "align.fr"] and ran == ["align.fr", "align.de"]
+    # a second call finds both complete: nothing runs
+    again = Workdir(tmp_path / "two").stages([spec("align.fr", "c1", b"ab"), spec("align.de", "c2", b"c")])
+    assert again == got and ran == ["align.fr", "align.de"]

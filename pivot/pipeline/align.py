@@ -14,6 +14,7 @@ program keeps the two works separate.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -26,8 +27,12 @@ import numpy as np
 
 from pivot.atomic import save_npz, write_text
 from pivot.errors import InputError
-from pivot.pipeline import ibm
+from pivot.pipeline import ibm, ibm_shards
+from pivot.pipeline.bundle import open_bundle, save_bundle
+from pivot.pipeline.corpus import Bitext, Vocab
+from pivot.pipeline.engine import Batch, Engine
 from pivot.pipeline.links import read_lines, read_pharaoh, symmetrize, write_lines
+from pivot.text import _iter_lines, _open_binary
 
 
 # ----------------------------------------------------------------------------- eflomal
@@ -104,8 +109,6 @@ def align_ibm2(bitext, n_threads=1):
     EM has no random step and its expected counts are summed in fixed point, so the links
     are the same bytes for any thread count, run and machine (see ``pivot.pipeline.ibm``).
     """
-    from pivot.pipeline.corpus import Vocab
-
     e_vocab, f_vocab = Vocab(), Vocab()
     e_tokens, e_offsets = e_vocab.encode(bitext.en)
     f_tokens, f_offsets = f_vocab.encode(bitext.f)
@@ -163,68 +166,144 @@ def _corpus_meta(corpus_dir):
     return lang, n_pairs, d / "bitext.en", d / f"bitext.{lang}"
 
 
-def iter_corpus_chunks(corpus_dir, chunk_sentences):
-    """Yield lists (english lines, foreign lines) of up to ``chunk_sentences`` pairs, in order.
+def chunk_starts(path, chunk_sentences):
+    """(number of lines, byte offset of line k * chunk_sentences for every chunk k) of a file.
 
-    Reads the two files of a saved corpus folder line by line (the lines as
-    :meth:`pivot.pipeline.corpus.Bitext.load` reads them), never holding more than one chunk;
-    InputError when a file has a different number of lines than meta.json's n_pairs.
+    Lines as :meth:`pivot.pipeline.corpus.Bitext.load` reads them: ended by ``\n``, an
+    unterminated last line counted. One pass over the bytes in blocks; nothing is decoded.
     """
-    from pivot.text import _iter_lines, _open_binary
-
-    chunk_sentences = int(chunk_sentences)
-    if chunk_sentences < 1:
-        raise ValueError(f"chunk_sentences must be >= 1, got {chunk_sentences}")
-    _, n_pairs, en_path, f_path = _corpus_meta(corpus_dir)
-    with _open_binary(en_path) as fe, _open_binary(f_path) as ff:
-        lines_e, lines_f = _iter_lines(fe, en_path), _iter_lines(ff, f_path)
-        done = 0
+    every = int(chunk_sentences)
+    starts, n, pos, last = [0], 0, 0, b"\n"
+    with _open_binary(path) as fh:
         while True:
-            en, f = [], []
-            ended = False
-            while len(en) < chunk_sentences:
-                e_item, f_item = next(lines_e, None), next(lines_f, None)
-                if e_item is None or f_item is None:
-                    if e_item is not None or f_item is not None:
-                        n_e = done + len(en) + (e_item is not None) + sum(1 for _ in lines_e)
-                        n_f = done + len(en) + (f_item is not None) + sum(1 for _ in lines_f)
-                        raise InputError(f"{en_path.name} has {n_e} lines but {f_path.name} "
-                                         f"{n_f}: the sides must be line-aligned", path=en_path)
-                    ended = True
-                    break
-                en.append(e_item[1])
-                f.append(f_item[1])
-            done += len(en)
-            if done > n_pairs or (ended and done != n_pairs):
-                raise InputError(f"{'at least ' if done > n_pairs else ''}{done} lines but "
-                                 f"meta.json says n_pairs={n_pairs}", path=en_path)
-            if en:
-                yield en, f
-            if ended:
-                return
+            block = fh.read(1 << 24)
+            if not block:
+                break
+            newlines = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 0x0A)
+            # line L (0-based) starts after the file's newline number L - 1
+            for line in range((n // every + 1) * every, n + len(newlines) + 1, every):
+                starts.append(pos + int(newlines[line - 1 - n]) + 1)
+            n, pos, last = n + len(newlines), pos + len(block), block[-1:]
+    n_lines = n + (last != b"\n")
+    return n_lines, starts[:-(-n_lines // every)]
+
+
+def tokenize_chunk(en_path, f_path, e_range, f_range, first_line, out_path) -> int:
+    """One chunk of a saved corpus folder: its lines of both files (byte ranges ``[a, b)``), each
+    side encoded over a vocabulary of the chunk's own (ids in order of first occurrence in the
+    chunk) -> a bundle of the local ids (int32 ``e_tokens``, ``f_tokens``, int64 offsets) and
+    each vocabulary's words (``e_words``, ``f_words``: UTF-8, one a line). Returns its pairs.
+    ``first_line``: the chunk's first line in the files (0-based), for the errors' line numbers.
+    """
+    arrays = {}
+    for side, path, (a, b) in (("e", en_path, e_range), ("f", f_path, f_range)):
+        with open(path, "rb") as fh:
+            fh.seek(a)
+            data = fh.read(b - a)
+        lines = [line for _, line in _iter_lines(io.BytesIO(data), path, start=first_line + 1)]
+        del data
+        vocab = Vocab()
+        arrays[f"{side}_tokens"], arrays[f"{side}_offsets"] = vocab.encode(lines)
+        arrays[f"{side}_words"] = np.frombuffer("\n".join(vocab.tokens).encode("utf-8"), dtype=np.uint8)
+    save_bundle(out_path, **arrays)
+    return len(lines)
+
+
+def remap_shard(tok_path, map_path, first, stop, out_path) -> None:
+    """Sentences [first, stop) of a tokenized chunk, their local ids mapped to the corpus's ids
+    -> a shard file of pivot.pipeline.ibm_shards (``e_tokens``, ``e_offsets``, ``f_tokens``,
+    ``f_offsets``, shard-local offsets)."""
+    arrays = {}
+    with open_bundle(tok_path) as tok, open_bundle(map_path) as ids:
+        for side in ("e", "f"):
+            offsets = tok[f"{side}_offsets"][first:stop + 1]
+            local = tok[f"{side}_tokens"][offsets[0]:offsets[-1]]
+            arrays[f"{side}_tokens"] = ids[f"{side}_ids"][local]
+            arrays[f"{side}_offsets"] = offsets - offsets[0]
+    save_bundle(out_path, **arrays)
+
+
+def shard_cuts(e_offsets, f_offsets, max_cells):
+    """Cut points [0, ..., n] of a chunk's sentences into runs of at most ``max_cells`` E-step
+    lookups ((n_s + 1) m_s a sentence pair, n English and m foreign tokens), at least one
+    sentence a run: shards of about equal work, whatever the sentences' lengths."""
+    cum = np.zeros(len(e_offsets), dtype=np.int64)
+    np.cumsum((np.diff(e_offsets) + 1) * np.diff(f_offsets), out=cum[1:])
+    cuts, a, n = [0], 0, len(cum) - 1
+    while a < n:
+        a = max(a + 1, int(np.searchsorted(cum, cum[a] + max_cells, side="right")) - 1)
+        cuts.append(a)
+    return cuts
+
+
+def _words(array) -> list[str]:
+    text = array.tobytes().decode("utf-8")
+    return text.split("\n") if text else []
 
 
 def _encode_corpus(corpus_dir, chunk_sentences, scratch):
-    """Encode a corpus folder into ``scratch/enc-<k>.npz`` chunks: (n_pairs, n_chunks, n_e, n_f).
+    """A job (pivot.pipeline.engine.Engine.run): encode a corpus folder into shard files ``scratch/enc-<j>.arrays``: (n_pairs, n_e, n_f,
+    shards), shards a list of (chunk, first sentence, stop) in corpus order.
 
     Ids are given in order of first occurrence over the whole corpus (one
-    :class:`pivot.pipeline.corpus.Vocab` per side, grown chunk by chunk), hence the very ids
-    :func:`align_ibm2` gives; each file holds one chunk's int32 tokens and chunk-local int64
-    offsets of both sides. Only the vocabularies outlive a chunk.
+    :class:`pivot.pipeline.corpus.Vocab` per side), hence the very ids :func:`align_ibm2`
+    gives: one task a chunk of ``chunk_sentences`` pairs reads its lines and encodes them over a
+    vocabulary of its own (:func:`tokenize_chunk`); here the chunks' vocabularies join in chunk
+    order (a word new to the corpus gets the next id: its first occurrence in the corpus is in
+    this chunk, after the chunk's earlier new words) and each chunk is cut into shards of about
+    equal work (:func:`shard_cuts`, ``ibm_shards.SHARD_CELLS`` lookups: a chunk of long
+    biomedical sentences is many times the work of one of short ones); one task a shard maps its
+    ids (:func:`remap_shard`). A shard file (a bundle, pivot.pipeline.bundle) holds int32 tokens
+    and shard-local int64 offsets of both sides. InputError when the files' lines disagree with
+    each other or with meta.json's n_pairs.
     """
-    from pivot.pipeline.corpus import Vocab
-
+    chunk_sentences = int(chunk_sentences)
+    scratch = Path(scratch)
+    _, n_pairs, en_path, f_path = _corpus_meta(corpus_dir)
+    (n_e, e_starts), (n_f, f_starts) = chunk_starts(en_path, chunk_sentences), chunk_starts(f_path, chunk_sentences)
+    if n_e != n_f:
+        raise InputError(f"{en_path.name} has {n_e} lines but {f_path.name} {n_f}: the sides must be "
+                         "line-aligned", path=en_path)
+    if n_e != n_pairs:
+        raise InputError(f"{n_e} lines but meta.json says n_pairs={n_pairs}", path=en_path)
+    n_chunks = len(e_starts)
+    ranges = lambda starts, path: list(zip(starts, starts[1:] + [os.path.getsize(path)]))  # noqa: E731
+    tok = [scratch / f"tok-{k:05d}.arrays" for k in range(n_chunks)]
+    lang = f_path.suffix[1:]
+    yield Batch(tokenize_chunk, [(str(en_path), str(f_path), e, f, k * chunk_sentences, str(tok[k]))
+                                 for k, (e, f) in enumerate(zip(ranges(e_starts, en_path), ranges(f_starts, f_path)))],
+                name=f"align.{lang}-tokenize")
     e_vocab, f_vocab = Vocab(), Vocab()
-    n_pairs = n_chunks = 0
-    for en, f in iter_corpus_chunks(corpus_dir, chunk_sentences):
-        e_tokens, e_offsets = e_vocab.encode(en)
-        f_tokens, f_offsets = f_vocab.encode(f)
-        n_pairs += len(en)
-        del en, f
-        save_npz(Path(scratch) / f"enc-{n_chunks:05d}.npz", e_tokens=e_tokens,
-                    e_offsets=e_offsets, f_tokens=f_tokens, f_offsets=f_offsets)
-        n_chunks += 1
-    return n_pairs, n_chunks, len(e_vocab), len(f_vocab)
+    maps = [scratch / f"ids-{k:05d}.arrays" for k in range(n_chunks)]
+    shards = []
+    for k in range(n_chunks):
+        with open_bundle(tok[k]) as z:
+            e_words, f_words = _words(z["e_words"]), _words(z["f_words"])
+            cuts = shard_cuts(z["e_offsets"], z["f_offsets"], ibm_shards.SHARD_CELLS)
+        save_bundle(maps[k], e_ids=np.array([e_vocab.add(w) for w in e_words], dtype=np.int32),
+                    f_ids=np.array([f_vocab.add(w) for w in f_words], dtype=np.int32))
+        shards += [(k, a, b) for a, b in zip(cuts, cuts[1:])]
+    yield Batch(remap_shard, [(str(tok[k]), str(maps[k]), a, b, str(scratch / f"enc-{j:05d}.arrays"))
+                              for j, (k, a, b) in enumerate(shards)], name=f"align.{lang}-ids")
+    for path in tok + maps:
+        path.unlink()
+    return n_pairs, len(e_vocab), len(f_vocab), shards
+
+
+def join_links(parts, out_path) -> int:
+    """One output chunk of :func:`align_corpus`: its shards' links (bundles, in order) joined,
+    offsets rebased -> ``out_path`` (.npz of int32 link_e, link_f, int64 link_offsets). Returns
+    its sentences."""
+    es, fs, offs, base = [], [], [np.zeros(1, dtype=np.int64)], 0
+    for path in parts:
+        with open_bundle(path) as z:
+            es.append(z["link_e"])
+            fs.append(z["link_f"])
+            offs.append(z["link_offsets"][1:] + base)
+            base += int(z["link_offsets"][-1])
+    save_npz(out_path, link_e=np.concatenate(es).astype(np.int32), link_f=np.concatenate(fs).astype(np.int32),
+             link_offsets=np.concatenate(offs))
+    return sum(len(o) for o in offs) - 1
 
 
 def _split_links(link_e, link_f, link_offsets, n_pairs, chunk_sentences):
@@ -239,7 +318,7 @@ def _split_links(link_e, link_f, link_offsets, n_pairs, chunk_sentences):
 
 def align_corpus(corpus_dir, out_dir, *, method="ibm2", chunk_sentences=50000, n_threads=1,
                  pharaoh_path=None, quiet=True, model=3, length=1.0, scratch_dir=None,
-                 index_cache=True):
+                 index_cache=True, engine=None):
     """Word-align a saved corpus folder chunk by chunk; write the links in chunks of sentences.
 
     ``corpus_dir`` is a folder written by :meth:`pivot.pipeline.corpus.Bitext.save`
@@ -257,16 +336,33 @@ def align_corpus(corpus_dir, out_dir, *, method="ibm2", chunk_sentences=50000, n
     left over from an earlier run with more chunks are removed. Returns the links.json dict.
 
     ``method="ibm2"`` (default): the corpus is read line by line and encoded once into
-    chunked int32 arrays in a scratch folder, then both EM trainings stream those chunks in
-    every iteration (:func:`pivot.pipeline.ibm.align_both_chunked`); memory is one chunk plus
-    the model's tables. The links are the same bytes as :func:`align_bitext`'s (``ibm2``) on
-    the same corpus, for any ``chunk_sentences`` and ``n_threads``. ``index_cache`` keeps the
-    E-step's table indices on the scratch disk between EM iterations (faster, same links).
+    chunks of int32 arrays in a scratch folder (one vocabulary per side, ids in order of first
+    occurrence); then both directions' EM and Viterbi run by chunk, as tasks on ``engine``
+    (:func:`pivot.pipeline.ibm_shards.align_both_sharded`; None: in this process), each chunk's
+    links written by its task. The links are the same bytes as :func:`align_bitext`'s
+    (``ibm2``) on the same corpus, for any ``chunk_sentences``, ``n_threads`` and engine.
+    ``n_threads`` are the kernels' threads in this process (a cluster's tasks run on one).
+    ``index_cache`` keeps the E-step's table indices on the scratch disk between EM
+    iterations (faster, same links).
     ``method="eflomal"`` or ``"pharaoh"``: the corpus is loaded whole and aligned as by
     :func:`align_bitext`; only the output is chunked.
 
-    ``scratch_dir``: where the temporary folder goes (default ``out_dir``); it is removed
-    at the end, also on error.
+    ``scratch_dir``: where the temporary folder goes (default ``out_dir``; on a cluster, a
+    folder its workers see); it is removed at the end, also on error.
+    """
+    engine = engine if engine is not None else Engine(workers=1)
+    return engine.run(align_corpus_job(
+        corpus_dir, out_dir, method=method, chunk_sentences=chunk_sentences, n_threads=n_threads,
+        pharaoh_path=pharaoh_path, quiet=quiet, model=model, length=length, scratch_dir=scratch_dir,
+        index_cache=index_cache, task_threads=n_threads if engine.in_process else 1))[0]
+
+
+def align_corpus_job(corpus_dir, out_dir, *, method="ibm2", chunk_sentences=50000, n_threads=1, pharaoh_path=None,
+                     quiet=True, model=3, length=1.0, scratch_dir=None, index_cache=True, task_threads=1):
+    """:func:`align_corpus` as a job of :meth:`pivot.pipeline.engine.Engine.run` (so that the
+    build runs every language's alignment side by side): returns the links.json dict.
+    ``task_threads``: the kernels' threads of each task (``n_threads`` in this process, 1 on a
+    cluster's single-threaded workers); ``n_threads``: of eflomal's and pharaoh's work here.
     """
     chunk_sentences = int(chunk_sentences)
     if chunk_sentences < 1:
@@ -288,23 +384,23 @@ def align_corpus(corpus_dir, out_dir, *, method="ibm2", chunk_sentences=50000, n
         if k != len(written):
             raise RuntimeError(f"chunk {k} written out of order")
         save_npz(out / links_chunk_name(k), link_e=np.asarray(link_e, dtype=np.int32),
-                    link_f=np.asarray(link_f, dtype=np.int32),
-                    link_offsets=np.asarray(link_offsets, dtype=np.int64))
+                 link_f=np.asarray(link_f, dtype=np.int32),
+                 link_offsets=np.asarray(link_offsets, dtype=np.int64))
         written.append(len(link_offsets) - 1)
 
     try:
         if method == "ibm2":
-            n_pairs, n_chunks, n_e, n_f = _encode_corpus(corpus_dir, chunk_sentences, scratch)
-
-            def load_chunk(k):
-                with np.load(scratch / f"enc-{k:05d}.npz", allow_pickle=False) as z:
-                    return z["e_tokens"], z["e_offsets"], z["f_tokens"], z["f_offsets"]
-
-            ibm.align_both_chunked(load_chunk, n_chunks, n_e, n_f, write, scratch,
-                                   n_threads=n_threads, index_cache=index_cache, quiet=quiet)
+            lang, _, _, _ = _corpus_meta(corpus_dir)
+            n_pairs, n_e, n_f, shards = yield from _encode_corpus(corpus_dir, chunk_sentences, scratch)
+            parts = [scratch / f"links-{j:05d}.arrays" for j in range(len(shards))]
+            yield from ibm_shards.align_both_job(
+                [scratch / f"enc-{j:05d}.arrays" for j in range(len(shards))], n_e, n_f, parts, scratch,
+                n_threads=task_threads, index_cache=index_cache, quiet=quiet, name=f"align.{lang}")
+            n_chunks = shards[-1][0] + 1 if shards else 0
+            written = yield Batch(join_links, [([str(parts[j]) for j, sh in enumerate(shards) if sh[0] == k],
+                                                str(out / links_chunk_name(k))) for k in range(n_chunks)],
+                                  name=f"align.{lang}-write")
         else:
-            from pivot.pipeline.corpus import Bitext
-
             bitext = Bitext.load(corpus_dir)
             n_pairs = len(bitext)
             links = align_bitext(bitext, scratch / "work", method=method,

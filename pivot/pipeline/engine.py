@@ -148,6 +148,25 @@ class Engine:
         log.info("  %s: %d tasks in %.1f s", name, len(arg_tuples), seconds)
         return out
 
+    def run(self, *jobs) -> list:
+        """Run jobs side by side: each job's tasks are on the workers while the others' own code
+        runs here. Returns the jobs' return values, in order.
+
+        A job is a generator: it yields a :class:`Batch` (``Batch(fn, arg_tuples, name=...)``),
+        is sent the batch's results (as :meth:`map` returns them) and resumes when all of them
+        are in; it yields :class:`Together` (jobs) and is sent their return values when all have
+        returned. Between its yields it runs in this process, one job at a time. On a cluster every
+        job's next batch is submitted as soon as the job yields it, so that the workers keep busy
+        while a job works here (an EM's M-step, a table's merge) or waits for its last long task;
+        Dask runs the tasks in the order they were submitted. In this process the jobs run one
+        after another, each batch by :meth:`map` (its kernels take every core). The results, and
+        so every file a job writes, are the same either way.
+        """
+        client = self.client()
+        if client is None:
+            return [_run_inline(self, job) for job in jobs]
+        return _Runner(self, client).run(list(jobs))
+
     def worker_pids(self) -> list[int]:
         """Process ids of the local cluster's workers (for tests and benchmarks)."""
         client = self.client()
@@ -171,6 +190,151 @@ class Engine:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Batch:
+    """``fn(*args)`` for every tuple of ``arg_tuples``: what a job of :meth:`Engine.run` yields
+    (``name`` and ``cost`` as for :meth:`Engine.map`)."""
+
+    def __init__(self, fn, arg_tuples, *, name: str, cost=None):
+        self.fn, self.arg_tuples, self.name, self.cost = fn, list(arg_tuples), name, cost
+
+
+class Together:
+    """Jobs to run side by side, yielded by a job of :meth:`Engine.run`: it gets their return values."""
+
+    def __init__(self, *jobs):
+        self.jobs = list(jobs)
+
+
+def _run_inline(engine, job):
+    """A job run in this process: each batch by Engine.map, nested jobs one after another."""
+    value = None
+    try:
+        while True:
+            request = job.send(value)
+            if isinstance(request, Batch):
+                value = engine.map(request.fn, request.arg_tuples, name=request.name, cost=request.cost)
+            elif isinstance(request, Together):
+                value = [_run_inline(engine, sub) for sub in request.jobs]
+            else:
+                raise TypeError(f"a job yields Batch or Together, not {type(request).__name__}")
+    except StopIteration as stop:
+        return stop.value
+    finally:
+        job.close()
+
+
+class _Node:
+    """A job under way on a cluster: its generator, who waits for it, what it waits for."""
+
+    def __init__(self, job, parent=None, slot=0):
+        self.job, self.parent, self.slot = job, parent, slot
+        self.futures, self.remaining, self.batch, self.t0 = [], 0, None, 0.0
+        self.results, self.waiting = [], 0
+
+
+class _Runner:
+    """Engine.run on a cluster: one loop over the tasks as they finish; a job resumes (here)
+    when its batch's last task is done, and its next batch is submitted at once."""
+
+    def __init__(self, engine, client):
+        self.engine, self.client = engine, client
+        self.owner = {}          # future -> node whose batch it belongs to
+        self.nodes = []
+        self.results = None
+        self.submitted = 0
+
+    def run(self, jobs):
+        from distributed import as_completed
+
+        self.done = as_completed()
+        self.results = [None] * len(jobs)
+        try:
+            roots = [self._node(job, None, k) for k, job in enumerate(jobs)]
+            for node in roots:
+                self._advance(node, None)
+            for future in self.done:
+                node = self.owner.pop(future)
+                if future.status != "finished":
+                    future.result()          # the task's exception (or its cancellation), raised here
+                node.remaining -= 1
+                if node.remaining == 0:
+                    self._finish_batch(node)
+        finally:
+            if self.owner:           # a task or a job failed: the rest is not waited for
+                self.client.cancel(list(self.owner))
+            for node in self.nodes:  # their finally blocks run (scratch folders removed)
+                node.job.close()
+        # the workers' freed heap back to the system (glibc keeps it), as after Engine.map
+        self.client.run(release_heap)
+        return self.results
+
+    def _node(self, job, parent, slot):
+        node = _Node(job, parent, slot)
+        self.nodes.append(node)
+        return node
+
+    def _finish_batch(self, node):
+        values = self.client.gather(node.futures)
+        batch = node.batch
+        seconds = time.perf_counter() - node.t0
+        self.engine.task_seconds[batch.name] = round(self.engine.task_seconds.get(batch.name, 0.0) + seconds, 2)
+        log.info("  %s: %d tasks in %.1f s", batch.name, len(batch.arg_tuples), seconds)
+        node.futures, node.batch = [], None
+        self._advance(node, values)
+
+    def _advance(self, node, value):
+        """Resume a job with ``value`` until it yields a batch with tasks to wait for, or returns."""
+        while True:
+            try:
+                request = node.job.send(value)
+            except StopIteration as stop:
+                self._returned(node, stop.value)
+                return
+            if isinstance(request, Batch):
+                if not request.arg_tuples:
+                    value = []
+                    continue
+                self._submit(node, request)
+                return
+            if isinstance(request, Together):
+                if not request.jobs:
+                    value = []
+                    continue
+                node.results, node.waiting = [None] * len(request.jobs), len(request.jobs)
+                children = [self._node(sub, node, k) for k, sub in enumerate(request.jobs)]
+                for child in children:
+                    self._advance(child, None)
+                return
+            raise TypeError(f"a job yields Batch or Together, not {type(request).__name__}")
+
+    def _returned(self, node, value):
+        node.job.close()
+        parent = node.parent
+        if parent is None:
+            self.results[node.slot] = value
+            return
+        parent.results[node.slot] = value
+        parent.waiting -= 1
+        if parent.waiting == 0:
+            values, parent.results = parent.results, []
+            self._advance(parent, values)
+
+    def _submit(self, node, batch):
+        n = len(batch.arg_tuples)
+        order = range(n) if batch.cost is None else sorted(range(n), key=lambda i: (-batch.cost[i], i))
+        node.t0 = time.perf_counter()
+        self.submitted += 1
+        stamp = f"{os.getpid()}-{int(node.t0 * 1e6)}-{self.submitted}"
+        futures = {i: self.client.submit(batch.fn, *batch.arg_tuples[i], key=f"{batch.name}-{i}-{stamp}",
+                                         retries=RETRIES, pure=False)
+                   for i in order}
+        node.futures = [futures[i] for i in range(n)]
+        node.remaining, node.batch = n, batch
+        for i in order:
+            self.owner[futures[i]] = node
+            self.done.add(futures[i])
 
 
 @contextlib.contextmanager

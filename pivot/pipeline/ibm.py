@@ -32,11 +32,10 @@ The t-table is sparse: CSR over source words (row n_src_vocab is NULL), holding 
 lookup is a binary search). Start: t uniform over each row, t(f | e) = 1 / |{f' co-occurring
 with e}|. Memory: 12 bytes a pair for (col, prob) plus 8 for the counts during training.
 
-Out of core: :func:`fit_chunked` and :func:`align_both_chunked` take the corpus as chunks
-loaded one at a time (pivot.pipeline.align.align_corpus keeps them on disk) and give the same
-model and links to the bit as :func:`fit` and :func:`align_both` on the whole corpus: the
-table rows are sorted sets, the counts integer sums, and everything after the model is per
-sentence.
+Out of core and on a cluster: pivot.pipeline.ibm_shards trains and applies this model by shards
+of sentence pairs held on disk, as engine tasks, and gives the same model and links to the bit
+as :func:`fit` and :func:`align_both` on the whole corpus: the table rows are sorted sets, the
+counts integer sums, and everything after the model is per sentence.
 
 Links are ragged arrays as everywhere in pivot (see pivot.pipeline.links): the links of sentence
 s are ``link_e[a:b], link_f[a:b]`` with ``a, b = link_offsets[s], link_offsets[s + 1]``, sorted,
@@ -44,9 +43,6 @@ s are ``link_e[a:b], link_f[a:b]`` with ``a, b = link_offsets[s], link_offsets[s
 """
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,15 +63,6 @@ UNKNOWN_PROB = 1e-7
 # (4 * sum_s (n_s + 1) m_s), the first iteration stores them and later ones read them back:
 # same arithmetic, same results, several times faster on large vocabularies.
 INDEX_CACHE_BYTES = 768 * 2 ** 20
-
-# The chunked trainer (fit_chunked) keeps the same indices on disk, one file a chunk, when
-# they fit in this many bytes and in half the free space of the folder given for them; the
-# later iterations read them back. Same results either way. A chunk's E-step runs over
-# blocks of sentences whose indices take at most INDEX_CACHE_BLOCK_BYTES, so the indices
-# in memory stay within that whatever the chunk size (a 50,000-pair chunk of long
-# biomedical sentences has ~110 MB of them).
-INDEX_CACHE_DISK_BYTES = 16 * 2 ** 30
-INDEX_CACHE_BLOCK_BYTES = 32 * 2 ** 20
 
 # Fixed-point unit of the expected counts (2^32 = a posterior of 1).
 COUNT_SCALE = float(2 ** 32)
@@ -281,28 +268,6 @@ def fit(src_tokens, src_offsets, tgt_tokens, tgt_offsets, n_src_vocab, n_tgt_voc
                  log_likelihood=np.asarray(history))
 
 
-def _release_free_heap():
-    """Hand the C heap's free pages back to the system (glibc ``malloc_trim``; else nothing).
-
-    The co-occurrence builder frees hundreds of megabytes in many small blocks (one vector a
-    source word); glibc keeps such freed memory resident, and the large arrays allocated next
-    (probabilities, counts) cannot reuse it. Trimming after the build lowered the peak RSS
-    of the chunked trainer by 46 MB on the fr corpus and by 102 MB on it repeated 4 times.
-    """
-    global _malloc_trim
-    if _malloc_trim is None:
-        try:
-            import ctypes
-            _malloc_trim = ctypes.CDLL(None).malloc_trim
-        except (AttributeError, OSError):
-            _malloc_trim = False
-    if _malloc_trim:
-        _malloc_trim(0)
-
-
-_malloc_trim = None
-
-
 def _chunk_corpus(chunk, n_src_vocab, n_tgt_vocab, k):
     """Validated (src, src_offsets, tgt, tgt_offsets) of chunk ``k`` (a 4-tuple)."""
     try:
@@ -314,123 +279,6 @@ def _chunk_corpus(chunk, n_src_vocab, n_tgt_vocab, k):
         return _corpus(s, so, t, to, n_src_vocab, n_tgt_vocab)
     except ValueError as exc:
         raise ValueError(f"chunk {k}: {exc}") from None
-
-
-def _e_step_cached(s, so, t, to, row_ptr, col, prob, counts, loglik, p_null, tension,
-                   n_threads, fh, mode, block_cells, buffer):
-    """e_step over one chunk in blocks of sentences, its table indices stored in ``fh``.
-
-    mode 1 searches and writes each block's indices to ``fh``; mode 2 reads them back in
-    the same blocks (into ``buffer``, reused; the returned buffer is the one to pass next).
-    Every sentence is computed exactly as by one e_step over the chunk.
-    """
-    n_sent = len(so) - 1
-    cells = (np.diff(so) + 1) * np.diff(to)
-    cum = np.zeros(n_sent + 1, dtype=np.int64)
-    np.cumsum(cells, out=cum[1:])
-    a = 0
-    while a < n_sent:
-        # the longest run of sentences from a whose indices fit in a block (at least one)
-        b = max(a + 1, int(np.searchsorted(cum, cum[a] + block_cells, side="right")) - 1)
-        n = int(cum[b] - cum[a])
-        if buffer is None or len(buffer) < n:
-            buffer = np.empty(max(n, min(block_cells, int(cum[-1]))), dtype=np.int32)
-        cache = buffer[:n]
-        if mode == 2:
-            got = fh.readinto(memoryview(cache).cast("B"))
-            if got != 4 * n:
-                raise RuntimeError(f"index cache {fh.name}: {got} bytes, expected {4 * n}")
-        e0, e1, t0, t1 = int(so[a]), int(so[b]), int(to[a]), int(to[b])
-        _align.e_step(s[e0:e1], so[a:b + 1] - e0, t[t0:t1], to[a:b + 1] - t0,
-                      row_ptr, col, prob, counts, loglik[a:b], p_null, tension,
-                      _max_len(so[a:b + 1]), _team(n_threads, b - a), cache,
-                      cum[a:b + 1] - cum[a], mode)
-        if mode == 1:
-            fh.write(memoryview(cache).cast("B"))
-        a = b
-    return buffer
-
-
-def fit_chunked(load_chunk, n_chunks, n_src_vocab, n_tgt_vocab, *, iterations=5, p_null=0.08,
-                tension=4.0, n_threads=1, index_cache_dir=None, quiet=True):
-    """:func:`fit` on a corpus held as chunks that are loaded one at a time: the same Model.
-
-    ``load_chunk(k)`` (k = 0..n_chunks-1) returns chunk k as (src_tokens, src_offsets,
-    tgt_tokens, tgt_offsets), chunk-local ragged arrays as :func:`fit` takes them; the corpus
-    is the chunks in order. It is called once for the co-occurrence table and once in every
-    EM iteration, and no chunk is kept after its turn, so the memory is one chunk plus the
-    model (the table, its probabilities and the int64 counts).
-
-    The result is the same to the bit as :func:`fit` on the concatenated corpus, for any
-    chunking and any ``n_threads``: the table rows are sorted sets whatever order their pairs
-    arrive in (:class:`pivot._align.CooccurrenceBuilder`), every expected count is a sum of
-    integers (fixed point) and the M-step divides the same integers. Only the recorded
-    log-likelihoods may differ from :func:`fit`'s in the last bits (they are summed chunk by
-    chunk); they play no part in the model.
-
-    ``index_cache_dir``: a folder where the first iteration writes each chunk's table
-    indices (``index-<k>.bin``; the role of ``INDEX_CACHE_BYTES`` in :func:`fit`) for the
-    later iterations to read instead of searching, when they fit in ``INDEX_CACHE_DISK_BYTES``
-    and in half the folder's free space; they pass through memory in blocks of at most
-    ``INDEX_CACHE_BLOCK_BYTES``. The caller removes the folder.
-    """
-    _check_prior(float(p_null), float(tension))
-    n_threads = _threads(n_threads)
-    if int(iterations) < 0:
-        raise ValueError(f"iterations must be >= 0, got {iterations}")
-    n_chunks = int(n_chunks)
-    builder = _align.CooccurrenceBuilder(int(n_src_vocab), int(n_tgt_vocab))
-    n_tgt_tokens = n_cells = 0
-    for k in range(n_chunks):
-        s, so, t, to = _chunk_corpus(load_chunk(k), n_src_vocab, n_tgt_vocab, k)
-        n_tgt_tokens += len(t)
-        n_cells += int(((np.diff(so) + 1) * np.diff(to)).sum())
-        builder.add(s, so, t, to)
-        del s, so, t, to
-    if n_tgt_tokens >= 2 ** 31:
-        raise ValueError("more than 2^31 target tokens: the fixed-point counts could overflow")
-    row_ptr, col = builder.finish()
-    del builder
-    _release_free_heap()
-    sizes = np.diff(row_ptr)
-    prob = np.repeat(1.0 / np.maximum(sizes, 1), sizes).astype(np.float64)
-    del sizes
-    counts = np.empty(len(col), dtype=np.int64)
-    history = []
-    cache_dir = None
-    if index_cache_dir is not None and int(iterations) > 1 and len(col) < 2 ** 31:
-        free = shutil.disk_usage(index_cache_dir).free
-        if 4 * n_cells <= min(INDEX_CACHE_DISK_BYTES, free // 2):
-            cache_dir = Path(index_cache_dir)
-    block_cells = max(1, INDEX_CACHE_BLOCK_BYTES // 4)
-    buffer = None
-    for it in range(int(iterations)):
-        counts.fill(0)
-        total = 0.0
-        for k in range(n_chunks):
-            s, so, t, to = _chunk_corpus(load_chunk(k), n_src_vocab, n_tgt_vocab, k)
-            loglik = np.empty(len(so) - 1, dtype=np.float64)
-            if cache_dir is None:
-                _align.e_step(s, so, t, to, row_ptr, col, prob, counts, loglik,
-                              float(p_null), float(tension), _max_len(so),
-                              _team(n_threads, len(so) - 1))
-            else:
-                path = cache_dir / f"index-{k:05d}.bin"
-                with open(path, "wb" if it == 0 else "rb") as fh:
-                    buffer = _e_step_cached(s, so, t, to, row_ptr, col, prob, counts, loglik,
-                                            float(p_null), float(tension), n_threads, fh,
-                                            1 if it == 0 else 2, block_cells, buffer)
-            total += float(loglik.sum())
-            del s, so, t, to, loglik
-        history.append(total)
-        _align.m_step(row_ptr, counts, prob, n_threads)
-        if not quiet:
-            print(f"EM iteration {it + 1}/{iterations}: log-likelihood {total:.6g}",
-                  file=sys.stderr, flush=True)
-    del counts
-    return Model(row_ptr=row_ptr, col=col, prob=prob, p_null=float(p_null),
-                 tension=float(tension), n_tgt_vocab=int(n_tgt_vocab),
-                 log_likelihood=np.asarray(history))
 
 
 # ----------------------------------------------------------------------------- alignment
@@ -460,8 +308,14 @@ def viterbi(model, src_tokens, src_offsets, tgt_tokens, tgt_offsets, n_threads=1
     and the tie rule). Links of sentence s are ``link_*[link_offsets[s]:link_offsets[s+1]]``,
     sorted by (source, target) position.
     """
-    a, to = viterbi_positions(model, src_tokens, src_offsets, tgt_tokens, tgt_offsets,
-                              n_threads)
+    return links_of_positions(*viterbi_positions(model, src_tokens, src_offsets, tgt_tokens, tgt_offsets,
+                                                 n_threads))
+
+
+def links_of_positions(a, to):
+    """Ragged links (link_src int32, link_tgt int32, link_offsets int64), sorted by (source,
+    target) position, of each target word's Viterbi source position ``a`` (-1: NULL, no link);
+    ``to``: the target sentences' offsets."""
     n_sent = len(to) - 1
     sent = np.repeat(np.arange(n_sent, dtype=np.int64), np.diff(to))
     tgt_pos = (np.arange(len(a), dtype=np.int64) - to[sent]).astype(np.int32)
@@ -545,74 +399,6 @@ def _english_first(rf, re_, ro):
     sent = np.repeat(np.arange(len(ro) - 1), np.diff(ro))
     order = np.lexsort((rf, re_, sent))
     return re_[order], rf[order], ro
-
-
-def _load_npz(path, *names):
-    with np.load(path, allow_pickle=False) as z:
-        return tuple(z[n] for n in names)
-
-
-def align_both_chunked(load_chunk, n_chunks, n_e_vocab, n_f_vocab, write_links, scratch_dir, *,
-                       iterations=5, p_null=0.08, tension=4.0, n_threads=1, index_cache=True,
-                       quiet=True):
-    """:func:`align_both` on a corpus held as chunks loaded one at a time: the same links.
-
-    ``load_chunk(k)`` returns chunk k (k = 0..n_chunks-1) as chunk-local ragged arrays
-    (e_tokens, e_offsets, f_tokens, f_offsets) with English ids in [0, n_e_vocab) and
-    foreign ids in [0, n_f_vocab); the corpus is the chunks in order. ``write_links(k,
-    link_e, link_f, link_offsets)`` receives chunk k's symmetrised links (positions within
-    the sentence, chunk-local offsets from 0), in chunk order.
-
-    Steps: fit English->foreign by :func:`fit_chunked`; Viterbi links of each chunk, kept in
-    ``scratch_dir`` (``fwd-<k>.npz``); drop that model; fit foreign->English; per chunk its
-    Viterbi links, the stored forward ones and grow-diag-final-and (native). Every step is
-    per sentence once the model is fixed, and the models are :func:`fit`'s to the bit, so
-    the links equal :func:`align_both`'s bytes for any chunking and thread count. Memory:
-    one chunk (its tokens and links; during EM at most ``INDEX_CACHE_BLOCK_BYTES`` of its
-    cached indices) plus one model.
-    ``index_cache``: keep the E-step's table indices in ``scratch_dir`` between iterations
-    (see :func:`fit_chunked`). The caller removes ``scratch_dir``.
-    """
-    scratch = Path(scratch_dir)
-    scratch.mkdir(parents=True, exist_ok=True)
-    _release_free_heap()            # whatever the caller freed (say, encoding the corpus)
-    kw = dict(iterations=iterations, p_null=p_null, tension=tension, n_threads=n_threads,
-              quiet=quiet)
-
-    def fit_direction(name, loader, n_src, n_tgt):
-        cache_dir = None
-        if index_cache:
-            cache_dir = scratch / f"index-{name}"
-            cache_dir.mkdir(exist_ok=True)
-        try:
-            return fit_chunked(loader, n_chunks, n_src, n_tgt, index_cache_dir=cache_dir, **kw)
-        finally:
-            if cache_dir is not None:
-                shutil.rmtree(cache_dir, ignore_errors=True)
-
-    def reversed_chunk(k):
-        e, eo, f, fo = load_chunk(k)
-        return f, fo, e, eo
-
-    forward = fit_direction("fwd", load_chunk, n_e_vocab, n_f_vocab)
-    for k in range(n_chunks):
-        e, eo, f, fo = _chunk_corpus(load_chunk(k), n_e_vocab, n_f_vocab, k)
-        le, lf, lo = viterbi(forward, e, eo, f, fo, n_threads)
-        save_npz(scratch / f"fwd-{k:05d}.npz", link_e=le, link_f=lf, link_offsets=lo)
-        del e, eo, f, fo, le, lf, lo
-    del forward
-    reverse = fit_direction("rev", reversed_chunk, n_f_vocab, n_e_vocab)
-    for k in range(n_chunks):
-        e, eo, f, fo = _chunk_corpus(load_chunk(k), n_e_vocab, n_f_vocab, k)
-        rev = _english_first(*viterbi(reverse, f, fo, e, eo, n_threads))
-        fwd_path = scratch / f"fwd-{k:05d}.npz"
-        fwd = _load_npz(fwd_path, "link_e", "link_f", "link_offsets")
-        links = symmetrize_links(fwd, rev, np.diff(eo), np.diff(fo), n_threads)
-        del fwd, rev, e, eo, f, fo
-        os.remove(fwd_path)
-        write_links(k, *links)
-        del links
-    del reverse
 
 
 # ----------------------------------------------------------------------------- evaluation

@@ -35,7 +35,7 @@ from pivot.errors import InputError
 from pivot.locking import resolve_threads
 from pivot.store.combined import symmetric_p
 from pivot.pipeline.encode import phrase_texts
-from pivot.pipeline.engine import release_heap
+from pivot.pipeline.engine import Engine, release_heap
 from pivot.pipeline.graph import check_inputs
 
 log = logging.getLogger("pivot")
@@ -70,6 +70,35 @@ class Workdir:
         signature built from them, therefore change whenever an artifact's bytes change,
         e.g. when an aligner produces different links from the same corpus.
         """
+        run = self._begin(name, inputs, params)
+        if run.tmp is None:
+            return run.final, run.content
+        produce(run.tmp)
+        return self._finish(run)
+
+    def stages(self, specs) -> list[tuple[Path, str]]:
+        """Several stages side by side: ``specs`` are (name, inputs, params, job), ``job(tmp_dir)``
+        a job of :meth:`pivot.pipeline.engine.Engine.run` that writes the stage's artifact (as
+        ``produce`` of :meth:`stage`). The jobs of the stages not yet complete run together on
+        the engine; each stage's recorded seconds run from the start of them all to its own end,
+        so the seconds of stages run together overlap. Returns what :meth:`stage` returns, per spec.
+        """
+        runs = [self._begin(name, inputs, params) for name, inputs, params, _ in specs]
+        todo = [(run, job) for run, (*_, job) in zip(runs, specs) if run.tmp is not None]
+
+        def timed(run, job):
+            value = yield from job(run.tmp)
+            run.job_seconds = time.perf_counter() - run.t0
+            return value
+
+        if todo:
+            engine = self.engine if self.engine is not None else Engine(workers=1)
+            engine.run(*(timed(run, job) for run, job in todo))
+        return [(run.final, run.content) if run.tmp is None else self._finish(run) for run in runs]
+
+    def _begin(self, name, inputs, params) -> "_StageRun":
+        """The stage's folder and key; an artifact already complete is reused (``tmp`` None),
+        else its ``.partial`` folder is made."""
         check_inputs(name, inputs)
         parts = {"stage": name, "version": STAGE_VERSIONS[name.split(".")[0]], "inputs": inputs, "params": params}
         key = _key(parts)
@@ -80,24 +109,43 @@ class Workdir:
                 log.info("stage %-12s reused  %s", name, final)
                 self.reused.append(name)
                 self.contents[name] = done["content"]
-                return final, done["content"]
+                return _StageRun(name, parts, final, None, done["content"])
         tmp = self.root / f".{name}-{key}.partial"
         # A partial folder of the same key holds finished tasks of an interrupted run (each
         # written atomically, under its final name): the stage resumes from them.
         tmp.mkdir(parents=True, exist_ok=True)
-        t0 = time.perf_counter()
         log.info("stage %-12s running -> %s", name, final)
-        produce(tmp)
-        content = content_key(tmp, self.engine if self.engine is not None and self.engine.running else None)
-        self.contents[name] = content
-        (tmp / "DONE").write_text(json.dumps({**parts, "content": content}, sort_keys=True, indent=1, default=str))
+        return _StageRun(name, parts, final, tmp)
+
+    def _finish(self, run: "_StageRun") -> tuple[Path, str]:
+        """The artifact written in ``run.tmp``: its content key, DONE, renamed to its final name."""
+        t0 = time.perf_counter()
+        content = content_key(run.tmp, self.engine if self.engine is not None and self.engine.running else None)
+        self.contents[run.name] = content
+        (run.tmp / "DONE").write_text(json.dumps({**run.parts, "content": content}, sort_keys=True, indent=1,
+                                                 default=str))
         release_heap()
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        self.timings[name] = round(time.perf_counter() - t0, 2)
-        self.built.append(name)
-        log.info("stage %-12s done in %.1f s", name, self.timings[name])
-        return final, content
+        shutil.rmtree(run.final, ignore_errors=True)
+        os.replace(run.tmp, run.final)
+        seconds = (time.perf_counter() - run.t0) if run.job_seconds is None else \
+            run.job_seconds + (time.perf_counter() - t0)
+        self.timings[run.name] = round(seconds, 2)
+        self.built.append(run.name)
+        log.info("stage %-12s done in %.1f s", run.name, self.timings[run.name])
+        return run.final, content
+
+
+@dataclass
+class _StageRun:
+    """A stage begun by Workdir._begin: ``tmp`` None when its artifact was complete (``content``)."""
+
+    name: str
+    parts: dict
+    final: Path
+    tmp: Path | None
+    content: str | None = None
+    t0: float = field(default_factory=time.perf_counter)
+    job_seconds: float | None = None
 
 
 #: A file an artifact may hold that is not part of its content (timings).
@@ -204,11 +252,13 @@ class Pipeline:
 
     @cached_property
     def bitexts(self) -> list[tuple[Path, Path, list[str]]]:
-        """Per language: (corpus dir, alignment dir, keys)."""
+        """Per language: (corpus dir, alignment dir, keys). The corpus stages run one after
+        another; the align stages side by side (Workdir.stages: on a cluster, every language's
+        and both directions' tasks keep the workers busy while an M-step runs here)."""
         from pivot.pipeline import align
         from pivot.pipeline import corpus
 
-        out = []
+        corpora, specs = [], []
         # A resample of the bitext ([preprocess] sample_fraction < 1) enters the key here; the
         # full bitext's parameters are the table as always (corpus.sample_params).
         preprocess = corpus.sample_params(self.rec["preprocess"])
@@ -234,16 +284,21 @@ class Pipeline:
                     raise InputError("alignment file missing; the data root is set by --data DIR or "
                                      f"{recipes.DATA_ENV}", pharaoh_path)
                 params["pharaoh"] = self._fingerprint([pharaoh_path])
+            n_threads = resolve_threads(self.threads)
 
-            def produce(tmp, corpus_dir=corpus_dir, pharaoh_path=pharaoh_path, params=params):
+            def job(tmp, corpus_dir=corpus_dir, pharaoh_path=pharaoh_path, params=params, n_threads=n_threads):
                 # Chunks of the shard size: the links of shard k are one file.
-                align.align_corpus(corpus_dir, tmp, method=params["method"], chunk_sentences=self.shard_sentences,
-                                   n_threads=resolve_threads(self.threads), pharaoh_path=pharaoh_path,
-                                   quiet=self.quiet, model=params["model"], length=params["length"])
+                # ibm2's EM and Viterbi run by shard as the engine's tasks (the same links on any engine).
+                return align.align_corpus_job(
+                    corpus_dir, tmp, method=params["method"], chunk_sentences=self.shard_sentences,
+                    n_threads=n_threads, pharaoh_path=pharaoh_path, quiet=self.quiet, model=params["model"],
+                    length=params["length"], task_threads=n_threads if self.engine.in_process else 1)
 
-            align_dir, align_key = self.wd.stage(f"align.{lang}", {"corpus": corpus_key}, params, produce)
-            out.append((corpus_dir, align_dir, [corpus_key, align_key]))
-        return out
+            corpora.append((corpus_dir, corpus_key))
+            specs.append((f"align.{lang}", {"corpus": corpus_key}, params, job))
+        aligned = self.wd.stages(specs)
+        return [(corpus_dir, align_dir, [corpus_key, align_key])
+                for (corpus_dir, corpus_key), (align_dir, align_key) in zip(corpora, aligned)]
 
     # ------------------------------------------------------------ encode: shards of token ids
 
