@@ -254,3 +254,73 @@ def test_preflight_refuses_a_folder_out_over_an_input_or_the_work_dir(tmp_path):
 def test_cli_flag_is_bounded():
     r = _cli("build", "--parts", "0", "--graph")
     assert r.returncode == 2 and "--parts" in r.stderr and "between 1 and 1024" in r.stderr
+
+
+def test_search_on_a_folder_finds_what_the_file_finds(built):
+    from pivot.store.search import search
+
+    single, folder = built
+    for pattern, model in (("he*", "general"), ("*e*", "dom"), ("look", "general+dom")):
+        a, b = search(single, pattern, model=model), search(folder, pattern, model=model)
+        assert a.matches == b.matches and a.n_matches == b.n_matches
+    # heal: 2 general pairs, in part 2
+    assert [(m.phrase, m.n_paraphrases) for m in search(folder, "he*").matches] == [("heal", 2)]
+
+
+def test_serve_a_folder_serves_its_parts_with_their_reverse_rows(built):
+    pytest.importorskip("datasette", reason="the serve extra is not installed")
+    import asyncio
+    from urllib.parse import urlencode
+
+    from pivot.store.serve import make_datasette
+
+    single, folder = built
+    ds = make_datasette(folder)
+
+    async def get(path):
+        await ds.invoke_startup()
+        r = await ds.client.get(path)
+        assert r.status_code == 200, (path, r.text[:300])
+        return r.json()
+
+    with ParaphraseDB(single) as db:
+        for k, phrase in ((0, "treat"), (1, "handle"), (2, "heal")):
+            query = urlencode({"_shape": "array", "phrase": phrase, "model": "general"})
+            got = asyncio.run(get(f"/three-part-{k:04d}/paraphrases.json?{query}"))
+            want = db.lookup(phrase, k=100, model="general", all=True)
+            assert [(r["paraphrase"], r["score"], r["p_rev"]) for r in got] == [(p.paraphrase, p.score, p.p_rev)
+                                                                                 for p in want]
+    assert [r["text"] for r in asyncio.run(get("/three-phrases/phrase.json?_shape=array&_sort=id"))] == PHRASES
+
+
+def test_no_output_goes_inside_a_folder_database(built):
+    _, folder = built
+    r = _cli("export", str(folder), "-o", str(folder / "part-0000.db"))
+    assert r.returncode == 2 and "is an input" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = _cli("export", str(folder), "-o", str(folder / "x.ppdb"))
+    assert r.returncode == 2 and "is an input" in r.stderr
+    assert sorted(os.listdir(folder)) == [MANIFEST, "part-0000.db", "part-0001.db", "part-0002.db", "phrases.db"]
+
+
+def test_a_tiny_build_in_parts_on_workers_equals_the_single_file(tmp_path):
+    """The build's own path: `pivot build --parts 3` with two Dask workers (the parts written by
+    the workers, the chunks read by each) against `--parts 1` in one process."""
+    from pivot.cli import main
+    from tests.test_build_domain import write_tiny
+
+    args = write_tiny(tmp_path)
+    assert main(["-q", "build", *args, "--out", str(tmp_path / "one.db"), "--workers", "1"]) == 0
+    assert main(["-q", "build", *args, "--out", str(tmp_path / "three"), "--parts", "3", "--workers", "2"]) == 0
+    with ParaphraseDB(tmp_path / "one.db") as a, ParaphraseDB(tmp_path / "three") as b:
+        assert a.signature == b.signature and len(b.manifest.parts) == 3
+        texts = [t for (t,) in a._conn.execute("SELECT text FROM phrase ORDER BY id")]
+        assert len(texts) >= 6
+        lines = 0
+        for model in a.models:
+            assert [a.lookup(t, k=50, model=model, all=True) for t in texts] == \
+                   [b.lookup(t, k=50, model=model, all=True) for t in texts]
+            out_a, out_b = io.BytesIO(), io.BytesIO()
+            lines += export_ppdb(a, out_a, model, show_all=True)
+            export_ppdb(b, out_b, model, show_all=True)
+            assert out_a.getvalue() == out_b.getvalue()
+        assert lines > 0

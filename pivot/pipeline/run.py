@@ -867,12 +867,20 @@ class StoreChunks:
         self.pivot_dir, self.ppdb2_dir, self.n_parts = Path(pivot_dir), Path(ppdb2_dir), n_parts
 
     def __call__(self):
+        from pivot.pipeline.bundle import open_bundle
         from pivot.pipeline.pivoting import Paraphrases
-        from pivot.pipeline.ppdb2 import iter_layers
         from pivot.store.write import PairChunk
 
-        for para, extra in zip(Paraphrases.iter_parts(self.pivot_dir), iter_layers(self.ppdb2_dir, self.n_parts)):
-            yield PairChunk(para.e1, para.e2, para.n_pivots, para.pivots, para.p, **extra)
+        # Memory maps: a part of a database in parts reads every range's e1 and e2 (for the
+        # reverse rows it holds) but the other columns only of the rows it stores.
+        index = Paraphrases.read_index(self.pivot_dir)
+        for j, (name, n) in enumerate(zip(index["parts"], index["n_pairs"])):
+            with open_bundle(self.pivot_dir / name) as para, open_bundle(self.ppdb2_dir / f"x-{j:04d}.arrays") as x:
+                fields = {f: para.memmap(f) for f in ("e1", "e2", "n_pivots", "pivots", "p")}
+                extra = {f: x.memmap(f) for f in ("form", "ppdb2", "rel") if f in x}
+            if fields["e1"].shape[0] != n:
+                raise ValueError(f"{self.pivot_dir / name}: {fields['e1'].shape[0]} pairs, the index says {n}")
+            yield PairChunk(**fields, **extra)
 
 
 def run_build(domain: str | None = "bio", **kwargs) -> Path:

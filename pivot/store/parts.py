@@ -33,9 +33,11 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sqlite3
+import time
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +52,8 @@ MANIFEST = "manifest.json"
 INDEX = "phrases.db"
 FORMAT = "pivot-parts"
 FORMAT_VERSION = 1
+log = logging.getLogger("pivot")
+
 #: What a reader says of a folder whose manifest or parts do not agree.
 BROKEN = "a damaged database in parts"
 
@@ -223,9 +227,12 @@ def write_database_parts(path, n_parts: int, *, phrases, phrase_counts, chunks, 
     ``chunks`` must be picklable); None writes them here, one after the other.
     """
     path = Path(path)
+    t0 = time.perf_counter()
     stored, learned = check_models(models)
     survey = survey_chunks(chunks, stored, learned)
+    t1 = time.perf_counter()
     texts = survey.texts(phrases, foreign, lhs)
+    t2 = time.perf_counter()
     ranges = cut_ranges(survey.e1_pairs, n_parts)
     meta_all = full_meta(models, meta)
     key = hashlib.sha256(json.dumps({"format": [FORMAT, FORMAT_VERSION], "meta": meta_all, "models": models,
@@ -241,12 +248,16 @@ def write_database_parts(path, n_parts: int, *, phrases, phrase_counts, chunks, 
     if not (index_path.is_file() and index_done.is_file() and json.loads(index_done.read_text()).get("key") == key):
         _write_index(index_path, texts, phrase_counts, survey.used, meta_all)
         write_text_atomic(index_done, json.dumps({"key": key}))
+    t3 = time.perf_counter()
     tasks = [(staging, k, lo, hi, chunks, index_path, models, meta, survey.n_piv_cols, key, batch_rows)
              for k, (lo, hi) in enumerate(ranges)]
     if engine is None:
         records = [write_part(*t) for t in tasks]
     else:
         records = engine.map(write_part, tasks, name="store", cost=[hi - lo for lo, hi in ranges])
+    t4 = time.perf_counter()
+    log.info("database in %d parts: survey %.1f s, texts %.1f s, phrase index %.1f s, parts %.1f s", n_parts,
+             t1 - t0, t2 - t1, t3 - t2, t4 - t3)
     column_of = {m["name"]: j for j, m in enumerate(stored)}
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "signature": meta_all.get("signature"),
