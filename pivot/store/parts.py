@@ -23,7 +23,10 @@ search on the ranges' starts, and then reads that part only. ``reverse`` holds, 
 (a, b) of the part whose reverse (b, a) lies in another part, that reverse row's model columns
 (keyed (b, a), as in `pair`): p(e1|e2) of a lookup is then read from the same file.
 
-Written by the build's workers at once (one task per part, pivot.pipeline.engine), each part
+Written by the build's workers at once (pivot.pipeline.engine), in two rounds of one task per
+part: the pairs of its range with their texts, models and meta (``part-k.pairs.db``); then the
+part itself, a copy of that file with `reverse` filled inside SQLite from the other parts'
+first-round files (ATTACH, INSERT ... SELECT; no Python value per row). Every file is written
 under a temporary name and renamed when complete, all of them inside a temporary sibling folder
 ``.OUT.parts-KEY`` renamed to ``OUT`` at the end: a reader never sees half a database, and an
 interrupted write resumes with the parts it finished (KEY hashes everything the parts hold).
@@ -97,23 +100,28 @@ def _reverse_sql(n_stored: int) -> str:
             "PRIMARY KEY (e1, e2)) WITHOUT ROWID")
 
 
-def write_part(folder, k: int, lo: int, hi: int, chunks, index_path, models: list[dict], meta: dict,
-               n_piv_cols: int, key: str, batch_rows: int = 200_000) -> dict:
-    """Write part k (the pairs with lo <= e1 < hi) as ``folder/part-k.db``; return its record.
+def _pairs_name(k: int) -> str:
+    return f"part-{k:04d}.pairs.db"
 
-    A task of the build's engine: it reads every chunk (its pairs, and the rows whose reverse
-    it holds), the texts from ``index_path``. A part already written under the same ``key``
-    (an interrupted write) is kept.
+
+def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, index_path, models: list[dict], meta: dict,
+                     n_piv_cols: int, key: str, batch_rows: int = 200_000) -> dict:
+    """Phase 1 of part k: the pairs with lo <= e1 < hi, their phrase and foreign rows, the models
+    and meta, as ``folder/part-k.pairs.db``; returns its counts.
+
+    A task of the build's engine: it reads the chunks (the e1 column of each, and every column
+    of its own rows only: the build hands them over as memory maps), the texts from
+    ``index_path``. A file already written under the same ``key`` (an interrupted write) is kept.
     """
     folder = Path(folder)
-    path, record_path = folder / part_name(k), folder / f"part-{k:04d}.json"
-    if record_path.is_file() and path.is_file():
-        record = json.loads(record_path.read_text())
-        if record.get("key") == key and record.get("bytes") == path.stat().st_size:
+    path, done = folder / _pairs_name(k), folder / f"part-{k:04d}.pairs.json"
+    if done.is_file() and path.is_file():
+        record = json.loads(done.read_text())
+        if record.get("key") == key:
             return record
     stored, _ = check_models(models)
     n_stored = len(stored)
-    n_pairs, n, n_reverse = np.zeros(n_stored, np.int64), 0, 0
+    n_pairs, n = np.zeros(n_stored, np.int64), 0
     used, used_f = np.zeros(0, np.int64), np.zeros(0, np.int64)
     first = last = None
     with atomic_path(path) as tmp:
@@ -122,36 +130,24 @@ def write_part(folder, k: int, lo: int, hi: int, chunks, index_path, models: lis
         try:
             conn.execute("ATTACH DATABASE ? AS st", (str(index_path),))  # ATTACH is refused inside a transaction
             begin_load(conn, n_stored, n_piv_cols)
-            conn.execute(_reverse_sql(n_stored))
-            reverse_insert = f"INSERT INTO reverse VALUES ({', '.join('?' * (n_stored + 3))})"
+            conn.execute(_reverse_sql(n_stored))  # filled in phase 2 (add_reverse)
             for c in chunks():
-                e1, e2 = _integers(c.e1), _integers(c.e2)
+                e1 = _integers(c.e1)
                 a, b = int(np.searchsorted(e1, lo)), int(np.searchsorted(e1, hi))  # chunks are sorted by e1
-                if b > a:
-                    sl = slice(a, b)
-                    sub = PairChunk(e1[sl], e2[sl], c.n_pivots[sl], c.pivots[sl], np.asarray(c.p)[sl],
-                                    **{f: None if getattr(c, f, None) is None else getattr(c, f)[sl]
-                                       for f in ("form", "ppdb2", "rel")})
-                    insert_pairs(conn, sub, n_piv_cols, n_stored, batch_rows)
-                    sc = np.asarray(sub.p, np.float64)
-                    n_pairs += (sc > 0).sum(axis=0)
-                    n += b - a
-                    used = _used_ids(used, e1[sl], e2[sl])
-                    piv = _integers(sub.pivots)
-                    used_f = _used_ids(used_f, piv[piv >= 0])
-                    first = int(e1[a]) if first is None else first
-                    last = int(e1[b - 1])
-                # The rows (b, a) whose reverse (a, b) is in this part and which lie in another part.
-                mine = (e2 >= lo) & (e2 < hi) & ~((e1 >= lo) & (e1 < hi))
-                if mine.any():
-                    sc = np.asarray(c.p, np.float64)[mine]
-                    ppdb2 = (np.zeros(int(mine.sum())) if getattr(c, "ppdb2", None) is None
-                             else np.asarray(c.ppdb2, np.float64)[mine])
-                    columns = [e1[mine].tolist(), e2[mine].tolist()]
-                    columns += [_masked(sc[:, j], ~(sc[:, j] > 0)) for j in range(n_stored)]
-                    columns.append(ppdb2.tolist())
-                    conn.executemany(reverse_insert, zip(*columns))
-                    n_reverse += int(mine.sum())
+                if b <= a:
+                    continue
+                sl = slice(a, b)
+                sub = PairChunk(e1[sl], _integers(c.e2)[sl], c.n_pivots[sl], c.pivots[sl], np.asarray(c.p)[sl],
+                                **{f: None if getattr(c, f, None) is None else getattr(c, f)[sl]
+                                   for f in ("form", "ppdb2", "rel")})
+                insert_pairs(conn, sub, n_piv_cols, n_stored, batch_rows)
+                n_pairs += (np.asarray(sub.p, np.float64) > 0).sum(axis=0)
+                n += b - a
+                used = _used_ids(used, sub.e1, sub.e2)
+                piv = _integers(sub.pivots)
+                used_f = _used_ids(used_f, piv[piv >= 0])
+                first = int(e1[a]) if first is None else first
+                last = int(e1[b - 1])
             # The texts the part's pairs name, copied from the phrase index in id order.
             conn.execute("CREATE TEMP TABLE used_e (id INTEGER PRIMARY KEY)")
             conn.executemany("INSERT INTO used_e VALUES (?)", ((i,) for i in used.tolist()))
@@ -168,12 +164,55 @@ def write_part(folder, k: int, lo: int, hi: int, chunks, index_path, models: lis
             raise _write_failed(exc, path) from exc
         finally:
             conn.close()
-    record = {"file": path.name, "e1_range": [lo, hi], "first": {"id": first, "text": texts.get(first)},
-              "last": {"id": last, "text": texts.get(last)}, "sha256": sha256_file(path),
-              "bytes": path.stat().st_size, "n_pairs": n, "n_reverse": n_reverse, "n_phrases": len(used),
+    record = {"file": part_name(k), "e1_range": [lo, hi], "first": {"id": first, "text": texts.get(first)},
+              "last": {"id": last, "text": texts.get(last)}, "n_pairs": n, "n_phrases": len(used),
               "n_foreign": len(used_f), "key": key}
-    write_text_atomic(record_path, json.dumps(record, indent=1, sort_keys=True))
+    write_text_atomic(done, json.dumps(record, indent=1, sort_keys=True))
     return record
+
+
+def add_reverse(folder, k: int, n_parts: int, record: dict, n_stored: int, key: str) -> dict:
+    """Phase 2 of part k: ``part-k.db`` is its phase-1 file plus `reverse`, the rows of the other
+    parts whose e2 lies in k's range (so that a lookup here reads p(e1|e2) here); returns the
+    part's record (with sha256 and bytes).
+
+    The rows are copied inside SQLite (ATTACH, INSERT ... SELECT): no Python value per row, and
+    the other parts' phase-1 files are only read (part k writes a copy of its own). They come
+    part after part, each in key order, so the b-tree is appended to.
+    """
+    folder = Path(folder)
+    path, done = folder / part_name(k), folder / f"part-{k:04d}.json"
+    if done.is_file() and path.is_file():
+        old = json.loads(done.read_text())
+        if old.get("key") == key and old.get("bytes") == path.stat().st_size:
+            return old
+    lo, hi = record["e1_range"]
+    columns = ", ".join([*(f"p_{j}" for j in range(n_stored)), "ppdb2"])
+    n_reverse = 0
+    with atomic_path(path) as tmp:
+        shutil.copyfile(folder / _pairs_name(k), tmp)
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+            conn.execute("PRAGMA cache_size=-262144")
+            for j in range(n_parts):
+                if j == k:
+                    continue
+                # one at a time: SQLite attaches at most 10 files by default
+                conn.execute("ATTACH DATABASE ? AS other", (str(folder / _pairs_name(j)),))
+                n_reverse += conn.execute(f"INSERT INTO main.reverse SELECT e1, e2, {columns} FROM other.pair "
+                                          "WHERE e2 >= ? AND e2 < ?", (lo, hi)).rowcount
+                conn.execute("DETACH DATABASE other")
+            conn.execute("ANALYZE reverse")
+        except sqlite3.OperationalError as exc:
+            raise _write_failed(exc, path) from exc
+        finally:
+            conn.close()
+    out = {**{k_: v for k_, v in record.items() if k_ != "key"}, "n_reverse": n_reverse,
+           "sha256": sha256_file(path), "bytes": path.stat().st_size, "key": key}
+    write_text_atomic(done, json.dumps(out, indent=1, sort_keys=True))
+    return out
 
 
 def _write_index(path, texts, phrase_counts, used: np.ndarray, meta: dict) -> None:
@@ -251,10 +290,16 @@ def write_database_parts(path, n_parts: int, *, phrases, phrase_counts, chunks, 
     t3 = time.perf_counter()
     tasks = [(staging, k, lo, hi, chunks, index_path, models, meta, survey.n_piv_cols, key, batch_rows)
              for k, (lo, hi) in enumerate(ranges)]
+    cost = [hi - lo for lo, hi in ranges]
     if engine is None:
-        records = [write_part(*t) for t in tasks]
+        pairs = [write_part_pairs(*t) for t in tasks]
     else:
-        records = engine.map(write_part, tasks, name="store", cost=[hi - lo for lo, hi in ranges])
+        pairs = engine.map(write_part_pairs, tasks, name="store-pairs", cost=cost)
+    tasks = [(staging, k, n_parts, r, len(stored), key) for k, r in enumerate(pairs)]
+    if engine is None:
+        records = [add_reverse(*t) for t in tasks]
+    else:
+        records = engine.map(add_reverse, tasks, name="store-reverse", cost=cost)
     t4 = time.perf_counter()
     log.info("database in %d parts: survey %.1f s, texts %.1f s, phrase index %.1f s, parts %.1f s", n_parts,
              t1 - t0, t2 - t1, t3 - t2, t4 - t3)
@@ -273,8 +318,10 @@ def write_database_parts(path, n_parts: int, *, phrases, phrase_counts, chunks, 
         "meta": meta_all,
     }
     write_text_atomic(staging / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str) + "\n")
-    for leftover in [index_done, *(staging / f"part-{k:04d}.json" for k in range(n_parts))]:
-        leftover.unlink(missing_ok=True)
+    for k in range(n_parts):
+        for leftover in (f"part-{k:04d}.json", f"part-{k:04d}.pairs.json", _pairs_name(k)):
+            (staging / leftover).unlink(missing_ok=True)
+    index_done.unlink(missing_ok=True)
     _swap_into_place(staging, path)
     return path
 
