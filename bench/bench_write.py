@@ -82,15 +82,21 @@ def join_parts(folder, out) -> float:
     out.unlink(missing_ok=True)
     stored, _ = check_models(m["models"])
     n_piv = sum(c.startswith("pivot") for c in m["pair_columns"])
-    conn = sqlite3.connect(out, isolation_level=None)
-    conn.execute("ATTACH DATABASE ? AS ix", (str(folder / m["index"]["file"]),))
+    conn = sqlite3.connect(out.resolve().as_uri(), uri=True, isolation_level=None)
+    ro = "?mode=ro"  # the folder is only read
+    conn.execute("ATTACH DATABASE ? AS ix", ((folder / m["index"]["file"]).resolve().as_uri() + ro,))
     for k, part in enumerate(m["parts"]):
-        conn.execute(f"ATTACH DATABASE ? AS p{k}", (str(folder / part["file"]),))
+        conn.execute(f"ATTACH DATABASE ? AS p{k}", ((folder / part["file"]).resolve().as_uri() + ro,))
     begin_load(conn, len(stored), n_piv)
     conn.execute("INSERT INTO main.phrase SELECT id, text, n_words, count, lhs FROM ix.phrase ORDER BY id")
     conn.execute("INSERT INTO main.foreign_phrase SELECT id, text FROM ix.foreign_phrase ORDER BY id")
     for k in range(len(m["parts"])):  # consecutive e1 ranges: appended in key order
         conn.execute(f"INSERT INTO main.pair SELECT * FROM p{k}.pair ORDER BY e1, e2")
+    conn.execute("COMMIT")
+    conn.execute("DETACH DATABASE ix")
+    for k in range(len(m["parts"])):
+        conn.execute(f"DETACH DATABASE p{k}")
+    conn.execute("BEGIN")
     counts = {x["name"]: x["n_pairs"] for x in m["models"]}
     finish_load(conn, m["models"], [counts[x["name"]] for x in stored], m["n_pairs"],
                 {k: v for k, v in m["meta"].items() if k not in ("schema_version", "default_model")})

@@ -100,6 +100,11 @@ def _reverse_sql(n_stored: int) -> str:
             "PRIMARY KEY (e1, e2)) WITHOUT ROWID")
 
 
+def _read_only(path) -> str:
+    """A read-only URI of a file to ATTACH (percent-encoded: a "#" or "?" in a name is part of it)."""
+    return Path(path).resolve().as_uri() + "?mode=ro"
+
+
 def _pairs_name(k: int) -> str:
     return f"part-{k:04d}.pairs.db"
 
@@ -126,9 +131,10 @@ def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, index_path, model
     first = last = None
     with atomic_path(path) as tmp:
         tmp.unlink(missing_ok=True)
-        conn = sqlite3.connect(tmp, isolation_level=None)
+        conn = sqlite3.connect(tmp.resolve().as_uri(), uri=True, isolation_level=None)
         try:
-            conn.execute("ATTACH DATABASE ? AS st", (str(index_path),))  # ATTACH is refused inside a transaction
+            # read-only (ATTACH is refused inside a transaction)
+            conn.execute("ATTACH DATABASE ? AS st", (_read_only(index_path),))
             begin_load(conn, n_stored, n_piv_cols)
             conn.execute(_reverse_sql(n_stored))  # filled in phase 2 (add_reverse)
             for c in chunks():
@@ -158,6 +164,9 @@ def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, index_path, model
             conn.execute("INSERT INTO main.foreign_phrase SELECT f.id, f.text FROM st.foreign_phrase f "
                          "JOIN temp.used_f u ON u.id = f.id ORDER BY f.id")
             texts = dict(conn.execute("SELECT id, text FROM main.phrase WHERE id IN (?, ?)", (first, last)))
+            conn.execute("COMMIT")
+            conn.execute("DETACH DATABASE st")
+            conn.execute("BEGIN")
             part_meta = {**meta, "part": {"index": k, "e1_range": [lo, hi], "format": FORMAT}}
             finish_load(conn, models, n_pairs.tolist(), n, part_meta)
         except sqlite3.OperationalError as exc:
@@ -191,7 +200,7 @@ def add_reverse(folder, k: int, n_parts: int, record: dict, n_stored: int, key: 
     n_reverse = 0
     with atomic_path(path) as tmp:
         shutil.copyfile(folder / _pairs_name(k), tmp)
-        conn = sqlite3.connect(tmp, isolation_level=None)
+        conn = sqlite3.connect(tmp.resolve().as_uri(), uri=True, isolation_level=None)
         try:
             conn.execute("PRAGMA journal_mode=OFF")
             conn.execute("PRAGMA synchronous=OFF")
@@ -200,7 +209,7 @@ def add_reverse(folder, k: int, n_parts: int, record: dict, n_stored: int, key: 
                 if j == k:
                     continue
                 # one at a time: SQLite attaches at most 10 files by default
-                conn.execute("ATTACH DATABASE ? AS other", (str(folder / _pairs_name(j)),))
+                conn.execute("ATTACH DATABASE ? AS other", (_read_only(folder / _pairs_name(j)),))
                 n_reverse += conn.execute(f"INSERT INTO main.reverse SELECT e1, e2, {columns} FROM other.pair "
                                           "WHERE e2 >= ? AND e2 < ?", (lo, hi)).rowcount
                 conn.execute("DETACH DATABASE other")

@@ -416,7 +416,7 @@ def finish_load(conn: sqlite3.Connection, models: list[dict], n_pairs: list, n: 
     # the load: one sort instead of an index update per row.
     conn.execute("CREATE UNIQUE INDEX phrase_text ON phrase(text)")
     conn.execute("COMMIT")
-    conn.execute("ANALYZE")
+    conn.execute("ANALYZE main")  # this file's tables only, never an attached one's
 
 
 def model_column(spec: dict, column_of: dict, n_pairs: list, n: int) -> tuple[str | None, int]:
