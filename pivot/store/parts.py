@@ -48,7 +48,7 @@ import numpy as np
 from pivot.atomic import atomic_path
 from pivot.atomic import write_text as write_text_atomic
 from pivot.errors import InputError
-from pivot.store.write import (PairChunk, _integers, _masked, _used_ids, _write_failed, begin_load, check_models,
+from pivot.store.write import (FTS_SQL, FTS_TABLE, PairChunk, _integers, _masked, _used_ids, _write_failed, begin_load, check_models,
                                finish_load, full_meta, insert_pairs, model_column, survey_chunks)
 
 MANIFEST = "manifest.json"
@@ -227,8 +227,6 @@ def add_reverse(folder, k: int, n_parts: int, record: dict, n_stored: int, key: 
 def _write_index(path, texts, phrase_counts, used: np.ndarray, meta: dict) -> None:
     """``phrases.db``: the English phrases (the single file's `phrase` rows), the foreign
     phrases, the text index and the search's FTS5 index."""
-    from pivot.store.search import FTS_SQL, FTS_TABLE
-
     with atomic_path(path) as tmp:
         tmp.unlink(missing_ok=True)
         conn = sqlite3.connect(tmp, isolation_level=None)

@@ -31,10 +31,8 @@ from pathlib import Path
 
 from pivot.errors import InputError
 from pivot.store.db import check_schema, read_meta
+from pivot.store.write import FTS_SQL, FTS_TABLE  # noqa: F401 (serve reads them here)
 
-FTS_TABLE = "phrase_fts"
-FTS_SQL = (f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(text, content='phrase', content_rowid='id', "
-           "detail=none, tokenize='unicode61 remove_diacritics 0')")
 
 
 def connect(path, *, write: bool = False, timeout: float = 60.0) -> sqlite3.Connection:

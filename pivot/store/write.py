@@ -27,6 +27,12 @@ from pivot.errors import InputError
 
 SCHEMA_VERSION = 3
 
+#: The phrase search's FTS5 index over phrase.text (pivot.store.search; built into the phrase
+#: index of a database in parts by pivot.store.parts).
+FTS_TABLE = "phrase_fts"
+FTS_SQL = (f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(text, content='phrase', content_rowid='id', "
+           "detail=none, tokenize='unicode61 remove_diacritics 0')")
+
 #: The relation columns of `pair` and the relations' names (pivot.pipeline.wordnet.RELATIONS).
 RELATION_COLUMNS = ("rel_eq", "rel_fwd", "rel_rev", "rel_excl", "rel_other", "rel_indep")
 RELATION_NAMES = ("Equivalence", "ForwardEntailment", "ReverseEntailment", "Exclusion", "OtherRelated",
