@@ -6,12 +6,15 @@ Phrases are drawn (seeded) from the database's phrase table, so every lookup fin
 (one that is only ever a paraphrase has no answers: `with_answers` counts the others); each
 timing covers normalisation (Moses tokenisation), the phrase index, sorting the phrase's rows
 of the pair table by the model's column, and the k best rows' text, reverse pair and pivots.
-Target: p99 < 1 ms.
+Target: p99 < 1 ms. A database in parts (a folder, `pivot build --parts N`) is timed the same
+way: its phrases are drawn from its phrase index, and the first lookup in a part also opens that
+part (its sha256 checked): `open_ms` times opening the folder and each part once.
 """
 import argparse
 import json
 import sqlite3
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -22,10 +25,18 @@ def lookup_latency(db_path, *, n: int = 10_000, k: int = 10, model: str | None =
                    show_all: bool = False) -> dict:
     """p50/p99/max milliseconds of n lookups of seeded random phrases of the database (model
     None: the database's default)."""
-    texts = [r[0] for r in sqlite3.connect(db_path).execute("SELECT text FROM phrase ORDER BY id")]
+    phrases = Path(db_path) / "phrases.db" if Path(db_path).is_dir() else db_path
+    texts = [r[0] for r in sqlite3.connect(phrases).execute("SELECT text FROM phrase ORDER BY id")]
     rng = np.random.default_rng(seed)
     sample = [texts[i] for i in rng.integers(0, len(texts), n)]
+    t0 = time.perf_counter()
     db = ParaphraseDB(db_path)
+    open_ms = {"folder" if db.manifest else "file": round((time.perf_counter() - t0) * 1e3, 2)}
+    if db.manifest is not None:  # each part opened (and checked) once, before the timed lookups
+        for k in range(len(db.manifest.parts)):
+            t0 = time.perf_counter()
+            db._part(k)
+            open_ms[f"part {k}"] = round((time.perf_counter() - t0) * 1e3, 2)
     model = model or db.default_model
     db.lookup(sample[0], k=k, model=model, all=show_all)  # warm: imports, tokenizer, page cache
     times = np.empty(n)
@@ -35,7 +46,8 @@ def lookup_latency(db_path, *, n: int = 10_000, k: int = 10, model: str | None =
         hits += bool(db.lookup(phrase, k=k, model=model, all=show_all))
         times[i] = time.perf_counter() - t0
     ms = times * 1e3
-    return {"db": str(db_path), "model": model, "all": show_all, "n": n, "k": k, "with_answers": hits,
+    return {"db": str(db_path), "parts": len(db.manifest.parts) if db.manifest else 1, "open_ms": open_ms,
+            "model": model, "all": show_all, "n": n, "k": k, "with_answers": hits,
             "p50_ms": round(float(np.percentile(ms, 50)), 4),
             "p99_ms": round(float(np.percentile(ms, 99)), 4),
             "max_ms": round(float(ms.max()), 4)}

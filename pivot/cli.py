@@ -34,6 +34,8 @@ quick usage:
 MAX_COUNT = 1_000_000
 #: Seeds are numpy seeds: 0 .. 2^32 - 1 (what every numpy generator accepts).
 MAX_SEED = 2**32 - 1
+#: A database in parts holds at most this many parts (a lookup opens one; export two connections each).
+MAX_PARTS = 1024
 
 
 def _limit(value):
@@ -112,6 +114,9 @@ def _add_build(sub):
     dst = p.add_argument_group("where")
     dst.add_argument("--out", help="database path (default: DOMAIN.db)")
     dst.add_argument("--work", help="stage artifacts, reused on rerun (default: work/DOMAIN)")
+    dst.add_argument("--parts", type=bounded_int(1, MAX_PARTS), default=1,
+                     help="1: one SQLite file; N > 1: --out is a folder of N SQLite parts by English key range, "
+                          "written by the workers at once (docs/scaling.md)")
     p.add_argument("--threads", type=int, default=0, help="threads for the aligner and the pivot (0: all cores)")
     p.add_argument("--workers", type=int, default=0,
                    help="Dask worker processes for the sharded stages (0: one per core; 1: in this process, no cluster)")
@@ -411,7 +416,7 @@ def cmd_build(args) -> int:
 
     path = run_build(args.domain if not args.recipe else None, recipe=args.recipe, data=args.data,
                      out=args.out, work=args.work, threads=args.threads, quiet=args.quiet, lmplz=args.lmplz,
-                     workers=args.workers, scheduler=args.scheduler)
+                     workers=args.workers, scheduler=args.scheduler, parts=args.parts)
     print(path)
     return 0
 

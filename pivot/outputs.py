@@ -77,7 +77,9 @@ class Input:
         self.identity = _identity(self.path)
 
     def same_file(self, target: Path, identity) -> bool:
-        return target == self.path or (identity is not None and identity == self.identity)
+        # an input folder (a database in parts) is read whole: no output may go inside it
+        return target == self.path or (identity is not None and identity == self.identity) or \
+            (self.path.is_dir() and target.is_relative_to(self.path))
 
     def __str__(self) -> str:
         return f"{self.role} {self.path}" if self.role else str(self.path)

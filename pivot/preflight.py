@@ -97,7 +97,7 @@ class Plan:
 
 
 def check(recipe_path, data_root, out_path=None, work_dir=None, *, threads=None, workers=None,
-          scheduler=None, lmplz: bool = False, read_inputs: bool = True, on_checked=None) -> Plan:
+          scheduler=None, lmplz: bool = False, read_inputs: bool = True, on_checked=None, parts: int = 1) -> Plan:
     """Check a build before it starts; return its :class:`Plan` or raise InputError.
 
     ``recipe_path``: the recipe file; ``data_root``: the resolved data root; ``out_path``:
@@ -130,7 +130,7 @@ def check(recipe_path, data_root, out_path=None, work_dir=None, *, threads=None,
     if work_dir is not None:
         plan.work_dir = _check_work(Path(work_dir), data_root, protected, plan)
     if out_path is not None:
-        plan.out_path = _check_out(Path(out_path), protected, plan.work_dir)
+        plan.out_path = _check_out(Path(out_path), protected, plan.work_dir, parts)
     if on_checked is not None:
         # Everything but the inputs' content has passed: the caller may start slow work that
         # needs no input (a cluster's worker processes) while the inputs are read through.
@@ -568,11 +568,15 @@ def _check_work(work: Path, data_root: Path, protected: set, plan: Plan) -> Path
     return absolute
 
 
-def _check_out(out: Path, protected: set, work: Path | None) -> Path:
+def _check_out(out: Path, protected: set, work: Path | None, parts: int = 1) -> Path:
     text = str(out)
     if not text or text.endswith(("/", os.sep)) or out.name in ("", ".", ".."):
         raise InputError(f"--out {text!r}: must name the database file, e.g. --out bio.db")
+    if parts < 1:
+        raise InputError(f"--parts {parts}: must be at least 1")
     real = outputs.real(out)
+    if parts > 1:
+        return _check_out_folder(out, real, protected, work)
     if os.path.isdir(real):
         raise InputError(f"--out {out}: is a directory; --out names the database file (e.g. {out}/bio.db)")
     if work is not None and real == outputs.real(work):
@@ -589,4 +593,22 @@ def _check_out(out: Path, protected: set, work: Path | None) -> Path:
         if head != _SQLITE_MAGIC:
             raise InputError(f"--out {out}: exists and is not an SQLite database; refusing to replace it "
                              "(remove it, or choose another --out)")
+    return real
+
+
+def _check_out_folder(out: Path, real: Path, protected: set, work: Path | None) -> Path:
+    """--out of a database in parts: a folder that is absent or a previous database in parts
+    (its manifest names every file in it), holding no input and not the work directory, in a
+    writable folder."""
+    from pivot.store.parts import check_replaceable
+
+    if work is not None:
+        w = outputs.real(work)
+        if real == w or w.is_relative_to(real) or real.is_relative_to(w):
+            raise InputError(f"--out {out}: is, holds or lies in the work directory {work}")
+    for item in sorted(protected):
+        if Path(item) == real or Path(item).is_relative_to(real):
+            raise InputError(f"--out {out}: holds an input of the build ({item}); refusing to replace it")
+    check_replaceable(real)
+    outputs.check_writable(real.parent, "--out", out)
     return real

@@ -303,6 +303,13 @@ CASES = {
     "out-under-a-file": (lambda t: _then((t.tmp / "afile").write_text("x"), "--out", t.tmp / "afile" / "x.db"),
                          "TMP/afile/x.db"),
     "out-unwritable": ("unwritable-out", "TMP/ro/x.db"),
+    # --parts N: --out is a folder
+    "parts-out-is-a-file": (lambda t: _then((t.tmp / "one.db").write_text("x"), "--parts", "2", "--out",
+                                            t.tmp / "one.db"), "TMP/one.db"),
+    "parts-out-folder-not-parts": (lambda t: _then((t.tmp / "outdir").mkdir(), "--parts", "2", "--out",
+                                                   t.tmp / "outdir"), "TMP/outdir"),
+    "parts-out-holds-input": (lambda t: ["--parts", "2", "--out", str(t.data)], "DATA"),
+    "parts-out-holds-work": (lambda t: ["--parts", "2", "--out", str(t.tmp)], "TMP"),
     "work-is-file": (lambda t: t.work.write_text("x"), "WORK"),
     "work-is-data-root": (lambda t: ["--work", str(t.data)], "DATA"),
     "work-holds-inputs": (lambda t: ["--work", str(t.tmp)], "TMP"),

@@ -197,7 +197,7 @@ class Pipeline:
 
     def __init__(self, domain: str | None = "bio", *, recipe=None, data=None, out=None, work=None,
                  threads: int = 0, quiet: bool = False, lmplz: bool = False, workers: int | None = None,
-                 scheduler: str | None = None, prestart: bool = False, store: bool = True):
+                 scheduler: str | None = None, prestart: bool = False, store: bool = True, parts: int = 1):
         # store=False: no database is written (`pivot score`), so none is checked
         self.recipe_file = recipes.recipe_path(domain, recipe)
         self.rec = recipes.load_recipe(self.recipe_file)
@@ -222,12 +222,14 @@ class Pipeline:
                                         (Path(out) if out else Path(f"{self.name}.db")) if store else None,
                                         Path(work) if work else Path("work") / self.name,
                                         threads=threads, workers=workers, scheduler=scheduler, lmplz=lmplz,
-                                        on_checked=start_workers)
+                                        on_checked=start_workers, parts=parts)
         except BaseException:
             if self.engine is not None:
                 self.engine.close()
             raise
         self.out_path = self.plan.out_path  # absolute: SQLite never reads "file:..." as a URI
+        #: The database's parts: 1 is one file, N > 1 a folder of N parts (pivot.store.parts).
+        self.parts = parts
         # Absolute (preflight made it so): the tasks get paths under it, and a worker of an
         # external cluster runs in a folder of its own.
         self.wd = Workdir(self.plan.work_dir)
@@ -842,8 +844,9 @@ class Pipeline:
         ppdb2_dir = self.ppdb2_dir[0]
         lhs_stage = self.lhs_dir
         # The sharded stages are done: the workers' memory goes back to the system before the
-        # combination and the database are written here.
-        self.engine.close()
+        # combination and the database are written here (a database in parts is written by them).
+        if self.parts == 1:
+            self.engine.close()
         models = [dict(m) for m in self.models]
         layer = json.loads((ppdb2_dir / "ppdb2.json").read_text())
         comb_meta = None
@@ -942,20 +945,46 @@ class Pipeline:
                            "why": '[ppdb2] lhs = "x" in the recipe'}
         meta["default_model"] = "ppdb2" if layer["ppdb2"]["learned"] else models[0]["name"]
 
-        def chunks():
-            from pivot.pipeline.ppdb2 import iter_layers
-            from pivot.store.write import PairChunk
+        chunks = StoreChunks(self.pivot_dir[0], ppdb2_dir, len(index["parts"]))
+        if self.parts == 1:
+            write_database_chunks(
+                self.out_path, phrases=e_text, phrase_counts=e_count, chunks=chunks, foreign=f_text,
+                models=models, meta=meta, progress=not self.quiet and sys.stderr.isatty(), lhs=phrase_lhs,
+            )
+        else:
+            from pivot.store.parts import write_database_parts
 
-            for para, extra in zip(self.paraphrase_parts(), iter_layers(ppdb2_dir, len(index["parts"]))):
-                yield PairChunk(para.e1, para.e2, para.n_pivots, para.pivots, para.p, **extra)
-
-        write_database_chunks(
-            self.out_path, phrases=e_text, phrase_counts=e_count, chunks=chunks, foreign=f_text,
-            models=models, meta=meta, progress=not self.quiet and sys.stderr.isatty(), lhs=phrase_lhs,
-        )
+            write_database_parts(self.out_path, self.parts, phrases=e_text, phrase_counts=e_count, chunks=chunks,
+                                 foreign=f_text, models=models, meta=meta, lhs=phrase_lhs,
+                                 engine=None if self.engine.in_process else self.engine)
         log.info("wrote %s (%d pairs, %d models) in %.1f s; signature %s", self.out_path, n_pairs_out,
                  len(models), time.perf_counter() - self.started, signature)
         return self.out_path
+
+
+class StoreChunks:
+    """The table the database stores, as PairChunks in key order: the pivot stage's row ranges
+    with the ppdb2 stage's layer. A picklable callable (the parts of a database in parts are
+    written by the workers, each reading the chunks itself)."""
+
+    def __init__(self, pivot_dir, ppdb2_dir, n_parts: int):
+        self.pivot_dir, self.ppdb2_dir, self.n_parts = Path(pivot_dir), Path(ppdb2_dir), n_parts
+
+    def __call__(self):
+        from pivot.pipeline.bundle import open_bundle
+        from pivot.pipeline.pivoting import Paraphrases
+        from pivot.store.write import PairChunk
+
+        # Memory maps: a part of a database in parts reads every range's e1 and e2 (for the
+        # reverse rows it holds) but the other columns only of the rows it stores.
+        index = Paraphrases.read_index(self.pivot_dir)
+        for j, (name, n) in enumerate(zip(index["parts"], index["n_pairs"])):
+            with open_bundle(self.pivot_dir / name) as para, open_bundle(self.ppdb2_dir / f"x-{j:04d}.arrays") as x:
+                fields = {f: para.memmap(f) for f in ("e1", "e2", "n_pivots", "pivots", "p")}
+                extra = {f: x.memmap(f) for f in ("form", "ppdb2", "rel") if f in x}
+            if fields["e1"].shape[0] != n:
+                raise ValueError(f"{self.pivot_dir / name}: {fields['e1'].shape[0]} pairs, the index says {n}")
+            yield PairChunk(**fields, **extra)
 
 
 def run_build(domain: str | None = "bio", **kwargs) -> Path:

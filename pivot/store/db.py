@@ -164,6 +164,12 @@ class ParaphraseDB:
 
     def __init__(self, path):
         self.path = Path(path)
+        #: A database in parts (pivot.store.parts): its manifest, else None (a single file).
+        self.manifest = None
+        self._parts: dict[int, sqlite3.Connection] = {}
+        if self.path.is_dir():
+            self._open_parts()
+            return
         if not self.path.is_file():
             raise InputError("no such paraphrase database (build one with `pivot build`)", path)
         # A URI built from the resolved path (percent-encoded by pathlib): a file named
@@ -172,18 +178,100 @@ class ParaphraseDB:
         try:
             tables = check_schema(self._conn, path)
             self.meta = read_meta(self._conn, path)
+            self._setup(tables["pair"], self._conn.execute(
+                "SELECT id, name, kind, description, params, score_column, n_pairs FROM model ORDER BY id").fetchall())
+        except InputError:
+            self._conn.close()
+            raise
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise InputError(f"{DAMAGED}: {exc}", path) from exc
+
+    def _open_parts(self):
+        """A folder: the manifest (every file present at its size), the phrase index open; the
+        parts are opened when a query needs them (:meth:`_pairs`)."""
+        from pivot.store.parts import Manifest
+
+        self.manifest = Manifest(self.path)
+        index = self.manifest.index_path()
+        self._conn = sqlite3.connect(index.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
+        try:
+            self.meta = self.manifest.data["meta"]
+            if not isinstance(self.meta, dict):
+                raise TypeError("the manifest's meta is not a JSON object")
+            self._conn.execute("SELECT id, text, count FROM phrase LIMIT 1").fetchall()
+            models = [(i, m["name"], m["kind"], m["description"], json.dumps(m["params"]), m["score_column"],
+                       m["n_pairs"]) for i, m in enumerate(self.manifest.data["models"])]
+            self._setup(list(self.manifest.data["pair_columns"]), models)
+        except InputError:
+            self._conn.close()
+            raise
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise InputError(f"{DAMAGED}: {exc}", index) from exc
+        except (KeyError, TypeError, ValueError) as exc:
+            self._conn.close()
+            raise InputError(f"{DAMAGED}: unreadable manifest values ({type(exc).__name__}: {exc})",
+                             self.path / "manifest.json") from None
+
+    def _pairs(self, e1: int) -> sqlite3.Connection | None:
+        """The connection holding the pairs of phrase id e1: the file, or the one part whose range
+        holds e1 (opened on first use, its sha256, schema and meta checked); None: no part does."""
+        if self.manifest is None:
+            return self._conn
+        k = self.manifest.part_of(e1)
+        return None if k is None else self._part(k)
+
+    def _part(self, k: int) -> sqlite3.Connection:
+        conn = self._parts.get(k)
+        if conn is not None:
+            return conn
+        path = self.manifest.part_path(k)
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
+        try:
+            check_schema(conn, path)
+            meta = read_meta(conn, path)
+            part = meta.get("part") or {}
+            if part.get("index") != k or meta.get("signature") != self.meta.get("signature"):
+                raise InputError(f"{DAMAGED}: the part's meta says part {part.get('index')} of signature "
+                                 f"{meta.get('signature')!r}, the manifest part {k} of {self.meta.get('signature')!r}",
+                                 path)
+        except BaseException:
+            conn.close()
+            raise
+        self._parts[k] = conn
+        return conn
+
+    def _part_conns(self):
+        """Every connection holding pairs, in key order (the file, or the parts in turn)."""
+        if self.manifest is None:
+            yield self._conn
+        else:
+            for k in range(len(self.manifest.parts)):
+                yield self._part(k)
+
+    def _reverse(self, col: str, alias: str = "rv", key=("t.e2", "?1")) -> tuple[str, str]:
+        """(the value, the joins) of `col` in the reverse pair's row: `pair`, and in a part also
+        `reverse` (the rows of reverse pairs stored in another part)."""
+        a, b = key
+        join = f"LEFT JOIN pair {alias} ON {alias}.e1 = {a} AND {alias}.e2 = {b}"
+        if self.manifest is None:
+            return f"{alias}.{col}", join
+        return (f"COALESCE({alias}.{col}, {alias}x.{col})",
+                f"{join} LEFT JOIN reverse {alias}x ON {alias}x.e1 = {a} AND {alias}x.e2 = {b}")
+
+    def _setup(self, pair_columns, model_rows):
+        path = self.path
+        try:
             version = self.meta.get("schema_version")
             if version != SCHEMA_VERSION:
                 raise InputError(f"database schema version {version}, this pivot reads version {SCHEMA_VERSION}: "
                                  "rebuild it with `pivot build`", path)
-            rows = self._conn.execute(
-                "SELECT id, name, kind, description, params, score_column, n_pairs FROM model ORDER BY id").fetchall()
             self._models = {}
-            for i, name, kind, desc, params, column, n in rows:
+            for i, name, kind, desc, params, column, n in model_rows:
                 self._models[name] = {"id": i, "name": name, "kind": kind, "description": desc,
                                       "params": _json_value(params, f"model {name!r} params", path),
                                       "column": column, "n_pairs": n}
-            pair_columns = tables["pair"]
             # Column names are spliced into SQL text (a column cannot be a parameter): accept
             # only columns the table really has.
             for info in self._models.values():
@@ -218,6 +306,9 @@ class ParaphraseDB:
 
     def close(self):
         self._conn.close()
+        for conn in self._parts.values():
+            conn.close()
+        self._parts = {}
 
     def __enter__(self):
         return self
@@ -286,8 +377,9 @@ class ParaphraseDB:
         """{e2: (text, n_pivots, pivots tuple, layer fields)} of the pairs (e1, e2) for e2 in e2s."""
         out = {}
         layer = ", ".join(f"t.{c}" for c in _LAYER)
+        conn = self._pairs(e1)
         for e2 in e2s:
-            row = self._conn.execute(
+            row = conn.execute(
                 f"""SELECT ph.text, t.n_pivots, {layer}{', ' if self._pivot_select else ''}{self._pivot_select}
                       FROM pair t JOIN phrase ph ON ph.id = t.e2 {self._pivot_join}
                      WHERE t.e1 = ? AND t.e2 = ?""", (e1, e2)).fetchone()
@@ -300,7 +392,10 @@ class ParaphraseDB:
         flag hides, unless all), best first."""
         base, other, fit = self._combination(info)
         hide = "" if all else f" AND (form & {HIDDEN_FORMS}) = 0"
-        rows = self._conn.execute(
+        conn = self._pairs(e1)
+        if conn is None:
+            return []
+        rows = conn.execute(
             f"SELECT e2, {base}, {other} FROM pair WHERE e1 = ? AND {base} IS NOT NULL{hide}", (e1,)).fetchall()
         if not rows:
             return []
@@ -338,13 +433,17 @@ class ParaphraseDB:
         # The inner query picks the k best rows of e1 (a primary-key range of a few dozen rows,
         # sorted); only those k are joined to their text, reverse pair and pivots.
         piv = f", {self._pivot_columns}" if self._pivot_columns else ""
-        rows = self._conn.execute(
-            f"""SELECT ph.text, t.p, rv.{col}, t.n_pivots, {", ".join(f"t.{c}" for c in _LAYER)}
+        conn = self._pairs(e1)
+        if conn is None:  # a phrase that is only ever a paraphrase (a database in parts has no part for it)
+            return []
+        rev, rev_join = self._reverse(col)
+        rows = conn.execute(
+            f"""SELECT ph.text, t.p, {rev}, t.n_pivots, {", ".join(f"t.{c}" for c in _LAYER)}
                        {', ' if self._pivot_select else ''}{self._pivot_select}
                   FROM (SELECT e2, {col} AS p, n_pivots, {layer}{piv} FROM pair
                          WHERE e1 = ?1 AND {col} IS NOT NULL{hide} ORDER BY {col} DESC, e2 LIMIT ?2) t
                   JOIN phrase ph ON ph.id = t.e2
-                  LEFT JOIN pair rv ON rv.e1 = t.e2 AND rv.e2 = ?1
+                  {rev_join}
                   {self._pivot_join}
                  ORDER BY t.p DESC, t.e2""",
             (e1, k),
@@ -369,9 +468,10 @@ class ParaphraseDB:
         out = np.full(len(pairs), np.nan)
         for i, (a, b) in enumerate(pairs):
             e1, e2 = self.phrase_id(a, normalize=normalize), self.phrase_id(b, normalize=normalize)
-            if e1 is None or e2 is None:
+            conn = None if e1 is None or e2 is None else self._pairs(e1)
+            if conn is None:
                 continue
-            row = self._conn.execute(f"SELECT {col} FROM pair WHERE e1 = ? AND e2 = ?", (e1, e2)).fetchone()
+            row = conn.execute(f"SELECT {col} FROM pair WHERE e1 = ? AND e2 = ?", (e1, e2)).fetchone()
             if row is not None and row[0] is not None:
                 out[i] = row[0]
         return out
@@ -411,9 +511,10 @@ class ParaphraseDB:
             ra, rb = phrase(a), phrase(b)
             out["count_e1"][i] = 0 if ra is None else ra[1]
             out["count_e2"][i] = 0 if rb is None else rb[1]
-            if ra is None or rb is None:
+            conn = None if ra is None or rb is None else self._pairs(ra[0])
+            if conn is None:
                 continue
-            row = self._conn.execute(sql, (ra[0], rb[0])).fetchone()
+            row = conn.execute(sql, (ra[0], rb[0])).fetchone()
             if row is None:
                 continue
             out["p"][i] = [np.nan if v is None else v for v in row[:k]]
@@ -438,34 +539,37 @@ class ParaphraseDB:
             yield from self._iter_combined(info)
             return
         col = info["column"]
-        rows = self._conn.execute(
-            f"""SELECT a.text, b.text, t.{col}, rv.{col}, t.n_pivots{', ' if self._pivot_select else ''}{self._pivot_select}
-                  FROM pair t
-                  JOIN phrase a ON a.id = t.e1
-                  JOIN phrase b ON b.id = t.e2
-                  LEFT JOIN pair rv ON rv.e1 = t.e2 AND rv.e2 = t.e1
-                  {self._pivot_join}
-                 WHERE t.{col} IS NOT NULL
-                 ORDER BY t.e1, t.{col} DESC, t.e2""")
-        for a, b, p, p_rev, n_piv, *piv in rows:
-            yield a, b, p, p_rev, n_piv, "|".join(f for f in piv if f is not None)
+        rev, rev_join = self._reverse(col, key=("t.e2", "t.e1"))
+        for conn in self._part_conns():  # a folder's parts hold consecutive e1 ranges
+            rows = conn.execute(
+                f"""SELECT a.text, b.text, t.{col}, {rev}, t.n_pivots{', ' if self._pivot_select else ''}{self._pivot_select}
+                      FROM pair t
+                      JOIN phrase a ON a.id = t.e1
+                      JOIN phrase b ON b.id = t.e2
+                      {rev_join}
+                      {self._pivot_join}
+                     WHERE t.{col} IS NOT NULL
+                     ORDER BY t.e1, t.{col} DESC, t.e2""")
+            for a, b, p, p_rev, n_piv, *piv in rows:
+                yield a, b, p, p_rev, n_piv, "|".join(f for f in piv if f is not None)
 
     def _iter_combined(self, info):
         """One pass over the base model's pairs in key order, scored and sorted one e1 at a time."""
         from itertools import groupby
 
         base, other, fit = self._combination(info)
-        rows = self._conn.execute(
-            f"""SELECT t.e1, t.e2, t.{base}, t.{other}, a.text, b.text, t.n_pivots{', ' if self._pivot_select else ''}{self._pivot_select}
-                  FROM pair t
-                  JOIN phrase a ON a.id = t.e1
-                  JOIN phrase b ON b.id = t.e2
-                  {self._pivot_join}
-                 WHERE t.{base} IS NOT NULL
-                 ORDER BY t.e1, t.e2""")
-        for _, group in groupby(rows, key=lambda r: r[0]):
-            for _, score, a, b, n_piv, *piv in self._rank_combined(fit, [r[1:] for r in group]):
-                yield a, b, score, None, n_piv, "|".join(f for f in piv if f is not None)
+        for conn in self._part_conns():
+            rows = conn.execute(
+                f"""SELECT t.e1, t.e2, t.{base}, t.{other}, a.text, b.text, t.n_pivots{', ' if self._pivot_select else ''}{self._pivot_select}
+                      FROM pair t
+                      JOIN phrase a ON a.id = t.e1
+                      JOIN phrase b ON b.id = t.e2
+                      {self._pivot_join}
+                     WHERE t.{base} IS NOT NULL
+                     ORDER BY t.e1, t.e2""")
+            for _, group in groupby(rows, key=lambda r: r[0]):
+                for _, score, a, b, n_piv, *piv in self._rank_combined(fit, [r[1:] for r in group]):
+                    yield a, b, score, None, n_piv, "|".join(f for f in piv if f is not None)
 
     @property
     def signature(self) -> str:

@@ -270,6 +270,11 @@ def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size:
         where.append(f"relation IN ({', '.join(str(int(r)) for r in relations)})")
     sql = f"SELECT {', '.join(plan.columns)} FROM pair WHERE {' AND '.join(where)}"
     counts = dict(written=0, disagree=0)
+    if db.manifest is not None:
+        _export_parts(db, plan, sql, params, agree, counts, out, chunk_rows, prefetch)
+        if stats is not None:
+            stats.update(counts)
+        return counts["written"]
 
     # Two connections with prefetch: the scans run in two threads, each on its own connection.
     tables = [_export.Table(plan.uri) for _ in range(2 if prefetch else 1)]
@@ -310,6 +315,86 @@ def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size:
     if stats is not None:
         stats.update(counts)
     return counts["written"]
+
+
+def _export_parts(db, plan, sql: str, params: tuple, agree: bool, counts: dict, out, chunk_rows: int,
+                  prefetch: bool) -> None:
+    """export_ppdb of a database in parts (pivot.store.parts): the same lines, the same bytes.
+
+    The phrases come from the phrase index, the probability model's (e1, e2, p) columns from
+    every part in turn (their ranges are consecutive, so the concatenation is the single file's
+    scan), and each chunk of the single file's bounds is read from the part(s) its e1 range
+    meets: a chunk cut at a part's start still holds whole e1 runs, which is all the ordering
+    of a chunk's lines needs.
+    """
+    from pivot._native import _export
+
+    m = db.manifest
+    ranges = [(int(p["e1_range"][0]), int(p["e1_range"][1])) for p in m.parts]
+    index = _export.Table(m.index_path().resolve().as_uri() + "?mode=ro")
+    tables = []
+    try:
+        tables = [[_export.Table(m.part_path(k).resolve().as_uri() + "?mode=ro") for _ in range(2 if prefetch else 1)]
+                  for k in range(len(ranges))]
+        with _read_checked(db.path):
+            for t in [index, *(t for ts in tables for t in ts)]:
+                t.scan(f"PRAGMA mmap_size = {MMAP_BYTES}", (), "I")
+                t.scan("BEGIN", (), "")
+            phrases = _Phrases.read(index)
+            classes = phrases.label_classes() if agree else None
+            writer = plan.writer(_writer(out), phrases)
+            scans = [ts[0].scan(f"SELECT e1, e2, {plan.pcol} FROM pair WHERE e1 >= ?1 AND e1 < ?2 AND "
+                                f"{plan.pcol} IS NOT NULL", (lo, hi), "IID") for ts, (lo, hi) in zip(tables, ranges)]
+            e1_all, e2_all, p_all = (np.concatenate([s[c] for s in scans]) for c in range(3))
+            del scans
+            ptr = _export.row_pointer(e1_all, phrases.n_ids)
+            pieces = [(k, max(lo, a), min(hi, b)) for lo, hi in _chunk_bounds(e1_all, phrases.n_ids, chunk_rows)
+                      for k, (a, b) in enumerate(ranges) if max(lo, a) < min(hi, b)]
+            with contextlib.closing(_prefetched_pieces(tables, sql, params, plan.kinds, pieces, prefetch)) as chunks:
+                for cols in chunks:
+                    if classes is not None:
+                        key = cols[0]
+                        ok = classes[key >> 32] == classes[key & 0xFFFFFFFF]
+                        counts["disagree"] += int((~ok).sum())
+                        cols = [c[ok] for c in cols]
+                    if len(cols[0]):
+                        rows = plan.unpack(cols)
+                        rev = _export.find_rows(ptr, e2_all, rows["e2"], rows["e1"])
+                        p_rev = np.where(rev >= 0, p_all[np.maximum(rev, 0)], np.nan)
+                        counts["written"] += plan.write_rows(writer, rows, p_rev)
+            for t in [index, *(t for ts in tables for t in ts)]:
+                t.scan("COMMIT", (), "")
+    finally:
+        index.close()
+        for ts in tables:
+            for t in ts:
+                t.close()
+
+
+def _prefetched_pieces(tables, sql: str, params: tuple, kinds: str, pieces, prefetch: bool):
+    """:func:`_prefetched` over pieces (part k, lo, hi): piece j on part k's connection j % 2,
+    in thread j % 2 (each connection used by its own thread only)."""
+    if not prefetch:
+        for k, lo, hi in pieces:
+            yield tables[k][0].scan(sql, (lo, hi, *params), kinds)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    pools = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="pivot-export-scan") for _ in range(2)]
+    try:
+        def submit(j):
+            k, lo, hi = pieces[j]
+            return pools[j % 2].submit(tables[k][j % 2].scan, sql, (lo, hi, *params), kinds)
+
+        pending = [submit(j) for j in range(min(2, len(pieces)))]
+        for j in range(len(pieces)):
+            cols = pending.pop(0).result()
+            if j + 2 < len(pieces):
+                pending.append(submit(j + 2))
+            yield cols
+    finally:
+        for pool in pools:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _scan_halves(tables, sql: str, kinds: str, n_ids: int) -> list:
@@ -391,12 +476,19 @@ def lookup_lines(db, query: str, hits, model: str | None = None, *, lhs: str = "
     e2 = [db.phrase_id(t, normalize=False) for t in texts[1:]]
     if e1 is None or None in e2:
         raise InputError(f"{query!r}: the answers are not pairs of this database", db.path)
-    table = _export.Table(plan.uri)
+    uri, back_sql = plan.uri, f"SELECT {plan.pcol} FROM pair WHERE e1 = ?1 AND e2 = ?2"
+    if db.manifest is not None:  # the part of the query's phrase; a reverse pair of another part is in `reverse`
+        k = db.manifest.part_of(e1)
+        if k is None:
+            raise InputError(f"{query!r}: the answers are not pairs of this database", db.path)
+        uri = db.manifest.part_path(k).resolve().as_uri() + "?mode=ro"
+        back_sql += f" UNION ALL SELECT {plan.pcol} FROM reverse WHERE e1 = ?1 AND e2 = ?2"
+    table = _export.Table(uri)
     try:
         with _read_checked(db.path):
             one = f"SELECT {', '.join(plan.columns)} FROM pair WHERE e1 = ?1 AND e2 = ?2"
             rows = [table.scan(one, (e1, b), plan.kinds) for b in e2]
-            back = [table.scan(f"SELECT {plan.pcol} FROM pair WHERE e1 = ?1 AND e2 = ?2", (b, e1), "d")[0] for b in e2]
+            back = [table.scan(back_sql, (b, e1), "d")[0] for b in e2]
             label = table.scan("SELECT lhs FROM phrase WHERE id = ?1", (e1,), "t")[0]
     finally:
         table.close()

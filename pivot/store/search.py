@@ -31,10 +31,8 @@ from pathlib import Path
 
 from pivot.errors import InputError
 from pivot.store.db import check_schema, read_meta
+from pivot.store.write import FTS_SQL, FTS_TABLE  # noqa: F401 (serve reads them here)
 
-FTS_TABLE = "phrase_fts"
-FTS_SQL = (f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(text, content='phrase', content_rowid='id', "
-           "detail=none, tokenize='unicode61 remove_diacritics 0')")
 
 
 def connect(path, *, write: bool = False, timeout: float = 60.0) -> sqlite3.Connection:
@@ -228,6 +226,8 @@ def search(path, pattern: str, *, model: str = "general", limit: int | None = 50
     if limit is not None and limit < 0:
         raise InputError(f"the limit must be at least 0, or None for every match (got {limit})")
     path = Path(path)
+    if path.is_dir():
+        return _search_parts(path, pattern, model=model, limit=limit, whole=whole)
     conn = connect(path)
     try:
         _check_database(conn, path)
@@ -254,4 +254,35 @@ def search(path, pattern: str, *, model: str = "general", limit: int | None = 50
         raise InputError(f"search failed ({exc})", path) from exc
     finally:
         conn.close()
+    return SearchResult(compiled.text, model, compiled.fts, len(hits), matches)
+
+
+def _search_parts(path: Path, pattern: str, *, model: str, limit: int | None, whole: bool) -> SearchResult:
+    """:func:`search` of a database in parts: the phrases (and their FTS5 index, built with the
+    folder) are in its phrase index; a match's paraphrases are counted in the part of its id."""
+    from pivot.store.db import ParaphraseDB
+
+    with ParaphraseDB(path) as db:
+        compiled = compile_pattern(pattern, whole=whole,
+                                   lowercase=bool((db.meta.get("normalization") or {}).get("lowercase", True)))
+        info = db.model_info(model)
+        column = db.model_info(info["params"]["base"])["column"] if info["kind"] == "combined" else info["column"]
+        conn = db._conn
+        try:
+            if compiled.fts is None:
+                rows = conn.execute("SELECT id, text, count, n_words FROM phrase WHERE text GLOB ?", (compiled.glob,))
+            else:
+                rows = conn.execute(
+                    f"""SELECT p.id, p.text, p.count, p.n_words FROM {FTS_TABLE} f JOIN phrase p ON p.id = f.rowid
+                         WHERE {FTS_TABLE} MATCH ? AND p.text GLOB ?""", (compiled.fts, compiled.glob))
+            hits = sorted((r for r in rows if compiled.matches(r[1])), key=lambda r: (-r[2], r[1]))
+            shown = hits if limit is None else hits[:limit]
+            count_sql = f"SELECT count(*) FROM pair WHERE e1 = ? AND {column} IS NOT NULL"
+            matches = []
+            for pid, text, count, n_words in shown:
+                part = db._pairs(pid)
+                n = 0 if part is None else part.execute(count_sql, (pid,)).fetchone()[0]
+                matches.append(Match(text, count, n_words, n))
+        except sqlite3.OperationalError as exc:
+            raise InputError(f"search failed ({exc})", path) from exc
     return SearchResult(compiled.text, model, compiled.fts, len(hits), matches)

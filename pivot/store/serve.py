@@ -93,6 +93,8 @@ def paraphrases_sql(conn: sqlite3.Connection) -> str:
     names reach the SQL only as quoted string literals.
     """
     pair_columns = [r[1] for r in conn.execute("PRAGMA table_info(pair)")]
+    # a part of a database in parts holds the reverse rows of other parts in `reverse`
+    in_parts = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'reverse'").fetchone()
     models = _models(conn)
     by_name = {m["name"]: m for m in models}
     math_ok = _has_math(conn)
@@ -108,10 +110,12 @@ def paraphrases_sql(conn: sqlite3.Connection) -> str:
                 score.append(f"WHEN {_sql_string(m['name'])} THEN {expr}")
         elif m["column"] in pair_columns:
             score.append(f"WHEN {_sql_string(m['name'])} THEN t.{m['column']}")
-            reverse.append(f"WHEN {_sql_string(m['name'])} THEN rv.{m['column']}")
+            reverse.append(f"WHEN {_sql_string(m['name'])} THEN "
+                           + (f"COALESCE(rv.{m['column']}, rx.{m['column']})" if in_parts else f"rv.{m['column']}"))
     pivots = [c for c in pair_columns if c.startswith("pivot") and c[5:].isdigit()]
     pivot_select = "".join(f", f{j}.text AS {c}" for j, c in enumerate(pivots))
     pivot_join = "".join(f"\n  LEFT JOIN foreign_phrase f{j} ON f{j}.id = t.{c}" for j, c in enumerate(pivots))
+    rx_join = "\n  LEFT JOIN reverse rx ON rx.e1 = t.e2 AND rx.e2 = t.e1" if in_parts else ""
     score_case = "CASE :model " + " ".join(score) + " END" if score else "NULL"
     reverse_case = "CASE :model " + " ".join(reverse) + " END" if reverse else "NULL"
     return f"""SELECT paraphrase, score, p_rev, n_pivots{''.join(', ' + c for c in pivots)}
@@ -123,7 +127,7 @@ FROM (
   FROM phrase a
   JOIN pair t ON t.e1 = a.id
   JOIN phrase b ON b.id = t.e2
-  LEFT JOIN pair rv ON rv.e1 = t.e2 AND rv.e2 = t.e1{pivot_join}
+  LEFT JOIN pair rv ON rv.e1 = t.e2 AND rv.e2 = t.e1{rx_join}{pivot_join}
   WHERE a.text = lower(trim(:phrase))
 )
 WHERE score IS NOT NULL
@@ -221,6 +225,8 @@ def make_datasette(path, *, settings: dict | None = None):
     except ImportError as exc:
         raise InputError(f"pivot serve needs datasette ({exc}): {SERVE_HINT}") from None
     path = Path(path)
+    if path.is_dir():
+        return _datasette_parts(Datasette, path, settings)
     if not path.is_file():
         raise InputError("no such paraphrase database (build one with `pivot build`)", path)
     name = _db_name(path)
@@ -237,6 +243,47 @@ def make_datasette(path, *, settings: dict | None = None):
     ds = Datasette(immutables=[str(served)], metadata=meta,
                    settings={"default_page_size": PAGE_SIZE, "suggest_facets": False, **(settings or {})})
     ds._pivot_tmp = tmp  # the symlink's folder lives as long as the server
+    return ds
+
+
+def _datasette_parts(Datasette, folder: Path, settings: dict | None):
+    """A database in parts served as its parts, one datasette database each (every part is a
+    whole schema-3 database of its English range, with the `paraphrases` query for the phrases
+    of that range; its description names the range), and the phrase index."""
+    from pivot.store.parts import Manifest
+
+    m = Manifest(folder)
+    stem = _db_name(folder)
+    tmp = tempfile.TemporaryDirectory(prefix="pivot-serve-")
+    if URI_CHARS & set(tmp.name):
+        raise InputError(f"the temporary folder {tmp.name!r} holds one of {''.join(sorted(URI_CHARS))}: "
+                         "set TMPDIR to a plain folder", folder)
+    served, meta = [], None
+    for k, part in enumerate(m.parts):
+        name = f"{stem}-{Path(part['file']).stem}"
+        link = Path(tmp.name) / f"{name}.db"
+        link.symlink_to(m.part_path(k).resolve())  # its sha256 checked first
+        served.append(str(link))
+        part_meta = metadata(m.part_path(k), name)
+        first, last = part["first"]["text"], part["last"]["text"]
+        part_meta["databases"][name]["description_html"] = (
+            f"<p>Part {k + 1} of {len(m.parts)}: the phrases with ids {part['e1_range'][0]} to "
+            f"{part['e1_range'][1] - 1} (from {html.escape(str(first))!r} to {html.escape(str(last))!r}); "
+            f"`pivot lookup {html.escape(str(folder))} PHRASE` finds any phrase's part.</p>"
+            + part_meta["databases"][name]["description_html"])
+        if meta is None:
+            meta = part_meta
+        else:
+            meta["databases"].update(part_meta["databases"])
+    index = Path(tmp.name) / f"{stem}-phrases.db"
+    index.symlink_to(m.index_path().resolve())
+    served.append(str(index))
+    meta["title"] = f"pivot paraphrase database in {len(m.parts)} parts: {stem}"
+    meta["databases"][index.stem] = {"description_html": "<p>Every English and foreign phrase of the database "
+                                                          "(phrase.id is pair.e1 and pair.e2 of the parts).</p>"}
+    ds = Datasette(immutables=served, metadata=meta,
+                   settings={"default_page_size": PAGE_SIZE, "suggest_facets": False, **(settings or {})})
+    ds._pivot_tmp = tmp
     return ds
 
 

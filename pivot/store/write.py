@@ -27,6 +27,12 @@ from pivot.errors import InputError
 
 SCHEMA_VERSION = 3
 
+#: The phrase search's FTS5 index over phrase.text (pivot.store.search; built into the phrase
+#: index of a database in parts by pivot.store.parts).
+FTS_TABLE = "phrase_fts"
+FTS_SQL = (f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(text, content='phrase', content_rowid='id', "
+           "detail=none, tokenize='unicode61 remove_diacritics 0')")
+
 #: The relation columns of `pair` and the relations' names (pivot.pipeline.wordnet.RELATIONS).
 RELATION_COLUMNS = ("rel_eq", "rel_fwd", "rel_rev", "rel_excl", "rel_other", "rel_indep")
 RELATION_NAMES = ("Equivalence", "ForwardEntailment", "ReverseEntailment", "Exclusion", "OtherRelated",
@@ -215,6 +221,36 @@ def write_database_chunks(
     from tqdm import tqdm
 
     path = Path(path)
+    stored, learned = check_models(models)
+    survey = survey_chunks(chunks, stored, learned)
+    texts = survey.texts(phrases, foreign, lhs)
+
+    # Built under a temporary name beside `path` and renamed when complete (pivot/outputs.py);
+    # an exception removes it.
+    with outputs.replacing(path) as tmp:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            begin_load(conn, len(stored), survey.n_piv_cols)
+            conn.executemany("INSERT INTO phrase VALUES (?, ?, ?, ?, ?)",
+                             ((i, *texts.phrase_row(i, phrase_counts)) for i in survey.used.tolist()))
+            conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)",
+                             ((int(f), texts.foreign[f]) for f in sorted(texts.foreign)))
+            # Pass 2: the rows, in primary-key order (a duplicate pair fails the insert and the write).
+            with tqdm(total=survey.n, desc="database: pairs", unit="row", unit_scale=True,
+                      disable=not progress, mininterval=1.0) as bar:
+                for c in chunks():
+                    insert_pairs(conn, c, survey.n_piv_cols, len(stored), batch_rows)
+                    bar.update(len(c.e1))
+            finish_load(conn, models, survey.n_pairs, survey.n, meta)
+        except sqlite3.OperationalError as exc:  # the disk's: full, a file size limit, an I/O error
+            raise _write_failed(exc, path) from exc
+        finally:
+            conn.close()
+    return path
+
+
+def check_models(models: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(stored models, learned models) of a model list, or ValueError for an inconsistent one."""
     stored = [m for m in models if m["kind"] not in ("combined", "learned")]
     learned = [m for m in models if m["kind"] == "learned"]
     if len(learned) > 1:
@@ -226,10 +262,57 @@ def write_database_chunks(
     for m in models:
         if m["kind"] == "combined" and not {m["params"].get("base"), m["params"].get("other")} <= stored_names:
             raise ValueError(f"combined model {m['name']!r} must name two stored models as base and other")
-    # Pass 1: shapes, order, the phrases and pivots used, each model's pair count.
+    return stored, learned
+
+
+@dataclass
+class Texts:
+    """The texts a database stores: phrases and LHS labels by English id, foreign texts by id."""
+
+    phrases: object
+    foreign: dict
+    lhs: object
+
+    def phrase_row(self, i: int, phrase_counts) -> tuple:
+        """(text, n_words, count, lhs) of English phrase i: the columns of `phrase` after its id."""
+        text = self.phrases[i]
+        return text, text.count(" ") + 1, int(phrase_counts[i]), "[X]" if self.lhs is None else self.lhs[i]
+
+
+@dataclass
+class Survey:
+    """What the first pass over the pair chunks finds: the table's size and shape, each stored
+    model's pair count, the English and foreign ids the pairs use, and how many pairs each
+    English id has as e1 (where a database in parts is cut)."""
+
+    n: int
+    n_piv_cols: int
+    n_pairs: list
+    used: np.ndarray
+    used_f: np.ndarray
+    e1_pairs: np.ndarray
+
+    def texts(self, phrases, foreign, lhs) -> Texts:
+        """The texts of the ids used (``phrases``, ``foreign``, ``lhs`` as write_database_chunks takes them)."""
+        if callable(phrases):
+            phrases = phrases(self.used)
+        if callable(foreign):
+            foreign = foreign(self.used_f)
+        missing = [f for f in self.used_f.tolist() if f not in foreign]
+        if missing:
+            raise ValueError(f"{len(missing)} pivot id(s) have no text in `foreign`, e.g. {missing[:5]}")
+        if callable(lhs):
+            lhs = lhs(self.used)
+        return Texts(phrases, foreign, lhs)
+
+
+def survey_chunks(chunks, stored: list[dict], learned: list[dict]) -> Survey:
+    """Pass 1 over ``chunks()``: shapes, key order, the phrases and pivots used, each model's
+    pair count; ValueError for a chunk out of order or of the wrong shape."""
     n, n_piv_cols = 0, None
     n_pairs = np.zeros(len(stored), dtype=np.int64)
     used, used_f, last = np.zeros(0, np.int64), np.zeros(0, np.int64), None
+    e1_pairs = np.zeros(0, np.int64)
     given = None  # which PPDB 2.0 fields the chunks carry
     # Integer arrays keep their dtype (the pipeline's are int32): a copy per column would cost
     # hundreds of MB at a real build's size, and .tolist() gives Python ints either way.
@@ -262,103 +345,97 @@ def write_database_chunks(
             if (np.diff(key) < 0).any() or (last is not None and key[0] < last):
                 raise ValueError("pair chunks must be sorted by (e1, e2), each after the previous one")
             last = key[-1]
+            counts = np.bincount(e1, minlength=len(e1_pairs))
+            counts[:len(e1_pairs)] += e1_pairs
+            e1_pairs = counts
         n += m
         n_pairs += (sc > 0).sum(axis=0)  # 0 and NaN: the model does not propose the pair
         used = _used_ids(used, e1, e2)
         used_f = _used_ids(used_f, piv[piv >= 0])
-    if n_piv_cols is None:
-        n_piv_cols = 3
     if learned and not (given or (False, False, False))[1]:
         raise ValueError(f"model {learned[0]['name']!r} is learned: the chunks must carry its ppdb2 scores")
-    n_pairs = n_pairs.tolist()
-    if callable(phrases):
-        phrases = phrases(used)
-    if callable(foreign):
-        foreign = foreign(used_f)
-    missing = [f for f in used_f.tolist() if f not in foreign]
-    if missing:
-        raise ValueError(f"{len(missing)} pivot id(s) have no text in `foreign`, e.g. {missing[:5]}")
+    return Survey(n, 3 if n_piv_cols is None else n_piv_cols, n_pairs.tolist(), used, used_f, e1_pairs)
 
-    # Built under a temporary name beside `path` and renamed when complete (pivot/outputs.py);
-    # an exception removes it.
-    with outputs.replacing(path) as tmp:
-        conn = sqlite3.connect(tmp, isolation_level=None)
-        try:
-            # The file is private until renamed: durability is unnecessary while writing, and a
-            # large cache keeps the b-tree's interior pages in memory during the load.
-            conn.execute("PRAGMA journal_mode=OFF")
-            conn.execute("PRAGMA synchronous=OFF")
-            conn.execute("PRAGMA cache_size=-262144")  # KiB: 256 MiB
-            conn.execute("PRAGMA temp_store=MEMORY")
-            conn.executescript(schema_sql(len(stored), n_piv_cols))
-            conn.execute("BEGIN")  # one transaction for the whole load
 
-            if callable(lhs):
-                lhs = lhs(used)
-            conn.executemany(
-                "INSERT INTO phrase VALUES (?, ?, ?, ?, ?)",
-                ((i, phrases[i], phrases[i].count(" ") + 1, int(phrase_counts[i]), "[X]" if lhs is None else lhs[i])
-                 for i in used.tolist()),
-            )
-            conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)",
-                             ((int(f), foreign[f]) for f in sorted(foreign)))
+def begin_load(conn: sqlite3.Connection, n_stored: int, n_piv_cols: int) -> None:
+    """The schema and the pragmas of a bulk load into a new private file, in one transaction."""
+    # The file is private until renamed: durability is unnecessary while writing, and a
+    # large cache keeps the b-tree's interior pages in memory during the load.
+    conn.execute("PRAGMA journal_mode=OFF")
+    conn.execute("PRAGMA synchronous=OFF")
+    conn.execute("PRAGMA cache_size=-262144")  # KiB: 256 MiB
+    conn.execute("PRAGMA temp_store=MEMORY")
+    conn.executescript(schema_sql(n_stored, n_piv_cols))
+    conn.execute("BEGIN")  # one transaction for the whole load
 
-            # Pass 2: the rows, in primary-key order (a duplicate pair fails the insert and the write).
-            n_columns = 3 + n_piv_cols + len(stored) + 2 + len(RELATION_COLUMNS) + 1
-            insert = f"INSERT INTO pair VALUES ({', '.join('?' * n_columns)})"
-            unclassified = np.zeros(len(RELATION_COLUMNS), dtype=np.int64)
-            unclassified[UNCLASSIFIED] = 1000
-            with tqdm(total=n, desc="database: pairs", unit="row", unit_scale=True,
-                      disable=not progress, mininterval=1.0) as bar:
-                for c in chunks():
-                    e1, e2, n_piv, piv = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots))
-                    scores = np.asarray(c.p, dtype=np.float64)
-                    m = len(e1)
-                    form = np.zeros(m, np.int64) if getattr(c, "form", None) is None else _integers(c.form)
-                    score = np.zeros(m) if getattr(c, "ppdb2", None) is None else np.asarray(c.ppdb2, np.float64)
-                    rel = (np.broadcast_to(unclassified, (m, len(RELATION_COLUMNS))) if getattr(c, "rel", None) is None
-                           else _integers(c.rel))
-                    # the argmax relation, ties to the lower index (np.argmax returns the first maximum)
-                    relation = rel.argmax(axis=1) if m else np.zeros(0, np.int64)
-                    for start in range(0, m, batch_rows):
-                        sl = slice(start, start + batch_rows)
-                        pv, sc = piv[sl], scores[sl]
-                        ab = ~(sc > 0)
-                        columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
-                        columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
-                        columns += [_masked(sc[:, j], ab[:, j]) for j in range(len(stored))]
-                        columns += [form[sl].tolist(), score[sl].tolist()]
-                        columns += [rel[sl, j].tolist() for j in range(len(RELATION_COLUMNS))]
-                        columns.append(relation[sl].tolist())
-                        conn.executemany(insert, zip(*columns))
-                        bar.update(len(sc))
 
-            # A model's pair count is stored so that n_pairs() need not scan the table; a combined
-            # model proposes exactly its base model's pairs.
-            column_of = {m["name"]: j for j, m in enumerate(stored)}
-            for model_id, spec in enumerate(models):
-                if spec["kind"] == "combined":
-                    col, count = None, n_pairs[column_of[spec["params"]["base"]]]
-                elif spec["kind"] == "learned":
-                    col, count = "ppdb2", n
-                else:
-                    col, count = f"p_{column_of[spec['name']]}", n_pairs[column_of[spec["name"]]]
-                conn.execute(
-                    "INSERT INTO model VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (model_id, spec["name"], spec["kind"], spec.get("description", ""),
-                     json.dumps(spec.get("params", {}), sort_keys=True), col, int(count)),
-                )
-            meta = {"schema_version": SCHEMA_VERSION,
-                    "default_model": learned[0]["name"] if learned else (models[0]["name"] if models else None), **meta}
-            conn.executemany("INSERT INTO meta VALUES (?, ?)",
-                             ((k, json.dumps(v, sort_keys=True)) for k, v in meta.items()))
-            # Lookups by text go through this index; pairs are clustered by their key. Built after
-            # the load: one sort instead of an index update per row.
-            conn.execute("CREATE UNIQUE INDEX phrase_text ON phrase(text)")
-            conn.execute("COMMIT")
-            conn.execute("ANALYZE")
-        except sqlite3.OperationalError as exc:  # the disk's: full, a file size limit, an I/O error
-            raise _write_failed(exc, path) from exc
-        finally:
-            conn.close()
-    return path
+def insert_pairs(conn: sqlite3.Connection, c, n_piv_cols: int, n_stored: int, batch_rows: int = 200_000) -> None:
+    """Insert one chunk's rows into `pair` (in its key order), `batch_rows` at a time."""
+    n_columns = 3 + n_piv_cols + n_stored + 2 + len(RELATION_COLUMNS) + 1
+    insert = f"INSERT INTO pair VALUES ({', '.join('?' * n_columns)})"
+    unclassified = np.zeros(len(RELATION_COLUMNS), dtype=np.int64)
+    unclassified[UNCLASSIFIED] = 1000
+    e1, e2, n_piv, piv = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots))
+    scores = np.asarray(c.p, dtype=np.float64)
+    m = len(e1)
+    if piv.ndim == 1 and m == 0:
+        piv = piv.reshape(0, n_piv_cols)
+    form = np.zeros(m, np.int64) if getattr(c, "form", None) is None else _integers(c.form)
+    score = np.zeros(m) if getattr(c, "ppdb2", None) is None else np.asarray(c.ppdb2, np.float64)
+    rel = (np.broadcast_to(unclassified, (m, len(RELATION_COLUMNS))) if getattr(c, "rel", None) is None
+           else _integers(c.rel))
+    # the argmax relation, ties to the lower index (np.argmax returns the first maximum)
+    relation = rel.argmax(axis=1) if m else np.zeros(0, np.int64)
+    for start in range(0, m, batch_rows):
+        sl = slice(start, start + batch_rows)
+        pv, sc = piv[sl], scores[sl]
+        ab = ~(sc > 0)
+        columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
+        columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
+        columns += [_masked(sc[:, j], ab[:, j]) for j in range(n_stored)]
+        columns += [form[sl].tolist(), score[sl].tolist()]
+        columns += [rel[sl, j].tolist() for j in range(len(RELATION_COLUMNS))]
+        columns.append(relation[sl].tolist())
+        conn.executemany(insert, zip(*columns))
+
+
+def finish_load(conn: sqlite3.Connection, models: list[dict], n_pairs: list, n: int, meta: dict) -> None:
+    """The model and meta rows, the phrase text index, COMMIT and ANALYZE of a bulk load.
+
+    ``n_pairs``: each stored model's pair count, ``n``: the pairs (the learned model's count).
+    """
+    stored, learned = check_models(models)
+    # A model's pair count is stored so that n_pairs() need not scan the table; a combined
+    # model proposes exactly its base model's pairs.
+    column_of = {m["name"]: j for j, m in enumerate(stored)}
+    for model_id, spec in enumerate(models):
+        col, count = model_column(spec, column_of, n_pairs, n)
+        conn.execute(
+            "INSERT INTO model VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (model_id, spec["name"], spec["kind"], spec.get("description", ""),
+             json.dumps(spec.get("params", {}), sort_keys=True), col, int(count)),
+        )
+    meta = full_meta(models, meta)
+    conn.executemany("INSERT INTO meta VALUES (?, ?)",
+                     ((k, json.dumps(v, sort_keys=True)) for k, v in meta.items()))
+    # Lookups by text go through this index; pairs are clustered by their key. Built after
+    # the load: one sort instead of an index update per row.
+    conn.execute("CREATE UNIQUE INDEX phrase_text ON phrase(text)")
+    conn.execute("COMMIT")
+    conn.execute("ANALYZE main")  # this file's tables only, never an attached one's
+
+
+def model_column(spec: dict, column_of: dict, n_pairs: list, n: int) -> tuple[str | None, int]:
+    """(score column, pair count) of a model: a combined model has no column and its base's count."""
+    if spec["kind"] == "combined":
+        return None, n_pairs[column_of[spec["params"]["base"]]]
+    if spec["kind"] == "learned":
+        return "ppdb2", n
+    return f"p_{column_of[spec['name']]}", n_pairs[column_of[spec["name"]]]
+
+
+def full_meta(models: list[dict], meta: dict) -> dict:
+    """The meta rows a database stores: the schema version, the default model, then `meta`."""
+    learned = [m for m in models if m["kind"] == "learned"]
+    return {"schema_version": SCHEMA_VERSION,
+            "default_model": learned[0]["name"] if learned else (models[0]["name"] if models else None), **meta}
