@@ -108,8 +108,8 @@ def sharded_aer(data: Path, workers: int, tmp: Path) -> dict:
     import numpy as np
 
     from pivot.pipeline import ibm_shards
-    from pivot.pipeline.align import shard_cuts
-    from pivot.pipeline.bundle import open_bundle, save_bundle
+    from pivot.pipeline.align import concat_links, shard_cuts
+    from pivot.pipeline.bundle import save_bundle
     from pivot.pipeline.engine import Engine
     from pivot.sentences.align_eval import encode, load_sets, score
 
@@ -131,16 +131,10 @@ def sharded_aer(data: Path, workers: int, tmp: Path) -> dict:
         t0 = time.perf_counter()
         ibm_shards.align_both_sharded(engine, shards, n_e, n_f, parts, scratch / "work", n_threads=1)
         seconds = time.perf_counter() - t0
-    es, fs, offs, base = [], [], [np.zeros(1, dtype=np.int64)], 0
-    for path in parts:
-        with open_bundle(path) as z:
-            es.append(z["link_e"])
-            fs.append(z["link_f"])
-            offs.append(z["link_offsets"][1:] + base)
-            base += int(z["link_offsets"][-1])
+    links = concat_links(parts)
     shutil.rmtree(scratch, ignore_errors=True)
     return {"workers": workers, "shards": len(shards), "training_pairs": len(en), "gold_pairs": n_gold,
-            **score((np.concatenate(es), np.concatenate(fs), np.concatenate(offs)), sure, possible, n_gold),
+            **score(links, sure, possible, n_gold),
             "seconds": round(seconds, 2)}
 
 

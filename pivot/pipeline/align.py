@@ -290,10 +290,9 @@ def _encode_corpus(corpus_dir, chunk_sentences, scratch):
     return n_pairs, len(e_vocab), len(f_vocab), shards
 
 
-def join_links(parts, out_path) -> int:
-    """One output chunk of :func:`align_corpus`: its shards' links (bundles, in order) joined,
-    offsets rebased -> ``out_path`` (.npz of int32 link_e, link_f, int64 link_offsets). Returns
-    its sentences."""
+def concat_links(parts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Shards' links (bundles, in order) as one ragged list: (link_e, link_f, link_offsets), the
+    offsets rebased so that sentence i's links are [offsets[i], offsets[i + 1])."""
     es, fs, offs, base = [], [], [np.zeros(1, dtype=np.int64)], 0
     for path in parts:
         with open_bundle(path) as z:
@@ -301,9 +300,15 @@ def join_links(parts, out_path) -> int:
             fs.append(z["link_f"])
             offs.append(z["link_offsets"][1:] + base)
             base += int(z["link_offsets"][-1])
-    save_npz(out_path, link_e=np.concatenate(es).astype(np.int32), link_f=np.concatenate(fs).astype(np.int32),
-             link_offsets=np.concatenate(offs))
-    return sum(len(o) for o in offs) - 1
+    return np.concatenate(es), np.concatenate(fs), np.concatenate(offs)
+
+
+def join_links(parts, out_path) -> int:
+    """One output chunk of :func:`align_corpus`: its shards' links joined (:func:`concat_links`)
+    -> ``out_path`` (.npz of int32 link_e, link_f, int64 link_offsets). Returns its sentences."""
+    link_e, link_f, offsets = concat_links(parts)
+    save_npz(out_path, link_e=link_e.astype(np.int32), link_f=link_f.astype(np.int32), link_offsets=offsets)
+    return len(offsets) - 1
 
 
 def _split_links(link_e, link_f, link_offsets, n_pairs, chunk_sentences):

@@ -234,6 +234,27 @@ class _Plan:
         return len(e1)
 
 
+def _write_chunks(chunks, plan, writer, classes, reverse, counts: dict) -> None:
+    """Write the export's chunks of pair columns in order. classes: None, or each phrase's broad
+    label class (--agree keeps the pairs whose two classes are equal; the key packs e1 << 32 | e2).
+    reverse: (row pointer by e1, e2 of every row, p of every row) of the probability model over
+    the whole table, where each written pair finds its p(e1|e2) (NaN: no reverse row)."""
+    from pivot._native import _export
+
+    ptr, e2_all, p_all = reverse
+    for cols in chunks:
+        if classes is not None:
+            key = cols[0]
+            ok = classes[key >> 32] == classes[key & 0xFFFFFFFF]
+            counts["disagree"] += int((~ok).sum())
+            cols = [c[ok] for c in cols]
+        if len(cols[0]):
+            rows = plan.unpack(cols)
+            rev = _export.find_rows(ptr, e2_all, rows["e2"], rows["e1"])
+            p_rev = np.where(rev >= 0, p_all[np.maximum(rev, 0)], np.nan)
+            counts["written"] += plan.write_rows(writer, rows, p_rev)
+
+
 def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size: str | None = None,
                 relations: tuple[int, ...] | None = None, show_all: bool = False, agree: bool = False,
                 stats: dict | None = None, chunk_rows: int = CHUNK_ROWS, prefetch: bool = True) -> int:
@@ -296,17 +317,7 @@ def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size:
             bounds = _chunk_bounds(e1_all, phrases.n_ids, chunk_rows)
             # closing(): after an error below, the scan threads finish before their connections close.
             with contextlib.closing(_prefetched(tables, sql, params, plan.kinds, bounds, prefetch)) as chunks:
-                for cols in chunks:
-                    if classes is not None:
-                        key = cols[0]
-                        ok = classes[key >> 32] == classes[key & 0xFFFFFFFF]
-                        counts["disagree"] += int((~ok).sum())
-                        cols = [c[ok] for c in cols]
-                    if len(cols[0]):
-                        rows = plan.unpack(cols)
-                        rev = _export.find_rows(ptr, e2_all, rows["e2"], rows["e1"])
-                        p_rev = np.where(rev >= 0, p_all[np.maximum(rev, 0)], np.nan)
-                        counts["written"] += plan.write_rows(writer, rows, p_rev)
+                _write_chunks(chunks, plan, writer, classes, (ptr, e2_all, p_all), counts)
             for t in tables:
                 t.scan("COMMIT", (), "")
     finally:
@@ -351,17 +362,7 @@ def _export_parts(db, plan, sql: str, params: tuple, agree: bool, counts: dict, 
             pieces = [(k, max(lo, a), min(hi, b)) for lo, hi in _chunk_bounds(e1_all, phrases.n_ids, chunk_rows)
                       for k, (a, b) in enumerate(ranges) if max(lo, a) < min(hi, b)]
             with contextlib.closing(_prefetched_pieces(tables, sql, params, plan.kinds, pieces, prefetch)) as chunks:
-                for cols in chunks:
-                    if classes is not None:
-                        key = cols[0]
-                        ok = classes[key >> 32] == classes[key & 0xFFFFFFFF]
-                        counts["disagree"] += int((~ok).sum())
-                        cols = [c[ok] for c in cols]
-                    if len(cols[0]):
-                        rows = plan.unpack(cols)
-                        rev = _export.find_rows(ptr, e2_all, rows["e2"], rows["e1"])
-                        p_rev = np.where(rev >= 0, p_all[np.maximum(rev, 0)], np.nan)
-                        counts["written"] += plan.write_rows(writer, rows, p_rev)
+                _write_chunks(chunks, plan, writer, classes, (ptr, e2_all, p_all), counts)
             for t in [index, *(t for ts in tables for t in ts)]:
                 t.scan("COMMIT", (), "")
     finally:

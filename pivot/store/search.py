@@ -239,13 +239,7 @@ def search(path, pattern: str, *, model: str = "general", limit: int | None = 50
             conn.close()
             build_phrase_index(path)
             conn = connect(path)
-        if compiled.fts is None:
-            rows = conn.execute("SELECT id, text, count, n_words FROM phrase WHERE text GLOB ?", (compiled.glob,))
-        else:
-            rows = conn.execute(
-                f"""SELECT p.id, p.text, p.count, p.n_words FROM {FTS_TABLE} f JOIN phrase p ON p.id = f.rowid
-                     WHERE {FTS_TABLE} MATCH ? AND p.text GLOB ?""", (compiled.fts, compiled.glob))
-        hits = sorted((r for r in rows if compiled.matches(r[1])), key=lambda r: (-r[2], r[1]))
+        hits = _phrase_hits(conn, compiled)
         shown = hits if limit is None else hits[:limit]
         count_sql = f"SELECT count(*) FROM pair WHERE e1 = ? AND {column} IS NOT NULL"
         matches = [Match(text, count, n_words, conn.execute(count_sql, (pid,)).fetchone()[0])
@@ -255,6 +249,19 @@ def search(path, pattern: str, *, model: str = "general", limit: int | None = 50
     finally:
         conn.close()
     return SearchResult(compiled.text, model, compiled.fts, len(hits), matches)
+
+
+def _phrase_hits(conn, compiled) -> list[tuple]:
+    """(id, text, count, n_words) of the phrase table's matches, most frequent first (ties by
+    text): through the FTS5 index when the pattern has a token it can use, else by GLOB alone;
+    either way the compiled pattern has the last word (FTS5 and GLOB only narrow)."""
+    if compiled.fts is None:
+        rows = conn.execute("SELECT id, text, count, n_words FROM phrase WHERE text GLOB ?", (compiled.glob,))
+    else:
+        rows = conn.execute(
+            f"""SELECT p.id, p.text, p.count, p.n_words FROM {FTS_TABLE} f JOIN phrase p ON p.id = f.rowid
+                 WHERE {FTS_TABLE} MATCH ? AND p.text GLOB ?""", (compiled.fts, compiled.glob))
+    return sorted((r for r in rows if compiled.matches(r[1])), key=lambda r: (-r[2], r[1]))
 
 
 def _search_parts(path: Path, pattern: str, *, model: str, limit: int | None, whole: bool) -> SearchResult:
@@ -269,13 +276,7 @@ def _search_parts(path: Path, pattern: str, *, model: str, limit: int | None, wh
         column = db.model_info(info["params"]["base"])["column"] if info["kind"] == "combined" else info["column"]
         conn = db._conn
         try:
-            if compiled.fts is None:
-                rows = conn.execute("SELECT id, text, count, n_words FROM phrase WHERE text GLOB ?", (compiled.glob,))
-            else:
-                rows = conn.execute(
-                    f"""SELECT p.id, p.text, p.count, p.n_words FROM {FTS_TABLE} f JOIN phrase p ON p.id = f.rowid
-                         WHERE {FTS_TABLE} MATCH ? AND p.text GLOB ?""", (compiled.fts, compiled.glob))
-            hits = sorted((r for r in rows if compiled.matches(r[1])), key=lambda r: (-r[2], r[1]))
+            hits = _phrase_hits(conn, compiled)
             shown = hits if limit is None else hits[:limit]
             count_sql = f"SELECT count(*) FROM pair WHERE e1 = ? AND {column} IS NOT NULL"
             matches = []
