@@ -33,7 +33,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -105,7 +104,6 @@ def sharded_aer(data: Path, workers: int, tmp: Path) -> dict:
     """AER on the Hansards gold of the aligner run by shards on ``workers`` workers."""
     import time
 
-    import numpy as np
 
     from pivot.pipeline import ibm_shards
     from pivot.pipeline.align import concat_links, shard_cuts
