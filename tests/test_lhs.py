@@ -13,7 +13,7 @@ from pivot import cli
 from pivot.pipeline import lhs
 from pivot.pipeline.bundle import save_bundle
 from pivot.store import labels
-from pivot.store.labels import EDGE, LexiconTagger
+from pivot.store.labels import LexiconTagger
 from pivot.store.write import write_database
 
 from tests.test_cli import build as tiny_build, write_recipe

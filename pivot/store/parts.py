@@ -48,7 +48,7 @@ import numpy as np
 from pivot.atomic import atomic_path
 from pivot.atomic import write_text as write_text_atomic
 from pivot.errors import InputError
-from pivot.store.write import (FTS_SQL, FTS_TABLE, PairChunk, _integers, _masked, _used_ids, _write_failed, begin_load, check_models,
+from pivot.store.write import (FTS_SQL, FTS_TABLE, PairChunk, _integers, _used_ids, _write_failed, begin_load, check_models,
                                finish_load, full_meta, insert_pairs, model_column, survey_chunks)
 
 MANIFEST = "manifest.json"
