@@ -372,6 +372,20 @@ def test_apply_is_the_same_however_the_pairs_are_cut(tmp_path):
     assert a["relation"][3] == 0 and a["relation"].tolist() == np.argmax(a["rel"], axis=1).tolist()
 
 
+def test_apply_in_blocks_writes_the_bytes_of_one_pass(tmp_path, monkeypatch):
+    """A task turns its part into features APPLY_ROWS pairs at a time (its memory): blocks of 2
+    and 4 pairs over a part of 6 (the last block short) write the bytes of one block of all."""
+    runs = {}
+    for rows in (2, 4, 1 << 16):
+        monkeypatch.setattr(P, "APPLY_ROWS", rows)
+        d = tmp_path / str(rows)
+        d.mkdir()
+        runs[rows] = _apply(d, [(0, 6)])
+    for rows in (2, 4):
+        for f in runs[rows]:
+            assert runs[rows][f].tobytes() == runs[1 << 16][f].tobytes(), (rows, f)
+
+
 # ------------------------------------------------------------------------------ the database
 
 

@@ -140,6 +140,8 @@ MIN_RELATION_PAIRS = 60
 #: The sizes, smallest first, and the share of the visible pairs each holds.
 SIZES = ("s", "m", "l", "xl", "xxl", "xxxl")
 SIZE_SHARES = (1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
+#: Pairs an apply task turns into features at a time (its memory, not its result: rows are independent).
+APPLY_ROWS = 1 << 16
 
 #: The within-list term of the score (module docstring, **Score**): WordNet synonyms in the
 #: top WITHIN_K of a WordNet phrase's candidate list; at most MAX_WITHIN_QUERIES training-side
@@ -880,7 +882,9 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.
     ph.save(phrases_path)
     # the row of each pair's reverse (e2, e1), -1 if not stored: the tasks read p_m(e1|e2) there
     save_bundle(form_path, form=form, rev=table.find(table.e2, table.e1))
-    del table
+    # The apply tasks read all they need from these files: what the labels and fits held here
+    # (the table, the list and lexicon features, WordNet) goes before the tasks run beside it.
+    del table, lex, within, held_lists, ph, form, forms, wn, lemmatizer, texts, text_of, id_of, slot
     done = engine.map(apply_range, [(part_paths, j, phrases_path, form_path, fit_path, parts[j])
                                     for j in range(len(part_paths))], name="ppdb2")
     log.info("ppdb2: applied to %d ranges, %.1f CPU s in the tasks", len(done),
@@ -1113,9 +1117,18 @@ def apply_range(part_paths, j: int, phrases_path, form_path, fit_path, out_path)
         sel = (rev >= 0) & (part_of == k)
         p_rev[sel] = probs[k][rev[sel] - bounds[k]]
     del probs
-    cols = pair_features(ph, e1, e2, p, p_rev, n_pivots, pivots, form)
-    ppdb2 = score.predict_columns(names, cols)
-    rel = per_mille(relations.probabilities_columns(names, cols))
+    # Blocks of APPLY_ROWS pairs: every feature, the score and the softmax are functions of one
+    # row, so the blocks give the bytes of one pass over the part, and a task holds a block's
+    # feature columns (~60 x 8 bytes a row) instead of its whole part's (0.7 GiB on bio).
+    ppdb2, rel = [], []
+    for a in range(0, len(e1), APPLY_ROWS):
+        b = min(a + APPLY_ROWS, len(e1))
+        cols = pair_features(ph, e1[a:b], e2[a:b], p[a:b], p_rev[a:b], n_pivots[a:b], pivots[a:b], form[a:b])
+        ppdb2.append(score.predict_columns(names, cols))
+        rel.append(per_mille(relations.probabilities_columns(names, cols)))
+        del cols
+    ppdb2 = np.concatenate(ppdb2) if ppdb2 else np.zeros(0, np.float64)
+    rel = np.concatenate(rel) if rel else np.zeros((0, len(RELATIONS)), np.uint16)
     save_bundle(out_path, form=form, ppdb2=ppdb2, rel=rel, relation=rel.argmax(axis=1).astype(np.uint8))
     return {"reused": False, "n_pairs": int(len(e1)), "cpu_seconds": round(time.process_time() - t0, 2)}
 
