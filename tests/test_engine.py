@@ -124,11 +124,13 @@ def test_jobs_on_a_cluster_submit_their_next_batch_at_once(tmp_path):
 
 @pytest.mark.parametrize("cluster", [False, True])
 def test_a_failed_task_stops_every_job(tmp_path, cluster, workers_left):
-    """A task's exception is raised by Engine.run; every job is closed (its finally runs)."""
+    """A task's exception is raised by Engine.run; every job is closed (its finally runs). Both
+    tasks of b's batch fail: in this process b0.0 raises first; on two workers whichever of the
+    two finishes first does (both ran at once), so the test names the batch, not the task."""
     log = tmp_path / "ran"
     engine = Engine(workers=2 if cluster else 1)
     try:
-        with pytest.raises(ValueError, match="task b0.0 failed"):
+        with pytest.raises(ValueError, match=r"task b0\.0 failed" if not cluster else r"task b0\.[01] failed"):
             engine.run(_job("a", log, 3), _job("b", log, 1, fail_at=0))
     finally:
         engine.close()
