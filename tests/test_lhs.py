@@ -158,13 +158,13 @@ def write_data_root(root):
 
 def test_read_brown(tmp_path):
     write_data_root(tmp_path)
-    assert labels.read_brown(tmp_path / labels.BROWN_ZIP) == [
+    assert lhs.brown_tokens(tmp_path / labels.BROWN_ZIP) == [
         ("they", "PRP"), ("cure", "VB"), ("people", "NNS"), (".", "."), ("we", "PRP"), ("handle", "VB"),
         ("it", "PRP"), (".", "."), ("people", "NNS"), ("manage", "VB"), ("it", "PRP"), (".", "."),
         ("don", "VBP"), ("'t", "RB"), ("cure", "VB"), ("it", "PRP"), (".", ".")]
     (tmp_path / "bad.zip").write_bytes(b"not a zip")
-    with pytest.raises(labels.InputError, match="bad.zip: not a readable Brown corpus zip"):
-        labels.read_brown(tmp_path / "bad.zip")
+    with pytest.raises(labels.InputError, match="bad.zip: not a readable zip file"):
+        lhs.brown_tokens(tmp_path / "bad.zip")
 
 
 # Phrases of the stage test and the nlpaug test (ids are positions), as token rows.

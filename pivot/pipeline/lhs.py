@@ -66,13 +66,22 @@ def _no_gc():
             gc.enable()
 
 
+def brown_tokens(path) -> list[tuple[str, str]]:
+    """Every (lower-cased token, PTB tag) of the Brown zip: pivot.pipeline.mono's reader (the one
+    the LM text uses), each `word/tag` split and mapped by labels.brown_token."""
+    from pivot.pipeline.mono import read_brown_tagged
+
+    return [token for sentence in read_brown_tagged(path) for word, tag in sentence
+            for token in labels.brown_token(word, tag)]
+
+
 def train(data_root) -> tuple[labels.LexiconTagger, dict]:
     """(tagger, info): the lexicon tagger of the data root, its training counts and its accuracy
     on GENIA-pos test."""
     root = Path(data_root)
     with _no_gc():
         sentences = [s for p in TRAIN_FILES for s in labels.read_conll(root / p)]
-        backoff = labels.read_brown(root / BACKOFF_FILE)
+        backoff = brown_tokens(root / BACKOFF_FILE)
         base = labels.LexiconTagger.train(sentences, backoff)
         tagger = base.with_rules(labels.window_spans(sentences))
         gold = labels.read_conll(root / TEST_FILE)

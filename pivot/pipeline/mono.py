@@ -118,7 +118,13 @@ def read_conll_sentences(path):
 # ----------------------------------------------------------------------------- Brown
 
 def read_brown(zip_path):
-    """Yield each Brown sentence as a list of words (NLTK layout, ``brown/c??NN`` members).
+    """Yield each Brown sentence as a list of words (see :func:`read_brown_tagged`)."""
+    for sentence in read_brown_tagged(zip_path):
+        yield [word for word, _tag in sentence]
+
+
+def read_brown_tagged(zip_path):
+    """Yield each Brown sentence as a list of (word, tag) (NLTK layout, ``brown/c??NN`` members).
 
     Each non-blank line of a member is one sentence of ``word/tag`` tokens (as NLTK's
     reader takes it); the word is the text before the LAST ``/`` (words such as ``1/2/cd``
@@ -147,14 +153,14 @@ def read_brown(zip_path):
                 items = line.split()
                 if not items:
                     continue
-                words = []
+                tokens = []
                 for item in items:
-                    word, slash, _tag = item.rpartition("/")
+                    word, slash, tag = item.rpartition("/")
                     if not slash or not word:
                         raise InputError(f"expected word/tag, found {item[:40]!r}",
                                          path=where, line=number)
-                    words.append(word)
-                yield words
+                    tokens.append((word, tag))
+                yield tokens
 
 
 # ----------------------------------------------------------------------------- OpenStax

@@ -454,30 +454,6 @@ def brown_token(word: str, tag: str) -> list[tuple[str, str]]:
     return [(word, BROWN_PTB[tag])]
 
 
-def read_brown(path) -> list[tuple[str, str]]:
-    """Every (lower-cased token, PTB tag) of the Brown corpus zip (NLTK layout: `brown/cXNN`
-    files of whitespace-separated `word/tag`), split and mapped by :func:`brown_token`."""
-    import zipfile
-
-    path = Path(path)
-    out = []
-    try:
-        with zipfile.ZipFile(path) as z:
-            names = sorted(n for n in z.namelist() if re.fullmatch(r"brown/c[a-r]\d\d", n))
-            if not names:
-                raise InputError("no Brown corpus files (brown/cXNN) in the zip", path)
-            for name in names:
-                for n, line in enumerate(z.read(name).decode("utf-8").splitlines(), 1):
-                    for item in line.split():
-                        word, slash, tag = item.rpartition("/")
-                        if not slash or not word:
-                            raise InputError(f"{name}: expected `word/tag`, got {item[:40]!r}", path, n)
-                        out.extend(brown_token(word, tag))
-    except (zipfile.BadZipFile, UnicodeDecodeError) as exc:
-        raise InputError(f"not a readable Brown corpus zip ({exc})", path) from None
-    return out
-
-
 def word_shape(word: str) -> str:
     """A word's shape for the unknown-word model: "p" without letters or digits, else "d" if
     it holds a digit, "h" a hyphen, "a" a letter, in that order ("il-2" -> "dha")."""
