@@ -48,17 +48,6 @@ def descendants(root_pid: int) -> list[int]:
     return out
 
 
-def tree_rss(root_pid: int) -> int:
-    """Sum of RSS (bytes) of root_pid and all its descendants."""
-    children, rss = _proc_table()
-    total, stack = 0, [root_pid]
-    while stack:
-        pid = stack.pop()
-        total += rss.get(pid, 0)
-        stack.extend(children.get(pid, []))
-    return total
-
-
 def _pss(pid: int) -> int:
     """PSS of one process in bytes (0 when it is gone or unreadable)."""
     try:
