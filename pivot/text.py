@@ -91,6 +91,12 @@ def _count_lines(path):
 _count_lines_checked = _count_lines
 
 
+#: Bytes read at a time by :func:`_iter_lines`: a block is decoded and split in C, not line by
+#: line. Small enough that a damaged compressed stream is still reported near its damage (the
+#: error names the first line of the block whose read failed).
+_BLOCK = 1 << 16
+
+
 def _iter_lines(fh, path, bom="file", start=1):
     """Yield (1-based line number, decoded line without its end) from a binary file.
 
@@ -99,11 +105,54 @@ def _iter_lines(fh, path, bom="file", start=1):
     line. Bytes that are not UTF-8, a NUL byte, or UTF-16 text raise InputError naming the
     file and line (see the notes above). ``start``: the number of the stream's first line
     (a stream that begins inside the file).
+
+    The stream is read in blocks cut after their last ``\\n`` (a newline byte never falls inside
+    a UTF-8 sequence, so a block decodes alone): a clean block is decoded and split at once;
+    a block with something to report or remove (a NUL, bytes that are not UTF-8, a byte order
+    mark where one may be dropped) goes line by line through :func:`_lines_one_by_one`, which
+    decides every line as the rules above say. Both give the same lines and the same errors.
     """
     every_line = bom == "lines"
-    for number, raw in enumerate(fh, start=start):
-        if raw.endswith(b"\n"):
-            raw = raw[:-1]
+    number = start          # the number of the next line to yield
+    carry = b""
+    while True:
+        chunk = fh.read(_BLOCK)
+        if not chunk:
+            break
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            carry = data
+            continue
+        block, carry = data[:cut], data[cut + 1:]
+        yield from _block_lines(block, number, path, every_line)
+        number += block.count(b"\n") + 1
+    if carry:               # an unterminated last line
+        yield from _block_lines(carry, number, path, every_line)
+
+
+def _block_lines(block: bytes, first: int, path, every_line: bool):
+    """The lines of ``block`` (lines joined by ``\\n``, no final one), numbered from ``first``."""
+    text = None
+    if b"\0" not in block and not (first == 1 and block[:2] in _UTF16_BOMS) \
+            and not ((first == 1 or every_line) and block.startswith(_BOM)) \
+            and not (every_line and b"\n" + _BOM in block):
+        try:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    if text is None:
+        yield from _lines_one_by_one(block.split(b"\n"), first, path, every_line)
+        return
+    lines = text.split("\n")
+    if "\r" in text:
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    yield from zip(range(first, first + len(lines)), lines)
+
+
+def _lines_one_by_one(raws, first, path, every_line):
+    """Each raw line decided alone: byte order marks dropped, errors raised at their line."""
+    for number, raw in enumerate(raws, start=first):
         if raw.endswith(b"\r"):
             raw = raw[:-1]
         shift = 0
