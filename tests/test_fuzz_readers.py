@@ -270,3 +270,25 @@ def test_seeds_read_cleanly():
     assert len(gold.read_gold(write("s.txt", PPDB_HUMAN), "ppdb-human")) == 2
     assert len(gold.read_gold(write("s.txt", PAIRS), "pairs")) == 2
     assert recipes.load_recipe(write("s.toml", RECIPE))["name"] == "tiny"
+
+
+# ----------------------------------------------------------------------------- block reading
+
+@pytest.mark.parametrize("block", [1, 2, 3, 5, 8, 13, 1 << 16])
+def test_lines_are_the_same_for_any_block_size(monkeypatch, block):
+    """_iter_lines reads blocks cut after their last newline: lines, byte order marks dropped at
+    line starts (external text), a trailing CR and an unterminated last line come out as from a
+    line-by-line read, whatever the block size."""
+    import pivot.text as text
+
+    monkeypatch.setattr(text, "_BLOCK", block)
+    data = b"\xef\xbb\xbfone\r\ntwo\n\xef\xbb\xbfthr\xc3\xa9e\xef\xbb\xbf\n\nfour\r"
+    got = list(text._iter_lines(io.BytesIO(data), "x.txt", bom="lines"))
+    assert got == [(1, "one"), (2, "two"), (3, "thr\u00e9e\ufeff"), (4, ""), (5, "four")]
+    # own files: only line 1's mark is dropped, a later one is data
+    got = list(text._iter_lines(io.BytesIO(data), "x.txt", bom="file", start=1))
+    assert got[2] == (3, "\ufeffthr\u00e9e\ufeff")
+    with pytest.raises(InputError, match=r"x\.txt:2: not UTF-8 \(byte 2 of the line, b'\\xff"):
+        list(text._iter_lines(io.BytesIO(b"a\nb\xffc\nd\n"), "x.txt"))
+    with pytest.raises(InputError, match=r"x\.txt:7: NUL byte at byte 1"):
+        list(text._iter_lines(io.BytesIO(b"a\nb\n\0"), "x.txt", start=5))
