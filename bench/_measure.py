@@ -20,7 +20,12 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 _STAGE = re.compile(r"stage (\S+)\s+(running|done|reused)")
 
 
-def _proc_table():
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_table(cpu: dict | None = None):
+    """Parent -> children and pid -> RSS of every process; with ``cpu``, also pid -> its own
+    user + system seconds so far (fields 14 and 15 of /proc/PID/stat)."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for entry in os.scandir("/proc"):
@@ -32,6 +37,8 @@ def _proc_table():
             pid, ppid = int(entry.name), int(fields[1])
             with open(f"/proc/{entry.name}/statm") as fh:
                 rss[pid] = int(fh.read().split()[1]) * PAGE
+            if cpu is not None:
+                cpu[pid] = (int(fields[11]) + int(fields[12])) / TICK
         except (OSError, IndexError, ValueError):
             continue  # the process ended while we looked
         children.setdefault(ppid, []).append(pid)
@@ -60,15 +67,21 @@ def _pss(pid: int) -> int:
     return 0
 
 
-def tree_memory(root_pid: int) -> tuple[int, int]:
-    """(RSS, PSS) in bytes, each summed over root_pid and all its descendants."""
-    children, rss = _proc_table()
+def tree_memory(root_pid: int, cpu_seen: dict | None = None) -> tuple[int, int]:
+    """(RSS, PSS) in bytes, each summed over root_pid and all its descendants. With ``cpu_seen``,
+    each process's CPU seconds so far are recorded in it by pid (a process that has ended keeps
+    its last value: the sum of the dict is the tree's CPU time up to the last sample, but for
+    what a process shorter than the sampling interval spent)."""
+    cpu = {} if cpu_seen is not None else None
+    children, rss = _proc_table(cpu)
     total_rss = total_pss = 0
     stack = [root_pid]
     while stack:
         pid = stack.pop()
         total_rss += rss.get(pid, 0)
         total_pss += _pss(pid)
+        if cpu_seen is not None and pid in cpu:
+            cpu_seen[pid] = cpu[pid]
         stack.extend(children.get(pid, []))
     return total_rss, total_pss
 
@@ -104,9 +117,17 @@ def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
         peak = peak_pss = 0
         per_stage_pss: dict[str, float] = {}
+        cpu_seen: dict[int, float] = {}
+        cpu_by_stage: dict[str, float] = {}
+        cpu_last = 0.0
         while proc.poll() is None:
-            rss, pss = tree_memory(proc.pid)
+            rss, pss = tree_memory(proc.pid, cpu_seen)
             stage = _current_stage(log_path, state)
+            # CPU seconds since the last sample, charged to the stage the log says is running
+            # (stages that run side by side on a cluster are charged to the last one started)
+            cpu_now = sum(cpu_seen.values())
+            cpu_by_stage[stage] = cpu_by_stage.get(stage, 0.0) + cpu_now - cpu_last
+            cpu_last = cpu_now
             peak, peak_pss = max(peak, rss), max(peak_pss, pss)
             per_stage[stage] = max(per_stage.get(stage, 0), rss / 2**30)
             per_stage_pss[stage] = max(per_stage_pss.get(stage, 0), pss / 2**30)
@@ -122,14 +143,18 @@ def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
             "peak_rss_tree_gib": round(peak / 2**30, 3),
             "peak_rss_tree_gib_by_stage": {k: round(v, 3) for k, v in per_stage.items()},
             "peak_pss_tree_gib": round(peak_pss / 2**30, 3),
-            "peak_pss_tree_gib_by_stage": {k: round(v, 3) for k, v in per_stage_pss.items()}}
+            "peak_pss_tree_gib_by_stage": {k: round(v, 3) for k, v in per_stage_pss.items()},
+            "cpu_s_by_stage": {k: round(v, 1) for k, v in cpu_by_stage.items()}}
 
 
 def exports(db_path: Path, out_dir: Path) -> dict:
     """sha256 of `pivot export --format ppdb --all` (every pair, the hidden forms too) for every
     model of the database."""
-    with sqlite3.connect(db_path) as conn:
-        names = [r[0] for r in conn.execute("SELECT name FROM model ORDER BY id")]
+    if Path(db_path).is_dir():       # a database in parts: its manifest lists the models in order
+        names = [m["name"] for m in json.loads((Path(db_path) / "manifest.json").read_text())["models"]]
+    else:
+        with sqlite3.connect(db_path) as conn:
+            names = [r[0] for r in conn.execute("SELECT name FROM model ORDER BY id")]
     out = {}
     for name in names:
         target = out_dir / f"{name}.ppdb"
