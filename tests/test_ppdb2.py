@@ -456,3 +456,15 @@ def test_wordnet_reader_matches_nltk_on_the_real_files():
         expected = {pos[s.pos()] * 10 ** 8 + s.offset() for s in nltk_wn.synsets(lemma)
                     if lemma in [n.lower() for n in s.lemma_names()]}
         assert set(wn.synsets[lemma]) == expected, lemma
+
+
+def test_share_synset_by_hand():
+    """Lexical.share_synset on arrays: slots 0 (synsets 5, 7), 1 (7), 2 (none), 3 (5, 9);
+    (0, 1) share 7, (0, 3) share 5, (1, 3) share none, (2, x) and (x, 2) nothing."""
+    synsets = [(5, 7), (7,), (), (9, 5)]
+    lex = P.Lexical(synsets, np.array([True, True, False, True]), np.zeros(4, bool), np.zeros(0, np.int64),
+                    np.zeros(0, np.int64))
+    a = np.array([0, 0, 1, 2, 0, 3, 1, 3])
+    b = np.array([1, 3, 3, 0, 2, 0, 0, 3])
+    assert lex.share_synset(a, b).tolist() == [True, True, False, False, False, True, True, True]
+    assert lex.share_synset(np.zeros(0, np.int64), np.zeros(0, np.int64)).tolist() == []

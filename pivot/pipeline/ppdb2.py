@@ -1058,6 +1058,26 @@ class Lexical:
     s1: np.ndarray           # per stored pair: slot of e1
     s2: np.ndarray           # per stored pair: slot of e2
 
+    def share_synset(self, a, b) -> np.ndarray:
+        """Per pair of slots (a_i, b_i): the two phrases share a synset (WordNet synonyms), on
+        arrays: each synset s of a_i is looked up among b_i's as the key b_i * 2^32 + s."""
+        a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+        member = self.__dict__.get("_member")
+        if member is None:
+            n = np.fromiter(map(len, self.synsets), np.int64, count=len(self.synsets))
+            ids = np.fromiter((x for s in self.synsets for x in s), np.int64, count=int(n.sum()))
+            ptr = np.zeros(len(n) + 1, np.int64)
+            np.cumsum(n, out=ptr[1:])
+            member = self.__dict__["_member"] = (ptr, ids, np.unique(np.repeat(np.arange(len(n)), n) << 32 | ids))
+        ptr, ids, keys = member
+        count = ptr[a + 1] - ptr[a]
+        pair = np.repeat(np.arange(len(a)), count)
+        at = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + np.repeat(ptr[a], count)
+        query = b[pair] << 32 | ids[at]
+        found = np.searchsorted(keys, query)
+        hit = keys[np.minimum(found, len(keys) - 1)] == query if len(keys) else np.zeros(len(query), bool)
+        return np.bincount(pair[hit], minlength=len(a)) > 0
+
 
 def _wordnet_phrases(table, texts, slot, wn, lemmatizer, params) -> Lexical:
     from pivot.hashes import unit_hash
@@ -1084,8 +1104,7 @@ def _within_lists(table, ph, form, lex: Lexical, models, texts, seed: int, held_
     visible = (form & HIDDEN) == 0
     side = lex.held[lex.s1] if held_out else ~lex.held[lex.s1]
     both = np.flatnonzero(visible & lex.has[lex.s1] & lex.has[lex.s2] & side)
-    synonym = np.array([bool(set(lex.synsets[a]) & set(lex.synsets[b]))
-                        for a, b in zip(lex.s1[both].tolist(), lex.s2[both].tolist())], dtype=bool)
+    synonym = lex.share_synset(lex.s1[both], lex.s2[both])
     queries = np.unique(lex.s1[both[synonym]])
     if not held_out:
         queries = queries[:MAX_WITHIN_QUERIES]
