@@ -891,14 +891,13 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.
 def _here(fn, *args):
     """fn(*args) as a job of Engine.run that has no tasks: it runs in this process."""
     return fn(*args)
-    yield  # noqa: unreachable; makes this a generator
+    yield  # unreachable: makes this a generator
 
 
 def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, models, params, data_root):
     from pivot.pipeline import wellformed
     from pivot.pipeline.encode import phrase_texts
     from pivot.pipeline.engine import Batch, Together
-    from pivot.pipeline.wordnet import WordNet, wordnet_folder
 
     t0 = time.perf_counter()
     table = PairTable.read(part_paths)
@@ -910,31 +909,27 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     del text_of
     slot = np.full(n_e, -1, np.int64)
     slot[used] = np.arange(len(used))
-    # One read of WordNet's files serves the lemmatizer (the same lemmas as NLTK's morphy, a
-    # fraction of NLTK's start-up) and the relation labels.
-    wn = WordNet.read(wordnet_folder(data_root, LEXICON)) if params["wordnet"] else None
-    lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(wn) if wn is not None else identity_lemmas)
-    forms = wellformed.PhraseForms.from_texts(texts, lemmatizer)
-    # The pairs' labels (and each pair's reverse row), per pivot part on the workers; meanwhile
-    # this process turns to what the fits need of the phrases (their WordNet side, the features').
-    forms_path = tmp / ".forms.arrays"
-    save_bundle(forms_path, slot=slot, **{k: getattr(forms, k) for k in FORM_ARRAYS})
-    del forms
+    # The phrases' forms and then the pairs' labels (and each pair's reverse row, per pivot part)
+    # on the workers; meanwhile this process turns to what the fits need of the phrases (their
+    # WordNet side, the features'). WordNet is read twice, once on each side (about a second).
+    texts_path, slot_path, forms_path = tmp / ".texts.txt", tmp / ".slot.arrays", tmp / ".forms.arrays"
+    texts_path.write_bytes("\n".join(texts).encode("utf-8"))    # bytes: no newline translation
+    save_bundle(slot_path, slot=slot)
     label_paths = [tmp / f".form-{j:04d}.arrays" for j in range(len(part_paths))]
-    labelled = Batch(label_range, [(forms_path, part_paths, j, label_paths[j]) for j in range(len(part_paths))],
-                     name="ppdb2-labels")
+    labelled = _label_job(texts_path, slot_path, forms_path, label_paths, part_paths,
+                          str(data_root) if params["wordnet"] else None)
     if params["learn"]:
-        _, (ph, lex, id_of) = yield Together(_batch_job(labelled), _here(
-            _phrase_side, table, used, texts, slot, e_rows, e_count, f_lang_of, wn, lemmatizer, params))
+        _, (wn, ph, lex, id_of) = yield Together(labelled, _here(
+            _phrase_side, table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params))
     else:
-        yield labelled
+        yield Together(labelled)
     form, rev = [], []
     for path in label_paths:
         with open_bundle(path) as z:
             form.append(z["form"])
             rev.append(z["rev"])
     form, rev = np.concatenate(form), np.concatenate(rev)
-    for path in (forms_path, *label_paths):
+    for path in (texts_path, slot_path, forms_path, *label_paths):
         path.unlink()
     log.info("ppdb2: %d pairs of %d phrases labelled in %.1f s", len(form), len(used), time.perf_counter() - t0)
     meta = {"forms": {"lemmatizer": ("WordNet 3.0 (NLTK's morphy on the data files, pivot.pipeline.wordnet)"
@@ -965,7 +960,7 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     save_bundle(form_path, form=form, rev=rev)
     # The apply tasks read all they need from these files: what the labels and fits held here
     # (the table, the list and lexicon features, WordNet) goes before the tasks run beside it.
-    del table, lex, ph, form, rev, wn, lemmatizer, texts, id_of, slot
+    del table, lex, ph, form, rev, wn, texts, id_of, slot
     done = yield Batch(apply_range, [(part_paths, j, phrases_path, form_path, fit_path, parts[j])
                                      for j in range(len(part_paths))], name="ppdb2")
     log.info("ppdb2: applied to %d ranges, %.1f CPU s in the tasks", len(done),
@@ -987,13 +982,24 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     return meta
 
 
-def _batch_job(batch):
-    """A job of Engine.run that runs one batch of tasks and returns their results."""
-    return (yield batch)
+def _label_job(texts_path, slot_path, forms_path, label_paths, part_paths, data_root):
+    """A job of Engine.run: the phrases' forms (one task), then the pairs' labels per part."""
+    from pivot.pipeline.engine import Batch
+
+    yield Batch(forms_task, [(texts_path, data_root, forms_path)], name="ppdb2-forms")
+    return (yield Batch(label_range, [(forms_path, slot_path, part_paths, j, label_paths[j])
+                                      for j in range(len(part_paths))], name="ppdb2-labels"))
 
 
-def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, wn, lemmatizer, params):
-    """(Phrases, Lexical, id_of): what the features and the fits need of the phrases."""
+def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params):
+    """(WordNet, Phrases, Lexical, id_of): what the features and the fits need of the phrases."""
+    from pivot.pipeline import wellformed
+    from pivot.pipeline.wordnet import WordNet, wordnet_folder
+
+    # One read of WordNet's files here serves the lemmatizer (the same lemmas as NLTK's morphy,
+    # a fraction of NLTK's start-up) and the relation labels.
+    wn = WordNet.read(wordnet_folder(data_root, LEXICON)) if params["wordnet"] else None
+    lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(wn) if wn is not None else identity_lemmas)
     n_e = len(e_rows)
     # Per-phrase feature inputs, shared with the apply tasks through a file.
     tokens = np.full((n_e, e_rows.shape[1]), -1, np.int32)
@@ -1010,7 +1016,7 @@ def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, wn, lemma
     f_lang[f_used] = f_lang_of(f_used)
     ph = Phrases(n_words, np.log1p(np.asarray(e_count, np.float64)), tokens, tri_ptr, tri, f_lang)
     lex = _wordnet_phrases(table, texts, slot, wn, lemmatizer, params)
-    return ph, lex, dict(zip(texts, used.tolist()))
+    return wn, ph, lex, dict(zip(texts, used.tolist()))
 
 
 def _score_side(table, ph, form, lex, models, texts, id_of, params, data_root):
@@ -1020,19 +1026,39 @@ def _score_side(table, ph, form, lex, models, texts, id_of, params, data_root):
     return _fit_score(table, ph, form, models, id_of, params, data_root, within, held_lists)
 
 
-def label_range(forms_path, part_paths, j: int, out_path) -> dict:
+def forms_task(texts_path, data_root, out_path) -> dict:
+    """PhraseForms.from_texts of the phrases of ``texts_path`` (one a line, in slot order) with
+    WordNet's lemmatizer of ``data_root`` (None: every token its own lemma), its FORM_ARRAYS
+    written to ``out_path`` (a task)."""
+    from pivot.pipeline import wellformed
+    from pivot.pipeline.wordnet import WordNet, wordnet_folder
+
+    out_path = Path(out_path)
+    if out_path.is_file():
+        return {"reused": True}
+    text = Path(texts_path).read_bytes().decode("utf-8")
+    texts = text.split("\n") if text else []
+    lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(WordNet.read(wordnet_folder(data_root, LEXICON)))
+                              if data_root is not None else identity_lemmas)
+    forms = wellformed.PhraseForms.from_texts(texts, lemmatizer)
+    save_bundle(out_path, **{k: getattr(forms, k) for k in FORM_ARRAYS})
+    return {"reused": False, "n_phrases": len(texts)}
+
+
+def label_range(forms_path, slot_path, part_paths, j: int, out_path) -> dict:
     """The well-formedness mask of every pair of pivot part j (PhraseForms.pair_labels over the
-    arrays in ``forms_path``, phrase ids through its ``slot``), and the row of each pair's
-    reverse (e2, e1) among every part's rows (-1: not stored); written to ``out_path`` (a task)."""
+    arrays in ``forms_path``, phrase ids through the ``slot`` of ``slot_path``), and the row of
+    each pair's reverse (e2, e1) among every part's rows (-1: not stored); written to
+    ``out_path`` (a task)."""
     from pivot.pipeline.wellformed import PhraseForms
 
     out_path = Path(out_path)
     if out_path.is_file():
         return {"reused": True}
     with open_bundle(forms_path) as z:
-        arrays = {k: z.memmap(k) for k in (*FORM_ARRAYS, "slot")}
-    slot = arrays.pop("slot")
-    forms = PhraseForms(**arrays, vocab=None)
+        forms = PhraseForms(**{k: z.memmap(k) for k in FORM_ARRAYS}, vocab=None)
+    with open_bundle(slot_path) as z:
+        slot = z["slot"]
     keys = []
     for path in part_paths:
         with open_bundle(path) as z:
