@@ -6,17 +6,20 @@ under the part of speech the sentence gives it, so a file of [X] lines substitut
 This stage labels every phrase that a stored pair uses with pivot.store.labels'
 :class:`~pivot.store.labels.LexiconTagger` and its constituent rules:
 
-* trained here, on every build that labels (no cache: about 5 CPU s), from the data root's
-  GENIA-pos train and devel parts (in-domain lexicon, suffixes, contextual rules) and the
-  Brown corpus (the lexicon's back-off); its accuracy is measured here on GENIA-pos test, the
-  way pivot.store.labels measures its perceptron (lower-cased random spans of 1-5 tokens, seed
-  1, and lone words), and recorded with the files' sha256 in the database's meta ``lhs``;
+* trained by the tagger stage (:func:`train_stage`, about 6 CPU s), which needs no other
+  stage, only the data root's GENIA-pos train and devel parts (in-domain lexicon, suffixes,
+  contextual rules) and the Brown corpus (the lexicon's back-off), so a build can train it
+  while the aligner runs; its accuracy is measured there on GENIA-pos test, the way
+  pivot.store.labels measures its perceptron (lower-cased random spans of 1-5 tokens, seed 1,
+  and lone words), and written with the files' sha256 to ``tagger.json``, whose training
+  counts, accuracy and sha256 this stage copies into the database's meta ``lhs``;
 * applied to the token-id rows of the used phrases: each distinct token tagged once, each
   distinct tag sequence labelled once (a few seconds for bio's 448k phrases). One task: the
   work is the vocabulary's, which sharding would repeat, not divide.
 
-The key holds the tagger's version (labels.LEXICON_TAGGER_VERSION) and the training files'
-fingerprints, so a changed tagger or corpus relabels; a recipe whose data root lacks these files
+The tagger stage's key holds the tagger's version (labels.LEXICON_TAGGER_VERSION) and the
+training files' sha256, and this stage's key the tagger's content key, so a changed tagger or
+corpus trains and relabels; a recipe whose data root lacks these files
 says ``[ppdb2] lhs = "x"``, and the meta then says every LHS is [X] (pivot export warns).
 """
 from __future__ import annotations
