@@ -63,7 +63,9 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("combine", ("pivot", "encode"), ("combine", "data fingerprints"), ("combination.json",),
           "pivot.pipeline.combine.fit_combination_unordered", "one", "logistic regression of General + each domain model"),
     Stage("ppdb2", ("pivot", "translation", "encode"), ("ppdb2", "data fingerprints"), ("x-NNNN.arrays", "ppdb2.json"),
-          "pivot.pipeline.ppdb2.build", "one fit, then one per range of English rows (Dask)",
+          "pivot.pipeline.ppdb2.build",
+          "labels: one per range of English rows; fits: the relations' as tasks beside the score's; "
+          "apply: one per range of English rows (Dask)",
           "well-formedness labels, PPDB2.0Score (ratings), relation probabilities (WordNet), sizes"),
     Stage("tagger", (), ("tagger version", "data fingerprints"), ("tagger.json",), "pivot.pipeline.lhs.train_stage",
           "one", "the lexicon + suffix + rules tagger trained on GENIA-pos and Brown (no stage: only data files)"),

@@ -5,7 +5,7 @@
                                                                                        -> combine -> store
                                                                                        -> ppdb2 ---^
                                                                                        -> lhs -----^
-    tagger (GENIA-pos, Brown: no stage) ----------------------------------------------------^ (lhs)
+    tagger (needs no stage: GENIA-pos, Brown) ----------------------------------------> lhs
 
 Each stage writes its artifact into `<work>/<stage>-<key>/`, where the key hashes the
 stage's parameters, the keys of the stages it reads and the fingerprints of the data
