@@ -181,9 +181,12 @@ def _stage(tmp_path):
         e_rows[i, :len(p.split())] = [tokens.index(w) for w in p.split()]
     part = tmp_path / "rows-0000.arrays"
     save_bundle(part, e1=np.array([0, 0, 0, 4, 5, 6, 7], np.int32), e2=np.array([1, 2, 3, 5, 4, 4, 8], np.int32))
+    tagger = tmp_path / "tagger"
+    tagger.mkdir()
+    lhs.train_stage(tagger, root)
     out = tmp_path / "stage"
     out.mkdir()
-    meta = lhs.build(out, part_paths=[part], e_rows=e_rows, e_tokens=tokens, data_root=root)
+    meta = lhs.build(out, part_paths=[part], e_rows=e_rows, e_tokens=tokens, tagger_dir=tagger)
     return out, meta, root
 
 
@@ -212,6 +215,40 @@ def test_stage_is_deterministic(tmp_path):
     b, _, _ = _stage(tmp_path / "b")
     for name in ("lhs.arrays", "lhs.json"):
         assert (a / name).read_bytes() == (b / name).read_bytes()
+    assert (a.parent / "tagger" / lhs.TAGGER_FILE).read_bytes() == (b.parent / "tagger" / lhs.TAGGER_FILE).read_bytes()
+
+
+def test_the_saved_tagger_tags_as_the_trained_one(tmp_path):
+    """The tagger stage's file, reloaded, is the tagger trained from the data root: its tables
+    and rules, and the tags of a fixed sentence (known words of GENIA and Brown, and unknown
+    ones that fall to the suffixes and the default)."""
+    root = write_data_root(tmp_path / "data")
+    trained, info = lhs.train(root)
+    lhs.train_stage(tmp_path, root)
+    loaded, loaded_info, files = lhs.load_tagger_json(tmp_path / lhs.TAGGER_FILE)
+    assert (loaded.lexicon, loaded.suffixes, loaded.default, loaded.rules) == \
+        (trained.lexicon, trained.suffixes, trained.default, trained.rules)
+    sentence = "we treat the patients with a new drug and cure people quickly".split()
+    assert loaded.tag(sentence) == trained.tag(sentence)
+    # GENIA: treat VBP, the DT, patients NNS, drug NN; Brown: cure VB, people NNS
+    tags = dict(loaded.tag(sentence))
+    assert (tags["treat"], tags["the"], tags["patients"], tags["drug"], tags["cure"], tags["people"]) == \
+        ("VBP", "DT", "NNS", "NN", "VB", "NNS")
+    assert loaded_info == json.loads(json.dumps(info))
+    import hashlib
+    assert files == {str(p): hashlib.sha256((root / p).read_bytes()).hexdigest()
+                     for p in (*lhs.TRAIN_FILES, lhs.TEST_FILE, lhs.BACKOFF_FILE)}
+
+
+def test_a_tagger_of_another_version_is_refused(tmp_path):
+    root = write_data_root(tmp_path / "data")
+    lhs.train_stage(tmp_path, root)
+    path = tmp_path / lhs.TAGGER_FILE
+    obj = json.loads(path.read_text())
+    obj["version"] = labels.LEXICON_TAGGER_VERSION + 1
+    path.write_text(json.dumps(obj))
+    with pytest.raises(ValueError, match="a tagger of version"):
+        lhs.load_tagger_json(path)
 
 
 def test_nlpaug_substitutes_from_a_plain_export_of_the_stage_labels(tmp_path):
@@ -293,4 +330,20 @@ def test_a_tiny_build_stores_the_labels(tmp_path, capsys, caplog):
                          "--work", str(tmp_path / "work")]) == 0
     said = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("stage lhs ") and "reused" in m for m in said)
+    assert any(m.startswith("stage tagger ") and "reused" in m for m in said)
     assert not any("running" in m for m in said)
+    # the tagger is a stage of its own, with no stage before it: its key holds the training
+    # files' sha256, and a changed training file trains it (and labels) again
+    import hashlib
+    [tagger] = (tmp_path / "work").glob("tagger-*")
+    done = json.loads((tagger / "DONE").read_text())
+    assert done["inputs"] == {} and done["params"]["data"] == sorted(
+        hashlib.sha256((data / p).read_bytes()).hexdigest() for p in (*lhs.TRAIN_FILES, lhs.TEST_FILE, lhs.BACKOFF_FILE))
+    train = data / lhs.TRAIN_FILES[0]
+    train.write_text(train.read_text() + "\ncure\tNN\n")
+    caplog.clear()
+    with caplog.at_level("INFO", logger="pivot"):
+        assert cli.main(["build", "--recipe", str(recipe), "--data", str(data), "--out", str(tmp_path / "tiny.db"),
+                         "--work", str(tmp_path / "work")]) == 0
+    said = [r.getMessage() for r in caplog.records]
+    assert [m.split()[1] for m in said if m.startswith("stage ") and "running" in m] == ["tagger", "lhs"]

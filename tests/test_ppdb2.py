@@ -456,3 +456,73 @@ def test_wordnet_reader_matches_nltk_on_the_real_files():
         expected = {pos[s.pos()] * 10 ** 8 + s.offset() for s in nltk_wn.synsets(lemma)
                     if lemma in [n.lower() for n in s.lemma_names()]}
         assert set(wn.synsets[lemma]) == expected, lemma
+
+
+def test_share_synset_by_hand():
+    """Lexical.share_synset on arrays: slots 0 (synsets 5, 7), 1 (7), 2 (none), 3 (5, 9);
+    (0, 1) share 7, (0, 3) share 5, (1, 3) share none, (2, x) and (x, 2) nothing."""
+    synsets = [(5, 7), (7,), (), (9, 5)]
+    lex = P.Lexical(synsets, np.array([True, True, False, True]), np.zeros(4, bool), np.zeros(0, np.int64),
+                    np.zeros(0, np.int64))
+    a = np.array([0, 0, 1, 2, 0, 3, 1, 3])
+    b = np.array([1, 3, 3, 0, 2, 0, 0, 3])
+    assert lex.share_synset(a, b).tolist() == [True, True, False, False, False, True, True, True]
+    assert lex.share_synset(np.zeros(0, np.int64), np.zeros(0, np.int64)).tolist() == []
+
+
+def test_relation_tasks_are_fit_relations(tmp_path):
+    """The build's relation fits as tasks (relation_task on the saved training rows, a column
+    subset like the string-only classifier's, relation_selection) give fit_relations' model to
+    the byte and its selection table."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(120, 3))
+    y = (x[:, 0] + 0.5 * x[:, 2] > 0).astype(np.int64) + 2 * (x[:, 1] > 1.0)
+    validation = np.arange(120) % 4 == 0
+    save_bundle(tmp_path / "rows.arrays", x=x, y=y, validation=validation)
+    for cols, names in ((None, ["a", "b", "c"]), ([0, 2], ["a", "c"])):
+        sub = x if cols is None else x[:, cols]
+        want, want_table = P.fit_relations(names, sub, y, validation)
+        grid = [(lam, beta) for lam in P.RELATION_LAMBDAS for beta in P.RELATION_BALANCE]
+        best, table = P.relation_selection({k: P.relation_task(tmp_path / "rows.arrays", cols, names, *k, False)
+                                            for k in grid})
+        got = P.relation_task(tmp_path / "rows.arrays", cols, names, *best, True)
+        assert table == want_table and got.W.tobytes() == want.W.tobytes()
+        assert json.dumps(got.to_json()) == json.dumps(want.to_json())
+
+
+def test_labels_per_part_are_the_labels_of_the_whole(tmp_path):
+    """forms_task + label_range per pivot part (the build's tasks) give PhraseForms.pair_labels of
+    every pair at once, and each pair's reverse row as PairTable.find finds it."""
+    texts = ["the cell", "cell", "cells", ", cell", "cell counts were", "cell counts", "kidney"]
+    # phrase ids 0..8 with ids 1 and 5 unused: slot maps an id to its text's position
+    ids = [0, 2, 3, 4, 6, 7, 8]
+    slot = np.full(9, -1, np.int64)
+    slot[ids] = np.arange(len(ids))
+    e1 = np.array([0, 0, 2, 2, 3, 4, 6, 7, 8], np.int32)
+    e2 = np.array([2, 3, 0, 4, 2, 7, 7, 6, 0], np.int32)
+    parts = []
+    for j, (lo, hi) in enumerate(((0, 4), (4, 5), (5, 9))):
+        parts.append(tmp_path / f"rows-{j}.arrays")
+        save_bundle(parts[-1], e1=e1[lo:hi], e2=e2[lo:hi])
+    (tmp_path / "texts.txt").write_bytes("\n".join(texts).encode())
+    save_bundle(tmp_path / "slot.arrays", slot=slot)
+    assert P.forms_task(tmp_path / "texts.txt", None, tmp_path / "forms.arrays") == {"reused": False, "n_phrases": 7}
+    got = [P.label_range(tmp_path / "forms.arrays", tmp_path / "slot.arrays", parts, j, tmp_path / f"f-{j}.arrays")
+           for j in range(3)]
+    assert [g["n_pairs"] for g in got] == [4, 1, 4]
+    from pivot.pipeline.bundle import open_bundle
+
+    form, rev = [], []
+    for j in range(3):
+        with open_bundle(tmp_path / f"f-{j}.arrays") as z:
+            form.append(z["form"])
+            rev.append(z["rev"])
+    whole = wellformed.PhraseForms.from_texts(texts, P.identity_lemmas).pair_labels(slot[e1], slot[e2])
+    assert np.concatenate(form).tolist() == whole.tolist()
+    # the reverses by hand: rows 0 (0,2) and 2 (2,0), rows 6 (6,7) and 7 (7,6); no other pair's is stored
+    assert np.concatenate(rev).tolist() == [2, -1, 0, -1, -1, -1, 7, 6, -1]
+    # "the cell" / "cell" differ by a function word, "cell" / ", cell" by an edge's punctuation;
+    # "cell counts were" ends dangling where "cell counts" is whole
+    assert whole[0] & wellformed.FUNCTION_ONLY and whole[3] & wellformed.EDGE_PUNCT and whole[6] & wellformed.DANGLING
+    assert P.label_range(tmp_path / "forms.arrays", tmp_path / "slot.arrays", parts, 0,
+                         tmp_path / "f-0.arrays") == {"reused": True}

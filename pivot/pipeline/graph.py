@@ -6,6 +6,7 @@
     extract ─> translation ─> pivot ─┬─> combine ─┬─> (store: the SQLite database)
                                      ├─> ppdb2 ───┤
                                      └─> lhs ─────┘
+    tagger (data files only) ───────────────^
 
 A stage's artifact folder is named by the hash of its declared inputs' content keys and its
 parameters; the content key it hands on is the hash of the bytes it wrote
@@ -62,11 +63,15 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("combine", ("pivot", "encode"), ("combine", "data fingerprints"), ("combination.json",),
           "pivot.pipeline.combine.fit_combination_unordered", "one", "logistic regression of General + each domain model"),
     Stage("ppdb2", ("pivot", "translation", "encode"), ("ppdb2", "data fingerprints"), ("x-NNNN.arrays", "ppdb2.json"),
-          "pivot.pipeline.ppdb2.build", "one fit, then one per range of English rows (Dask)",
+          "pivot.pipeline.ppdb2.build",
+          "labels: one per range of English rows; fits: the relations' as tasks beside the score's; "
+          "apply: one per range of English rows (Dask)",
           "well-formedness labels, PPDB2.0Score (ratings), relation probabilities (WordNet), sizes"),
-    Stage("lhs", ("pivot", "translation", "encode"), ("ppdb2.lhs", "tagger version", "data fingerprints"),
+    Stage("tagger", (), ("tagger version", "data fingerprints"), ("tagger.json",), "pivot.pipeline.lhs.train_stage",
+          "one", "the lexicon + suffix + rules tagger trained on GENIA-pos and Brown (no stage: only data files)"),
+    Stage("lhs", ("pivot", "translation", "encode", "tagger"), ("ppdb2.lhs",),
           ("lhs.arrays", "lhs.json"), "pivot.pipeline.lhs.build", "one (per distinct token, then per tag sequence)",
-          "each stored phrase's PPDB label (LHS): lexicon + suffix tagger trained on GENIA-pos and Brown"),
+          "each stored phrase's PPDB label (LHS) by the tagger stage's tagger"),
 )}
 
 

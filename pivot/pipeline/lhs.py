@@ -6,17 +6,20 @@ under the part of speech the sentence gives it, so a file of [X] lines substitut
 This stage labels every phrase that a stored pair uses with pivot.store.labels'
 :class:`~pivot.store.labels.LexiconTagger` and its constituent rules:
 
-* trained here, on every build that labels (no cache: about 5 CPU s), from the data root's
-  GENIA-pos train and devel parts (in-domain lexicon, suffixes, contextual rules) and the
-  Brown corpus (the lexicon's back-off); its accuracy is measured here on GENIA-pos test, the
-  way pivot.store.labels measures its perceptron (lower-cased random spans of 1-5 tokens, seed
-  1, and lone words), and recorded with the files' sha256 in the database's meta ``lhs``;
+* trained by the tagger stage (:func:`train_stage`, about 6 CPU s), which needs no other
+  stage, only the data root's GENIA-pos train and devel parts (in-domain lexicon, suffixes,
+  contextual rules) and the Brown corpus (the lexicon's back-off), so a build can train it
+  while the aligner runs; its accuracy is measured there on GENIA-pos test, the way
+  pivot.store.labels measures its perceptron (lower-cased random spans of 1-5 tokens, seed 1,
+  and lone words), and written with the files' sha256 to ``tagger.json``, whose training
+  counts, accuracy and sha256 this stage copies into the database's meta ``lhs``;
 * applied to the token-id rows of the used phrases: each distinct token tagged once, each
   distinct tag sequence labelled once (a few seconds for bio's 448k phrases). One task: the
   work is the vocabulary's, which sharding would repeat, not divide.
 
-The key holds the tagger's version (labels.LEXICON_TAGGER_VERSION) and the training files'
-fingerprints, so a changed tagger or corpus relabels; a recipe whose data root lacks these files
+The tagger stage's key holds the tagger's version (labels.LEXICON_TAGGER_VERSION) and the
+training files' sha256, and this stage's key the tagger's content key, so a changed tagger or
+corpus trains and relabels; a recipe whose data root lacks these files
 says ``[ppdb2] lhs = "x"``, and the meta then says every LHS is [X] (pivot export warns).
 """
 from __future__ import annotations
@@ -26,11 +29,13 @@ import json
 import logging
 import random
 import time
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from pivot.atomic import atomic_path
 from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.recipes import fingerprint_files
 from pivot.store import labels
@@ -75,13 +80,26 @@ def brown_tokens(path) -> list[tuple[str, str]]:
             for token in labels.brown_token(word, tag)]
 
 
+def brown_counts(path) -> Counter:
+    """Counter of brown_tokens(path): each distinct `word/tag` of the zip split and mapped once
+    (a tenth of the calls), its tokens counted as often as it occurs."""
+    from pivot.pipeline.mono import read_brown_tagged
+
+    raw = Counter(token for sentence in read_brown_tagged(path) for token in sentence)
+    out = Counter()
+    for (word, tag), n in raw.items():
+        for token in labels.brown_token(word, tag):
+            out[token] += n
+    return out
+
+
 def train(data_root) -> tuple[labels.LexiconTagger, dict]:
     """(tagger, info): the lexicon tagger of the data root, its training counts and its accuracy
     on GENIA-pos test."""
     root = Path(data_root)
     with _no_gc():
         sentences = [s for p in TRAIN_FILES for s in labels.read_conll(root / p)]
-        backoff = brown_tokens(root / BACKOFF_FILE)
+        backoff = brown_counts(root / BACKOFF_FILE)
         base = labels.LexiconTagger.train(sentences, backoff)
         tagger = base.with_rules(labels.window_spans(sentences))
         gold = labels.read_conll(root / TEST_FILE)
@@ -89,7 +107,7 @@ def train(data_root) -> tuple[labels.LexiconTagger, dict]:
     words = [[(w.lower(), t)] for s in gold for w, t in s]
     info = {
         "train_sentences": len(sentences), "train_tokens": sum(map(len, sentences)),
-        "backoff_tokens": len(backoff), "lexicon_words": len(tagger.lexicon),
+        "backoff_tokens": sum(backoff.values()), "lexicon_words": len(tagger.lexicon),
         "suffix_keys": len(tagger.suffixes), "rules": [list(r) for r in tagger.rules],
         "settings": {"suffix_max": labels.SUFFIX_MAX, "suffix_min_count": labels.SUFFIX_MIN_COUNT,
                      "rare_max": labels.RARE_MAX, "max_rules": labels.MAX_RULES,
@@ -104,12 +122,53 @@ def train(data_root) -> tuple[labels.LexiconTagger, dict]:
     return tagger, info
 
 
-def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_tokens: list[str], data_root) -> dict:
-    """The stage: writes ``lhs.arrays`` (``ids``: the used phrase ids, ascending; ``code``: each
-    one's label, an index into ``names`` of ``lhs.json``) and ``lhs.json`` (the meta ``lhs``)."""
+def train_stage(tmp: Path, data_root) -> dict:
+    """The tagger stage: trains the tagger of the data root and writes ``tagger.json`` (the
+    lexicon, suffixes, default tag and rules; the training counts and GENIA-pos test accuracy;
+    the training files' sha256), the lhs stage's input. It needs no stage, only the data files,
+    so a build can train it while the aligner runs."""
     t0 = time.process_time()
-    tagger, info = train(data_root)  # with the accuracy on GENIA-pos test
-    t_train = time.process_time() - t0
+    tagger, info = train(data_root)
+    root = Path(data_root)
+    files = {str(p): sha for p, sha in zip((*TRAIN_FILES, TEST_FILE, BACKOFF_FILE),
+                                           fingerprint_files(data_files(root)).values())}
+    save_tagger_json(tmp / TAGGER_FILE, tagger, info=info, files=files)
+    # CPU seconds vary run to run: timings.json is not part of the artifact's content key
+    (tmp / "timings.json").write_text(json.dumps({"train_cpu_seconds": round(time.process_time() - t0, 2)}))
+    log.info("tagger: trained in %.1f CPU s (GENIA-pos test: spans %.4f, lone words %.4f)",
+             time.process_time() - t0, info["test_accuracy_spans"], info["test_accuracy_words"])
+    return info
+
+
+#: The tagger stage's file.
+TAGGER_FILE = "tagger.json"
+
+
+def save_tagger_json(path, tagger: labels.LexiconTagger, *, info: dict, files: dict) -> None:
+    """The tagger as JSON (keys sorted, so the same tagger is the same bytes)."""
+    obj = {"version": labels.LEXICON_TAGGER_VERSION, "lexicon": tagger.lexicon, "suffixes": tagger.suffixes,
+           "default": tagger.default, "rules": [list(r) for r in tagger.rules], "info": info, "files": files}
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(json.dumps(obj, sort_keys=True, separators=(",", ":")))
+
+
+def load_tagger_json(path) -> tuple[labels.LexiconTagger, dict, dict]:
+    """(tagger, info, files) of a tagger stage's file."""
+    obj = json.loads(Path(path).read_text())
+    if obj.get("version") != labels.LEXICON_TAGGER_VERSION:
+        raise ValueError(f"{path}: a tagger of version {obj.get('version')}, this code tags with "
+                         f"version {labels.LEXICON_TAGGER_VERSION}")
+    return labels.LexiconTagger(obj["lexicon"], obj["suffixes"], obj["default"], obj["rules"]), obj["info"], obj["files"]
+
+
+def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_tokens: list[str], tagger_dir) -> dict:
+    """The stage: writes ``lhs.arrays`` (``ids``: the used phrase ids, ascending; ``code``: each
+    one's label, an index into ``names`` of ``lhs.json``) and ``lhs.json`` (the meta ``lhs``)
+    with the tagger of the tagger stage's folder ``tagger_dir`` (:func:`train_stage`)."""
+    t0 = time.process_time()
+    tagger, info, files = load_tagger_json(Path(tagger_dir) / TAGGER_FILE)
+    timings = Path(tagger_dir) / "timings.json"
+    t_train = json.loads(timings.read_text())["train_cpu_seconds"] if timings.is_file() else None
     seen = np.zeros(len(e_rows), bool)  # a mark per phrase id: linear in the pairs, no sort
     for path in part_paths:
         with open_bundle(path) as z:
@@ -120,22 +179,18 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_tokens: li
     code, names = tagger.label_rows(e_rows[used], e_tokens)
     t_label = time.process_time() - t1
     counts = np.bincount(code, minlength=len(names)) if len(names) else np.zeros(0, np.int64)
-    root = Path(data_root)
     meta = {"labels": f"{TAGGER}, trained on GENIA-pos train+devel with the Brown corpus as back-off",
-            "tagger": "lexicon-suffix", "version": labels.LEXICON_TAGGER_VERSION,
-            "files": {str(p): sha for p, sha in zip((*TRAIN_FILES, TEST_FILE, BACKOFF_FILE),
-                                                     fingerprint_files(data_files(root)).values())},
+            "tagger": "lexicon-suffix", "version": labels.LEXICON_TAGGER_VERSION, "files": files,
             **info, "n_phrases": int(len(used)), "names": names,
             "distribution": dict(zip(names, counts.tolist()))}
     save_bundle(tmp / "lhs.arrays", ids=used, code=code)
     (tmp / "lhs.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
     # CPU seconds vary run to run: timings.json is not part of the artifact's content key
-    (tmp / "timings.json").write_text(json.dumps({"train_cpu_seconds": round(t_train, 2),
+    # (train: the tagger stage's, which this stage reads)
+    (tmp / "timings.json").write_text(json.dumps({"train_cpu_seconds": t_train,
                                                   "label_cpu_seconds": round(t_label, 2),
                                                   "stage_cpu_seconds": round(time.process_time() - t0, 2)}))
-    log.info("lhs: tagger trained in %.1f CPU s (GENIA-pos test: spans %.4f, lone words %.4f); %d phrases "
-             "labelled in %.1f CPU s", t_train, info["test_accuracy_spans"], info["test_accuracy_words"],
-             len(used), t_label)
+    log.info("lhs: %d phrases labelled in %.1f CPU s", len(used), t_label)
     return meta
 
 

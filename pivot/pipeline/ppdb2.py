@@ -97,9 +97,12 @@ over the string features only (STRING_FEATURES), with each one's confusion matri
 L 1/8, XL 1/4, XXL 1/2; a pair is in size X iff score >= cut[X]; XXXL's cut is the lowest score
 of all, so it holds every pair.
 
-The stage fits once (this process) and applies the fit per range of the pivot stage's rows
-(:func:`apply_range`, Dask tasks). Every number is a function of the inputs only: the same bytes
-for any number of workers (the applied sums run in a fixed order, one feature after another).
+The stage labels the pairs per range of the pivot stage's rows (:func:`label_range`, Dask
+tasks) while this process reads the phrases' WordNet side; fits the relation classifier's grid
+and refits as tasks (:func:`relation_task`) while this process fits the score; and applies the
+fit per range of rows (:func:`apply_range`). Every number is a function of the inputs only: the
+same bytes for any number of workers (each fit is the same arithmetic in whichever process runs
+it, and the applied sums run in a fixed order, one feature after another).
 """
 from __future__ import annotations
 
@@ -693,17 +696,41 @@ def _ridge(names, x, y, lam, mu, anchor, gamma=0.0, moments=None) -> ScoreModel:
 def fit_relations(names, x, y, validation, *, lambdas=RELATION_LAMBDAS,
                   balances=RELATION_BALANCE) -> tuple[RelationModel, dict]:
     """The softmax of the module docstring; (lambda, beta) by macro-F1 on the rows marked
-    validation (ties: the larger lambda, then the larger beta), then refitted on every training row."""
-    scores = {}
-    for lam in lambdas:
-        for beta in balances:
-            m = _softmax(names, x[~validation], y[~validation], lam, beta)
-            pred = m.probabilities(names, x[validation]).argmax(axis=1)
-            scores[(lam, beta)] = classification_report(y[validation], pred)["macro_f1"]
+    validation (ties: the larger lambda, then the larger beta), then refitted on every training row.
+    (The build runs the same steps as tasks: relation_task, relation_selection.)"""
+    scores = {(lam, beta): relation_validation_f1(names, x, y, validation, lam, beta)
+              for lam in lambdas for beta in balances}
+    best, table = relation_selection(scores)
+    return _softmax(names, x, y, *best), table
+
+
+def relation_validation_f1(names, x, y, validation, lam, beta) -> float:
+    """Macro-F1 on the validation rows of the softmax (lam, beta) fitted on the other rows."""
+    m = _softmax(names, x[~validation], y[~validation], lam, beta)
+    pred = m.probabilities(names, x[validation]).argmax(axis=1)
+    return classification_report(y[validation], pred)["macro_f1"]
+
+
+def relation_selection(scores: dict) -> tuple[tuple, dict]:
+    """((lambda, beta), selection table) of validation macro-F1s {(lambda, beta): f1}: the best
+    (ties: the larger lambda, then the larger beta)."""
     best = max(scores, key=lambda k: (round(scores[k], 12), k[0], k[1]))
-    return _softmax(names, x, y, *best), {
-        "lambda": best[0], "balance": best[1],
-        "grid": [{"lambda": lam, "balance": beta, "validation_macro_f1": v} for (lam, beta), v in sorted(scores.items())]}
+    return best, {"lambda": best[0], "balance": best[1],
+                  "grid": [{"lambda": lam, "balance": beta, "validation_macro_f1": v}
+                           for (lam, beta), v in sorted(scores.items())]}
+
+
+def relation_task(path, columns, names, lam, beta, refit: bool):
+    """One relation fit of the build (a task): the training rows of ``path`` (x, y, validation),
+    the feature columns ``columns`` of x (None: all) named ``names``; refit: the model on every
+    row, else relation_validation_f1."""
+    with open_bundle(path) as z:
+        x, y, validation = z["x"], z["y"], z["validation"]
+    if columns is not None:
+        x = x[:, columns]
+    if refit:
+        return _softmax(names, x, y, lam, beta)
+    return relation_validation_f1(names, x, y, validation, lam, beta)
 
 
 def _softmax(names, x, y, lam, balance=1.0) -> RelationModel:
@@ -775,53 +802,102 @@ def identity_lemmas(token: str) -> frozenset:
 
 @dataclass
 class PairTable:
-    """Every stored pair of the pivot stage, in key order, with the parts' boundaries."""
+    """Every stored pair of the pivot stage, in key order, with the parts' boundaries.
+
+    The probabilities stay in their parts, memory-mapped (``p_parts``): the fits read the rows
+    they use (:meth:`p_rows`), never the whole (pairs x models) table (0.57 GB on bio)."""
 
     e1: np.ndarray
     e2: np.ndarray
-    p: np.ndarray            # (n, K)
+    p_parts: list            # per part its (rows, K) p_m(e2|e1), memory-mapped
     n_pivots: np.ndarray
     pivots: np.ndarray       # (n, 3)
     bounds: np.ndarray       # (n_parts + 1,): part j holds rows bounds[j]:bounds[j+1]
 
     @classmethod
     def read(cls, part_paths) -> "PairTable":
-        fields = {f: [] for f in ("e1", "e2", "p", "n_pivots", "pivots")}
-        bounds = [0]
+        fields = {f: [] for f in ("e1", "e2", "n_pivots", "pivots")}
+        p_parts, bounds = [], [0]
         for path in part_paths:
             with open_bundle(path) as z:
                 for f in fields:
                     fields[f].append(z[f])
+                p_parts.append(z.memmap("p"))
             bounds.append(bounds[-1] + len(fields["e1"][-1]))
-        return cls(**{f: np.concatenate(v) for f, v in fields.items()}, bounds=np.array(bounds, np.int64))
+        return cls(**{f: np.concatenate(v) for f, v in fields.items()}, p_parts=p_parts,
+                   bounds=np.array(bounds, np.int64))
+
+    def p_rows(self, rows, column=None) -> np.ndarray:
+        """p of the given rows, (len(rows), K) (or one model's column), read from their parts."""
+        rows = np.asarray(rows, np.int64)
+        k = self.p_parts[0].shape[1] if self.p_parts else 0
+        out = np.zeros((len(rows), k) if column is None else len(rows), np.float64)
+        part = np.searchsorted(self.bounds[1:], rows, side="right")
+        for j in np.unique(part).tolist():
+            sel = part == j
+            block = self.p_parts[j][rows[sel] - self.bounds[j]]
+            out[sel] = block if column is None else block[:, column]
+        return out
+
+    @property
+    def keys(self) -> np.ndarray:
+        """e1 * 2^32 + e2 per row, ascending (made once)."""
+        key = self.__dict__.get("_keys")
+        if key is None:
+            key = self.__dict__["_keys"] = self.e1.astype(np.int64) << 32 | self.e2.astype(np.int64)
+        return key
 
     def find(self, a, b) -> np.ndarray:
         """Row of each pair (a_i, b_i); -1 where the table does not store it. The queries are
         searched in ascending order, which keeps the binary searches' memory accesses local."""
-        key = self.e1.astype(np.int64) << 32 | self.e2.astype(np.int64)
-        q = np.asarray(a, np.int64) << 32 | np.asarray(b, np.int64)
-        if not len(key):
-            return np.full(len(q), -1, np.int64)
-        order = np.argsort(q, kind="stable")
-        at = np.empty(len(q), np.int64)
-        at[order] = np.searchsorted(key, q[order])
-        at = np.minimum(at, len(key) - 1)
-        return np.where(key[at] == q, at, -1)
+        return find_rows(self.keys, a, b)
 
     def reverse_p(self, rows) -> np.ndarray:
         """p_m(e1|e2) of the given rows: the row of (e2, e1); 0 where it is not stored."""
         rev = self.find(self.e2[rows], self.e1[rows])
-        return np.where(rev[:, None] >= 0, self.p[np.maximum(rev, 0)], 0.0)
+        return np.where(rev[:, None] >= 0, self.p_rows(np.maximum(rev, 0)), 0.0)
+
+
+def find_rows(key: np.ndarray, a, b) -> np.ndarray:
+    """Row of each pair (a_i, b_i) in the ascending keys e1 * 2^32 + e2; -1 where absent."""
+    q = np.asarray(a, np.int64) << 32 | np.asarray(b, np.int64)
+    if not len(key):
+        return np.full(len(q), -1, np.int64)
+    order = np.argsort(q, kind="stable")
+    at = np.empty(len(q), np.int64)
+    at[order] = np.searchsorted(key, q[order])
+    at = np.minimum(at, len(key) - 1)
+    return np.where(key[at] == q, at, -1)
+
+
+#: The PhraseForms arrays a labelling task reads (pivot.pipeline.wellformed.PhraseForms.pair_labels).
+FORM_ARRAYS = ("tokens", "content", "n_content", "content_class", "core_class", "surface", "bits", "lemma_ids")
 
 
 def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.ndarray, e_tokens: list[str],
           f_lang_of, models: list[str], params: dict, data_root: Path, engine) -> dict:
     """The stage: labels, fits, applies; writes ``x-NNNN.arrays`` per pivot part and
     ``ppdb2.json`` (what the database's meta records). ``f_lang_of(ids)`` gives the language
-    index of foreign phrase ids; ``models``: the stored models, General first."""
+    index of foreign phrase ids; ``models``: the stored models, General first.
+
+    What is independent runs side by side (pivot.pipeline.engine.Engine.run): the pairs' labels
+    per pivot part on the workers while this process reads the phrases' WordNet side; the
+    relation classifier's fits on the workers while this process fits the score; then the apply
+    tasks. In one process the same steps run one after another: the same bytes."""
+    return engine.run(_build_job(tmp, part_paths=part_paths, e_rows=e_rows, e_count=e_count, e_tokens=e_tokens,
+                                 f_lang_of=f_lang_of, models=models, params=params, data_root=data_root))[0]
+
+
+def _here(fn, *args):
+    """fn(*args) as a job of Engine.run that has no tasks: it runs in this process."""
+    return fn(*args)
+    yield  # unreachable: makes this a generator
+
+
+def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, models, params, data_root):
     from pivot.pipeline import wellformed
     from pivot.pipeline.encode import phrase_texts
-    from pivot.pipeline.wordnet import WordNet, wordnet_folder
+    from pivot.pipeline.engine import Batch, Together
 
     t0 = time.perf_counter()
     table = PairTable.read(part_paths)
@@ -830,14 +906,31 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.
         if len(table.e1) else np.zeros(0, np.int64)
     text_of = phrase_texts(e_rows, e_tokens, used)
     texts = [text_of[i] for i in used.tolist()]
+    del text_of
     slot = np.full(n_e, -1, np.int64)
     slot[used] = np.arange(len(used))
-    # One read of WordNet's files serves the lemmatizer (the same lemmas as NLTK's morphy, a
-    # fraction of NLTK's start-up) and the relation labels.
-    wn = WordNet.read(wordnet_folder(data_root, LEXICON)) if params["wordnet"] else None
-    lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(wn) if wn is not None else identity_lemmas)
-    forms = wellformed.PhraseForms.from_texts(texts, lemmatizer)
-    form = np.asarray(forms.pair_labels(slot[table.e1], slot[table.e2]), dtype=np.uint8)
+    # The phrases' forms and then the pairs' labels (and each pair's reverse row, per pivot part)
+    # on the workers; meanwhile this process turns to what the fits need of the phrases (their
+    # WordNet side, the features'). WordNet is read twice, once on each side (about a second).
+    texts_path, slot_path, forms_path = tmp / ".texts.txt", tmp / ".slot.arrays", tmp / ".forms.arrays"
+    texts_path.write_bytes("\n".join(texts).encode("utf-8"))    # bytes: no newline translation
+    save_bundle(slot_path, slot=slot)
+    label_paths = [tmp / f".form-{j:04d}.arrays" for j in range(len(part_paths))]
+    labelled = _label_job(texts_path, slot_path, forms_path, label_paths, part_paths,
+                          str(data_root) if params["wordnet"] else None)
+    if params["learn"]:
+        _, (wn, ph, lex, id_of) = yield Together(labelled, _here(
+            _phrase_side, table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params))
+    else:
+        yield Together(labelled)
+    form, rev = [], []
+    for path in label_paths:
+        with open_bundle(path) as z:
+            form.append(z["form"])
+            rev.append(z["rev"])
+    form, rev = np.concatenate(form), np.concatenate(rev)
+    for path in (texts_path, slot_path, forms_path, *label_paths):
+        path.unlink()
     log.info("ppdb2: %d pairs of %d phrases labelled in %.1f s", len(form), len(used), time.perf_counter() - t0)
     meta = {"forms": {"lemmatizer": ("WordNet 3.0 (NLTK's morphy on the data files, pivot.pipeline.wordnet)"
                                      if params["wordnet"] else "none ([ppdb2] wordnet = false): INFLECTION is never set"),
@@ -852,41 +945,24 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.
         (tmp / "ppdb2.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         return meta
 
-    # Per-phrase feature inputs, shared with the apply tasks through a file.
-    tokens = np.full((n_e, e_rows.shape[1]), -1, np.int32)
-    tokens[used] = e_rows[used]
-    n_words = np.zeros(n_e, np.int8)
-    n_words[used] = (e_rows[used] >= 0).sum(axis=1)
-    ptr_used, tri = char_trigrams(texts)
-    tri_ptr = np.zeros(n_e + 1, np.int64)
-    tri_len = np.zeros(n_e, np.int64)
-    tri_len[used] = np.diff(ptr_used)
-    np.cumsum(tri_len, out=tri_ptr[1:])   # used phrases keep their order, so tri stays in place
-    f_used = np.unique(table.pivots[table.pivots >= 0])
-    f_lang = np.full(int(f_used.max()) + 1 if len(f_used) else 0, -1, np.int16)
-    f_lang[f_used] = f_lang_of(f_used)
-    ph = Phrases(n_words, np.log1p(np.asarray(e_count, np.float64)), tokens, tri_ptr, tri, f_lang)
-
     names = feature_names(models)
-    id_of = {t: i for t, i in zip(texts, used.tolist())}
     fit = {"models": models, "features": names}
-    lex = _wordnet_phrases(table, texts, slot, wn, lemmatizer, params)
-    within = _within_lists(table, ph, form, lex, models, texts, params["seed"])
-    held_lists = _within_lists(table, ph, form, lex, models, texts, params["seed"], held_out=True)
-    score, fit["score"] = _fit_score(table, ph, form, models, id_of, params, data_root, within, held_lists)
-    relations, fit["relations"] = _fit_relations(table, ph, form, names, texts, slot, wn, lex, params, data_root)
+    # The relation classifier's fits on the workers, the score's here.
+    (relations, fit["relations"]), (score, fit["score"]) = yield Together(
+        _relations_job(table, ph, form, names, texts, wn, lex, params, data_root, tmp),
+        _here(_score_side, table, ph, form, lex, models, texts, id_of, params, data_root))
     log.info("ppdb2: fitted in %.1f s (dev Spearman %.3f; relations macro-F1 %.3f)", time.perf_counter() - t0,
              fit["score"]["dev"]["spearman"], fit["relations"]["eval"]["full"]["macro_f1"])
     fit_path, phrases_path, form_path = tmp / ".fit.json", tmp / ".phrases.arrays", tmp / ".form.arrays"
     fit_path.write_text(json.dumps({"score": score.to_json(), "relations": relations.to_json(), "names": names}))
     ph.save(phrases_path)
     # the row of each pair's reverse (e2, e1), -1 if not stored: the tasks read p_m(e1|e2) there
-    save_bundle(form_path, form=form, rev=table.find(table.e2, table.e1))
+    save_bundle(form_path, form=form, rev=rev)
     # The apply tasks read all they need from these files: what the labels and fits held here
     # (the table, the list and lexicon features, WordNet) goes before the tasks run beside it.
-    del table, lex, within, held_lists, ph, form, forms, wn, lemmatizer, texts, text_of, id_of, slot
-    done = engine.map(apply_range, [(part_paths, j, phrases_path, form_path, fit_path, parts[j])
-                                    for j in range(len(part_paths))], name="ppdb2")
+    del table, lex, ph, form, rev, wn, texts, id_of, slot
+    done = yield Batch(apply_range, [(part_paths, j, phrases_path, form_path, fit_path, parts[j])
+                                     for j in range(len(part_paths))], name="ppdb2")
     log.info("ppdb2: applied to %d ranges, %.1f CPU s in the tasks", len(done),
              sum(d.get("cpu_seconds", 0.0) for d in done))
     scores, visible = [], []
@@ -906,8 +982,95 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.
     return meta
 
 
+def _label_job(texts_path, slot_path, forms_path, label_paths, part_paths, data_root):
+    """A job of Engine.run: the phrases' forms (one task), then the pairs' labels per part."""
+    from pivot.pipeline.engine import Batch
+
+    yield Batch(forms_task, [(texts_path, data_root, forms_path)], name="ppdb2-forms")
+    return (yield Batch(label_range, [(forms_path, slot_path, part_paths, j, label_paths[j])
+                                      for j in range(len(part_paths))], name="ppdb2-labels"))
+
+
+def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params):
+    """(WordNet, Phrases, Lexical, id_of): what the features and the fits need of the phrases."""
+    from pivot.pipeline import wellformed
+    from pivot.pipeline.wordnet import WordNet, wordnet_folder
+
+    # One read of WordNet's files here serves the lemmatizer (the same lemmas as NLTK's morphy,
+    # a fraction of NLTK's start-up) and the relation labels.
+    wn = WordNet.read(wordnet_folder(data_root, LEXICON)) if params["wordnet"] else None
+    lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(wn) if wn is not None else identity_lemmas)
+    n_e = len(e_rows)
+    # Per-phrase feature inputs, shared with the apply tasks through a file.
+    tokens = np.full((n_e, e_rows.shape[1]), -1, np.int32)
+    tokens[used] = e_rows[used]
+    n_words = np.zeros(n_e, np.int8)
+    n_words[used] = (e_rows[used] >= 0).sum(axis=1)
+    ptr_used, tri = char_trigrams(texts)
+    tri_ptr = np.zeros(n_e + 1, np.int64)
+    tri_len = np.zeros(n_e, np.int64)
+    tri_len[used] = np.diff(ptr_used)
+    np.cumsum(tri_len, out=tri_ptr[1:])   # used phrases keep their order, so tri stays in place
+    f_used = np.unique(table.pivots[table.pivots >= 0])
+    f_lang = np.full(int(f_used.max()) + 1 if len(f_used) else 0, -1, np.int16)
+    f_lang[f_used] = f_lang_of(f_used)
+    ph = Phrases(n_words, np.log1p(np.asarray(e_count, np.float64)), tokens, tri_ptr, tri, f_lang)
+    lex = _wordnet_phrases(table, texts, slot, wn, lemmatizer, params)
+    return wn, ph, lex, dict(zip(texts, used.tolist()))
+
+
+def _score_side(table, ph, form, lex, models, texts, id_of, params, data_root):
+    """The score's within lists (training side, and the held-out side it is reported on) and fit."""
+    within = _within_lists(table, ph, form, lex, models, texts, params["seed"])
+    held_lists = _within_lists(table, ph, form, lex, models, texts, params["seed"], held_out=True)
+    return _fit_score(table, ph, form, models, id_of, params, data_root, within, held_lists)
+
+
+def forms_task(texts_path, data_root, out_path) -> dict:
+    """PhraseForms.from_texts of the phrases of ``texts_path`` (one a line, in slot order) with
+    WordNet's lemmatizer of ``data_root`` (None: every token its own lemma), its FORM_ARRAYS
+    written to ``out_path`` (a task)."""
+    from pivot.pipeline import wellformed
+    from pivot.pipeline.wordnet import WordNet, wordnet_folder
+
+    out_path = Path(out_path)
+    if out_path.is_file():
+        return {"reused": True}
+    text = Path(texts_path).read_bytes().decode("utf-8")
+    texts = text.split("\n") if text else []
+    lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(WordNet.read(wordnet_folder(data_root, LEXICON)))
+                              if data_root is not None else identity_lemmas)
+    forms = wellformed.PhraseForms.from_texts(texts, lemmatizer)
+    save_bundle(out_path, **{k: getattr(forms, k) for k in FORM_ARRAYS})
+    return {"reused": False, "n_phrases": len(texts)}
+
+
+def label_range(forms_path, slot_path, part_paths, j: int, out_path) -> dict:
+    """The well-formedness mask of every pair of pivot part j (PhraseForms.pair_labels over the
+    arrays in ``forms_path``, phrase ids through the ``slot`` of ``slot_path``), and the row of
+    each pair's reverse (e2, e1) among every part's rows (-1: not stored); written to
+    ``out_path`` (a task)."""
+    from pivot.pipeline.wellformed import PhraseForms
+
+    out_path = Path(out_path)
+    if out_path.is_file():
+        return {"reused": True}
+    with open_bundle(forms_path) as z:
+        forms = PhraseForms(**{k: z.memmap(k) for k in FORM_ARRAYS}, vocab=None)
+    with open_bundle(slot_path) as z:
+        slot = z["slot"]
+    keys = []
+    for path in part_paths:
+        with open_bundle(path) as z:
+            keys.append(z["e1"].astype(np.int64) << 32 | z["e2"].astype(np.int64))
+    e1, e2 = keys[j] >> 32, keys[j] & 0xFFFFFFFF
+    form = np.asarray(forms.pair_labels(slot[e1], slot[e2]), dtype=np.uint8)
+    save_bundle(out_path, form=form, rev=find_rows(np.concatenate(keys), e2, e1))
+    return {"reused": False, "n_pairs": int(len(form))}
+
+
 def _rows_features(table: PairTable, ph: Phrases, form, rows) -> np.ndarray:
-    return feature_matrix(pair_features(ph, table.e1[rows], table.e2[rows], table.p[rows], table.reverse_p(rows),
+    return feature_matrix(pair_features(ph, table.e1[rows], table.e2[rows], table.p_rows(rows), table.reverse_p(rows),
                                         table.n_pivots[rows], table.pivots[rows], form[rows]))
 
 
@@ -920,6 +1083,26 @@ class Lexical:
     held: np.ndarray         # per slot: its key synset is held out (relation test side)
     s1: np.ndarray           # per stored pair: slot of e1
     s2: np.ndarray           # per stored pair: slot of e2
+
+    def share_synset(self, a, b) -> np.ndarray:
+        """Per pair of slots (a_i, b_i): the two phrases share a synset (WordNet synonyms), on
+        arrays: each synset s of a_i is looked up among b_i's as the key b_i * 2^32 + s."""
+        a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+        member = self.__dict__.get("_member")
+        if member is None:
+            n = np.fromiter(map(len, self.synsets), np.int64, count=len(self.synsets))
+            ids = np.fromiter((x for s in self.synsets for x in s), np.int64, count=int(n.sum()))
+            ptr = np.zeros(len(n) + 1, np.int64)
+            np.cumsum(n, out=ptr[1:])
+            member = self.__dict__["_member"] = (ptr, ids, np.unique(np.repeat(np.arange(len(n)), n) << 32 | ids))
+        ptr, ids, keys = member
+        count = ptr[a + 1] - ptr[a]
+        pair = np.repeat(np.arange(len(a)), count)
+        at = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + np.repeat(ptr[a], count)
+        query = b[pair] << 32 | ids[at]
+        found = np.searchsorted(keys, query)
+        hit = keys[np.minimum(found, len(keys) - 1)] == query if len(keys) else np.zeros(len(query), bool)
+        return np.bincount(pair[hit], minlength=len(a)) > 0
 
 
 def _wordnet_phrases(table, texts, slot, wn, lemmatizer, params) -> Lexical:
@@ -947,8 +1130,7 @@ def _within_lists(table, ph, form, lex: Lexical, models, texts, seed: int, held_
     visible = (form & HIDDEN) == 0
     side = lex.held[lex.s1] if held_out else ~lex.held[lex.s1]
     both = np.flatnonzero(visible & lex.has[lex.s1] & lex.has[lex.s2] & side)
-    synonym = np.array([bool(set(lex.synsets[a]) & set(lex.synsets[b]))
-                        for a, b in zip(lex.s1[both].tolist(), lex.s2[both].tolist())], dtype=bool)
+    synonym = lex.share_synset(lex.s1[both], lex.s2[both])
     queries = np.unique(lex.s1[both[synonym]])
     if not held_out:
         queries = queries[:MAX_WITHIN_QUERIES]
@@ -960,7 +1142,7 @@ def _within_lists(table, ph, form, lex: Lexical, models, texts, seed: int, held_
     held_back = {int(q): (not held_out) and unit_hash(texts[q], seed + 1) < WITHIN_VALIDATION
                  for q in queries.tolist()}
     validation = np.array([held_back[q] for q in lex.s1[rows].tolist()], dtype=bool)
-    return WithinLists(x, table.e1[rows], table.e2[rows], positive[rows], table.p[rows, 0], validation)
+    return WithinLists(x, table.e1[rows], table.e2[rows], positive[rows], table.p_rows(rows, 0), validation)
 
 
 def _fit_score(table, ph, form, models, id_of, params, data_root, within, held_lists=None):
@@ -1001,7 +1183,7 @@ def _fit_score(table, ph, form, models, id_of, params, data_root, within, held_l
     model, cv = fit_score(names, x[~dev], y[~dev], [k for k, d in zip(keys, dev) if not d], anchor_features(models),
                           within=within)
     pred = model.predict(names, x)
-    p_general = table.p[rows, 0]
+    p_general = table.p_rows(rows, 0)
     info = {
         "target": "mean human rating (1-5) of the PPDB 2.0 ratings", "ratings_file": params["ratings"],
         "split": {"seed": params["seed"], "dev_fraction": params["dev_fraction"],
@@ -1030,8 +1212,11 @@ def _held_out_report(lists: WithinLists, score) -> dict:
             "score_top_k_synonyms": lists.hits(score)}
 
 
-def _fit_relations(table, ph, form, names, texts, slot, wn, lex: Lexical, params, data_root):
-    """WordNet-labelled pairs the database stores: synset split, fit, held-out evaluation."""
+def _relations_job(table, ph, form, names, texts, wn, lex: Lexical, params, data_root, tmp):
+    """WordNet-labelled pairs the database stores: synset split, fit, held-out evaluation (a job of
+    Engine.run: the grid's fits and the two refits are tasks, fit_relations' steps)."""
+    from pivot.pipeline.engine import Batch
+
     from pivot.hashes import unit_hash
     from pivot.pipeline.wordnet import relation
 
@@ -1062,10 +1247,20 @@ def _fit_relations(table, ph, form, names, texts, slot, wn, lex: Lexical, params
                            for r in train_rows.tolist()], dtype=bool)
     x_train = _rows_features(table, ph, form, train_rows)
     x_test = _rows_features(table, ph, form, test_rows)
-    model, selection = fit_relations(names, x_train, y_train, validation)
     strings = [n for n in names if n in STRING_FEATURES]
     idx = [names.index(n) for n in strings]
-    string_model, string_selection = fit_relations(strings, x_train[:, idx], y_train, validation)
+    path = tmp / ".relations.arrays"
+    save_bundle(path, x=x_train, y=y_train, validation=validation)
+    # every (lambda, beta) of both classifiers, then each one's refit on every training row
+    grid = [(lam, beta) for lam in RELATION_LAMBDAS for beta in RELATION_BALANCE]
+    sides = ((None, names), (idx, strings))
+    f1 = yield Batch(relation_task, [(path, cols, n, lam, beta, False) for cols, n in sides for lam, beta in grid],
+                     name="ppdb2-relations")
+    (best, selection), (string_best, string_selection) = (
+        relation_selection(dict(zip(grid, f1[k * len(grid):(k + 1) * len(grid)]))) for k in range(2))
+    model, string_model = yield Batch(relation_task, [(path, idx_, n, *b, True) for (idx_, n), b
+                                                      in zip(sides, (best, string_best))], name="ppdb2-relations")
+    path.unlink()
     majority = int(np.bincount(y_train, minlength=len(RELATIONS)).argmax())
     ev = {"full": classification_report(y_test, model.probabilities(names, x_test).argmax(axis=1)),
           "string_only": classification_report(y_test, string_model.probabilities(strings, x_test[:, idx]).argmax(axis=1)),

@@ -5,6 +5,7 @@
                                                                                        -> combine -> store
                                                                                        -> ppdb2 ---^
                                                                                        -> lhs -----^
+    tagger (needs no stage: GENIA-pos, Brown) ----------------------------------------> lhs
 
 Each stage writes its artifact into `<work>/<stage>-<key>/`, where the key hashes the
 stage's parameters, the keys of the stages it reads and the fingerprints of the data
@@ -43,7 +44,7 @@ log = logging.getLogger("pivot")
 # Bump a stage's version when its code changes what it writes: old artifacts then miss.
 STAGE_VERSIONS = {"corpus": 1, "align": 1, "encode": 2, "lmtext": 4, "lm": 3, "score": 4,
                   "weights": 3, "extract": 4, "translation": 4, "pivot": 5, "combine": 2, "ppdb2": 3,
-                  "lhs": 1}
+                  "tagger": 1, "lhs": 2}
 
 
 def _key(parts) -> str:
@@ -722,29 +723,37 @@ class Pipeline:
     # ------------------------------------------------------------ lhs: the phrases' PPDB labels
 
     @cached_property
+    def tagger_dir(self) -> tuple[Path, str]:
+        """The lexicon tagger trained on the data root's GENIA-pos and Brown (pivot.pipeline.lhs):
+        it needs no stage, only those files."""
+        from pivot.pipeline import lhs
+        from pivot.store.labels import LEXICON_TAGGER_VERSION
+
+        files = lhs.data_files(self.data_root)
+        return self.wd.stage("tagger", {}, {"tagger_version": LEXICON_TAGGER_VERSION, "data": self._fingerprint(files)},
+                             lambda tmp: lhs.train_stage(tmp, self.data_root))
+
+    @cached_property
     def lhs_dir(self) -> tuple[Path, str] | None:
-        """Each stored phrase's PPDB label (phrase.lhs) from the lexicon tagger trained on the data
-        root's GENIA-pos and Brown (pivot.pipeline.lhs); None when the recipe says lhs = "x"."""
+        """Each stored phrase's PPDB label (phrase.lhs) by the tagger stage's tagger
+        (pivot.pipeline.lhs); None when the recipe says lhs = "x"."""
         if self.rec["ppdb2"]["lhs"] != "tagged":
             return None
         from pivot.pipeline import lhs
         from pivot.pipeline.corpus import Vocab
         from pivot.pipeline.pivoting import Paraphrases
         from pivot.pipeline.translation import phrase_rows
-        from pivot.store.labels import LEXICON_TAGGER_VERSION
 
-        files = lhs.data_files(self.data_root)
+        tagger_dir, tagger_key = self.tagger_dir
 
         def produce(tmp):
             e_rows, _ = phrase_rows(self._part_paths("e"), self.phrase_keys)
             index = Paraphrases.read_index(self.pivot_dir[0])
             lhs.build(tmp, part_paths=[self.pivot_dir[0] / name for name in index["parts"]], e_rows=e_rows,
-                      e_tokens=Vocab.load(self.encoded[0] / "vocab.en").tokens, data_root=self.data_root)
+                      e_tokens=Vocab.load(self.encoded[0] / "vocab.en").tokens, tagger_dir=tagger_dir)
 
         return self.wd.stage("lhs", {"pivot": self.pivot_dir[1], "translation": self.translation_dir[1],
-                                     "encode": self.encoded[1]},
-                             {"lhs": "tagged", "tagger_version": LEXICON_TAGGER_VERSION,
-                              "data": self._fingerprint(files)}, produce)
+                                     "encode": self.encoded[1], "tagger": tagger_key}, {"lhs": "tagged"}, produce)
 
     # ------------------------------------------------------------ combine: General + X
 

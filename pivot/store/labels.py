@@ -224,6 +224,8 @@ def load_tagger(path):
 
 def accuracy(tagger, sentences, *, lowercase: bool = False) -> float:
     """Token accuracy of `tagger` on tagged sentences (optionally lower-cased first)."""
+    if isinstance(tagger, LexiconTagger):
+        return tagger.accuracy(sentences, lowercase=lowercase)
     right = total = 0
     for sent in sentences:
         words = [w.lower() if lowercase else w for w, _ in sent]
@@ -627,6 +629,39 @@ class LexiconTagger:
             tags = [b if t == a and x == c else t for t, x in zip(tags, ctx)]
         return list(zip(words, tags))
 
+    def tag_names(self, more=()) -> list[str]:
+        """Every tag this tagger can give (and ``more``), sorted: the codes of the array methods."""
+        return sorted(set(self.lexicon.values()) | set(self.suffixes.values()) | {self.default}
+                      | {t for r in self.rules for t in r[1:] if t != EDGE} | set(more))
+
+    def _apply_rules(self, tags: np.ndarray, code_of: dict) -> np.ndarray:
+        """The rules on a (n, L) matrix of tag codes (-1 padding at a row's end), in place: each
+        rule at once on every position, as :meth:`tag` applies it to one phrase."""
+        for side, a, b, c in self.rules:
+            ctx = _context(tags, side)
+            tags[(tags == code_of[a]) & (ctx == (-2 if c == EDGE else code_of[c]))] = code_of[b]
+        return tags
+
+    def accuracy(self, sentences, *, lowercase: bool = False) -> float:
+        """labels.accuracy of this tagger, on arrays: each distinct word tagged once, the rules
+        on a matrix of the sentences (the tags of :meth:`tag`, sentence by sentence)."""
+        words = [w.lower() if lowercase else w for sent in sentences for w, _ in sent]
+        if not words:
+            return float("nan")
+        gold = [t for sent in sentences for _, t in sent]
+        tag_names = self.tag_names(gold)
+        code_of = {t: i for i, t in enumerate(tag_names)}
+        distinct = {w: i for i, w in enumerate(dict.fromkeys(words))}
+        word_code = np.array([code_of[self.tag_word(w)] for w in distinct], np.int64)
+        lengths = np.array([len(sent) for sent in sentences], np.int64)
+        row = np.repeat(np.arange(len(lengths)), lengths)
+        col = np.arange(len(words)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        tags = np.full((len(lengths), int(lengths.max())), -1, np.int64)
+        tags[row, col] = word_code[np.fromiter(map(distinct.__getitem__, words), np.int64, count=len(words))]
+        guess = self._apply_rules(tags, code_of)[row, col]
+        right = int((guess == np.fromiter(map(code_of.__getitem__, gold), np.int64, count=len(gold))).sum())
+        return right / len(words)
+
     def label(self, phrase: str) -> str:
         """The bracketed label of a stored phrase, e.g. "[NN]", "[NP]", "[X]"."""
         return f"[{constituent(t for _, t in self.tag(phrase.split()))}]"
@@ -643,14 +678,10 @@ class LexiconTagger:
             return np.zeros(0, np.uint16), []
         ids, inverse = np.unique(rows, return_inverse=True)
         inverse = inverse.reshape(rows.shape)
-        tag_names = sorted(set(self.lexicon.values()) | set(self.suffixes.values()) | {self.default}
-                           | {t for r in self.rules for t in r[1:] if t != EDGE})
+        tag_names = self.tag_names()
         code_of = {t: i for i, t in enumerate(tag_names)}
         token_tag = np.array([code_of[self.tag_word(tokens[i])] if i >= 0 else -1 for i in ids.tolist()], np.int16)
-        tags = token_tag[inverse]
-        for side, a, b, c in self.rules:
-            ctx = _context(tags, side)
-            tags[(tags == code_of[a]) & (ctx == (-2 if c == EDGE else code_of[c]))] = code_of[b]
+        tags = self._apply_rules(token_tag[inverse], code_of)
         # one integer per tag sequence (the codes + 1, 0 for padding, in base len(tag_names) + 1):
         # a 1-d unique instead of a row-wise one, several times faster
         base = len(tag_names) + 1
