@@ -150,14 +150,15 @@ class Engine:
             log.info("dask: %s in %.1f s", self._client, time.perf_counter() - t0)
         return self._client
 
-    def map(self, fn, arg_tuples, *, name: str, cost=None) -> list:
+    def map(self, fn, arg_tuples, *, name: str, cost=None, priority: int = 0) -> list:
         """``[fn(*args) for args in arg_tuples]``, on the workers when there is a cluster.
 
         Task keys are ``name-i`` so a dashboard shows the stage; ``pure=False`` because a task
         is known by its outputs on disk, not by its arguments' hash. ``cost`` (one number per
         task, e.g. its input's tokens) submits the largest tasks first, so that a long task
         does not start last and leave the other workers idle (longest-processing-time-first);
-        results still come back in input order.
+        results still come back in input order. ``priority`` > 0 puts the tasks before those
+        already waiting (Dask's priority; stages running side by side share the workers).
         """
         arg_tuples = list(arg_tuples)
         t0 = time.perf_counter()
@@ -170,7 +171,7 @@ class Engine:
             # Dask runs earlier submissions first (the priority of client.submit).
             futures = {i: client.submit(_NoRetry(fn), *arg_tuples[i],
                                         key=f"{name}-{i}-{os.getpid()}-{threading.get_ident()}-{int(t0 * 1e6)}",
-                                        retries=RETRIES, pure=False)
+                                        retries=RETRIES, pure=False, priority=priority)
                        for i in order}
             self._track(futures.values())
             try:
