@@ -41,7 +41,6 @@ from pivot.store.combined import symmetric_p
 from pivot.pipeline.encode import phrase_texts
 from pivot.pipeline.engine import Batch, Engine, release_heap
 from pivot.pipeline.graph import STAGES, check_inputs, order
-from pivot.pipeline.lmtext import cross_fit_folds  # noqa: F401  (its home before the lmtext module)
 
 log = logging.getLogger("pivot")
 
@@ -140,8 +139,9 @@ def run_stages(steps: dict, *, side_by_side: bool, on_error=None) -> None:
     except BaseException:
         if on_error is not None:
             on_error()
+        deadline = time.monotonic() + 30  # their next wait raises; none is waited for beyond this
         for thread in threads:
-            thread.join(timeout=30)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         raise
 
 
