@@ -307,3 +307,49 @@ def test_moore_lewis_file_maps_words_outside_the_shared_vocabulary(tmp_path):
     assert plain.n_oov is None
     assert plain.h_tgt[0] == pytest.approx(2.8 * LOG2_10 / 3, rel=1e-6)
     assert plain.h_gen[0] == pytest.approx(2.9 * LOG2_10 / 3, rel=1e-6)
+
+
+@pytest.mark.parametrize("task_sentences", [7, 1000])
+@pytest.mark.parametrize("vocab", [None, frozenset("abcx")])
+def test_score_stage_tasks_write_the_bytes_of_one_pass_over_one_file(tmp_path, estimated_lms, monkeypatch,
+                                                                     task_sentences, vocab):
+    """The score stage as tasks (a task per LM and range of sentences, ranges that cut across the
+    languages' files, then a join) writes scores.npz, oov.json and ranked.tsv byte for byte as
+    moore_lewis_file and write_ranked_file over one file of all the sentences (what the stage
+    wrote from encode's english.txt)."""
+    import json
+
+    from pivot.pipeline import score
+    from pivot.pipeline.engine import Engine
+
+    sentences = random_sentences(11, 60, tuple("abcdefxyz")) + [s for s in ODD if "\t" not in s and "\r" not in s]
+    folds = np.random.default_rng(12).integers(0, 2, len(sentences)).astype(np.int8)
+    np.save(tmp_path / "folds.npy", folds)
+    gen = {0: estimated_lms["gen.1"], 1: estimated_lms["gen.0"]}
+    vocab_path = None
+    if vocab is not None:
+        vocab_path = str(tmp_path / "vocab.txt")
+        (tmp_path / "vocab.txt").write_text("".join(w + "\n" for w in sorted(vocab)))
+    # the reference: one file, one pass (as the stage computed it before it was cut into tasks)
+    whole = write_lines(tmp_path / "english.txt", sentences)
+    ml = moore_lewis_file(whole, folds, estimated_lms["tgt"], gen, vocab=vocab)
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    np.savez(ref / "scores.npz", h_tgt=ml.h_tgt, h_gen=ml.h_gen, sigma=ml.sigma, n_words=ml.n_words,
+             **({"n_oov": ml.n_oov} if vocab is not None else {}))
+    write_ranked_file(ref / "ranked.tsv", ml, whole)
+    # the stage: three "languages" of 20, 31 and the rest of the sentences, each file unterminated
+    cuts = [0, 20, 51, len(sentences)]
+    texts = [(str(write_lines(tmp_path / f"bitext{k}.en", sentences[a:b], final_newline=k != 2)), b - a)
+             for k, (a, b) in enumerate(zip(cuts, cuts[1:]))]
+    monkeypatch.setattr(score, "TASK_SENTENCES", task_sentences)
+    out = tmp_path / "stage"
+    out.mkdir()
+    score.score_stage(out, texts, tmp_path / "folds.npy", estimated_lms["tgt"], gen, vocab_path, Engine(workers=1))
+    files = sorted(p.name for p in out.iterdir())
+    assert files == (["oov.json", "ranked.tsv", "scores.npz"] if vocab is not None else ["ranked.tsv", "scores.npz"])
+    for name in ("scores.npz", "ranked.tsv"):
+        assert (out / name).read_bytes() == (ref / name).read_bytes(), name
+    if vocab is not None:
+        oov = json.loads((out / "oov.json").read_text())
+        assert oov["bitext_tokens"] == int(ml.n_words.sum()) and oov["bitext_oov_tokens"] == int(ml.n_oov.sum()) > 0

@@ -139,7 +139,7 @@ def sample_keeper(fraction: float, seed: int):
     h = :func:`pivot.hashes.hash64` of english + "\\t" + foreign (the first 8 bytes of
     blake2b(str(seed) + "\\n" + english + "\\t" + foreign), read as a big-endian integer);
     the pair is kept iff h < ceil(fraction * 2^64) (:func:`sample_limit`).
-    The hash of the pair's own text (the house rule of pivot.pipeline.run.cross_fit_folds):
+    The hash of the pair's own text (the house rule of pivot.pipeline.lmtext.cross_fit_folds):
     each pair is kept with probability ``fraction`` independently of the others, the same
     pairs on every run, machine and worker count, whatever the order of the input; a pair
     repeated (in one source or several) is kept or left out as a whole. Seeds give

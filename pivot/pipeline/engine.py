@@ -49,6 +49,10 @@ class Engine:
         self._lock = threading.Lock()
         self._starter = None
         self.task_seconds: dict[str, float] = {}
+        # Stages run side by side in threads of the build (pivot.pipeline.run.run_stages): the
+        # futures not yet gathered, so that a failing stage can cancel the others' tasks.
+        self._pending: set = set()
+        self._stopped = False
 
     @property
     def in_process(self) -> bool:
@@ -82,7 +86,34 @@ class Engine:
         if self.in_process:
             return None
         with self._lock:
+            if self._stopped:  # a stage failed: the others stop at their next batch
+                raise Stopped("the build stopped (another stage failed)")
             return self._start()
+
+    def stop(self) -> None:
+        """Cancel every task submitted and not yet gathered, and close the cluster: what the
+        build does when one of the stages running side by side fails. A stage still running
+        then gets :class:`Stopped` (or Dask's cancellation) at its next wait; none restarts
+        the cluster."""
+        with self._lock:
+            self._stopped = True
+            pending, self._pending = list(self._pending), set()
+        if pending and self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.cancel(pending)
+        self.close()
+
+    def _track(self, futures) -> None:
+        with self._lock:
+            self._pending.update(futures)
+
+    def _untrack(self, futures) -> None:
+        with self._lock:
+            self._pending.difference_update(futures)
+
+    def _add_seconds(self, name: str, seconds: float) -> None:
+        with self._lock:
+            self.task_seconds[name] = round(self.task_seconds.get(name, 0.0) + seconds, 2)
 
     def _start(self):
         if self._client is None:
@@ -119,14 +150,15 @@ class Engine:
             log.info("dask: %s in %.1f s", self._client, time.perf_counter() - t0)
         return self._client
 
-    def map(self, fn, arg_tuples, *, name: str, cost=None) -> list:
+    def map(self, fn, arg_tuples, *, name: str, cost=None, priority: int = 0) -> list:
         """``[fn(*args) for args in arg_tuples]``, on the workers when there is a cluster.
 
         Task keys are ``name-i`` so a dashboard shows the stage; ``pure=False`` because a task
         is known by its outputs on disk, not by its arguments' hash. ``cost`` (one number per
         task, e.g. its input's tokens) submits the largest tasks first, so that a long task
         does not start last and leave the other workers idle (longest-processing-time-first);
-        results still come back in input order.
+        results still come back in input order. ``priority`` > 0 puts the tasks before those
+        already waiting (Dask's priority; stages running side by side share the workers).
         """
         arg_tuples = list(arg_tuples)
         t0 = time.perf_counter()
@@ -137,14 +169,19 @@ class Engine:
             order = range(len(arg_tuples)) if cost is None else \
                 sorted(range(len(arg_tuples)), key=lambda i: (-cost[i], i))
             # Dask runs earlier submissions first (the priority of client.submit).
-            futures = {i: client.submit(fn, *arg_tuples[i], key=f"{name}-{i}-{os.getpid()}-{int(t0 * 1e6)}",
-                                        retries=RETRIES, pure=False)
+            futures = {i: client.submit(_NoRetry(fn), *arg_tuples[i],
+                                        key=f"{name}-{i}-{os.getpid()}-{threading.get_ident()}-{int(t0 * 1e6)}",
+                                        retries=RETRIES, pure=False, priority=priority)
                        for i in order}
-            out = client.gather([futures[i] for i in range(len(arg_tuples))])
+            self._track(futures.values())
+            try:
+                out = _raise_input_errors(client.gather([futures[i] for i in range(len(arg_tuples))]))
+            finally:
+                self._untrack(futures.values())
             # Give the workers' freed heap back to the system between stages (glibc keeps it).
             client.run(release_heap)
         seconds = time.perf_counter() - t0
-        self.task_seconds[name] = round(self.task_seconds.get(name, 0.0) + seconds, 2)
+        self._add_seconds(name, seconds)
         log.info("  %s: %d tasks in %.1f s", name, len(arg_tuples), seconds)
         return out
 
@@ -190,6 +227,39 @@ class Engine:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Stopped(RuntimeError):
+    """Raised in a stage that asks for the engine after the build stopped (Engine.stop)."""
+
+
+class _Failed:
+    """An InputError a task raised, returned as its value instead (see _NoRetry)."""
+
+    def __init__(self, error):
+        self.error = error
+
+
+class _NoRetry:
+    """``fn`` as a task whose InputError comes back as a value, so that Dask does not retry it:
+    bad input fails the same way every time (a retry is for a worker that died). The build
+    raises it where the results are gathered (:func:`_raise_input_errors`), as in one process."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        try:
+            return self.fn(*args)
+        except InputError as exc:
+            return _Failed(exc)
+
+
+def _raise_input_errors(values: list) -> list:
+    for value in values:
+        if isinstance(value, _Failed):
+            raise value.error
+    return values
 
 
 class Batch:
@@ -264,6 +334,7 @@ class _Runner:
         finally:
             if self.owner:           # a task or a job failed: the rest is not waited for
                 self.client.cancel(list(self.owner))
+                self.engine._untrack(list(self.owner))
             for node in self.nodes:  # their finally blocks run (scratch folders removed)
                 node.job.close()
         # the workers' freed heap back to the system (glibc keeps it), as after Engine.map
@@ -276,10 +347,11 @@ class _Runner:
         return node
 
     def _finish_batch(self, node):
-        values = self.client.gather(node.futures)
+        values = _raise_input_errors(self.client.gather(node.futures))
+        self.engine._untrack(node.futures)
         batch = node.batch
         seconds = time.perf_counter() - node.t0
-        self.engine.task_seconds[batch.name] = round(self.engine.task_seconds.get(batch.name, 0.0) + seconds, 2)
+        self.engine._add_seconds(batch.name, seconds)
         log.info("  %s: %d tasks in %.1f s", batch.name, len(batch.arg_tuples), seconds)
         node.futures, node.batch = [], None
         self._advance(node, values)
@@ -326,10 +398,11 @@ class _Runner:
         order = range(n) if batch.cost is None else sorted(range(n), key=lambda i: (-batch.cost[i], i))
         node.t0 = time.perf_counter()
         self.submitted += 1
-        stamp = f"{os.getpid()}-{int(node.t0 * 1e6)}-{self.submitted}"
-        futures = {i: self.client.submit(batch.fn, *batch.arg_tuples[i], key=f"{batch.name}-{i}-{stamp}",
+        stamp = f"{os.getpid()}-{threading.get_ident()}-{int(node.t0 * 1e6)}-{self.submitted}"
+        futures = {i: self.client.submit(_NoRetry(batch.fn), *batch.arg_tuples[i], key=f"{batch.name}-{i}-{stamp}",
                                          retries=RETRIES, pure=False)
                    for i in order}
+        self.engine._track(futures.values())
         node.futures = [futures[i] for i in range(n)]
         node.remaining, node.batch = n, batch
         for i in order:

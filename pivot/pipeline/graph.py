@@ -1,12 +1,17 @@
 """The stage graph of a build: what each stage reads, what it writes, where its code lives.
 
-    corpus.<lang> ─> align.<lang> ─┐                       (one pair of stages per pivot language)
-                                   └─> encode ─┬─> lmtext ─> lm ─> score ─> weights ─┐
-                                               └─────────────────────────────────────┴─> extract
+    corpus.<lang> ─┬─> align.<lang> ─> encode ─────────┬─> weights ─> extract    (a pair of stages
+                   └─> lmtext ─> lm ─> score ──────────┘                           per pivot language)
     extract ─> translation ─> pivot ─┬─> combine ─┬─> (store: the SQLite database)
                                      ├─> ppdb2 ───┤
                                      └─> lhs ─────┘
     tagger (data files only) ───────────────^
+
+(score also reads the corpus stages' English, weights and the later stages encode's output.)
+The LM branch reads the corpus stages' English side (the text encode's ``english.txt``
+concatenates), so it does not wait for the aligner: on a cluster a stage starts as soon as
+every stage it needs is done (:func:`pivot.pipeline.run.run_stages`), and lmtext, lm and score
+run beside the alignment, ppdb2 beside lhs and combine.
 
 A stage's artifact folder is named by the hash of its declared inputs' content keys and its
 parameters; the content key it hands on is the hash of the bytes it wrote
@@ -33,21 +38,22 @@ class Stage:
 STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("corpus", (), ("bitext sources", "preprocess", "data fingerprints"),
           ("bitext.en", "bitext.<lang>", "origin.npy", "meta.json"), "pivot.pipeline.corpus.write_bitext",
-          "one per language", "read, normalise (Moses tokenizer, lower case), filter, deduplicate"),
+          "one per language (Dask)", "read, normalise (Moses tokenizer, lower case), filter, deduplicate"),
     Stage("align", ("corpus",), ("align",), ("links-NNNNN.npz", "links.json"), "pivot.pipeline.align.align_corpus",
           "one per language; ibm2: one per shard of pairs (Dask) to encode, co-occur, each E-step, Viterbi",
           "word alignment both ways + grow-diag-final-and"),
     Stage("encode", ("corpus", "align"), ("extract.shard_sentences", "extract.shard_tokens"),
           ("shards/NNNNN.npz", "shards.json", "english.txt", "vocab.*", "origin.npy"),
           "pivot.pipeline.encode.encode_shards", "one (streaming)", "token ids, cut into shards of sentence pairs"),
-    Stage("lmtext", ("encode",), ("domain.in_domain", "domain.general", "domain.seed", "domain.matched",
+    Stage("lmtext", ("corpus",), ("domain.in_domain", "domain.general", "domain.seed", "domain.matched",
                                   "domain.vocab_min_count", "data fingerprints"),
-          ("in_domain.txt", "general*.txt", "vocab.txt", "folds.npy"), "pivot.pipeline.mono",
-          "one", "in-domain and general LM texts of equal size over one vocabulary (cross-fitted folds)"),
+          ("in_domain.txt", "general*.txt", "vocab.txt", "folds.npy", "stats.json"),
+          "pivot.pipeline.lmtext.write_lm_texts", "one (Dask)", "in-domain and general LM texts of equal size over one vocabulary (cross-fitted folds)"),
     Stage("lm", ("lmtext",), ("domain.order", "domain.estimator"), ("*.arpa | *.binary", "stats.json"),
-          "pivot.pipeline.lm.estimate_arpa", "one", "modified Kneser-Ney n-gram LMs"),
-    Stage("score", ("lm", "encode", "lmtext"), (), ("scores.npz", "ranked.tsv", "oov.json"), "pivot.pipeline.score",
-          "one (streaming)", "Moore-Lewis sigma = H_tgt - H_gen per English sentence"),
+          "pivot.pipeline.lm.estimate_model", "one per model (Dask)", "modified Kneser-Ney n-gram LMs"),
+    Stage("score", ("lm", "lmtext", "corpus"), (), ("scores.npz", "ranked.tsv", "oov.json"),
+          "pivot.pipeline.score.score_stage", "one per LM and range of 1M sentences, then one join (Dask)",
+          "Moore-Lewis sigma = H_tgt - H_gen per English sentence"),
     Stage("weights", ("encode", "score"), ("domain.taus",), ("weights.npy", "models.json", "report.json"),
           "pivot.pipeline.weights.model_columns", "one", "one weight column per model (1, top-tau, change point, ...)"),
     Stage("extract", ("encode", "weights"), ("extract.max_phrase_len",), ("x-NNNNN.arrays", "extract.json"),
@@ -60,8 +66,6 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("pivot", ("translation",), ("pivot.min_p_e2_given_e1",), ("rows-NNNN.arrays", "paraphrases.json"),
           "pivot.pipeline.pivoting.pivot_rows", "one per range of English rows (Dask)",
           "p(e2|e1) = sum_f p(e2|f) p(f|e1), every pair above the floor, per model"),
-    Stage("combine", ("pivot", "encode"), ("combine", "data fingerprints"), ("combination.json",),
-          "pivot.pipeline.combine.fit_combination_unordered", "one", "logistic regression of General + each domain model"),
     Stage("ppdb2", ("pivot", "translation", "encode"), ("ppdb2", "data fingerprints"), ("x-NNNN.arrays", "ppdb2.json"),
           "pivot.pipeline.ppdb2.build",
           "labels: one per range of English rows; fits: the relations' as tasks beside the score's; "
@@ -72,6 +76,8 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("lhs", ("pivot", "translation", "encode", "tagger"), ("ppdb2.lhs",),
           ("lhs.arrays", "lhs.json"), "pivot.pipeline.lhs.build", "one (per distinct token, then per tag sequence)",
           "each stored phrase's PPDB label (LHS) by the tagger stage's tagger"),
+    Stage("combine", ("pivot", "encode"), ("combine", "data fingerprints"), ("combination.json",),
+          "pivot.pipeline.combine.fit_combination_unordered", "one", "logistic regression of General + each domain model"),
 )}
 
 

@@ -649,6 +649,40 @@ def _estimate(chunks, check_tokens, arpa_path, order, discount_fallback, prune, 
     )
 
 
+def estimate_model(name, text_path, out_dir, order, estimator, vocab_path=None) -> dict:
+    """The lm stage's work for one model, as one task of the engine: estimate ``<name>.arpa`` in
+    ``out_dir`` from ``text_path`` (streamed, never a list of sentences) with ``estimator``
+    ("pivot": :func:`estimate_arpa_file` over the vocabulary of ``vocab_path``, one word a line;
+    "lmplz": :func:`estimate_with_lmplz`, which takes no declared vocabulary: a shared word a
+    sample lacks is that model's <unk>), and binarise it when kenlm's build_binary is installed
+    (the ARPA then goes: the binary holds the same model and loads in a fraction of the time).
+
+    Returns {"stats": what stats.json records of the model, "seconds": the wall time (kept
+    outside the artifact's content), "fallback_orders": the orders whose discounts fell back}.
+    """
+    out_dir = Path(out_dir)
+    arpa = out_dir / f"{name}.arpa"
+    t0 = time.perf_counter()
+    if estimator == "lmplz":
+        s = estimate_with_lmplz(text_path, arpa, order)
+        fallback = []  # lmplz reports its own
+    else:
+        vocab = Path(vocab_path).read_text(encoding="utf-8").split("\n")[:-1] if vocab_path else None
+        # A small text leaves some order without the counts-of-counts that modified Kneser-Ney's
+        # closed-form discounts need; the estimator then uses lmplz's --discount_fallback values
+        # and warns once per order. The caller says it in one log line per model instead.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DiscountFallbackWarning)
+            s = estimate_arpa_file(text_path, arpa, order, vocab=vocab)
+        fallback = list(s.fallback_orders)
+    binary = binarize(arpa, out_dir / f"{name}.binary")
+    if binary is not None:
+        arpa.unlink()
+    fitted = {k: v for k, v in s.to_json().items() if k != "arpa_path"}  # a temporary path
+    return {"stats": {"binary": binary is not None, **fitted}, "seconds": round(time.perf_counter() - t0, 2),
+            "fallback_orders": fallback}
+
+
 # --------------------------------------------------------------------------
 # kenlm and its tools
 # --------------------------------------------------------------------------

@@ -1,11 +1,14 @@
 """The build: every stage of the pipeline, cached in a work directory.
 
-    corpus -> align -> encode ─┬──────────────────────────────┐
-                               lm (in-domain, general) -> score -> weights -> extract -> pivot
-                                                                                       -> combine -> store
-                                                                                       -> ppdb2 ---^
-                                                                                       -> lhs -----^
-    tagger (needs no stage: GENIA-pos, Brown) ----------------------------------------> lhs
+    corpus ─┬─> align ─> encode ─────────────────────────┬─> weights ─> extract ─> translation ─> pivot
+            └─> lmtext ─> lm ─> score ───────────────────┘      ┌─> combine ─┐
+                                                  pivot ─┼─> ppdb2 ───┼─> store
+                                                         └─> lhs ─────┘
+    tagger (needs no stage: GENIA-pos, Brown) ──────────────────^
+
+(pivot/pipeline/graph.py declares it.) On a cluster a stage starts as soon as the stages it
+needs are done (:func:`run_stages`): the LM branch and the tagger run beside the aligner, ppdb2
+beside lhs and combine. In one process (``--workers 1``) the stages run one after another.
 
 Each stage writes its artifact into `<work>/<stage>-<key>/`, where the key hashes the
 stage's parameters, the keys of the stages it reads and the fingerprints of the data
@@ -22,10 +25,11 @@ import os
 import platform
 import shutil
 import sys
+import threading
 import time
-import warnings
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -36,8 +40,8 @@ from pivot.errors import InputError
 from pivot.locking import resolve_threads
 from pivot.store.combined import symmetric_p
 from pivot.pipeline.encode import phrase_texts
-from pivot.pipeline.engine import Engine, release_heap
-from pivot.pipeline.graph import check_inputs
+from pivot.pipeline.engine import Batch, Engine, release_heap
+from pivot.pipeline.graph import STAGES, check_inputs, order
 
 log = logging.getLogger("pivot")
 
@@ -51,6 +55,97 @@ def _key(parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+_LOCKS_LOCK = threading.Lock()
+
+
+class once:
+    """A cached property that is computed once per instance even when threads ask for it at the
+    same time (stages run side by side ask for what they share: the phrase keys, the models).
+
+    ``functools.cached_property`` has no lock since Python 3.12, and in 3.11 one lock per class
+    (two pipelines would wait on each other). Here each instance has a lock per property: a
+    thread asking for a value another thread is computing waits for it. A property that raises
+    caches nothing. The stages' properties ask only for the stages upstream of them, so the
+    locks are taken in the graph's order and cannot deadlock."""
+
+    def __init__(self, fn):
+        self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        values = obj.__dict__
+        if self.name in values:
+            return values[self.name]
+        with _LOCKS_LOCK:
+            lock = values.setdefault("_once_locks", {}).setdefault(self.name, threading.RLock())
+        with lock:
+            if self.name not in values:
+                values[self.name] = self.fn(obj)
+            return values[self.name]
+
+
+def run_stages(steps: dict, *, side_by_side: bool, on_error=None) -> None:
+    """Run every stage of ``steps`` (a name of pivot/pipeline/graph.py -> the function that runs
+    or reuses it) once, each after every stage it needs.
+
+    The rule: a stage starts as soon as every stage it needs (``graph.STAGES[name].needs``,
+    among those in ``steps``: a build without [domain] has no score) is done. With
+    ``side_by_side`` (a cluster) each stage runs in a thread of its own, where its driver code
+    keys, caches and submits its tasks to the shared cluster; the loop waits for the first
+    stage to finish and starts whatever that made ready. Without it the stages run one after
+    another in the graph's order, in this thread.
+
+    The first stage to fail stops the build: ``on_error`` is called (the engine cancels the
+    other stages' tasks and closes), their threads are given a moment to end, and the error
+    is raised (the first failing stage in the graph's order when several finish together).
+    """
+    names = [name for name in order() if name in steps]
+    if not side_by_side:
+        for name in names:
+            steps[name]()
+        return
+    needs = {name: {up for up in STAGES[name].needs if up in steps} for name in names}
+    running: dict[Future, str] = {}
+    done: set[str] = set()
+    threads = []
+
+    def start(name):
+        future = Future()
+
+        def target():
+            try:
+                future.set_result(steps[name]())
+            except BaseException as exc:  # handed to the loop, which raises it
+                future.set_exception(exc)
+
+        thread = threading.Thread(target=target, name=f"pivot-stage-{name}", daemon=True)
+        running[future] = name
+        threads.append(thread)
+        thread.start()
+
+    try:
+        while len(done) < len(names):
+            started = set(running.values())
+            for name in names:
+                if name not in done and name not in started and needs[name] <= done:
+                    start(name)
+            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for future in sorted(finished, key=lambda f: names.index(running[f])):
+                future.result()  # the stage's error, raised here
+                done.add(running.pop(future))
+    except BaseException:
+        if on_error is not None:
+            on_error()
+        deadline = time.monotonic() + 30  # their next wait raises; none is waited for beyond this
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        raise
+
+
 @dataclass
 class Workdir:
     """A folder of finished stage artifacts, each named by its inputs' key."""
@@ -61,6 +156,8 @@ class Workdir:
     timings: dict = field(default_factory=dict)
     contents: dict = field(default_factory=dict)  # stage name -> content key of its artifact
     engine: object = None  # hashes a finished artifact on its workers once its cluster runs
+    # Stages run side by side in threads (run_stages): the lists and dicts above change under it.
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def stage(self, name: str, inputs: dict, params: dict, produce) -> tuple[Path, str]:
         """Run `produce(tmp_dir)` unless an artifact with the same key is complete.
@@ -108,8 +205,9 @@ class Workdir:
             done = json.loads((final / "DONE").read_text())
             if "content" in done:
                 log.info("stage %-12s reused  %s", name, final)
-                self.reused.append(name)
-                self.contents[name] = done["content"]
+                with self.lock:
+                    self.reused.append(name)
+                    self.contents[name] = done["content"]
                 return _StageRun(name, parts, final, None, done["content"])
         tmp = self.root / f".{name}-{key}.partial"
         # A partial folder of the same key holds finished tasks of an interrupted run (each
@@ -122,7 +220,8 @@ class Workdir:
         """The artifact written in ``run.tmp``: its content key, DONE, renamed to its final name."""
         t0 = time.perf_counter()
         content = content_key(run.tmp, self.engine if self.engine is not None and self.engine.running else None)
-        self.contents[run.name] = content
+        with self.lock:
+            self.contents[run.name] = content
         (run.tmp / "DONE").write_text(json.dumps({**run.parts, "content": content}, sort_keys=True, indent=1,
                                                  default=str))
         release_heap()
@@ -130,8 +229,9 @@ class Workdir:
         os.replace(run.tmp, run.final)
         seconds = (time.perf_counter() - run.t0) if run.job_seconds is None else \
             run.job_seconds + (time.perf_counter() - t0)
-        self.timings[run.name] = round(seconds, 2)
-        self.built.append(run.name)
+        with self.lock:
+            self.timings[run.name] = round(seconds, 2)
+            self.built.append(run.name)
         log.info("stage %-12s done in %.1f s", run.name, self.timings[run.name])
         return run.final, content
 
@@ -151,6 +251,10 @@ class _StageRun:
 
 #: A file an artifact may hold that is not part of its content (timings).
 VOLATILE = "timings.json"
+#: An artifact of fewer bytes is hashed in this process (~0.1 s): on a cluster its hash tasks
+#: would wait for the workers, busy with the tasks of the stages running beside it (the bio
+#: lmtext stage's 25 MB waited 40 s behind the aligner's).
+HASH_HERE_BYTES = 64 << 20
 
 
 def file_sha256(path) -> str:
@@ -166,11 +270,13 @@ def content_key(folder: Path, engine=None) -> str:
     """The artifact's content: sha256 over every file's relative name and sha256, in name order.
 
     A two-level hash so that the files can be hashed side by side: ``engine`` (a running
-    cluster) hashes them on its workers, otherwise this process does; the key is the same.
+    cluster) hashes them on its workers when they hold HASH_HERE_BYTES or more, otherwise this
+    process does; the key is the same.
     """
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name not in ("DONE", VOLATILE))
-    if engine is not None and len(files) > 1:
-        digests = engine.map(file_sha256, [(str(p),) for p in files], name="hash")
+    if engine is not None and len(files) > 1 and sum(p.stat().st_size for p in files) >= HASH_HERE_BYTES:
+        # before the tasks already waiting: the stage is done but for its key
+        digests = engine.map(file_sha256, [(str(p),) for p in files], name="hash", priority=1)
     else:
         digests = [file_sha256(p) for p in files]
     h = hashlib.sha256()
@@ -248,33 +354,56 @@ class Pipeline:
 
     def _fingerprint(self, files) -> list[str]:
         prints = recipes.fingerprint_files(files)
-        self.fingerprints.update({os.path.relpath(k, self.data_root): v for k, v in prints.items()})
+        with self.wd.lock:
+            self.fingerprints.update({os.path.relpath(k, self.data_root): v for k, v in prints.items()})
         return sorted(prints.values())
 
     # ------------------------------------------------------------ corpus + align, per language
 
-    @cached_property
-    def bitexts(self) -> list[tuple[Path, Path, list[str]]]:
-        """Per language: (corpus dir, alignment dir, keys). The corpus stages run one after
-        another; the align stages side by side (Workdir.stages: on a cluster, every language's
-        and both directions' tasks keep the workers busy while an M-step runs here)."""
-        from pivot.pipeline import align
+    @once
+    def corpora(self) -> list[tuple[Path, str]]:
+        """Per language: (corpus dir, content key). One task per language
+        (corpus.write_bitext), side by side on a cluster."""
         from pivot.pipeline import corpus
 
-        corpora, specs = [], []
         # A resample of the bitext ([preprocess] sample_fraction < 1) enters the key here; the
         # full bitext's parameters are the table as always (corpus.sample_params).
         preprocess = corpus.sample_params(self.rec["preprocess"])
+        # On the workers without a progress bar: several on one terminal would garble it.
+        write = partial(corpus.write_bitext, quiet=self.quiet or not self.engine.in_process, **preprocess)
+        specs = []
         for spec in self.rec["bitext"]:
             lang = spec["lang"]
             files = [f for src in spec["sources"] for f in recipes.source_files(src, self.data_root, lang)]
-            corpus_dir, corpus_key = self.wd.stage(
-                f"corpus.{lang}", {},
-                {"sources": spec["sources"], "data": self._fingerprint(files), "preprocess": preprocess},
-                lambda tmp, spec=spec: corpus.write_bitext(
-                    spec["sources"], spec["lang"], self.data_root, tmp, quiet=self.quiet, **preprocess),
-            )
+
+            def job(tmp, spec=spec):
+                yield Batch(write, [(spec["sources"], spec["lang"], self.data_root, tmp)], name=f"corpus.{spec['lang']}")
+
+            specs.append((f"corpus.{lang}", {},
+                          {"sources": spec["sources"], "data": self._fingerprint(files), "preprocess": preprocess}, job))
+        done = self.wd.stages(specs)
+        for corpus_dir, _ in done:
             _check_kept(corpus.read_meta(corpus_dir), self.recipe_file)
+        return done
+
+    @once
+    def english_texts(self) -> list[tuple[Path, int]]:
+        """(bitext.en, sentence pairs) of each language, in recipe order: the English side the
+        encode stage concatenates into english.txt, read as it is by the LM branch."""
+        from pivot.pipeline.corpus import read_meta
+
+        return [(d / "bitext.en", int(read_meta(d)["n_pairs"])) for d, _ in self.corpora]
+
+    @once
+    def bitexts(self) -> list[tuple[Path, Path, list[str]]]:
+        """Per language: (corpus dir, alignment dir, keys). The align stages run side by side
+        (Workdir.stages: on a cluster, every language's and both directions' tasks keep the
+        workers busy while an M-step runs here)."""
+        from pivot.pipeline import align
+
+        corpora, specs = [], []
+        for spec, (corpus_dir, corpus_key) in zip(self.rec["bitext"], self.corpora):
+            lang = spec["lang"]
             params = dict(self.rec["align"])
             pharaoh = params.pop("pharaoh", {}) or {}
             pharaoh_path = None
@@ -313,7 +442,7 @@ class Pipeline:
     def shard_tokens(self) -> int:
         return int(self.rec["extract"]["shard_tokens"])
 
-    @cached_property
+    @once
     def encoded(self) -> tuple[Path, str]:
         from pivot.pipeline.encode import encode_shards
 
@@ -322,7 +451,7 @@ class Pipeline:
                              lambda tmp: encode_shards([(lang, b[0], b[1]) for lang, b in zip(self.langs, self.bitexts)],
                                                        tmp, self.shard_sentences, self.shard_tokens))
 
-    @cached_property
+    @once
     def shards(self) -> dict:
         return json.loads((self.encoded[0] / "shards.json").read_text(encoding="utf-8"))
 
@@ -336,26 +465,12 @@ class Pipeline:
 
     # ------------------------------------------------------------ language models
 
-    @cached_property
+    @once
     def lm_texts(self) -> tuple[Path, str]:
-        """The in-domain text and the general text(s), normalised, one sentence a line.
-
-        The default general text is the bitext's own English side, and a 5-gram LM scores
-        the sentences it was trained on far better than unseen ones: every bitext sentence
-        then looks general (measured on the bio recipe: AUC of sigma for WMT-biomedical vs
-        Tatoeba 0.65, 6 sentences below the change point). So the general LM is cross-fitted:
-        each English sentence goes to fold 0 or 1 by a seeded hash of its text (repeats of a
-        sentence, e.g. the same Tatoeba English in fr-en and de-en, share a fold), one general
-        LM is trained per fold, and each sentence is scored by the LM of the other fold.
-        With a named general corpus (e.g. Brown), which holds no bitext sentence, one general
-        LM scores everything.
-
-        Matched (``[domain] matched = true``, the default; the Moore–Lewis protocol of 2010, see
-        pivot.pipeline.mono): the in-domain text and every general text are sampled down to
-        the same number of tokens (the smallest of them), and all are written over one
-        vocabulary fixed from the in-domain sample (``vocab.txt``), other words as ``<oov>``.
-        """
-        from pivot.pipeline import mono
+        """The in-domain text and the general text(s), normalised, one sentence a line
+        (pivot.pipeline.lmtext: cross-fitted general LMs, matched samples): one task, which
+        reads the corpus stages' English side and so runs beside the aligner on a cluster."""
+        from pivot.pipeline import lmtext, mono
 
         dom = self.domain
         files = []
@@ -363,97 +478,23 @@ class Pipeline:
             for kind, patterns in spec.items():
                 for pattern in patterns:
                     files += mono.expand(self.data_root, pattern, kind)
+        texts = [(str(path), n) for path, n in self.english_texts]
 
         def produce(tmp):
-            from pivot.pipeline.encode import iter_english
-
-            matched = bool(dom.get("matched", True))
-            seed = dom["seed"]
-            tgt = mono.in_domain_text(self.data_root, dom["in_domain"])
-            n_tgt = mono.n_tokens(tgt)
-            stats = {"in_domain_full": {"sentences": len(tgt), "tokens": n_tgt}}
-            if dom.get("general"):
-                # A named general corpus holds no bitext sentence: one general LM.
-                general = mono.general_text(self.data_root, dom["general"], seed=seed)
-                n_match = min(n_tgt, mono.n_tokens(general)) if matched else n_tgt
-                general = mono.sample_by_tokens(general, n_match, seed)
-                folds = np.zeros(self.n_sentences, dtype=np.int8)
-                chosen = None
-            else:
-                # Two passes over english.txt: folds and lengths, then the chosen lines.
-                folds = np.empty(self.n_sentences, dtype=np.int8)
-                lengths = np.empty(self.n_sentences, dtype=np.int64)
-                i = 0
-                for batch in iter_english(self.encoded[0]):
-                    folds[i:i + len(batch)] = cross_fit_folds(batch, seed)
-                    lengths[i:i + len(batch)] = [len(x.split()) for x in batch]
-                    i += len(batch)
-                # Matched: every sample holds as many tokens as the smallest text (each fold's
-                # general text is at most half the bitext's English side).
-                fold_tokens = [int(lengths[folds == k].sum()) for k in (0, 1)]
-                n_match = min(n_tgt, *fold_tokens) if matched else n_tgt
-                chosen = {}
-                for k in (0, 1):
-                    members = np.flatnonzero(folds == k)
-                    picked = members[mono.sample_indices_by_tokens(lengths[members], n_match, seed)]
-                    chosen[k] = np.zeros(self.n_sentences, dtype=bool)
-                    chosen[k][picked] = True
-            if matched:
-                tgt = mono.sample_by_tokens(tgt, n_match, seed)
-                vocab_list = mono.shared_vocabulary(tgt, dom.get("vocab_min_count", 2))
-                vocab = frozenset(vocab_list)
-                (tmp / "vocab.txt").write_text("".join(w + "\n" for w in vocab_list + [mono.OOV_TOKEN]),
-                                               encoding="utf-8")
-            else:
-                vocab = None
-
-            def write(path, lines, name):
-                """Write the lines (mapped to the shared vocabulary when matched); record their size."""
-                n_lines = n_tok = n_oov = 0
-                with open(path, "w", encoding="utf-8", newline="\n") as fh:
-                    for x in lines:
-                        if vocab is not None:
-                            x, k = mono.map_to_vocab(x, vocab)
-                            n_oov += k
-                        fh.write(x + "\n")
-                        n_lines += 1
-                        n_tok += len(x.split())
-                stats[name] = {"sentences": n_lines, "tokens": n_tok, "oov_tokens": n_oov,
-                               "oov_rate": round(n_oov / max(n_tok, 1), 6)}
-
-            write(tmp / "in_domain.txt", tgt, "in_domain")
-            del tgt
-            if chosen is None:
-                write(tmp / "general.txt", general, "general")
-            else:
-                for k in (0, 1):
-                    def fold_lines(k=k):
-                        i = 0
-                        for batch in iter_english(self.encoded[0]):
-                            yield from (x for x, c in zip(batch, chosen[k][i:i + len(batch)]) if c)
-                            i += len(batch)
-                    write(tmp / f"general.{k}.txt", fold_lines(), f"general.{k}")
-            stats["protocol"] = {
-                "matched": matched, "n_tokens_target": int(n_match), "seed": seed,
-                "vocab_min_count": dom.get("vocab_min_count", 2) if matched else None,
-                "shared_vocab_size": len(vocab) + 1 if matched else None,  # with the OOV token
-                "oov_token": mono.OOV_TOKEN if matched else None,
-                "vocab_from": "in-domain sample" if matched else None,
-            }
-            np.save(tmp / "folds.npy", folds)
-            (tmp / "stats.json").write_text(json.dumps(stats, indent=1))
+            stats, = self.engine.map(lmtext.write_lm_texts, [(tmp, self.data_root, dom, texts)], name="lmtext")
             log.info("LM text: %s", stats)
 
-        return self.wd.stage("lmtext", {"encode": self.encoded[1]}, {"in_domain": dom["in_domain"], "general": dom.get("general"),
-                                        "seed": dom["seed"], "data": self._fingerprint(sorted(set(files))),
-                                        "matched": dom.get("matched", True),
-                                        "vocab_min_count": dom.get("vocab_min_count", 2)}, produce)
+        return self.wd.stage("lmtext", {"corpus": [key for _, key in self.corpora]},
+                             {"in_domain": dom["in_domain"], "general": dom.get("general"),
+                              "seed": dom["seed"], "data": self._fingerprint(sorted(set(files))),
+                              "matched": dom.get("matched", True),
+                              "vocab_min_count": dom.get("vocab_min_count", 2)}, produce)
 
     @property
     def lm_names(self) -> list[str]:
         return ["in_domain"] + (["general"] if self.domain.get("general") else ["general.0", "general.1"])
 
-    @cached_property
+    @once
     def lms(self) -> tuple[Path, str]:
         """The modified Kneser-Ney LMs (ARPA, binarised when kenlm's build_binary is installed)."""
         from pivot.pipeline import lm
@@ -463,39 +504,22 @@ class Pipeline:
         text_dir, text_key = self.lm_texts
 
         vocab_path = text_dir / "vocab.txt"
-        vocab = vocab_path.read_text(encoding="utf-8").split("\n")[:-1] if vocab_path.is_file() else None
+        vocab_path = str(vocab_path) if vocab_path.is_file() else None
 
         def produce(tmp):
-            stats, seconds = {}, {}
-            for name in self.lm_names:
-                text = text_dir / f"{name}.txt"  # streamed: never a list of sentences
-                arpa = tmp / f"{name}.arpa"
-                t0 = time.perf_counter()
-                if estimator == "lmplz":
-                    # lmplz takes no declared vocabulary: a shared word a sample lacks is that
-                    # model's <unk> (the texts are still restricted to the shared vocabulary).
-                    s = lm.estimate_with_lmplz(text, arpa, order)
-                else:
-                    # A small text leaves some order without the counts-of-counts that modified
-                    # Kneser-Ney's closed-form discounts need; the estimator then uses lmplz's
-                    # --discount_fallback values and warns once per order. The build says it in
-                    # one log line per model instead (the orders are in meta lm.models).
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore", lm.DiscountFallbackWarning)
-                        s = lm.estimate_arpa_file(text, arpa, order, vocab=vocab)
-                    if s.fallback_orders:
-                        log.warning("lm %s: too little text for modified Kneser-Ney discounts at order %s; "
-                                    "used the fallback discounts %s", name,
-                                    ", ".join(map(str, s.fallback_orders)), lm.DEFAULT_DISCOUNT_FALLBACK)
-                binary = lm.binarize(arpa, tmp / f"{name}.binary")
-                if binary is not None:
-                    arpa.unlink()  # the binary holds the same model and loads in a fraction of the time
-                fitted = {k: v for k, v in s.to_json().items() if k != "arpa_path"}  # a temporary path
-                stats[name] = {"binary": binary is not None, **fitted}
-                seconds[name] = round(time.perf_counter() - t0, 2)
-            (tmp / "stats.json").write_text(json.dumps(stats, indent=1, default=str))
+            # One task per model: on a cluster the models are estimated side by side.
+            names = self.lm_names
+            done = self.engine.map(lm.estimate_model, [(name, text_dir / f"{name}.txt", tmp, order, estimator,
+                                                        vocab_path) for name in names], name="lm")
+            for name, d in zip(names, done):
+                if d["fallback_orders"]:
+                    log.warning("lm %s: too little text for modified Kneser-Ney discounts at order %s; "
+                                "used the fallback discounts %s", name,
+                                ", ".join(map(str, d["fallback_orders"])), lm.DEFAULT_DISCOUNT_FALLBACK)
+            (tmp / "stats.json").write_text(json.dumps({name: d["stats"] for name, d in zip(names, done)},
+                                                       indent=1, default=str))
             # Timings vary run to run: kept beside the artifact, outside its content key.
-            (tmp / VOLATILE).write_text(json.dumps(seconds, indent=1))
+            (tmp / VOLATILE).write_text(json.dumps({name: d["seconds"] for name, d in zip(names, done)}, indent=1))
 
         return self.wd.stage("lm", {"lmtext": text_key}, {"order": order, "estimator": estimator}, produce)
 
@@ -506,33 +530,22 @@ class Pipeline:
 
     # ------------------------------------------------------------ Moore-Lewis scores
 
-    @cached_property
+    @once
     def scores(self) -> tuple[Path, str]:
         """sigma = H_tgt - H_gen (bits per word, </s> counted) for every English sentence;
         H_gen from the general LM that did not see the sentence (see lm_texts)."""
         from pivot.pipeline import score
 
         def produce(tmp):
-            folds = np.load(self.lm_texts[0] / "folds.npy")
             general = ({0: self.lm_path("general")} if self.domain.get("general")
                        else {k: self.lm_path(f"general.{1 - k}") for k in (0, 1)})
-            english = self.encoded[0] / "english.txt"
             vocab_path = self.lm_texts[0] / "vocab.txt"
-            vocab = (frozenset(vocab_path.read_text(encoding="utf-8").split("\n")[:-1])
-                     if vocab_path.is_file() else None)
-            ml = score.moore_lewis_file(english, folds, str(self.lm_path("in_domain")),
-                                        {k: str(v) for k, v in general.items()}, vocab=vocab)
-            arrays = dict(h_tgt=ml.h_tgt, h_gen=ml.h_gen, sigma=ml.sigma, n_words=ml.n_words)
-            if ml.n_oov is not None:
-                arrays["n_oov"] = ml.n_oov
-                (tmp / "oov.json").write_text(json.dumps({
-                    "bitext_tokens": int(ml.n_words.sum()), "bitext_oov_tokens": int(ml.n_oov.sum()),
-                    "bitext_oov_rate": round(float(ml.n_oov.sum() / max(ml.n_words.sum(), 1)), 6)}, indent=1))
-            np.savez(tmp / "scores.npz", **arrays)
-            score.write_ranked_file(tmp / "ranked.tsv", ml, english)
+            score.score_stage(tmp, [(str(path), n) for path, n in self.english_texts], self.lm_texts[0] / "folds.npy",
+                              self.lm_path("in_domain"), general, str(vocab_path) if vocab_path.is_file() else None,
+                              self.engine)
 
-        return self.wd.stage("score", {"lm": self.lms[1], "encode": self.encoded[1], "lmtext": self.lm_texts[1]}, {},
-                             produce)
+        return self.wd.stage("score", {"lm": self.lms[1], "lmtext": self.lm_texts[1],
+                                       "corpus": [key for _, key in self.corpora]}, {}, produce)
 
     def ml_scores(self):
         from pivot.pipeline.score import MooreLewisScores
@@ -542,7 +555,7 @@ class Pipeline:
 
     # ------------------------------------------------------------ weights: one column per model
 
-    @cached_property
+    @once
     def weights(self) -> tuple[Path, str]:
         from pivot.pipeline import weights as W
 
@@ -576,7 +589,7 @@ class Pipeline:
         is_in = np.array([name in names for _, name in self.shards["origins"]], dtype=bool)
         return is_in[np.load(self.encoded[0] / "origin.npy")]
 
-    @cached_property
+    @once
     def models(self) -> list[dict]:
         return json.loads((self.weights[0] / "models.json").read_text())
 
@@ -590,7 +603,7 @@ class Pipeline:
         It follows the data, never the number of workers; the database does not depend on it."""
         return max(8, -(-self.n_sentences // 50_000))
 
-    @cached_property
+    @once
     def table_dir(self) -> tuple[Path, str]:
         """Round 1: every shard's phrase pairs, counted under every model, split by e key range."""
         from pivot.pipeline import extract
@@ -610,7 +623,7 @@ class Pipeline:
         return self.wd.stage("extract", {"encode": self.encoded[1], "weights": self.weights[1]},
                              {"max_len": max_len, "n_parts": n_parts}, produce)
 
-    @cached_property
+    @once
     def translation_dir(self) -> tuple[Path, str]:
         """Rounds 2-4: merged counts, p(f|e) and p(e|f) over the full table, pruning, the pivot structure."""
         from pivot.pipeline import translation as T
@@ -641,7 +654,7 @@ class Pipeline:
     def _part_paths(self, prefix: str) -> list[Path]:
         return sorted(self.translation_dir[0].glob(f"{prefix}-*.arrays"))
 
-    @cached_property
+    @once
     def pivot_dir(self) -> tuple[Path, str]:
         """Round 5: P_k(e2|e1) = sum_f p_k(e2|f) p_k(f|e1) by ranges of English rows; each model
         keeps its pairs with P_k >= min_p_e2_given_e1 (no top-N: that is a lookup setting)."""
@@ -673,7 +686,7 @@ class Pipeline:
         return self.wd.stage("pivot", {"translation": self.translation_dir[1]},
                              {"top_n": top_n, "min_p_e2_given_e1": floor}, produce)
 
-    @cached_property
+    @once
     def phrase_keys(self) -> np.ndarray:
         """Key of each English phrase id of the paraphrase table (ids are ranks of keys)."""
         return np.load(self.translation_dir[0] / "structure" / "e_key.npy")
@@ -686,7 +699,7 @@ class Pipeline:
 
     # ------------------------------------------------------------ ppdb2: PPDB 2.0's layer
 
-    @cached_property
+    @once
     def ppdb2_dir(self) -> tuple[Path, str]:
         """Every stored pair's well-formedness labels, learned score (PPDB2.0Score, fitted to the
         PPDB 2.0 ratings) and relation probabilities (fitted to WordNet), and the sizes; fitted
@@ -722,7 +735,7 @@ class Pipeline:
 
     # ------------------------------------------------------------ lhs: the phrases' PPDB labels
 
-    @cached_property
+    @once
     def tagger_dir(self) -> tuple[Path, str]:
         """The lexicon tagger trained on the data root's GENIA-pos and Brown (pivot.pipeline.lhs):
         it needs no stage, only those files."""
@@ -730,10 +743,16 @@ class Pipeline:
         from pivot.store.labels import LEXICON_TAGGER_VERSION
 
         files = lhs.data_files(self.data_root)
-        return self.wd.stage("tagger", {}, {"tagger_version": LEXICON_TAGGER_VERSION, "data": self._fingerprint(files)},
-                             lambda tmp: lhs.train_stage(tmp, self.data_root))
 
-    @cached_property
+        def job(tmp):
+            # one task: on a cluster it trains on a worker while the aligner's tasks run
+            yield Batch(lhs.train_stage, [(tmp, self.data_root)], name="tagger")
+
+        [done] = self.wd.stages([("tagger", {}, {"tagger_version": LEXICON_TAGGER_VERSION,
+                                                 "data": self._fingerprint(files)}, job)])
+        return done
+
+    @once
     def lhs_dir(self) -> tuple[Path, str] | None:
         """Each stored phrase's PPDB label (phrase.lhs) by the tagger stage's tagger
         (pivot.pipeline.lhs); None when the recipe says lhs = "x"."""
@@ -757,7 +776,7 @@ class Pipeline:
 
     # ------------------------------------------------------------ combine: General + X
 
-    @cached_property
+    @once
     def combination(self) -> tuple[Path, str] | None:
         """For every domain model X, a logistic regression over (p_general, p_X) fitted on the
         tuning part of the labelled in-domain pairs; scores every pair General proposes."""
@@ -836,8 +855,24 @@ class Pipeline:
 
     # ------------------------------------------------------------ store
 
+    #: The property that runs (or reuses) each stage of pivot/pipeline/graph.py.
+    STAGE_PROPERTIES = {"corpus": "corpora", "align": "bitexts", "encode": "encoded", "lmtext": "lm_texts",
+                        "lm": "lms", "score": "scores", "weights": "weights", "extract": "table_dir",
+                        "translation": "translation_dir", "pivot": "pivot_dir", "combine": "combination",
+                        "ppdb2": "ppdb2_dir", "tagger": "tagger_dir", "lhs": "lhs_dir"}
+
+    def run_stages(self) -> None:
+        """Every stage of this recipe, each as soon as what it needs is done (run_stages: side by
+        side on a cluster, one after another in one process). A recipe without [domain] has no
+        LM branch; one whose phrases are labelled [X] (``[ppdb2] lhs = "x"``) trains no tagger."""
+        names = [n for n in self.STAGE_PROPERTIES if (self.domain or n not in ("lmtext", "lm", "score"))
+                 and (self.rec["ppdb2"]["lhs"] == "tagged" or n != "tagger")]
+        run_stages({n: partial(getattr, self, self.STAGE_PROPERTIES[n]) for n in names},
+                   side_by_side=not self.engine.in_process, on_error=self.engine.stop)
+
     def store(self) -> Path:
         try:
+            self.run_stages()
             return self._store()
         finally:
             self.engine.close()
@@ -1042,15 +1077,6 @@ def _merge_by_f_task(e_paths, x_paths, q, out_path, prune):
     from pivot.pipeline.translation import merge_by_f
 
     return merge_by_f(e_paths, x_paths, q, out_path, **prune)
-
-
-def cross_fit_folds(sentences: list[str], seed: int) -> np.ndarray:
-    """Fold 0 or 1 per sentence from a seeded hash of its text (equal texts, equal folds)."""
-    out = np.empty(len(sentences), dtype=np.int8)
-    salt = str(seed).encode() + b"\n"
-    for i, s in enumerate(sentences):
-        out[i] = hashlib.blake2b(salt + s.encode(), digest_size=1).digest()[0] & 1
-    return out
 
 
 def directed_scores(para, id_pairs) -> tuple[np.ndarray, np.ndarray]:
