@@ -623,3 +623,20 @@ def test_declared_vocabulary_gives_two_models_the_same_unigrams(tmp_path):
 def test_declared_vocabulary_refuses_specials():
     with pytest.raises(ValueError, match="special token"):
         lm.estimate_arpa(sentences("a"), "never.arpa", 1, vocab=["<s>"])
+
+
+def test_a_model_task_records_no_run_time_in_the_artifact(tmp_path):
+    """estimate_model writes the same ARPA and returns the same stats.json entry on two runs: the
+    wall time comes back apart (timings.json), so the lm stage's content key is reproducible."""
+    text = tmp_path / "t.txt"
+    text.write_text("a b c\nb c a\na b\n")
+    runs = []
+    for k in range(2):
+        out = tmp_path / f"run{k}"
+        out.mkdir()
+        done = lm.estimate_model("m", text, out, 2, "pivot")
+        files = {p.name: p.read_bytes() for p in out.iterdir()}
+        runs.append((done["stats"], files))
+        assert "seconds" not in done["stats"] and done["seconds"] >= 0
+    assert runs[0] == runs[1]
+    assert runs[0][0]["n_tokens"] == 8 and runs[0][0]["n_sentences"] == 3

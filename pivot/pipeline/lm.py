@@ -678,7 +678,9 @@ def estimate_model(name, text_path, out_dir, order, estimator, vocab_path=None) 
     binary = binarize(arpa, out_dir / f"{name}.binary")
     if binary is not None:
         arpa.unlink()
-    fitted = {k: v for k, v in s.to_json().items() if k != "arpa_path"}  # a temporary path
+    # arpa_path is a temporary path; the seconds vary run to run and are returned apart (the
+    # artifact's content key, and so every key downstream, must not change with them)
+    fitted = {k: v for k, v in s.to_json().items() if k not in ("arpa_path", "seconds")}
     return {"stats": {"binary": binary is not None, **fitted}, "seconds": round(time.perf_counter() - t0, 2),
             "fallback_orders": fallback}
 
