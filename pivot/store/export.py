@@ -359,21 +359,30 @@ def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size:
             stats.update(counts)
         return counts["written"]
 
-    # Two connections with prefetch: the scans run in two threads, each on its own connection.
-    tables = [_export.Table(plan.uri) for _ in range(2 if prefetch else 1)]
+    # With prefetch, two connections whose scans run in two threads (and without a cut a third
+    # one, on which this thread reads the phrases meanwhile).
+    one_scan = size is None and relations is None
+    tables = [_export.Table(plan.uri) for _ in range((3 if one_scan else 2) if prefetch else 1)]
     table = tables[0]
     try:
         with _read_checked(db.path):
             for t in tables:
                 t.scan(f"PRAGMA mmap_size = {MMAP_BYTES}", (), "I")
                 t.scan("BEGIN", (), "")  # one read snapshot for every scan below
-            phrases = _Phrases.read(table)
-            classes = phrases.label_classes() if agree else None
-            writer = plan.writer(_writer(out), phrases)
-            if size is None and relations is None:
-                _write_one_scan(tables, plan, sql, writer, classes, phrases.n_ids, counts,
+            if one_scan:
+                # Phrase ids run 0..max: the halves' bounds, before the phrases are read.
+                n_ids = int(table.scan("SELECT coalesce(max(id) + 1, 0) FROM phrase", (), "I")[0][0])
+                cols, phrases = _scan_halves(tables[:2], sql, plan.kinds, n_ids,
+                                             meanwhile=lambda: _Phrases.read(tables[-1]))
+                if phrases.n_ids != n_ids:
+                    raise ValueError(f"the phrase table changed while read ({n_ids} then {phrases.n_ids} ids)")
+                classes = phrases.label_classes() if agree else None
+                _write_one_scan(cols, plan, plan.writer(_writer(out), phrases), classes, n_ids, counts,
                                 min(chunk_rows, FORMAT_ROWS), prefetch)
             else:
+                phrases = _Phrases.read(table)
+                classes = phrases.label_classes() if agree else None
+                writer = plan.writer(_writer(out), phrases)
                 # The probability model's pairs over the whole table, in key order: where every
                 # pair's p(e1|e2) comes from (its reverse row), and the chunk boundaries.
                 e1_all, e2_all, p_all = _scan_halves(tables, f"SELECT e1, e2, {plan.pcol} FROM pair WHERE "
@@ -405,19 +414,17 @@ def _reverse_where(plan, show_all: bool) -> str:
     return f"{plan.pcol} IS NOT NULL{hide}"
 
 
-def _write_one_scan(tables, plan, sql: str, writer, classes, n_ids: int, counts: dict, task_rows: int,
-                    prefetch: bool) -> None:
+def _write_one_scan(cols, plan, writer, classes, n_ids: int, counts: dict, task_rows: int, prefetch: bool) -> None:
     """The export without a size or relation cut: the rows it writes are the probability model's
     rows that :func:`_reverse_where` names (the learned model writes every visible pair, and
     reads p from General's column: NaN where General has none, as where no reverse row is), so
     one scan of them gives both the lines and every line's p(e1|e2), and the table is read once
     instead of twice (on bio's default export: 1.55M of 4.48M rows, 5.5 -> 3.9 s of CPU).
 
-    The scan runs in two halves on two threads; then the lines are formatted in tasks of about
-    task_rows rows (whole e1 runs) on two threads while this one writes them in order."""
+    cols: that scan (:func:`_scan_halves`, in two threads). The lines are formatted in tasks of
+    about task_rows rows (whole e1 runs) on two threads while this one writes them in order."""
     from pivot._native import _export
 
-    cols = _scan_halves(tables, sql, plan.kinds, n_ids)
     key, p_all = cols[0], cols[1]
     e1_all = key >> 32
     ptr = _export.row_pointer(e1_all, n_ids)
@@ -509,20 +516,29 @@ def _prefetched_pieces(tables, sql: str, params: tuple, kinds: str, pieces, pref
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _scan_halves(tables, sql: str, kinds: str, n_ids: int) -> list:
+def _scan_halves(tables, sql: str, kinds: str, n_ids: int, meanwhile=None):
     """`sql` over e1 in [0, n_ids) (parameters ?1, ?2: an e1 range); with two connections, as
     two halves read at once in two threads: phrase ids are ranks of hashes, so each half holds
-    about half the pairs, and the two scans share the 2 cores."""
+    about half the pairs, and the two scans share the 2 cores. meanwhile: None, or a function
+    this thread calls while the halves are read (both then in threads of their own); the result
+    is then (columns, its value)."""
     if len(tables) == 1:
-        return tables[0].scan(sql, (0, n_ids), kinds)
+        cols = tables[0].scan(sql, (0, n_ids), kinds)
+        return cols if meanwhile is None else (cols, meanwhile())
     from concurrent.futures import ThreadPoolExecutor
 
     mid = n_ids // 2
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pivot-export-scan") as pool:
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="pivot-export-scan") as pool:
         upper = pool.submit(tables[1].scan, sql, (mid, n_ids), kinds)
-        lower = tables[0].scan(sql, (0, mid), kinds)
+        if meanwhile is None:
+            lower = tables[0].scan(sql, (0, mid), kinds)
+        else:
+            lower = pool.submit(tables[0].scan, sql, (0, mid), kinds)
+            extra = meanwhile()
+            lower = lower.result()
         upper = upper.result()
-    return [np.concatenate([a, b]) for a, b in zip(lower, upper)]
+    cols = [np.concatenate([a, b]) for a, b in zip(lower, upper)]
+    return cols if meanwhile is None else (cols, extra)
 
 
 def _chunk_bounds(e1_all: np.ndarray, n_ids: int, chunk_rows: int) -> list[tuple[int, int]]:
