@@ -31,12 +31,21 @@ Lines are grouped by e1 in id order, best first under the model (ties by e2 id):
 databases give equal bytes.
 
 Speed (the issue's target: 500k lines a second): the pair table is read by a C scan straight
-into arrays (``pivot._export.Table``), one chunk of whole e1 runs at a time, with the filters
-in its SQL (SQLite skips a filtered row before reading its other columns); the next two
-chunks are read in two threads, each on its own connection, while this one is formatted (the
-scans and the formatting run without the GIL). p(e1|e2) comes from the reverse pair's row,
-found by ``find_rows`` in the probability model's (e1, e2, p) columns, read once (in two
-halves, at once). No Python object is made per pair.
+into arrays (``pivot._export.Table``), with the filters in its SQL (SQLite skips a filtered row
+before reading its other columns), and no Python object is made per pair. p(e1|e2) comes from
+the reverse pair's row, found by ``find_rows`` in the (e1, e2, p) columns of the rows it can
+come from: the probability model's, and without ``show_all`` only the visible ones (the
+well-formedness flags are symmetric in the two phrases, :func:`_reverse_where`).
+
+* Without a size or relation cut (the default export, ``--all``, ``--agree``), those rows are
+  the rows written: the table is read once, in two halves by e1 in two threads (the phrases
+  meanwhile on a third connection), and the lines are formatted in chunks of whole e1 runs in
+  two threads while this one writes them in order (the scans and the formatting run without
+  the GIL). On bio's default export (1.55M of 4.48M pairs) the second scan of the table this
+  saves was 1.6 of the export's 5.5 s of CPU.
+* With a cut, the reverse rows are read first (in two halves, at once), then the written rows
+  one chunk of whole e1 runs at a time, the next two chunks in two threads, each on its own
+  connection, while this one is formatted.
 """
 from __future__ import annotations
 
@@ -54,8 +63,10 @@ LEARNED = "learned"
 
 #: PPDB 2.0's sizes, smallest first; each holds the ones before it.
 SIZES = ("s", "m", "l", "xl", "xxl", "xxxl")
-#: Pairs read per chunk (whole e1 runs): bounds the export's memory besides the (e1, e2, p)
-#: columns of the probability model.
+#: Pairs read per chunk (whole e1 runs) by an export with a size or relation cut: bounds its
+#: memory besides the (e1, e2, p) columns of the probability model. (Without a cut the export
+#: holds the packed columns of the pairs it writes, 40 bytes a pair, and formats FORMAT_ROWS
+#: at a time.)
 CHUNK_ROWS = 1 << 18
 #: Rows per formatting task of an export read in one scan (whole e1 runs; about 8 MB of lines):
 #: the two formatting threads hold a few tasks' lines at a time.
@@ -419,7 +430,7 @@ def _write_one_scan(cols, plan, writer, classes, n_ids: int, counts: dict, task_
     rows that :func:`_reverse_where` names (the learned model writes every visible pair, and
     reads p from General's column: NaN where General has none, as where no reverse row is), so
     one scan of them gives both the lines and every line's p(e1|e2), and the table is read once
-    instead of twice (on bio's default export: 1.55M of 4.48M rows, 5.5 -> 3.9 s of CPU).
+    instead of twice (bio's default export, 1.55M of 4.48M rows: 5.5 -> 3.6 s of CPU in process).
 
     cols: that scan (:func:`_scan_halves`, in two threads). The lines are formatted in tasks of
     about task_rows rows (whole e1 runs) on two threads while this one writes them in order."""
