@@ -165,18 +165,53 @@ def test_probability_and_combined_models(db_path):
         assert [probability_model(db, m) for m in db.models] == ["general", "dom", "general", "general"]
 
 
-def test_same_bytes_for_any_chunking_and_with_or_without_the_scan_thread(db_path, tmp_path):
+@pytest.mark.parametrize("kw", [{"show_all": True}, {}, {"size": "xxxl"}, {"model": "general+dom", "agree": True}])
+def test_same_bytes_for_any_chunking_and_with_or_without_the_scan_thread(db_path, tmp_path, kw):
+    # Without a size or relation cut the export reads the table once and formats chunks of
+    # whole e1 runs in two threads (chunk_rows=1: one run a chunk); with one, it reads the
+    # reverse rows apart and formats in this thread: every way gives the same bytes.
     outs = set()
     with ParaphraseDB(db_path) as db:
         for chunk_rows in (1, 2, 3, 1000):
             for prefetch in (False, True):
                 out = io.BytesIO()
-                export_ppdb(db, out, show_all=True, chunk_rows=chunk_rows, prefetch=prefetch)
+                export_ppdb(db, out, chunk_rows=chunk_rows, prefetch=prefetch, **kw)
                 outs.add(out.getvalue())
         # a text stream without a binary buffer gets the same text
         text = io.StringIO()
-        export_ppdb(db, text, show_all=True)
+        export_ppdb(db, text, **kw)
     assert len(outs) == 1 and text.getvalue().encode() in outs
+
+
+def test_one_scan_reverse_p_from_visible_rows_and_nulls(tmp_path):
+    # The export without a cut takes p(e1|e2) from the rows it writes. Here General gives
+    # cure -> treat nothing (only dom does), so treat -> cure has no -logp(e1|e2), and
+    # cure -> treat no -logp(e2|e1) but -logp(e1|e2) = -ln 0.5 = 0.693147 from treat -> cure;
+    # handle -> treat and treat -> handle are both hidden (dangling, a symmetric flag), so
+    # neither is written, and look after -> treat (visible) finds treat -> look after
+    # (-ln 0.25 = 1.386294). Lines in e1 order, each run by PPDB2.0Score; the same lines with
+    # one e1 run per formatting chunk (chunk_rows=1) and without threads.
+    pairs = [(0, 1, 0.5, 0.6, 2, 0, 3.5, (700, 100, 50, 50, 50, 50)),
+             (0, 2, 0.2, 0.15, 1, 4, 2.25, (100, 600, 100, 100, 50, 50)),
+             (0, 3, 0.25, NAN, 1, 0, 4.0, (500, 0, 0, 0, 500, 0)),
+             (1, 0, NAN, 0.3, 2, 0, 3.0, (600, 50, 250, 0, 50, 50)),
+             (2, 0, 0.25, NAN, 1, 4, 2.0, (0, 0, 1000, 0, 0, 0)),
+             (3, 0, 0.125, NAN, 3, 0, 1.5, (0, 1000, 0, 0, 0, 0))]
+    path = write_db(tmp_path / "nulls.db", pairs=pairs)
+    expected = [
+        TREAT_LOOK.replace("-logp(e2|e1)=1.38629 ", "-logp(e2|e1)=1.38629 -logp(e1|e2)=2.07944 "),  # -ln 0.125
+        TREAT_CURE.replace(" -logp(e1|e2)=0.916291", ""),
+        "[VB] ||| cure ||| treat ||| PPDB2.0Score=3 -logp(e1|e2)=0.693147 "
+        + REL.format("0.600", "0.050", "0.250", "0.000", "0.050", "0.050") + " NumPivots=2 Form=none"
+        " ||| 0-0 ||| Equivalence",
+        "[VP] ||| look after ||| treat ||| PPDB2.0Score=1.5 -logp(e2|e1)=2.07944 -logp(e1|e2)=1.38629 "
+        + REL.format("0.000", "1.000", "0.000", "0.000", "0.000", "0.000") + " NumPivots=3 Form=none"
+        " |||  ||| ForwardEntailment"]
+    assert export(path) == expected
+    assert export(path, chunk_rows=1) == expected
+    assert export(path, chunk_rows=1, prefetch=False) == expected
+    # the same pairs through the path with a cut (every pair is in xxxl): the same lines
+    assert export(path, size="xxxl") == expected
 
 
 def test_a_failing_write_stops_the_scan_threads_first(db_path):

@@ -190,6 +190,9 @@ def test_random_pairs_match_the_reference():
     want = [reference_mask(texts[i], texts[j], Lemmas(), Lemmas.units)
             for i, j in zip(e1.tolist(), e2.tolist())]
     assert got.tolist() == want
+    # every flag is a symmetric function of the two phrases: the export takes a visible pair's
+    # p(e1|e2) from the visible rows only (pivot.store.export._reverse_where)
+    assert forms.pair_labels(e2, e1).tolist() == want
     # the sample exercises every flag, alone and together
     assert all(((got & bit) != 0).sum() > 100 for bit in NAMES)
     assert len(set(want)) > 15
