@@ -67,22 +67,26 @@ def _pss(pid: int) -> int:
     return 0
 
 
-def tree_memory(root_pid: int, cpu_seen: dict | None = None) -> tuple[int, int]:
+def tree_memory(root_pid: int, cpu_seen: dict | None = None, largest: list | None = None) -> tuple[int, int]:
     """(RSS, PSS) in bytes, each summed over root_pid and all its descendants. With ``cpu_seen``,
     each process's CPU seconds so far are recorded in it by pid (a process that has ended keeps
     its last value: the sum of the dict is the tree's CPU time up to the last sample, but for
-    what a process shorter than the sampling interval spent)."""
+    what a process shorter than the sampling interval spent). With ``largest`` (a list), the
+    largest RSS of any one process of the tree is appended to it."""
     cpu = {} if cpu_seen is not None else None
     children, rss = _proc_table(cpu)
-    total_rss = total_pss = 0
+    total_rss = total_pss = one = 0
     stack = [root_pid]
     while stack:
         pid = stack.pop()
         total_rss += rss.get(pid, 0)
+        one = max(one, rss.get(pid, 0))
         total_pss += _pss(pid)
         if cpu_seen is not None and pid in cpu:
             cpu_seen[pid] = cpu[pid]
         stack.extend(children.get(pid, []))
+    if largest is not None:
+        largest.append(one)
     return total_rss, total_pss
 
 
@@ -120,14 +124,17 @@ def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
         cpu_seen: dict[int, float] = {}
         cpu_by_stage: dict[str, float] = {}
         cpu_last = 0.0
+        one_process: dict[str, float] = {}
         while proc.poll() is None:
-            rss, pss = tree_memory(proc.pid, cpu_seen)
+            largest: list = []
+            rss, pss = tree_memory(proc.pid, cpu_seen, largest)
             stage = _current_stage(log_path, state)
             # CPU seconds since the last sample, charged to the stage the log says is running
             # (stages that run side by side on a cluster are charged to the last one started)
             cpu_now = sum(cpu_seen.values())
             cpu_by_stage[stage] = cpu_by_stage.get(stage, 0.0) + cpu_now - cpu_last
             cpu_last = cpu_now
+            one_process[stage] = max(one_process.get(stage, 0.0), largest[0] / 2**30)
             peak, peak_pss = max(peak, rss), max(peak_pss, pss)
             per_stage[stage] = max(per_stage.get(stage, 0), rss / 2**30)
             per_stage_pss[stage] = max(per_stage_pss.get(stage, 0), pss / 2**30)
@@ -144,7 +151,9 @@ def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
             "peak_rss_tree_gib_by_stage": {k: round(v, 3) for k, v in per_stage.items()},
             "peak_pss_tree_gib": round(peak_pss / 2**30, 3),
             "peak_pss_tree_gib_by_stage": {k: round(v, 3) for k, v in per_stage_pss.items()},
-            "cpu_s_by_stage": {k: round(v, 1) for k, v in cpu_by_stage.items()}}
+            "cpu_s_by_stage": {k: round(v, 1) for k, v in cpu_by_stage.items()},
+            # the largest RSS of any one process (the build, a worker, a tool), by stage
+            "peak_one_process_rss_gib_by_stage": {k: round(v, 3) for k, v in one_process.items()}}
 
 
 def exports(db_path: Path, out_dir: Path) -> dict:
