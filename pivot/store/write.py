@@ -377,12 +377,11 @@ def _load_pairs_joined(conn, path: Path, survey: Survey, chunks, n_stored: int, 
         while state["texts"] and state["joined"] in state["written"]:
             k = state["joined"]
             conn.execute("ATTACH DATABASE ? AS part", (files[k].resolve().as_uri() + "?mode=ro",))
-            try:
-                conn.execute("BEGIN")
-                got = conn.execute(f"INSERT INTO main.pair SELECT {columns} FROM part.pair ORDER BY rowid").rowcount
-                conn.execute("COMMIT")
-            finally:
-                conn.execute("DETACH DATABASE part")
+            # (a failed copy is not detached: the connection is closed and the file removed)
+            conn.execute("BEGIN")
+            got = conn.execute(f"INSERT INTO main.pair SELECT {columns} FROM part.pair ORDER BY rowid").rowcount
+            conn.execute("COMMIT")
+            conn.execute("DETACH DATABASE part")
             start, stop = blocks[k]
             if got != stop - start:
                 raise ValueError(f"{files[k]}: {got} pair rows, block {k} has {stop - start}")
