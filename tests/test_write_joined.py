@@ -114,3 +114,39 @@ def test_scratch_names_are_those_a_sweep_removes_after_a_killed_build():
 
     # the name the build's process gives a block's file carries its pid, which sweep_stale checks
     assert stale_owner(".bio.db.pairs-00017.tmp-4242") == 4242
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_packed_rows_unpack_to_the_rows_of_pair(k):
+    """A scratch row's packed integers give back pair's columns exactly, at the packing's limits."""
+    big = 2**31 - 1
+    piv = np.array([[big - 1] * k, [-1] * k, [0] + [-1] * (k - 1)], dtype=np.int64)
+    c = PairChunk(np.array([0, big, 7]), np.array([big, 0, 7]), np.array([2**40, 0, 1]), piv,
+                  np.array([[0.25, 0.0], [0.0, 1e-300], [1.0, 0.5]]), form=np.array([31, 0, 5]),
+                  ppdb2=np.array([-2.5, 0.0, 3.0]), rel=np.array([[1023, 0, 1, 2, 3, 4], [0] * 6, [5, 6, 900, 1, 0, 2]]))
+    conn = sqlite3.connect(":memory:")
+    conn.execute(W._scratch_sql(2, k))
+    conn.executescript("CREATE TABLE want " + W.schema_sql(2, k).split("CREATE TABLE pair")[1].replace(
+        " WITHOUT ROWID", ""))
+    W.insert_pairs(conn, c, k, 2, packed=True)
+    got = conn.execute(f"SELECT {W._unpacked_sql(k, 2)} FROM pair ORDER BY rowid").fetchall()
+    # the same chunk bound column by column (into a copy of pair's table: `want`)
+    conn.execute("ALTER TABLE pair RENAME TO scratch")
+    conn.execute("ALTER TABLE want RENAME TO pair")
+    W.insert_pairs(conn, c, k, 2)
+    want = conn.execute("SELECT * FROM pair").fetchall()
+    assert got == want
+    # by hand, row 1: e1 2^31 - 1, e2 0, n_pivots 0, no pivot (NULL), p_0 NULL (0 is absent),
+    # p_1 1e-300, form 0, ppdb2 0.0, rel all 0, relation 0 (argmax of a tie: the first)
+    assert want[1] == (big, 0, 0, *[None] * k, None, 1e-300, 0, 0.0, 0, 0, 0, 0, 0, 0, 0)
+    assert want[0][3:3 + k] == (big - 1,) * k and want[0][-7:] == (1023, 0, 1, 2, 3, 4, 0)
+    assert want[2][-1] == 2  # rel_rev 900 is the largest
+
+
+def test_values_the_scratch_cannot_pack_are_refused():
+    c = PairChunk(np.array([0]), np.array([1]), np.array([1]), np.array([[0, -1, -1]]), np.array([[0.5]]),
+                  form=np.array([32]), ppdb2=np.array([1.0]), rel=np.array([[0, 0, 0, 0, 1024, 0]]))
+    conn = sqlite3.connect(":memory:")
+    conn.execute(W._scratch_sql(1, 3))
+    with pytest.raises(ValueError, match=r"form outside \[0, 32\), rel outside \[0, 1024\)"):
+        W.insert_pairs(conn, c, 3, 1, packed=True)

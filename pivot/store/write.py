@@ -9,6 +9,13 @@ write holds one chunk of pairs, not the table; `write_database` takes whole arra
 and reverse probabilities are not stored; the reader derives them from the pair rows of one
 phrase, which are few.
 
+Binding a row from Python costs ~8 of its ~10 us (sqlite3's per-value binding and the Python
+values themselves; SQLite's own insert ~1.7 us). Given an engine with workers, the rows are bound
+there instead: one task per block of BLOCK_ROWS rows writes a scratch SQLite file, all blocks
+at once, while this process builds the texts; this process then copies each block's rows into
+the database in key order inside SQLite (ATTACH, INSERT ... SELECT), the same sequence of
+inserts and transactions as one writer, so the same bytes (see `_load_pairs_joined`).
+
 The file is built under a temporary name in the destination folder and renamed into place
 only when complete, so a reader never sees half a database; any exception removes it. Equal
 inputs give a byte-identical file: nothing time- or process-dependent is written.
@@ -328,11 +335,12 @@ def _load_pairs_here(conn, survey: Survey, chunks, n_stored: int, batch_rows: in
 
 
 def _scratch_sql(n_stored: int, n_piv_cols: int) -> str:
-    """A scratch file's pair table: pair's columns and types, no key (its rows come in key
-    order, and the copy into `pair` checks the key); a rowid table is the cheaper insert."""
-    typed = [f"{c} INTEGER" if not c.startswith("p_") and c != "ppdb2" else f"{c} REAL"
-             for c in pair_columns(n_piv_cols, n_stored)]
-    return f"CREATE TABLE pair ({', '.join(typed)})"
+    """A scratch file's pair table: the packed integers (see _packed), the scores, no key (its
+    rows come in key order, and the copy into `pair` checks the key); a rowid table is the
+    cheaper insert."""
+    columns = ["key INTEGER", *(f"piv{j} INTEGER" for j in range(0, n_piv_cols, 2)), "misc INTEGER", "rel INTEGER",
+               *(f"p_{j} REAL" for j in range(n_stored)), "ppdb2 REAL"]
+    return f"CREATE TABLE pair ({', '.join(columns)})"
 
 
 def write_pair_file(path, chunks, start: int, stop: int, n_piv_cols: int, n_stored: int,
@@ -350,7 +358,7 @@ def write_pair_file(path, chunks, start: int, stop: int, n_piv_cols: int, n_stor
         conn.execute(_scratch_sql(n_stored, n_piv_cols))
         conn.execute("BEGIN")
         for piece in _block_pieces(chunks, start, stop):
-            insert_pairs(conn, piece, n_piv_cols, n_stored, batch_rows)
+            insert_pairs(conn, piece, n_piv_cols, n_stored, batch_rows, packed=True)
             n += len(piece.e1)
         conn.execute("COMMIT")
     except sqlite3.OperationalError as exc:
@@ -369,7 +377,7 @@ def _load_pairs_joined(conn, path: Path, survey: Survey, chunks, n_stored: int, 
     # ".NAME.pairs-B.tmp-PID": a temporary name pivot.locking.sweep_stale removes after a
     # killed build (in a work folder); removed below otherwise.
     files = [folder / f".{path.name}.pairs-{k:05d}.tmp-{os.getpid()}" for k in range(len(blocks))]
-    columns = ", ".join(pair_columns(survey.n_piv_cols, n_stored))
+    columns = _unpacked_sql(survey.n_piv_cols, n_stored)
     state = {"texts": False, "written": set(), "joined": 0}
 
     def join_ready():
@@ -550,15 +558,9 @@ def pair_columns(n_piv_cols: int, n_stored: int) -> list[str]:
 
 
 def insert_pairs(conn: sqlite3.Connection, c, n_piv_cols: int, n_stored: int, batch_rows: int = 200_000,
-                 table: str = "pair") -> None:
-    """Insert one chunk's rows into `table` (`pair`; in its key order), `batch_rows` at a time."""
-    n_columns = 3 + n_piv_cols + n_stored + 2 + len(RELATION_COLUMNS) + 1
-    one = f"({', '.join('?' * n_columns)})"
-    insert_one = f"INSERT INTO {table} VALUES {one}"
-    insert_many = f"INSERT INTO {table} VALUES {', '.join([one] * ROWS_PER_STATEMENT)}"
-    width = n_columns * ROWS_PER_STATEMENT
-    unclassified = np.zeros(len(RELATION_COLUMNS), dtype=np.int64)
-    unclassified[UNCLASSIFIED] = 1000
+                 packed: bool = False) -> None:
+    """Insert one chunk's rows into `pair` (in its key order), `batch_rows` at a time; ``packed``:
+    into a scratch file's pair table (:func:`_scratch_sql`), its integers packed."""
     e1, e2, n_piv, piv = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots))
     scores = np.asarray(c.p, dtype=np.float64)
     m = len(e1)
@@ -566,25 +568,89 @@ def insert_pairs(conn: sqlite3.Connection, c, n_piv_cols: int, n_stored: int, ba
         piv = piv.reshape(0, n_piv_cols)
     form = np.zeros(m, np.int64) if getattr(c, "form", None) is None else _integers(c.form)
     score = np.zeros(m) if getattr(c, "ppdb2", None) is None else np.asarray(c.ppdb2, np.float64)
-    rel = (np.broadcast_to(unclassified, (m, len(RELATION_COLUMNS))) if getattr(c, "rel", None) is None
-           else _integers(c.rel))
+    if getattr(c, "rel", None) is None:
+        unclassified = np.zeros(len(RELATION_COLUMNS), dtype=np.int64)
+        unclassified[UNCLASSIFIED] = 1000
+        rel = np.broadcast_to(unclassified, (m, len(RELATION_COLUMNS)))
+    else:
+        rel = _integers(c.rel)
     # the argmax relation, ties to the lower index (np.argmax returns the first maximum)
     relation = rel.argmax(axis=1) if m else np.zeros(0, np.int64)
+    if packed:
+        _check_packable(e1, e2, n_piv, piv, form, rel)
     for start in range(0, m, batch_rows):
         sl = slice(start, start + batch_rows)
-        pv, sc = piv[sl], scores[sl]
+        sc = scores[sl]
         ab = ~(sc > 0)
-        columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
-        columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
-        columns += [_masked(sc[:, j], ab[:, j]) for j in range(n_stored)]
-        columns += [form[sl].tolist(), score[sl].tolist()]
-        columns += [rel[sl, j].tolist() for j in range(len(RELATION_COLUMNS))]
-        columns.append(relation[sl].tolist())
-        # the values row after row in one flat list, cut into statements of ROWS_PER_STATEMENT rows
-        flat = list(chain.from_iterable(zip(*columns)))
-        full = len(flat) - len(flat) % width
-        conn.executemany(insert_many, (flat[i:i + width] for i in range(0, full, width)))
-        conn.executemany(insert_one, (flat[i:i + n_columns] for i in range(full, len(flat), n_columns)))
+        floats = [_masked(sc[:, j], ab[:, j]) for j in range(n_stored)] + [score[sl].tolist()]
+        if packed:
+            columns = _packed(e1[sl], e2[sl], n_piv[sl], piv[sl], form[sl], rel[sl], relation[sl]) + floats
+        else:
+            pv = piv[sl]
+            columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
+            columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
+            columns += floats[:n_stored] + [form[sl].tolist(), floats[-1]]
+            columns += [rel[sl, j].tolist() for j in range(len(RELATION_COLUMNS))]
+            columns.append(relation[sl].tolist())
+        _insert_rows(conn, "pair", columns)
+
+
+def _insert_rows(conn, table: str, columns: list) -> None:
+    """Rows given as column lists, ROWS_PER_STATEMENT to an INSERT statement."""
+    n_columns = len(columns)
+    one = f"({', '.join('?' * n_columns)})"
+    width = n_columns * ROWS_PER_STATEMENT
+    # the values row after row in one flat list, cut into statements of ROWS_PER_STATEMENT rows
+    flat = list(chain.from_iterable(zip(*columns)))
+    full = len(flat) - len(flat) % width
+    conn.executemany(f"INSERT INTO {table} VALUES {', '.join([one] * ROWS_PER_STATEMENT)}",
+                     (flat[i:i + width] for i in range(0, full, width)))
+    conn.executemany(f"INSERT INTO {table} VALUES {one}", (flat[i:i + n_columns] for i in range(full, len(flat), n_columns)))
+
+
+# A scratch file's integers, packed: a bound value costs more than the rows' bit arithmetic, so
+# the 19 integer columns of a row (3 pivots) go as 5 values, unpacked by the copy's SELECT:
+#   key   = e1 << 32 | e2                                      (ids below 2^31)
+#   piv_i = (pivot_2i + 1) << 32 | (pivot_2i+1 + 1)           (0 for none, SQL NULL; a last odd one alone)
+#   misc  = n_pivots << 8 | form << 3 | relation               (form below 32, relation below 8)
+#   rel   = sum of rel_j << 10 j                               (per mille, below 1024)
+_ID_LIMIT = 1 << 31
+
+
+def _check_packable(e1, e2, n_piv, piv, form, rel) -> None:
+    bad = []
+    for name, a, lo, hi in (("e1", e1, 0, _ID_LIMIT), ("e2", e2, 0, _ID_LIMIT), ("pivots", piv, -1, _ID_LIMIT - 1),
+                            ("n_pivots", n_piv, 0, 1 << 54), ("form", form, 0, 32), ("rel", rel, 0, 1024)):
+        if len(a) and (int(a.min()) < lo or int(a.max()) >= hi):
+            bad.append(f"{name} outside [{lo}, {hi})")
+    if bad:
+        raise ValueError(f"pair values the scratch files cannot pack: {', '.join(bad)}")
+
+
+def _packed(e1, e2, n_piv, piv, form, rel, relation) -> list:
+    i64 = np.int64
+    columns = [(e1.astype(i64) << 32 | e2.astype(i64)).tolist()]
+    p1 = piv.astype(i64) + 1
+    for j in range(0, p1.shape[1], 2):
+        columns.append((p1[:, j] << 32 | p1[:, j + 1] if j + 1 < p1.shape[1] else p1[:, j]).tolist())
+    columns.append((n_piv.astype(i64) << 8 | form.astype(i64) << 3 | relation.astype(i64)).tolist())
+    r = rel.astype(i64)
+    columns.append(np.bitwise_or.reduce([r[:, j] << (10 * j) for j in range(r.shape[1])], axis=0).tolist()
+                   if len(r) else [])
+    return columns
+
+
+def _unpacked_sql(n_piv_cols: int, n_stored: int) -> str:
+    """The SELECT list that gives `pair`'s columns, in order, from a scratch file's packed row."""
+    pivots = []
+    for j in range(0, n_piv_cols, 2):
+        if j + 1 < n_piv_cols:
+            pivots += [f"NULLIF(piv{j} >> 32, 0) - 1", f"NULLIF(piv{j} & 4294967295, 0) - 1"]
+        else:
+            pivots.append(f"NULLIF(piv{j}, 0) - 1")
+    return ", ".join(["key >> 32", "key & 4294967295", "misc >> 8", *pivots,
+                      *(f"p_{j}" for j in range(n_stored)), "(misc >> 3) & 31", "ppdb2",
+                      *(f"(rel >> {10 * j}) & 1023" for j in range(len(RELATION_COLUMNS))), "misc & 7"])
 
 
 def finish_load(conn: sqlite3.Connection, models: list[dict], n_pairs: list, n: int, meta: dict) -> None:
