@@ -123,7 +123,8 @@ def test_packed_rows_unpack_to_the_rows_of_pair(k):
     piv = np.array([[big - 1] * k, [-1] * k, [0] + [-1] * (k - 1)], dtype=np.int64)
     c = PairChunk(np.array([0, big, 7]), np.array([big, 0, 7]), np.array([2**40, 0, 1]), piv,
                   np.array([[0.25, 0.0], [0.0, 1e-300], [1.0, 0.5]]), form=np.array([31, 0, 5]),
-                  ppdb2=np.array([-2.5, 0.0, 3.0]), rel=np.array([[1023, 0, 1, 2, 3, 4], [0] * 6, [5, 6, 900, 1, 0, 2]]))
+                  ppdb2=np.array([-2.5, 0.0, 3.0]),
+                  rel=np.array([[1023, 0, 1, 2, 3, 4], [0] * 6, [5, 6, 900, 1, 0, 2]]))
     conn = sqlite3.connect(":memory:")
     conn.execute(W._scratch_sql(2, k))
     conn.executescript("CREATE TABLE want " + W.schema_sql(2, k).split("CREATE TABLE pair")[1].replace(
