@@ -887,10 +887,7 @@ class Pipeline:
         n_pairs_out = int(sum(index["n_pairs"]))
         ppdb2_dir = self.ppdb2_dir[0]
         lhs_stage = self.lhs_dir
-        # The sharded stages are done: the workers' memory goes back to the system before the
-        # combination and the database are written here (a database in parts is written by them).
-        if self.parts == 1:
-            self.engine.close()
+        # The workers write the database's pair rows (pivot.store.write), or its parts.
         models = [dict(m) for m in self.models]
         layer = json.loads((ppdb2_dir / "ppdb2.json").read_text())
         comb_meta = None
@@ -994,6 +991,7 @@ class Pipeline:
             write_database_chunks(
                 self.out_path, phrases=e_text, phrase_counts=e_count, chunks=chunks, foreign=f_text,
                 models=models, meta=meta, progress=not self.quiet and sys.stderr.isatty(), lhs=phrase_lhs,
+                engine=self.engine, scratch=self.wd.root,
             )
         else:
             from pivot.store.parts import write_database_parts

@@ -9,6 +9,13 @@ write holds one chunk of pairs, not the table; `write_database` takes whole arra
 and reverse probabilities are not stored; the reader derives them from the pair rows of one
 phrase, which are few.
 
+Binding a row from Python costs ~8 of its ~10 us (sqlite3's per-value binding and the Python
+values themselves; SQLite's own insert ~1.7 us). Given an engine with workers, the rows are bound
+there instead: one task per block of BLOCK_ROWS rows writes a scratch SQLite file, all blocks
+at once, while this process builds the texts; this process then copies each block's rows into
+the database in key order inside SQLite (ATTACH, INSERT ... SELECT), the same sequence of
+inserts and transactions as one writer, so the same bytes (see `_load_pairs_joined`).
+
 The file is built under a temporary name in the destination folder and renamed into place
 only when complete, so a reader never sees half a database; any exception removes it. Equal
 inputs give a byte-identical file: nothing time- or process-dependent is written.
@@ -16,8 +23,10 @@ inputs give a byte-identical file: nothing time- or process-dependent is written
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -204,6 +213,8 @@ def write_database_chunks(
     progress: bool = False,
     batch_rows: int = 200_000,
     lhs=None,
+    engine=None,
+    scratch=None,
 ) -> Path:
     """:func:`write_database` for a table too large to hold at once: ``chunks()`` returns a fresh
     iterable of :class:`PairChunk` (or objects with the same fields), each sorted by (e1, e2)
@@ -217,36 +228,194 @@ def write_database_chunks(
     kind "learned" is scored by the ``ppdb2`` column and proposes every pair; the meta's
     "default_model" is the learned model when there is one, else the first model (unless the
     caller's meta sets it).
-    """
-    from tqdm import tqdm
 
+    ``engine``: a pivot.pipeline.engine.Engine with workers: they write the pair rows, one
+    task per non-empty chunk, each into a scratch file in ``scratch`` (default: the database's
+    folder; the workers must see it, as they see the work folder), which this process copies
+    into the database in key order inside SQLite (``chunks`` must then be picklable). The file
+    is the same bytes as without an engine.
+    """
     path = Path(path)
     stored, learned = check_models(models)
     survey = survey_chunks(chunks, stored, learned)
-    texts = survey.texts(phrases, foreign, lhs)
+    on_workers = engine is not None and not engine.in_process
 
     # Built under a temporary name beside `path` and renamed when complete (pivot/outputs.py);
     # an exception removes it.
     with outputs.replacing(path) as tmp:
-        conn = sqlite3.connect(tmp, isolation_level=None)
+        conn = sqlite3.connect(tmp.resolve().as_uri(), uri=True, isolation_level=None)
         try:
             begin_load(conn, len(stored), survey.n_piv_cols)
-            conn.executemany("INSERT INTO phrase VALUES (?, ?, ?, ?, ?)",
-                             ((i, *texts.phrase_row(i, phrase_counts)) for i in survey.used.tolist()))
-            conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)",
-                             ((int(f), texts.foreign[f]) for f in sorted(texts.foreign)))
-            # Pass 2: the rows, in primary-key order (a duplicate pair fails the insert and the write).
-            with tqdm(total=survey.n, desc="database: pairs", unit="row", unit_scale=True,
-                      disable=not progress, mininterval=1.0) as bar:
-                for c in chunks():
-                    insert_pairs(conn, c, survey.n_piv_cols, len(stored), batch_rows)
-                    bar.update(len(c.e1))
+            if on_workers:
+                _load_pairs_joined(conn, path, survey, chunks, len(stored), batch_rows, engine, scratch,
+                                   lambda: _insert_texts(conn, survey, phrases, foreign, lhs, phrase_counts))
+            else:
+                _insert_texts(conn, survey, phrases, foreign, lhs, phrase_counts)
+                _load_pairs_here(conn, survey, chunks, len(stored), batch_rows, progress)
+            conn.execute("BEGIN")
             finish_load(conn, models, survey.n_pairs, survey.n, meta)
         except sqlite3.OperationalError as exc:  # the disk's: full, a file size limit, an I/O error
             raise _write_failed(exc, path) from exc
         finally:
             conn.close()
     return path
+
+
+#: Rows per transaction of the pair load, and per task when the workers write them.
+BLOCK_ROWS = 250_000
+
+# The pair load, two ways to the same bytes. Both insert the same rows in the same order, after
+# the texts' transaction, one transaction per block of BLOCK_ROWS rows of the table in key order
+# (a fixed cut: neither the chunks' sizes nor the workers count reach the file). SQLite's file
+# then depends only on that sequence (its b-tree is appended to, pages are allocated in insert
+# order, the header counts the transactions), which a test checks byte for byte.
+#
+# - here (no engine, or --workers 1): each block's rows bound from Python into `pair`;
+# - on the workers: each block's rows bound from Python into a scratch SQLite file by an engine
+#   task, all blocks at once, while this process builds and inserts the texts; then each file
+#   copied into `pair` in key order inside SQLite (ATTACH, INSERT ... SELECT: no Python value
+#   per row, ~1.7 us a row against ~8-10 us through executemany), each as soon as it and the
+#   ones before it are written.
+
+
+def _blocks(n: int) -> list[tuple[int, int]]:
+    """The row ranges [start, stop) of the table's blocks (the last one may be shorter)."""
+    return [(a, min(a + BLOCK_ROWS, n)) for a in range(0, n, BLOCK_ROWS)]
+
+
+def _rows(c, a: int, b: int) -> PairChunk:
+    """Rows a..b of a chunk, as a PairChunk (views: a chunk's memory maps are read only there)."""
+    return PairChunk(*(getattr(c, f)[a:b] for f in ("e1", "e2", "n_pivots", "pivots", "p")),
+                     **{f: None if getattr(c, f, None) is None else getattr(c, f)[a:b]
+                        for f in ("form", "ppdb2", "rel")})
+
+
+def _block_pieces(chunks, start: int, stop: int):
+    """The pieces of the chunks that hold rows start..stop of the table, in order."""
+    pos = 0
+    for c in chunks():
+        m = len(c.e1)
+        a, b = max(start - pos, 0), min(stop - pos, m)
+        if a < b:
+            yield _rows(c, a, b)
+        pos += m
+        if pos >= stop:
+            return
+
+
+def _insert_texts(conn, survey: Survey, phrases, foreign, lhs, phrase_counts) -> None:
+    """The phrase and foreign_phrase rows (the load's first transaction, begun by begin_load)."""
+    texts = survey.texts(phrases, foreign, lhs)
+    _insert_flat(conn, "phrase", 5, [v for i in survey.used.tolist() for v in (i, *texts.phrase_row(i, phrase_counts))])
+    _insert_flat(conn, "foreign_phrase", 2, [v for f in sorted(texts.foreign) for v in (int(f), texts.foreign[f])])
+    conn.execute("COMMIT")
+
+
+def _load_pairs_here(conn, survey: Survey, chunks, n_stored: int, batch_rows: int, progress: bool) -> None:
+    from tqdm import tqdm
+
+    # Pass 2: the rows, in primary-key order (a duplicate pair fails the insert and the write),
+    # a transaction per block.
+    pos = 0
+    with tqdm(total=survey.n, desc="database: pairs", unit="row", unit_scale=True,
+              disable=not progress, mininterval=1.0) as bar:
+        for c in chunks():
+            m, a = len(c.e1), 0
+            while a < m:
+                take = min(m - a, BLOCK_ROWS - pos % BLOCK_ROWS)
+                if pos % BLOCK_ROWS == 0:
+                    conn.execute("BEGIN")
+                insert_pairs(conn, _rows(c, a, a + take), survey.n_piv_cols, n_stored, batch_rows)
+                pos, a = pos + take, a + take
+                if pos % BLOCK_ROWS == 0 or pos == survey.n:
+                    conn.execute("COMMIT")
+            bar.update(m)
+
+
+def _scratch_sql(n_stored: int, n_piv_cols: int) -> str:
+    """A scratch file's pair table: the packed integers (see _packed), the scores, no key (its
+    rows come in key order, and the copy into `pair` checks the key); a rowid table is the
+    cheaper insert."""
+    columns = ["key INTEGER", *(f"piv{j} INTEGER" for j in range(0, n_piv_cols, 2)), "misc INTEGER", "rel INTEGER",
+               *(f"p_{j} REAL" for j in range(n_stored)), "ppdb2 REAL"]
+    return f"CREATE TABLE pair ({', '.join(columns)})"
+
+
+def write_pair_file(path, chunks, start: int, stop: int, n_piv_cols: int, n_stored: int,
+                    batch_rows: int = 200_000) -> int:
+    """Rows start..stop of the table (``chunks()`` in key order) as a scratch SQLite file at
+    ``path``: an engine task (a retry after a dead worker starts the file again). Returns the
+    rows written."""
+    path = Path(path)
+    path.unlink(missing_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    n = 0
+    try:
+        conn.execute("PRAGMA journal_mode=OFF")
+        conn.execute("PRAGMA synchronous=OFF")
+        conn.execute(_scratch_sql(n_stored, n_piv_cols))
+        conn.execute("BEGIN")
+        for piece in _block_pieces(chunks, start, stop):
+            insert_pairs(conn, piece, n_piv_cols, n_stored, batch_rows, packed=True)
+            n += len(piece.e1)
+        conn.execute("COMMIT")
+    except sqlite3.OperationalError as exc:
+        raise _write_failed(exc, path) from exc
+    finally:
+        conn.close()
+    return n
+
+
+def _load_pairs_joined(conn, path: Path, survey: Survey, chunks, n_stored: int, batch_rows: int, engine, scratch,
+                       insert_texts) -> None:
+    from pivot.pipeline.engine import Batch
+
+    folder = Path(scratch) if scratch is not None else path.parent
+    blocks = _blocks(survey.n)
+    # ".NAME.pairs-B.tmp-PID": a temporary name pivot.locking.sweep_stale removes after a
+    # killed build (in a work folder); removed below otherwise.
+    files = [folder / f".{path.name}.pairs-{k:05d}.tmp-{os.getpid()}" for k in range(len(blocks))]
+    columns = _unpacked_sql(survey.n_piv_cols, n_stored)
+    state = {"texts": False, "written": set(), "joined": 0}
+
+    def join_ready():
+        # in key order, once the texts are in: the pages of `pair` follow those of the texts
+        while state["texts"] and state["joined"] in state["written"]:
+            k = state["joined"]
+            conn.execute("ATTACH DATABASE ? AS part", (files[k].resolve().as_uri() + "?mode=ro",))
+            # (a failed copy is not detached: the connection is closed and the file removed)
+            conn.execute("BEGIN")
+            got = conn.execute(f"INSERT INTO main.pair SELECT {columns} FROM part.pair ORDER BY rowid").rowcount
+            conn.execute("COMMIT")
+            conn.execute("DETACH DATABASE part")
+            start, stop = blocks[k]
+            if got != stop - start:
+                raise ValueError(f"{files[k]}: {got} pair rows, block {k} has {stop - start}")
+            files[k].unlink()
+            state["joined"] += 1
+
+    def writer(k):
+        start, stop = blocks[k]
+        yield Batch(write_pair_file, [(files[k], chunks, start, stop, survey.n_piv_cols, n_stored, batch_rows)],
+                    name="store-pairs")
+        state["written"].add(k)
+        join_ready()
+
+    def texts():
+        insert_texts()
+        state["texts"] = True
+        join_ready()
+        return
+        yield  # a job of Engine.run is a generator; this one has no task
+
+    try:
+        # the writers first: their tasks are submitted before this process turns to the texts
+        engine.run(*(writer(k) for k in range(len(blocks))), texts())
+    finally:
+        for f in files:
+            f.unlink(missing_ok=True)
+    if state["joined"] != len(blocks):
+        raise RuntimeError(f"the pair load joined {state['joined']} of {len(blocks)} block files")
 
 
 def check_models(models: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -291,6 +460,7 @@ class Survey:
     used: np.ndarray
     used_f: np.ndarray
     e1_pairs: np.ndarray
+    chunk_rows: list  # the rows of each chunk, in order (where the pair load is cut among workers)
 
     def texts(self, phrases, foreign, lhs) -> Texts:
         """The texts of the ids used (``phrases``, ``foreign``, ``lhs`` as write_database_chunks takes them)."""
@@ -313,6 +483,7 @@ def survey_chunks(chunks, stored: list[dict], learned: list[dict]) -> Survey:
     n_pairs = np.zeros(len(stored), dtype=np.int64)
     used, used_f, last = np.zeros(0, np.int64), np.zeros(0, np.int64), None
     e1_pairs = np.zeros(0, np.int64)
+    chunk_rows = []
     given = None  # which PPDB 2.0 fields the chunks carry
     # Integer arrays keep their dtype (the pipeline's are int32): a copy per column would cost
     # hundreds of MB at a real build's size, and .tolist() gives Python ints either way.
@@ -349,12 +520,13 @@ def survey_chunks(chunks, stored: list[dict], learned: list[dict]) -> Survey:
             counts[:len(e1_pairs)] += e1_pairs
             e1_pairs = counts
         n += m
+        chunk_rows.append(m)
         n_pairs += (sc > 0).sum(axis=0)  # 0 and NaN: the model does not propose the pair
         used = _used_ids(used, e1, e2)
         used_f = _used_ids(used_f, piv[piv >= 0])
     if learned and not (given or (False, False, False))[1]:
         raise ValueError(f"model {learned[0]['name']!r} is learned: the chunks must carry its ppdb2 scores")
-    return Survey(n, 3 if n_piv_cols is None else n_piv_cols, n_pairs.tolist(), used, used_f, e1_pairs)
+    return Survey(n, 3 if n_piv_cols is None else n_piv_cols, n_pairs.tolist(), used, used_f, e1_pairs, chunk_rows)
 
 
 def begin_load(conn: sqlite3.Connection, n_stored: int, n_piv_cols: int) -> None:
@@ -369,12 +541,24 @@ def begin_load(conn: sqlite3.Connection, n_stored: int, n_piv_cols: int) -> None
     conn.execute("BEGIN")  # one transaction for the whole load
 
 
-def insert_pairs(conn: sqlite3.Connection, c, n_piv_cols: int, n_stored: int, batch_rows: int = 200_000) -> None:
-    """Insert one chunk's rows into `pair` (in its key order), `batch_rows` at a time."""
-    n_columns = 3 + n_piv_cols + n_stored + 2 + len(RELATION_COLUMNS) + 1
-    insert = f"INSERT INTO pair VALUES ({', '.join('?' * n_columns)})"
-    unclassified = np.zeros(len(RELATION_COLUMNS), dtype=np.int64)
-    unclassified[UNCLASSIFIED] = 1000
+#: Rows per INSERT statement of the pair load: a statement of many rows is bound and stepped
+#: once, where one of one row pays the statement's dispatch, reset and step set-up per row
+#: (the load is ~80 % Python and sqlite3 binding overhead, ~20 % SQLite's b-tree; measured on
+#: bio's 4.5M pairs). 32 rows x 26 columns = 832 parameters, under SQLite's oldest default
+#: limit of 999. The rows go in the same order either way: the file is the same bytes.
+ROWS_PER_STATEMENT = 32
+
+
+def pair_columns(n_piv_cols: int, n_stored: int) -> list[str]:
+    """The column names of `pair`, in table order."""
+    return (["e1", "e2", "n_pivots", *(f"pivot{j + 1}" for j in range(n_piv_cols)),
+             *(f"p_{j}" for j in range(n_stored)), "form", "ppdb2", *RELATION_COLUMNS, "relation"])
+
+
+def insert_pairs(conn: sqlite3.Connection, c, n_piv_cols: int, n_stored: int, batch_rows: int = 200_000,
+                 packed: bool = False) -> None:
+    """Insert one chunk's rows into `pair` (in its key order), `batch_rows` at a time; ``packed``:
+    into a scratch file's pair table (:func:`_scratch_sql`), its integers packed."""
     e1, e2, n_piv, piv = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots))
     scores = np.asarray(c.p, dtype=np.float64)
     m = len(e1)
@@ -382,21 +566,94 @@ def insert_pairs(conn: sqlite3.Connection, c, n_piv_cols: int, n_stored: int, ba
         piv = piv.reshape(0, n_piv_cols)
     form = np.zeros(m, np.int64) if getattr(c, "form", None) is None else _integers(c.form)
     score = np.zeros(m) if getattr(c, "ppdb2", None) is None else np.asarray(c.ppdb2, np.float64)
-    rel = (np.broadcast_to(unclassified, (m, len(RELATION_COLUMNS))) if getattr(c, "rel", None) is None
-           else _integers(c.rel))
+    if getattr(c, "rel", None) is None:
+        unclassified = np.zeros(len(RELATION_COLUMNS), dtype=np.int64)
+        unclassified[UNCLASSIFIED] = 1000
+        rel = np.broadcast_to(unclassified, (m, len(RELATION_COLUMNS)))
+    else:
+        rel = _integers(c.rel)
     # the argmax relation, ties to the lower index (np.argmax returns the first maximum)
     relation = rel.argmax(axis=1) if m else np.zeros(0, np.int64)
+    if packed:
+        _check_packable(e1, e2, n_piv, piv, form, rel)
     for start in range(0, m, batch_rows):
         sl = slice(start, start + batch_rows)
-        pv, sc = piv[sl], scores[sl]
+        sc = scores[sl]
         ab = ~(sc > 0)
-        columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
-        columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
-        columns += [_masked(sc[:, j], ab[:, j]) for j in range(n_stored)]
-        columns += [form[sl].tolist(), score[sl].tolist()]
-        columns += [rel[sl, j].tolist() for j in range(len(RELATION_COLUMNS))]
-        columns.append(relation[sl].tolist())
-        conn.executemany(insert, zip(*columns))
+        floats = [_masked(sc[:, j], ab[:, j]) for j in range(n_stored)] + [score[sl].tolist()]
+        if packed:
+            columns = _packed(e1[sl], e2[sl], n_piv[sl], piv[sl], form[sl], rel[sl], relation[sl]) + floats
+        else:
+            pv = piv[sl]
+            columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
+            columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
+            columns += floats[:n_stored] + [form[sl].tolist(), floats[-1]]
+            columns += [rel[sl, j].tolist() for j in range(len(RELATION_COLUMNS))]
+            columns.append(relation[sl].tolist())
+        _insert_rows(conn, "pair", columns)
+
+
+def _insert_rows(conn, table: str, columns: list) -> None:
+    """Rows given as column lists, ROWS_PER_STATEMENT to an INSERT statement."""
+    # the values row after row in one flat list, cut into statements of ROWS_PER_STATEMENT rows
+    _insert_flat(conn, table, len(columns), list(chain.from_iterable(zip(*columns))))
+
+
+def _insert_flat(conn, table: str, n_columns: int, flat: list) -> None:
+    """Rows of n_columns values each, one after the other in ``flat``, ROWS_PER_STATEMENT to an
+    INSERT statement."""
+    one = f"({', '.join('?' * n_columns)})"
+    width = n_columns * ROWS_PER_STATEMENT
+    full = len(flat) - len(flat) % width
+    conn.executemany(f"INSERT INTO {table} VALUES {', '.join([one] * ROWS_PER_STATEMENT)}",
+                     (flat[i:i + width] for i in range(0, full, width)))
+    conn.executemany(f"INSERT INTO {table} VALUES {one}",
+                     (flat[i:i + n_columns] for i in range(full, len(flat), n_columns)))
+
+
+# A scratch file's integers, packed: a bound value costs more than the rows' bit arithmetic, so
+# the 19 integer columns of a row (3 pivots) go as 5 values, unpacked by the copy's SELECT:
+#   key   = e1 << 32 | e2                                      (ids below 2^31)
+#   piv_i = (pivot_2i + 1) << 32 | (pivot_2i+1 + 1)           (0 for none, SQL NULL; a last odd one alone)
+#   misc  = n_pivots << 8 | form << 3 | relation               (form below 32, relation below 8)
+#   rel   = sum of rel_j << 10 j                               (per mille, below 1024)
+_ID_LIMIT = 1 << 31
+
+
+def _check_packable(e1, e2, n_piv, piv, form, rel) -> None:
+    bad = []
+    for name, a, lo, hi in (("e1", e1, 0, _ID_LIMIT), ("e2", e2, 0, _ID_LIMIT), ("pivots", piv, -1, _ID_LIMIT - 1),
+                            ("n_pivots", n_piv, 0, 1 << 54), ("form", form, 0, 32), ("rel", rel, 0, 1024)):
+        if len(a) and (int(a.min()) < lo or int(a.max()) >= hi):
+            bad.append(f"{name} outside [{lo}, {hi})")
+    if bad:
+        raise ValueError(f"pair values the scratch files cannot pack: {', '.join(bad)}")
+
+
+def _packed(e1, e2, n_piv, piv, form, rel, relation) -> list:
+    i64 = np.int64
+    columns = [(e1.astype(i64) << 32 | e2.astype(i64)).tolist()]
+    p1 = piv.astype(i64) + 1
+    for j in range(0, p1.shape[1], 2):
+        columns.append((p1[:, j] << 32 | p1[:, j + 1] if j + 1 < p1.shape[1] else p1[:, j]).tolist())
+    columns.append((n_piv.astype(i64) << 8 | form.astype(i64) << 3 | relation.astype(i64)).tolist())
+    r = rel.astype(i64)
+    columns.append(np.bitwise_or.reduce([r[:, j] << (10 * j) for j in range(r.shape[1])], axis=0).tolist()
+                   if len(r) else [])
+    return columns
+
+
+def _unpacked_sql(n_piv_cols: int, n_stored: int) -> str:
+    """The SELECT list that gives `pair`'s columns, in order, from a scratch file's packed row."""
+    pivots = []
+    for j in range(0, n_piv_cols, 2):
+        if j + 1 < n_piv_cols:
+            pivots += [f"NULLIF(piv{j} >> 32, 0) - 1", f"NULLIF(piv{j} & 4294967295, 0) - 1"]
+        else:
+            pivots.append(f"NULLIF(piv{j}, 0) - 1")
+    return ", ".join(["key >> 32", "key & 4294967295", "misc >> 8", *pivots,
+                      *(f"p_{j}" for j in range(n_stored)), "(misc >> 3) & 31", "ppdb2",
+                      *(f"(rel >> {10 * j}) & 1023" for j in range(len(RELATION_COLUMNS))), "misc & 7"])
 
 
 def finish_load(conn: sqlite3.Connection, models: list[dict], n_pairs: list, n: int, meta: dict) -> None:

@@ -1,0 +1,153 @@
+"""The database's pair load on the workers (pivot.store.write): scratch files by block of rows,
+copied into the database in key order inside SQLite; the same bytes as one writer."""
+import hashlib
+import os
+import sqlite3
+
+import numpy as np
+import pytest
+
+import pivot.store.write as W
+from pivot.store.write import PairChunk, write_database_chunks
+from tests.test_parts import E1, E2, FORM, N_PIVOTS, PIVOTS, PPDB2, REL, SCORES, _kwargs
+
+
+def _sha256(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _changes(path) -> int:
+    """The file change counter of an SQLite file (header bytes 24..27, big-endian): one per
+    write transaction."""
+    return int.from_bytes(path.read_bytes()[24:28], "big")
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from pivot.pipeline.engine import Engine
+
+    with Engine(workers=2) as e:
+        yield e
+
+
+def test_blocks_cut_the_table_at_fixed_rows_across_chunks(monkeypatch):
+    monkeypatch.setattr(W, "BLOCK_ROWS", 3)
+    # 10 rows: [0, 3), [3, 6), [6, 9), [9, 10)
+    assert W._blocks(10) == [(0, 3), (3, 6), (6, 9), (9, 10)]
+    assert W._blocks(0) == []
+    chunks = _kwargs()["chunks"]  # rows 0..3, 4..7, 8..9 of the table
+    # block [3, 6): row 3 of chunk 0, rows 4 and 5 (its first two) of chunk 1
+    pieces = list(W._block_pieces(chunks, 3, 6))
+    assert [p.e1.tolist() for p in pieces] == [[1], [1, 2]]
+    assert [p.e2.tolist() for p in pieces] == [[0], [4, 0]]
+    assert [p.ppdb2.tolist() for p in pieces] == [[3.0], [1.5, 1.9]]
+    # block [6, 9): rows 6, 7 of chunk 1 and row 8 of chunk 2
+    assert [p.e1.tolist() for p in W._block_pieces(chunks, 6, 9)] == [[3, 4], [4]]
+
+
+def test_a_transaction_per_block_and_the_same_bytes_for_any_chunks(tmp_path, monkeypatch):
+    monkeypatch.setattr(W, "BLOCK_ROWS", 4)
+    a = write_database_chunks(tmp_path / "a.db", **_kwargs())
+    whole = [PairChunk(E1, E2, N_PIVOTS, PIVOTS, SCORES, form=FORM, ppdb2=PPDB2, rel=REL)]
+    b = write_database_chunks(tmp_path / "b.db", **{**_kwargs(), "chunks": lambda: whole})
+    assert _sha256(a) == _sha256(b)
+    # 5 CREATE TABLE (meta, model, phrase, foreign_phrase, pair), the texts, ceil(10 / 4) = 3
+    # blocks of pairs, the models and meta, ANALYZE: 11 write transactions
+    assert _changes(a) == 5 + 1 + 3 + 1 + 1
+    monkeypatch.setattr(W, "BLOCK_ROWS", 250_000)
+    c = write_database_chunks(tmp_path / "c.db", **_kwargs())
+    assert _changes(c) == 5 + 1 + 1 + 1 + 1
+    # the pages themselves do not depend on the blocks: only the header's counter (bytes 24..27)
+    # and its copy "version-valid-for" (bytes 92..95) differ
+    x, y = a.read_bytes(), c.read_bytes()
+    assert len(x) == len(y)
+    assert [i for i in range(len(x)) if x[i] != y[i]] == [27, 95]
+
+
+def test_the_workers_write_the_same_file_as_one_writer(tmp_path, monkeypatch, engine):
+    monkeypatch.setattr(W, "BLOCK_ROWS", 3)  # 4 blocks, cut inside each chunk (read by the workers)
+    one = write_database_chunks(tmp_path / "one.db", **_kwargs())
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    two = write_database_chunks(tmp_path / "two.db", **_kwargs(), engine=engine, scratch=scratch)
+    assert _sha256(one) == _sha256(two)
+    assert list(scratch.iterdir()) == []  # every scratch file removed once copied
+    assert engine.task_seconds["store-pairs"] > 0  # written by the workers
+    conn = sqlite3.connect(two)
+    assert conn.execute("SELECT e1, e2, ppdb2, form, relation FROM pair WHERE e1 = 4").fetchall() == \
+        [(4, 1, 2.8, 0, 1), (4, 5, 3.3, 1, 1)]  # rows 7 and 8: rel_fwd 100 + 60 k > rel_eq 700 - 60 k for k >= 6
+
+
+def test_in_process_engine_writes_here(tmp_path, monkeypatch):
+    from pivot.pipeline.engine import Engine
+
+    monkeypatch.setattr(W, "BLOCK_ROWS", 3)
+    one = write_database_chunks(tmp_path / "one.db", **_kwargs())
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+
+    def refuse(*a, **k):
+        raise AssertionError("no scratch file with --workers 1")
+
+    monkeypatch.setattr(W, "write_pair_file", refuse)
+    here = write_database_chunks(tmp_path / "here.db", **_kwargs(), engine=Engine(workers=1), scratch=scratch)
+    assert _sha256(one) == _sha256(here)
+
+
+def test_a_duplicate_pair_fails_the_copy_and_leaves_no_file(tmp_path, monkeypatch, engine):
+    monkeypatch.setattr(W, "BLOCK_ROWS", 3)
+    # row 9 repeats row 8's key (4, 5): still sorted, so only the primary key refuses it, in the
+    # copy of the last block (every block is written by then)
+    e1, e2 = E1.copy(), E2.copy()
+    e1[9], e2[9] = 4, 5
+    chunks = [PairChunk(e1, e2, N_PIVOTS, PIVOTS, SCORES, form=FORM, ppdb2=PPDB2, rel=REL)]
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with pytest.raises(sqlite3.IntegrityError, match="UNIQUE constraint failed: pair.e1, pair.e2"):
+        write_database_chunks(tmp_path / "dup.db", **{**_kwargs(), "chunks": lambda: chunks}, engine=engine,
+                              scratch=scratch)
+    assert os.listdir(scratch) == [] and sorted(os.listdir(tmp_path)) == ["scratch"]
+
+
+def test_scratch_names_are_those_a_sweep_removes_after_a_killed_build():
+    from pivot.locking import stale_owner
+
+    # the name the build's process gives a block's file carries its pid, which sweep_stale checks
+    assert stale_owner(".bio.db.pairs-00017.tmp-4242") == 4242
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_packed_rows_unpack_to_the_rows_of_pair(k):
+    """A scratch row's packed integers give back pair's columns exactly, at the packing's limits."""
+    big = 2**31 - 1
+    piv = np.array([[big - 1] * k, [-1] * k, [0] + [-1] * (k - 1)], dtype=np.int64)
+    c = PairChunk(np.array([0, big, 7]), np.array([big, 0, 7]), np.array([2**40, 0, 1]), piv,
+                  np.array([[0.25, 0.0], [0.0, 1e-300], [1.0, 0.5]]), form=np.array([31, 0, 5]),
+                  ppdb2=np.array([-2.5, 0.0, 3.0]),
+                  rel=np.array([[1023, 0, 1, 2, 3, 4], [0] * 6, [5, 6, 900, 1, 0, 2]]))
+    conn = sqlite3.connect(":memory:")
+    conn.execute(W._scratch_sql(2, k))
+    conn.executescript("CREATE TABLE want " + W.schema_sql(2, k).split("CREATE TABLE pair")[1].replace(
+        " WITHOUT ROWID", ""))
+    W.insert_pairs(conn, c, k, 2, packed=True)
+    got = conn.execute(f"SELECT {W._unpacked_sql(k, 2)} FROM pair ORDER BY rowid").fetchall()
+    # the same chunk bound column by column (into a copy of pair's table: `want`)
+    conn.execute("ALTER TABLE pair RENAME TO scratch")
+    conn.execute("ALTER TABLE want RENAME TO pair")
+    W.insert_pairs(conn, c, k, 2)
+    want = conn.execute("SELECT * FROM pair").fetchall()
+    assert got == want
+    # by hand, row 1: e1 2^31 - 1, e2 0, n_pivots 0, no pivot (NULL), p_0 NULL (0 is absent),
+    # p_1 1e-300, form 0, ppdb2 0.0, rel all 0, relation 0 (argmax of a tie: the first)
+    assert want[1] == (big, 0, 0, *[None] * k, None, 1e-300, 0, 0.0, 0, 0, 0, 0, 0, 0, 0)
+    assert want[0][3:3 + k] == (big - 1,) * k and want[0][-7:] == (1023, 0, 1, 2, 3, 4, 0)
+    assert want[2][-1] == 2  # rel_rev 900 is the largest
+
+
+def test_values_the_scratch_cannot_pack_are_refused():
+    c = PairChunk(np.array([0]), np.array([1]), np.array([1]), np.array([[0, -1, -1]]), np.array([[0.5]]),
+                  form=np.array([32]), ppdb2=np.array([1.0]), rel=np.array([[0, 0, 0, 0, 1024, 0]]))
+    conn = sqlite3.connect(":memory:")
+    conn.execute(W._scratch_sql(1, 3))
+    with pytest.raises(ValueError, match=r"form outside \[0, 32\), rel outside \[0, 1024\)"):
+        W.insert_pairs(conn, c, 3, 1, packed=True)
