@@ -28,6 +28,7 @@ def main():
     ap.add_argument("--workers", type=int, nargs="+", default=[2, 2, 1],
                     help="one clean build per value (default: %(default)s)")
     ap.add_argument("--json", default=str(Path(__file__).parent / "results" / "determinism.json"))
+    ap.add_argument("--keep-work", type=Path, help="move the first build's work folder here (for bench_kill_worker.py)")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="pivot-determinism-"))
@@ -44,7 +45,10 @@ def main():
                       "export_sha256": exports(d / "out.db", d)}
             print(json.dumps({k: v for k, v in result.items() if k != "export_sha256"}), flush=True)
             builds.append(result)
-            shutil.rmtree(d / "work")
+            if k == 0 and args.keep_work:
+                shutil.move(str(d / "work"), str(args.keep_work))
+            else:
+                shutil.rmtree(d / "work")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     first = builds[0]
