@@ -1,45 +1,71 @@
-"""Project the build to PPDB scale (100M sentence pairs) on N nodes from the measured curves.
+"""Project the build to PPDB scale (100M sentence pairs) on N nodes from measured per-stage curves.
 
-    python bench/project_scale.py [--sentences 100e6] [--languages 20] [--cores 2] [--nodes 1 8 32 128]
+    python bench/project_scale.py --build bench/results/determinism-session5.json \
+        [--sentences 100e6] [--languages 20] [--cores 2] [--nodes 1 8 32 128]
 
 Inputs (all measured by the benchmark scripts, kept in bench/results/):
 
-* determinism-bundles.json: the clean bio build of this release's final code (quiet machine);
-  the seconds of every stage that runs in the build's own process or aligns, the database
-  write's seconds and its peak;
-* scale.json: the bio bitext at 1x..8x (copies). Its wall times were taken on a machine shared
-  with other builds, so the growth is read from ``cpu_s`` (user + system seconds of the whole
-  process tree, which contention does not inflate): the fitted exponent of cpu_s over the
-  copies is the check that no stage grows faster than the bitext. Its ``workers`` blocks
-  (``workers``: 1x, ``workers_xS``: S times the bitext) give the extract + translation + pivot
-  seconds at --workers 1 and 2; the largest S measured is used (fixed costs weigh least there);
-* scale-multi.json: bio-multi (4.1x the sentence pairs, 165 languages), the only measured pair
-  of real corpora of different sizes: how the *distinct* pairs grow, which copies cannot show.
+* ``--build``: a bench_determinism.py result of this code with a ``--workers 1`` build. Its
+  ``cpu_s_by_stage`` (CPU seconds of the process tree, sampled every 0.2 s and charged to the
+  stage the log says is running; in one process the stages run one after another, so the
+  split is clean) is each stage's cost at 1x, bio: 374k sentence pairs;
+* scale.json: the bio bitext at 1x..8x (copies), whose stage seconds give each bitext-bound
+  stage's growth (the fitted exponent of its seconds over the copies), and whose
+  ``workers_x4`` block gives the parallel efficiency of two workers against one on the sharded
+  stages (4x the bitext, median of 3 alternating rounds);
+* scale-multi.json: bio-multi (4.1x the sentence pairs, 165 languages): how the *distinct*
+  paraphrase pairs grow with the sentences (copies add none), the law of every stage whose
+  work is the pairs.
 
 The model, stated so that it can be argued with:
 
-* every stage that reads the bitext grows linearly with it (exponent 1: the copies' CPU
-  exponent is below 1, because the LM stages are fixed by the in-domain text);
-* **align** runs one language at a time per node, on all of the node's cores (the EM kernel is
-  threaded); at the target the pairs are split evenly over ``--languages`` languages and the
-  languages are spread over the nodes;
-* **extract, translation, pivot** are Dask tasks: the ``--workers 1`` seconds, scaled, divided
-  over N * cores at the parallel efficiency measured between 1 and 2 workers;
-* corpus, encode, scores, weights stream in the build's own process (Amdahl: nodes do not
-  help them); the LM stages are constant; the database write grows with the distinct pairs,
-  projected bio -> bio-multi, and so does its memory (it holds the pruned pairs' rows: the one
-  step whose memory is not bounded by a shard or a key range): an extrapolation far beyond
-  the measured range, marked as such.
+* **growth**: a stage that reads the bitext grows as the copies measured it (corpus, align,
+  encode, score, weights, extract: about linearly; lmtext and lm less, as the in-domain text
+  fixes the LMs' size); a stage whose work is the pairs (translation, pivot, ppdb2, lhs, the
+  database write) grows as the distinct pairs do, sentences^b with b from bio -> bio-multi
+  (about 1.4: the pessimistic choice, faster than the bitext); preflight reads every input, so
+  it grows linearly; the tagger, the combination's fit and the ppdb2 fit (its share of the
+  ppdb2 stage's CPU at 1x, from the build's log) are constant.
+* **where it runs** (this code): tasks on every worker of every node at the measured
+  efficiency: align (by shard), score (by LM and range), extract, translation, pivot, the
+  ppdb2 labels and apply, the database write with ``--parts`` (a part per key range, written
+  by the workers: at this size one file is not a sensible output); the corpus stage one task
+  per language (at most ``--languages`` at once); in the build's own process, one core:
+  preflight, encode, lmtext, weights, lhs, the ppdb2 fit, the combination.
+* **critical path**: the stages run as soon as what they need is done, so the aligner and the
+  LM branch (lmtext, lm, score) overlap; ppdb2, lhs and combine overlap; the rest follow one
+  another.
 """
 import argparse
 import json
 import math
-import statistics
+import re
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
-SHARDED = ("extract", "translation", "pivot")
-CONSTANT = ("lmtext", "lm", "combine")
+#: Each stage's growth law and where it runs at the target (see the docstring).
+BITEXT, PAIRS, CONSTANT, LINEAR = "bitext (copies)", "distinct pairs", "constant", "linear"
+STAGES = {
+    "start": (LINEAR, "process"),        # preflight reads every input
+    "corpus": (BITEXT, "languages"),
+    "align": (BITEXT, "tasks"),
+    "encode": (BITEXT, "process"),
+    "lmtext": (BITEXT, "process"),
+    "lm": (BITEXT, "process"),
+    "score": (BITEXT, "tasks"),
+    "weights": (BITEXT, "process"),
+    "extract": (BITEXT, "tasks"),
+    "translation": (PAIRS, "tasks"),
+    "pivot": (PAIRS, "tasks"),
+    "ppdb2": (PAIRS, "tasks"),           # its fit is split off as a constant (ppdb2-fit)
+    "ppdb2-fit": (CONSTANT, "process"),
+    "tagger": (CONSTANT, "process"),
+    "lhs": (PAIRS, "process"),
+    "combine": (CONSTANT, "process"),
+    "store": (PAIRS, "tasks"),
+}
+OVERLAP = [("align",), ("lmtext", "lm", "score")]       # side by side: the longer counts
+TOGETHER = [("ppdb2", "ppdb2-fit"), ("lhs", "tagger"), ("combine",)]
 
 
 def fit_power(xs, ys):
@@ -50,82 +76,105 @@ def fit_power(xs, ys):
     return math.exp(my - b * mx), b
 
 
+def stage_of(key: str) -> str | None:
+    """The stage family of a cpu_s_by_stage key ("align.fr" -> "align"; "after X" -> X)."""
+    key = key.removeprefix("after ")
+    name = key.split(".")[0]
+    return name if name in STAGES else None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", type=Path, required=True, help="a bench_determinism.py result with a --workers 1 build")
+    ap.add_argument("--log", type=Path, help="that --workers 1 build's log, for the ppdb2 fit's seconds (optional)")
     ap.add_argument("--sentences", type=float, default=100e6)
     ap.add_argument("--languages", type=int, default=20, help="pivot languages the target bitext is spread over")
     ap.add_argument("--cores", type=int, default=2, help="cores per node")
     ap.add_argument("--nodes", type=int, nargs="*", default=[1, 8, 32, 128])
+    ap.add_argument("--json", type=Path, default=RESULTS / "projection.json")
     args = ap.parse_args()
 
-    det = json.loads((RESULTS / "determinism-bundles.json").read_text())["builds"]
+    det = json.loads(args.build.read_text())
+    one = next(b for b in det["builds"] if b["workers"] == 1)
+    if "cpu_s_by_stage" not in one:
+        raise SystemExit(f"{args.build}: its --workers 1 build has no cpu_s_by_stage (bench/_measure.py records it)")
+    cpu1: dict[str, float] = {}
+    for key, sec in one["cpu_s_by_stage"].items():
+        name = stage_of(key)
+        if name is not None:
+            cpu1[name] = cpu1.get(name, 0.0) + sec
+    fit_share = 0.0
+    if args.log and args.log.is_file():
+        m = re.search(r"ppdb2: fitted in ([\d.]+) s", args.log.read_text(errors="replace"))
+        if m and cpu1.get("ppdb2"):
+            fit_share = min(float(m.group(1)), cpu1["ppdb2"])
+    cpu1["ppdb2-fit"] = fit_share
+    cpu1["ppdb2"] = cpu1.get("ppdb2", 0.0) - fit_share
+
     scale = json.loads((RESULTS / "scale.json").read_text())
     multi = json.loads((RESULTS / "scale-multi.json").read_text())
     builds = {int(s): b for s, b in scale["scales"].items()}
-    if len(builds) < 2 or "workers" not in scale:
-        raise SystemExit("bench/results/scale.json needs >= 2 scales and the --compare-workers run")
-    scales = sorted(builds)
     n1 = builds[1]["n_sentences"]
     s_target = args.sentences / n1
-
-    # Quiet seconds per stage at 1x: the median of the three clean builds.
-    names = sorted(set().union(*(b["stage_seconds"] for b in det)))
-    quiet = {k: statistics.median(b["stage_seconds"].get(k, 0.0) for b in det) for k in names}
-    align_1x = sum(v for k, v in quiet.items() if k.startswith("align."))
-    streamed_1x = sum(v for k, v in quiet.items()
-                      if not k.startswith("align.") and k not in SHARDED and k not in CONSTANT)
-    constant = sum(quiet.get(k, 0.0) for k in CONSTANT)
-    with_cpu = [s for s in scales if "cpu_s" in builds[s]]
-    _, b_cpu = fit_power(with_cpu, [builds[s]["cpu_s"] for s in with_cpu])
-
-    compared = {1: scale["workers"], **{int(k[len("workers_x"):]): v for k, v in scale.items()
-                                        if k.startswith("workers_x") and k[len("workers_x"):].isdigit()}}
-    at = max(compared)
-    w = compared[at]
-    efficiency = w["speedup_extract_pivot"] / 2
-    sharded_core_s = w["1"]["extract_pivot_s_median"] / at * s_target
-    store_1x = statistics.median(b["store_s"] for b in det)
-
+    copies = sorted(builds)
+    exponents = {}
+    for name in ("corpus", "align", "encode", "lmtext", "lm", "score", "weights", "extract"):
+        ys = [sum(v for k, v in builds[s]["stage_seconds"].items() if k.split(".")[0] == name) for s in copies]
+        exponents[name] = round(min(1.0, fit_power(copies, ys)[1]), 3) if all(ys) else 1.0
     r_sent = multi["n_sentences"] / n1
     b_pairs = math.log(multi["n_pairs"] / builds[1]["n_pairs"]) / math.log(r_sent)
-    pairs_target = builds[1]["n_pairs"] * s_target ** b_pairs
-    # The database write's peak (the build process holding the pruned pairs' rows).
-    store_peak = lambda b: b["peak_rss_tree_gib_by_stage"]["store"]
-    bio_store_peak = statistics.median(store_peak(b) for b in det)
-    b_peak = math.log(store_peak(multi) / bio_store_peak) / math.log(r_sent)
-    peak_target = bio_store_peak * s_target ** b_peak
-    serial = streamed_1x * s_target + constant + store_1x * pairs_target / builds[1]["n_pairs"]
+    w = scale["workers_x4"]
+    efficiency = w["speedup_extract_pivot"] / 2
 
-    per_language = align_1x * s_target / args.languages
+    def grown(name):
+        law = STAGES[name][0]
+        if law == CONSTANT:
+            return cpu1.get(name, 0.0)
+        b = 1.0 if law == LINEAR else b_pairs if law == PAIRS else exponents[name]
+        return cpu1.get(name, 0.0) * s_target ** b
+
+    target_cpu = {name: grown(name) for name in STAGES}
     rows = []
     for n in args.nodes:
-        align_wall = math.ceil(args.languages / n) * per_language
-        sharded_wall = sharded_core_s / (n * args.cores * efficiency)
-        rows.append({"nodes": n, "align_h": align_wall / 3600, "sharded_h": sharded_wall / 3600,
-                     "in_process_h": serial / 3600, "total_h": (align_wall + sharded_wall + serial) / 3600})
-    out = {"target_sentences": args.sentences, "scale_vs_bio": round(s_target, 1), "languages": args.languages,
-           "cores_per_node": args.cores, "quiet_1x_seconds": {"align": round(align_1x, 1),
-           "streamed_in_process": round(streamed_1x, 1), "constant": round(constant, 1), "store": store_1x,
-           "sharded_workers1": round(w["1"]["extract_pivot_s_median"] / at, 2)},
-           "workers_compared_at_scale": at,
-           "cpu_exponent_over_copies": round(b_cpu, 3), "parallel_efficiency_2_workers": round(efficiency, 3),
-           "pairs_exponent_bio_to_multi": round(b_pairs, 3), "pairs_projected": round(pairs_target),
-           "store_peak_exponent_bio_to_multi": round(b_peak, 3),
-           "store_peak_gib_projected": round(peak_target, 1),
-           "rows": [{k: round(v, 2) for k, v in r.items()} for r in rows]}
-    (RESULTS / "projection.json").write_text(json.dumps(out, indent=1) + "\n")
+        slots = n * args.cores
 
-    print(f"Target: {args.sentences:,.0f} sentence pairs = {s_target:.0f}x bio, over {args.languages} "
-          f"pivot languages; nodes of {args.cores} cores.\n")
-    print("| nodes | align (h) | extract + translation + pivot (h) | in-process stages (h) | total (h) |")
-    print("|---:|---:|---:|---:|---:|")
+        def seconds(name):
+            where = STAGES[name][1]
+            if where == "tasks":
+                return target_cpu[name] / (slots * efficiency)
+            if where == "languages":
+                return target_cpu[name] / min(args.languages, slots)
+            return target_cpu[name]
+
+        wall = seconds("start") + seconds("corpus")
+        wall += max(sum(seconds(s) for s in chain) for chain in OVERLAP)
+        for name in ("encode", "weights", "extract", "translation", "pivot"):
+            wall += seconds(name)
+        wall += max(sum(seconds(s) for s in group) for group in TOGETHER)
+        wall += seconds("store")
+        serial = sum(seconds(s) for s in STAGES if STAGES[s][1] == "process")
+        rows.append({"nodes": n, "total_h": wall / 3600, "in_process_h": serial / 3600,
+                     "tasks_h": sum(seconds(s) for s in STAGES if STAGES[s][1] != "process") / 3600})
+
+    out = {"build": str(args.build), "target_sentences": args.sentences, "scale_vs_bio": round(s_target, 1),
+           "languages": args.languages, "cores_per_node": args.cores,
+           "cpu_s_1x_workers1": {k: round(v, 1) for k, v in cpu1.items()},
+           "growth_exponents_over_copies": exponents, "pairs_exponent_bio_to_multi": round(b_pairs, 3),
+           "parallel_efficiency_2_workers": round(efficiency, 3),
+           "cpu_h_at_target": {k: round(v / 3600, 2) for k, v in target_cpu.items()},
+           "rows": [{k: round(v, 2) for k, v in r.items()} for r in rows],
+           "largest_one_process_rss_gib_1x": {
+               f"workers {b['workers']}": max((b.get("peak_one_process_rss_gib_by_stage") or {"?": None}).values())
+               for b in det["builds"]}}
+    args.json.write_text(json.dumps(out, indent=1) + "\n")
+
+    print(f"Target: {args.sentences:,.0f} sentence pairs = {s_target:.0f}x bio, over {args.languages} pivot "
+          f"languages; nodes of {args.cores} cores; distinct pairs grow as sentences^{b_pairs:.2f}.\n")
+    print("| nodes | total (h) | of it in the build's process (h) | tasks (h) |")
+    print("|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['nodes']} | {r['align_h']:.1f} | {r['sharded_h']:.1f} | {r['in_process_h']:.1f} | {r['total_h']:.1f} |")
-    print(f"\nCPU-seconds exponent over the copies: {b_cpu:.2f}; parallel efficiency at 2 workers {efficiency:.2f} "
-          f"(measured at {at}x).")
-    print(f"Distinct pairs grow as sentences^{b_pairs:.2f} (bio -> bio-multi): about {pairs_target / 1e6:,.0f}M "
-          f"pairs at the target; the database write's peak as sentences^{b_peak:.2f}: about {peak_target:,.0f} GiB "
-          f"in the build's process (extrapolated {s_target / r_sent:.0f}x beyond bio-multi).")
+        print(f"| {r['nodes']} | {r['total_h']:.2f} | {r['in_process_h']:.2f} | {r['tasks_h']:.2f} |")
+    print("\nCPU hours at the target by stage:", json.dumps(out["cpu_h_at_target"]))
 
 
 if __name__ == "__main__":
