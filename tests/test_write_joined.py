@@ -151,3 +151,18 @@ def test_values_the_scratch_cannot_pack_are_refused():
     conn.execute(W._scratch_sql(1, 3))
     with pytest.raises(ValueError, match=r"form outside \[0, 32\), rel outside \[0, 1024\)"):
         W.insert_pairs(conn, c, 3, 1, packed=True)
+
+
+def test_flat_inserts_cross_runs_of_statements():
+    """_insert_flat takes its values a run of 1,024 statements at a time: rows across two runs and
+    a tail that fills no statement all arrive, in order."""
+    import sqlite3
+
+    from pivot.store.write import ROWS_PER_STATEMENT, _insert_flat
+
+    n = ROWS_PER_STATEMENT * 1024 * 2 + 5
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (a INTEGER, b TEXT)")
+    _insert_flat(conn, "t", 2, (v for i in range(n) for v in (i, f"x{i}")))
+    rows = conn.execute("SELECT a, b FROM t ORDER BY rowid").fetchall()
+    assert rows == [(i, f"x{i}") for i in range(n)]

@@ -22,6 +22,7 @@ inputs give a byte-identical file: nothing time- or process-dependent is written
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -306,8 +307,8 @@ def _block_pieces(chunks, start: int, stop: int):
 def _insert_texts(conn, survey: Survey, phrases, foreign, lhs, phrase_counts) -> None:
     """The phrase and foreign_phrase rows (the load's first transaction, begun by begin_load)."""
     texts = survey.texts(phrases, foreign, lhs)
-    _insert_flat(conn, "phrase", 5, [v for i in survey.used.tolist() for v in (i, *texts.phrase_row(i, phrase_counts))])
-    _insert_flat(conn, "foreign_phrase", 2, [v for f in sorted(texts.foreign) for v in (int(f), texts.foreign[f])])
+    _insert_flat(conn, "phrase", 5, (v for i in survey.used.tolist() for v in (i, *texts.phrase_row(i, phrase_counts))))
+    _insert_flat(conn, "foreign_phrase", 2, (v for f in sorted(texts.foreign) for v in (int(f), texts.foreign[f])))
     conn.execute("COMMIT")
 
 
@@ -595,20 +596,27 @@ def insert_pairs(conn: sqlite3.Connection, c, n_piv_cols: int, n_stored: int, ba
 
 def _insert_rows(conn, table: str, columns: list) -> None:
     """Rows given as column lists, ROWS_PER_STATEMENT to an INSERT statement."""
-    # the values row after row in one flat list, cut into statements of ROWS_PER_STATEMENT rows
-    _insert_flat(conn, table, len(columns), list(chain.from_iterable(zip(*columns))))
+    # the values row after row, cut into statements of ROWS_PER_STATEMENT rows
+    _insert_flat(conn, table, len(columns), chain.from_iterable(zip(*columns)))
 
 
-def _insert_flat(conn, table: str, n_columns: int, flat: list) -> None:
-    """Rows of n_columns values each, one after the other in ``flat``, ROWS_PER_STATEMENT to an
-    INSERT statement."""
+def _insert_flat(conn, table: str, n_columns: int, values) -> None:
+    """Rows of n_columns values each, one after the other in the iterable ``values``,
+    ROWS_PER_STATEMENT to an INSERT statement (the last rows that fill no statement one by one).
+    The values are taken a run of statements at a time: the rows are never all held as Python
+    objects at once (a bio database's foreign phrases alone are millions of values)."""
     one = f"({', '.join('?' * n_columns)})"
     width = n_columns * ROWS_PER_STATEMENT
-    full = len(flat) - len(flat) % width
-    conn.executemany(f"INSERT INTO {table} VALUES {', '.join([one] * ROWS_PER_STATEMENT)}",
-                     (flat[i:i + width] for i in range(0, full, width)))
-    conn.executemany(f"INSERT INTO {table} VALUES {one}",
-                     (flat[i:i + n_columns] for i in range(full, len(flat), n_columns)))
+    many = f"INSERT INTO {table} VALUES {', '.join([one] * ROWS_PER_STATEMENT)}"
+    it = iter(values)
+    while True:
+        flat = list(itertools.islice(it, width * 1024))
+        full = len(flat) - len(flat) % width
+        conn.executemany(many, (flat[i:i + width] for i in range(0, full, width)))
+        if len(flat) < width * 1024:   # the last run: its rows that fill no statement
+            conn.executemany(f"INSERT INTO {table} VALUES {one}",
+                             (flat[i:i + n_columns] for i in range(full, len(flat), n_columns)))
+            return
 
 
 # A scratch file's integers, packed: a bound value costs more than the rows' bit arithmetic, so
