@@ -21,11 +21,14 @@ The model, stated so that it can be argued with:
 
 * **growth**: a stage that reads the bitext grows as the copies measured it (corpus, align,
   encode, score, weights, extract: about linearly; lmtext and lm less, as the in-domain text
-  fixes the LMs' size); a stage whose work is the pairs (translation, pivot, ppdb2, lhs, the
-  database write) grows as the distinct pairs do, sentences^b with b from bio -> bio-multi
-  (about 1.4: the pessimistic choice, faster than the bitext); preflight reads every input, so
-  it grows linearly; the tagger, the combination's fit and the ppdb2 fit (its share of the
-  ppdb2 stage's CPU at 1x, from the build's log) are constant.
+  fixes the LMs' size); translation merges the extracted phrase-pair occurrences, which grow as
+  the bitext (linear; the copies' exponent, 0.35, would be too kind: copies repeat pairs); lhs
+  labels the distinct phrases, at most as many as the tokens (linear, an upper bound); the
+  stages whose work is the distinct paraphrase pairs (pivot, ppdb2, the database write) grow as
+  they do, sentences^b with b from bio -> bio-multi (about 1.4, faster than the bitext: pivoting
+  is quadratic in a foreign phrase's degree); preflight reads every input (linear); the
+  tagger, the combination's fit and the ppdb2 fit (its share of the ppdb2 stage's CPU at 1x,
+  ``--fit-seconds``, from the build's log line "ppdb2: fitted in") are constant.
 * **where it runs** (this code): tasks on every worker of every node at the measured
   efficiency: align (by shard), score (by LM and range), extract, translation, pivot, the
   ppdb2 labels and apply, the database write with ``--parts`` (a part per key range, written
@@ -39,7 +42,6 @@ The model, stated so that it can be argued with:
 import argparse
 import json
 import math
-import re
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
@@ -55,12 +57,12 @@ STAGES = {
     "score": (BITEXT, "tasks"),
     "weights": (BITEXT, "process"),
     "extract": (BITEXT, "tasks"),
-    "translation": (PAIRS, "tasks"),
+    "translation": (LINEAR, "tasks"),
     "pivot": (PAIRS, "tasks"),
     "ppdb2": (PAIRS, "tasks"),           # its fit is split off as a constant (ppdb2-fit)
     "ppdb2-fit": (CONSTANT, "process"),
     "tagger": (CONSTANT, "process"),
-    "lhs": (PAIRS, "process"),
+    "lhs": (LINEAR, "process"),
     "combine": (CONSTANT, "process"),
     "store": (PAIRS, "tasks"),
 }
@@ -86,7 +88,8 @@ def stage_of(key: str) -> str | None:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", type=Path, required=True, help="a bench_determinism.py result with a --workers 1 build")
-    ap.add_argument("--log", type=Path, help="that --workers 1 build's log, for the ppdb2 fit's seconds (optional)")
+    ap.add_argument("--fit-seconds", type=float, default=0.0,
+                    help="the ppdb2 fit's seconds at 1x (its log line 'ppdb2: fitted in'): constant, not grown")
     ap.add_argument("--sentences", type=float, default=100e6)
     ap.add_argument("--languages", type=int, default=20, help="pivot languages the target bitext is spread over")
     ap.add_argument("--cores", type=int, default=2, help="cores per node")
@@ -103,11 +106,7 @@ def main():
         name = stage_of(key)
         if name is not None:
             cpu1[name] = cpu1.get(name, 0.0) + sec
-    fit_share = 0.0
-    if args.log and args.log.is_file():
-        m = re.search(r"ppdb2: fitted in ([\d.]+) s", args.log.read_text(errors="replace"))
-        if m and cpu1.get("ppdb2"):
-            fit_share = min(float(m.group(1)), cpu1["ppdb2"])
+    fit_share = min(args.fit_seconds, cpu1.get("ppdb2", 0.0))
     cpu1["ppdb2-fit"] = fit_share
     cpu1["ppdb2"] = cpu1.get("ppdb2", 0.0) - fit_share
 
@@ -138,7 +137,7 @@ def main():
     for n in args.nodes:
         slots = n * args.cores
 
-        def seconds(name):
+        def seconds(name, slots=slots):
             where = STAGES[name][1]
             if where == "tasks":
                 return target_cpu[name] / (slots * efficiency)
