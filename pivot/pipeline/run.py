@@ -24,6 +24,7 @@ import logging
 import os
 import platform
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -117,6 +118,11 @@ def run_stages(steps: dict, *, side_by_side: bool, on_error=None) -> None:
         future = Future()
 
         def target():
+            # Ctrl-C is the main thread's to answer: with SIGINT blocked here (and in every thread
+            # a stage starts: the mask is inherited), the kernel delivers it to the main thread,
+            # whose wait below it interrupts at once. Delivered to a stage thread, it could wait
+            # for the next stage to end, or be taken by a thread that never lets Python see it.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             try:
                 future.set_result(steps[name]())
             except BaseException as exc:  # handed to the loop, which raises it
@@ -133,7 +139,7 @@ def run_stages(steps: dict, *, side_by_side: bool, on_error=None) -> None:
             for name in names:
                 if name not in done and name not in started and needs[name] <= done:
                     start(name)
-            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            finished, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
             for future in sorted(finished, key=lambda f: names.index(running[f])):
                 future.result()  # the stage's error, raised here
                 done.add(running.pop(future))
