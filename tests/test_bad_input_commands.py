@@ -121,8 +121,10 @@ def interrupted(t: Tiny, monkeypatch):
     """Ctrl-C while a --workers 2 build runs: SIGINT to the whole process group, as a terminal
     sends it, once the cluster is up (its log line); the rest of the build takes seconds."""
     args = [a for a in t.args(out=t.tmp / "tiny.db") if a != "-q"][:-2] + ["--workers", "2"]
+    # SIGINT as a terminal's shell leaves it: a suite run as a background job (`cmd &` without
+    # job control) inherits SIGINT ignored, and an ignored signal stays ignored across exec
     proc = subprocess.Popen([sys.executable, "-m", "pivot", *args], stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for line in proc.stderr:
         if " dask: " in line:
             os.killpg(proc.pid, signal.SIGINT)
