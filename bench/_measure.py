@@ -45,6 +45,37 @@ def _proc_table(cpu: dict | None = None):
     return children, rss
 
 
+def cmdline(pid: int) -> str:
+    """A process's command line ("" when it has ended)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def dask_workers(root_pid: int) -> list[int]:
+    """The Dask worker processes under a build (multiprocessing's spawned children)."""
+    return [p for p in descendants(root_pid)[1:] if "spawn_main" in cmdline(p)]
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's own user + system seconds so far (0 when it has ended)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def linked_copy(work: Path, dst: Path) -> Path:
+    """A copy of a build's work folder made of hard links (a stage replaces its outputs by
+    rename, never in place, so a build on the copy leaves the original alone), without the
+    original's lock."""
+    subprocess.run(["cp", "-al", str(work), str(dst)], check=True)
+    (Path(dst) / ".lock").unlink(missing_ok=True)
+    return Path(dst)
+
+
 def descendants(root_pid: int) -> list[int]:
     children, _ = _proc_table()
     out, stack = [], [root_pid]

@@ -30,28 +30,12 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import descendants, exports, run_measured
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
+from _measure import cpu_seconds, dask_workers, exports, linked_copy, run_measured
 
 
 def _signature(db: Path) -> str:
@@ -63,8 +47,7 @@ def _signature(db: Path) -> str:
 
 def run_one(during: str, parts: int, args, tmp: Path, reference: dict) -> dict:
     work = tmp / f"work-{during}-{parts}"
-    subprocess.run(["cp", "-al", str(args.work_from), str(work)], check=True)
-    (work / ".lock").unlink(missing_ok=True)
+    linked_copy(args.work_from, work)
     if during == "align":
         for d in work.glob("*align.*"):
             shutil.rmtree(d)
@@ -92,8 +75,8 @@ def run_one(during: str, parts: int, args, tmp: Path, reference: dict) -> dict:
         # A worker in the middle of a task: its CPU time grew by 0.1 s or more since the last
         # sample (0.2 s ago), at least a second into the stage.
         busy = []
-        for pid in (p for p in descendants(proc.pid)[1:] if "spawn_main" in _cmdline(p)):
-            now = _cpu_seconds(pid)
+        for pid in dask_workers(proc.pid):
+            now = cpu_seconds(pid)
             before = state.setdefault("cpu", {}).get(pid)
             state["cpu"][pid] = now
             if before is not None and now - before >= 0.1:

@@ -17,13 +17,12 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import run_measured, store_seconds, write_json
+from _measure import linked_copy, run_measured, store_seconds, write_json
 
 
 def main():
@@ -46,8 +45,7 @@ def main():
     try:
         for r in range(args.rounds):
             work, out = tmp / f"work{r}", tmp / f"out{r}.db"
-            subprocess.run(["cp", "-al", str(args.work_from), str(work)], check=True)
-            (work / ".lock").unlink(missing_ok=True)
+            linked_copy(args.work_from, work)
             for stage in args.drop:
                 for d in list(work.glob(f"{stage}-*")) + list(work.glob(f"{stage}.*-*")):
                     shutil.rmtree(d)

@@ -37,7 +37,7 @@ import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import content_sha256, db_meta, descendants, run_measured, store_seconds  # noqa: E402
+from _measure import content_sha256, dask_workers, db_meta, run_measured, store_seconds  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results"
@@ -221,7 +221,7 @@ def main():
                 extract_seen.append(elapsed)
             if elapsed - extract_seen[0] < 2.0 or "dask: <Client" not in (base / "killed.log").read_text():
                 return
-            workers = [p for p in descendants(proc.pid)[1:] if "spawn_main" in _cmdline(p)]
+            workers = dask_workers(proc.pid)
             if workers:
                 os.kill(workers[0], signal.SIGKILL)
                 killed.append(workers[0])
@@ -247,13 +247,6 @@ def main():
         print("multi", json.dumps({k: multi[k] for k in ("wall_s", "peak_rss_tree_gib", "n_sentences", "n_pairs")}))
     if not args.tmp:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 if __name__ == "__main__":
