@@ -1326,10 +1326,3 @@ def apply_range(part_paths, j: int, phrases_path, form_path, fit_path, out_path)
     rel = np.concatenate(rel) if rel else np.zeros((0, len(RELATIONS)), np.uint16)
     save_bundle(out_path, form=form, ppdb2=ppdb2, rel=rel, relation=rel.argmax(axis=1).astype(np.uint8))
     return {"reused": False, "n_pairs": int(len(e1)), "cpu_seconds": round(time.process_time() - t0, 2)}
-
-
-def iter_layers(folder, n_parts: int):
-    """The stage's per-part arrays in part order, as PairChunk fields (form, ppdb2, rel)."""
-    for j in range(n_parts):
-        with open_bundle(Path(folder) / f"x-{j:04d}.arrays") as z:
-            yield {f: z[f] for f in ("form", "ppdb2", "rel") if f in z}
