@@ -150,9 +150,11 @@ def write_data_root(root):
     (genia / "devel.tsv").write_text(_conll(SENTENCES[:3], 2), encoding="utf-8")
     (genia / "test.tsv").write_text(_conll(SENTENCES[3:], 1), encoding="utf-8")
     (root / labels.BROWN_ZIP).parent.mkdir(parents=True, exist_ok=True)
+    # Each entry with a fixed date: writestr(name) stamps the clock's time (to 2 s), and two data
+    # roots written across a 2-second boundary would then differ in the zip's sha256.
     with zipfile.ZipFile(root / labels.BROWN_ZIP, "w") as z:
         for name, text in BROWN.items():
-            z.writestr(name, text)
+            z.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), text)
     return root
 
 
