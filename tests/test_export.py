@@ -169,14 +169,16 @@ def test_probability_and_combined_models(db_path):
 def test_same_bytes_for_any_chunking_and_with_or_without_the_scan_thread(db_path, tmp_path, kw):
     # Without a size or relation cut the export reads the table once and formats chunks of
     # whole e1 runs in two threads (chunk_rows=1: one run a chunk); with one, it reads the
-    # reverse rows apart and formats in this thread: every way gives the same bytes.
+    # reverse rows apart and formats in this thread: every way gives the same bytes, and so
+    # does the read of the table through SQLite instead of from the file's pages (direct).
     outs = set()
     with ParaphraseDB(db_path) as db:
         for chunk_rows in (1, 2, 3, 1000):
             for prefetch in (False, True):
-                out = io.BytesIO()
-                export_ppdb(db, out, chunk_rows=chunk_rows, prefetch=prefetch, **kw)
-                outs.add(out.getvalue())
+                for direct in (False, True):
+                    out = io.BytesIO()
+                    export_ppdb(db, out, chunk_rows=chunk_rows, prefetch=prefetch, direct=direct, **kw)
+                    outs.add(out.getvalue())
         # a text stream without a binary buffer gets the same text
         text = io.StringIO()
         export_ppdb(db, text, **kw)
