@@ -30,9 +30,74 @@ import numpy as np
 cdef extern from * nogil:
     """
     #include <charconv>
-    /* printf("%.6g", v) by std::to_chars (C++17: "as if by printf" with that conversion). */
+    #include <cmath>
+    /* Powers of ten that doubles hold exactly (10^22 < 2^53 * 2^22: 5^22 < 2^53). */
+    static const double PIVOT_P10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12,
+                                         1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    static inline double pivot_scale10(double a, int k) {   /* a * 10^k, one rounding (|k| <= 22) */
+        return k >= 0 ? a * PIVOT_P10[k] : a / PIVOT_P10[-k];
+    }
+    /* printf("%.6g", v): std::to_chars (C++17: "as if by printf" with that conversion), with a
+       fast path for 1e-16 <= |v| < 1e16. There v's six significant digits are m = round(s) of
+       s = |v| * 10^(5 - e) (e its decimal exponent), computed with one rounding (exact powers
+       of ten), so s is within 0.5 ulp(1e6) < 1.2e-10 of the exact product: m is the correctly
+       rounded digit string unless s's fraction is within 1e-6 of one half, where to_chars
+       decides (as it does for every other value). Then %g's layout: fixed for -4 <= e < 6,
+       else d.ddddde+XX; trailing zeros dropped. */
     static inline char* pivot_g6(char* p, char* end, double v) {
-        return std::to_chars(p, end, v, std::chars_format::general, 6).ptr;
+        double a = v < 0 ? -v : v;
+        if (!(a >= 1e-16 && a < 1e16))   /* zero, NaN, inf, and the rest */
+            return std::to_chars(p, end, v, std::chars_format::general, 6).ptr;
+        int e2;
+        std::frexp(a, &e2);              /* a in [2^(e2-1), 2^e2): e is this floor or one more */
+        int e = (int)std::floor((e2 - 1) * 0.30102999566398120);
+        double sc = pivot_scale10(a, 5 - e);
+        if (sc >= 1e6) {
+            e += 1;
+            sc = pivot_scale10(a, 5 - e);
+        }
+        if (sc < 1e5 || sc >= 1e6)
+            return std::to_chars(p, end, v, std::chars_format::general, 6).ptr;
+        long long m = (long long)sc;     /* floor: sc > 0 */
+        double frac = sc - (double)m;
+        if (std::fabs(frac - 0.5) < 1e-6)
+            return std::to_chars(p, end, v, std::chars_format::general, 6).ptr;
+        if (frac > 0.5 && ++m == 1000000) {
+            m = 100000;
+            e += 1;
+        }
+        char d[6];
+        for (int i = 5; i >= 0; --i) {
+            d[i] = (char)('0' + m % 10);
+            m /= 10;
+        }
+        int nd = 6;
+        while (nd > 1 && d[nd - 1] == '0') --nd;
+        if (v < 0) *p++ = '-';
+        if (e >= 6 || e < -4) {
+            *p++ = d[0];
+            if (nd > 1) {
+                *p++ = '.';
+                for (int i = 1; i < nd; ++i) *p++ = d[i];
+            }
+            *p++ = 'e';
+            *p++ = e < 0 ? '-' : '+';
+            int x = e < 0 ? -e : e;      /* at most 16: two digits */
+            *p++ = (char)('0' + x / 10);
+            *p++ = (char)('0' + x % 10);
+        } else if (e >= 0) {
+            for (int i = 0; i <= e; ++i) *p++ = d[i];   /* e <= 5: within the six digits */
+            if (nd > e + 1) {
+                *p++ = '.';
+                for (int i = e + 1; i < nd; ++i) *p++ = d[i];
+            }
+        } else {
+            *p++ = '0';
+            *p++ = '.';
+            for (int i = 0; i < -e - 1; ++i) *p++ = '0';
+            for (int i = 0; i < nd; ++i) *p++ = d[i];
+        }
+        return p;
     }
     static inline char* pivot_i64(char* p, char* end, long long v) {
         return std::to_chars(p, end, v).ptr;
