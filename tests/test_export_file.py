@@ -135,7 +135,7 @@ def test_scan_is_the_select_on_random_tables(tmp_path, page_size, n_rows):
 def test_export_reads_the_file_as_sqlite_would(tmp_path):
     # The same bytes by either read: test_export's table as written, and with its columns declared
     # in reverse (a WITHOUT ROWID record holds the key first, then the rest as declared: the
-    # layout comes from PRAGMA index_xinfo), for every model and option without a cut.
+    # layout comes from PRAGMA index_xinfo), for every model and option.
     path = write_db(tmp_path / "s3.db")
     moved = tmp_path / "moved.db"
     moved.write_bytes(path.read_bytes())
@@ -149,8 +149,10 @@ def test_export_reads_the_file_as_sqlite_would(tmp_path):
         conn.execute("DROP TABLE pair")
         conn.execute("ALTER TABLE pair_moved RENAME TO pair")
         assert conn.execute("SELECT name FROM pragma_table_info('pair') WHERE cid = 0").fetchone()[0] == "relation"
+    # With a cut, the file's one scan is cut after; through SQLite the cut is in the SELECT.
     for kw in [{}, {"show_all": True}, {"model": "dom"}, {"model": "general+dom"}, {"model": "general", "lhs": "x"},
-               {"agree": True}]:
+               {"agree": True}, {"size": "l"}, {"relations": (0, 2)}, {"size": "xl", "relations": (1, 4), "show_all": True},
+               {"model": "dom", "size": "xxxl", "relations": (4,), "show_all": True}]:
         outs = set()
         for p in (path, moved):
             with ParaphraseDB(p) as db:
