@@ -169,14 +169,16 @@ def test_probability_and_combined_models(db_path):
 def test_same_bytes_for_any_chunking_and_with_or_without_the_scan_thread(db_path, tmp_path, kw):
     # Without a size or relation cut the export reads the table once and formats chunks of
     # whole e1 runs in two threads (chunk_rows=1: one run a chunk); with one, it reads the
-    # reverse rows apart and formats in this thread: every way gives the same bytes.
+    # reverse rows apart and formats in this thread: every way gives the same bytes, and so
+    # does the read of the table through SQLite instead of from the file's pages (direct).
     outs = set()
     with ParaphraseDB(db_path) as db:
         for chunk_rows in (1, 2, 3, 1000):
             for prefetch in (False, True):
-                out = io.BytesIO()
-                export_ppdb(db, out, chunk_rows=chunk_rows, prefetch=prefetch, **kw)
-                outs.add(out.getvalue())
+                for direct in (False, True):
+                    out = io.BytesIO()
+                    export_ppdb(db, out, chunk_rows=chunk_rows, prefetch=prefetch, direct=direct, **kw)
+                    outs.add(out.getvalue())
         # a text stream without a binary buffer gets the same text
         text = io.StringIO()
         export_ppdb(db, text, **kw)
@@ -391,6 +393,42 @@ def test_kernel_writes_printf_g6_and_exact_per_mille():
                     "Independent"][relation[i]]
         assert line == (f"[X] ||| a ||| b ||| PPDB2.0Score={format(values[i], '.6g')} {rels} NumPivots={i} "
                         f"Form={flags} ||| 0-0 ||| {rel_name}"), values[i]
+
+
+def _scores_written(values: np.ndarray) -> list[str]:
+    """The kernel's PPDB2.0Score text of each value (lines of [X] ||| a ||| b, nothing else)."""
+    n = len(values)
+    out = bytearray(128 * n + 4096)
+    z = np.zeros(n, np.int64)
+    nxt, size = _export.format_ppdb(out, 0, z, np.ones(n, np.int64), b"ab", np.array([0, 1, 2], np.int64), b"",
+                                    np.zeros(3, np.int64), values, np.full(n, NAN), np.full(n, NAN),
+                                    np.zeros((n, 6), np.int64), z, z, z, np.zeros(0), np.zeros(0, np.int64),
+                                    True, True, False)
+    assert nxt == n
+    return [line[len("[X] ||| a ||| b ||| PPDB2.0Score="):line.index(" NumPivots")]
+            for line in bytes(out[:size]).decode().splitlines()]
+
+
+def test_kernel_g6_fast_path_is_printf():
+    # The kernel writes 1e-16 <= |v| < 1e16 from six digits of its own rounding (pivot_g6) and
+    # leaves a value whose seventh digit onwards is within 1e-6 of one half to std::to_chars:
+    # every value, Python's format(v, ".6g") (printf's %.6g). Values: spread over every decade
+    # and sign; the doubles nearest to halfway points d.dddddd5 x 10^e and their neighbours
+    # (where the rounding direction is decided by the last bits); next to powers of ten (where
+    # the exponent changes); -ln p of random p (what the export writes most).
+    rng = np.random.default_rng(11)
+    spread = 10.0 ** rng.uniform(-18, 18, 100_000) * rng.choice([-1.0, 1.0], 100_000)
+    halves = []
+    for digits, e in zip(rng.integers(1_000_000, 10_000_000, 20_000).tolist(), rng.integers(-17, 17, 20_000).tolist()):
+        x = float(f"{digits}5e{e - 7}")
+        halves += [x, math.nextafter(x, 0), math.nextafter(x, math.inf), math.nextafter(math.nextafter(x, 0), 0)]
+    tens = [t for k in range(-17, 18) for x in (10.0 ** k, 10.0 ** k * (1 - 5e-7), 10.0 ** k * (1 - 4e-7))
+            for t in (x, math.nextafter(x, 0), math.nextafter(x, math.inf))]
+    logs = -np.log(rng.uniform(0, 1, 50_000))
+    values = np.concatenate([spread, halves, tens, logs, [0.0, -0.0, 1e-16, 1e16, -1e16, math.inf, 5e-324]])
+    written = _scores_written(values)
+    wrong = [(v, w) for v, w in zip(values.tolist(), written) if w != format(v, ".6g")]
+    assert not wrong, wrong[:5]
 
 
 def test_kernel_minus_log_matches_python():

@@ -37,21 +37,25 @@ the reverse pair's row, found by ``find_rows`` in the (e1, e2, p) columns of the
 come from: the probability model's, and without ``show_all`` only the visible ones (the
 well-formedness flags are symmetric in the two phrases, :func:`_reverse_where`).
 
-* Without a size or relation cut (the default export, ``--all``, ``--agree``), those rows are
-  the rows written: the table is read once, in two halves by e1 in two threads (the phrases
-  meanwhile on a third connection), and the lines are formatted in chunks of whole e1 runs in
-  two threads while this one writes them in order (the scans and the formatting run without
-  the GIL). On bio's default export (1.55M of 4.48M pairs) the second scan of the table this
-  saves was 1.6 of the export's 5.5 s of CPU.
-* With a cut, the reverse rows are read first (in two halves, at once), then the written rows
-  one chunk of whole e1 runs at a time, the next two chunks in two threads, each on its own
-  connection, while this one is formatted.
+* Without a size or relation cut (the default export, ``--all``, ``--agree``, ``--model X``),
+  those rows are the rows written: the table is read once, from the file's b-tree pages by
+  ``pivot._export.scan_pair_file`` in a thread (the phrases meanwhile through SQLite), and the
+  lines are formatted in chunks of whole e1 runs in two threads while this one writes them in
+  order (the scans and the formatting run without the GIL). On bio's default export (1.55M of
+  4.48M pairs) the second scan of the table this saves was 1.6 of the export's 5.5 s of CPU,
+  and the file read takes 0.5 s of CPU where SQLite's took 1.4 (a WAL database, whose pages
+  may sit in its -wal file, is read through SQLite, in two halves by e1 in two threads).
+* With a cut, from the file: the same scan, and the rows of the cut written (the reverse rows
+  are the scan's). Through SQLite (a WAL database), the reverse rows are read first (in two
+  halves, at once), then the written rows one chunk of whole e1 runs at a time, the next two
+  chunks in two threads, each on its own connection, while this one is formatted.
 """
 from __future__ import annotations
 
 import collections
 import contextlib
 import io
+import os
 
 import numpy as np
 
@@ -63,10 +67,10 @@ LEARNED = "learned"
 
 #: PPDB 2.0's sizes, smallest first; each holds the ones before it.
 SIZES = ("s", "m", "l", "xl", "xxl", "xxxl")
-#: Pairs read per chunk (whole e1 runs) by an export with a size or relation cut: bounds its
-#: memory besides the (e1, e2, p) columns of the probability model. (Without a cut the export
-#: holds the packed columns of the pairs it writes, 40 bytes a pair, and formats FORMAT_ROWS
-#: at a time.)
+#: Pairs read per chunk (whole e1 runs) by an export with a size or relation cut through SQLite
+#: (a WAL database): bounds its memory besides the (e1, e2, p) columns of the probability model.
+#: (In one scan the export holds the packed columns of every row without a cut, 40 bytes a
+#: pair, and formats FORMAT_ROWS at a time.)
 CHUNK_ROWS = 1 << 18
 #: Rows per formatting task of an export read in one scan (whole e1 runs; about 8 MB of lines):
 #: the two formatting threads hold a few tasks' lines at a time.
@@ -220,7 +224,7 @@ class _Plan:
         self.learned = bool((db.meta.get("ppdb2") or {}).get("learned"))
         self.classified = bool((db.meta.get("relations") or {}).get("classified"))
         self.lhs_x = lhs == "x"
-        self.fit = None
+        self.fit, self.other_col = None, None
         # What a line reads of its pair, packed by SQLite into five integers and floats: each
         # value handed over costs a C call, and the pass over the pairs is the export's largest
         # cost (13 separate columns: 3.7 s of CPU on bio's 4.48M pairs; packed: 3.1 s). The
@@ -232,7 +236,8 @@ class _Plan:
             from pivot.store.combined import Combination
 
             self.fit = Combination.from_meta(info["params"]["fit"])
-            self.columns.append(db.model_info(info["params"]["other"])["column"])
+            self.other_col = db.model_info(info["params"]["other"])["column"]
+            self.columns.append(self.other_col)
         # I, D: columns the schema declares NOT NULL, read without asking each value's type.
         self.kinds = "IdDII" + ("d" if self.fit is not None else "")
         self.uri = db.path.resolve().as_uri() + "?mode=ro"
@@ -330,7 +335,8 @@ def _write_chunks(chunks, plan, writer, classes, reverse, counts: dict, pool=Non
 
 def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size: str | None = None,
                 relations: tuple[int, ...] | None = None, show_all: bool = False, agree: bool = False,
-                stats: dict | None = None, chunk_rows: int = CHUNK_ROWS, prefetch: bool = True) -> int:
+                stats: dict | None = None, chunk_rows: int = CHUNK_ROWS, prefetch: bool = True,
+                direct: bool = True) -> int:
     """Write `model`'s pairs (default: the database's default model) as PPDB 2.0 lines to `out`
     (a binary stream, or a text stream); returns the number of lines.
 
@@ -339,7 +345,9 @@ def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size:
     show_all: keep the HIDDEN_FORMS kinds; agree: keep only pairs whose two labels are of one
     broad class. `stats`, if given, receives "written" and "disagree" (the pairs agree
     removed). prefetch: read the next chunks in two threads while this one is formatted (the
-    same bytes either way).
+    same bytes either way). direct: read the pair table from the file's b-tree pages
+    (:func:`_scan_file`: one scan, any cut applied after) rather than through SQLite (the same
+    bytes either way; a WAL database is always read through SQLite).
     """
     from pivot._native import _export
 
@@ -370,48 +378,135 @@ def export_ppdb(db, out, model: str | None = None, *, lhs: str = "stored", size:
             stats.update(counts)
         return counts["written"]
 
-    # With prefetch, two connections whose scans run in two threads (and without a cut a third
-    # one, on which this thread reads the phrases meanwhile).
-    one_scan = size is None and relations is None
-    tables = [_export.Table(plan.uri) for _ in range((3 if one_scan else 2) if prefetch else 1)]
+    # With prefetch, two connections whose scans run in two threads, and a third on which this
+    # thread reads the phrases meanwhile (an export in one scan).
+    tables = [_export.Table(plan.uri) for _ in range(3 if prefetch else 1)]
     table = tables[0]
+    # The file, opened before any read transaction and closed after the last one ends (POSIX:
+    # closing any descriptor of a file drops every lock this process holds on it, SQLite's too).
+    file = open(db.path, "rb") if direct else None
+    mapped = None
     try:
         with _read_checked(db.path):
             for t in tables:
                 t.scan(f"PRAGMA mmap_size = {MMAP_BYTES}", (), "I")
                 t.scan("BEGIN", (), "")  # one read snapshot for every scan below
-            if one_scan:
-                # Phrase ids run 0..max: the halves' bounds, before the phrases are read.
-                n_ids = int(table.scan("SELECT coalesce(max(id) + 1, 0) FROM phrase", (), "I")[0][0])
-                cols, phrases = _scan_halves(tables[:2], sql, plan.kinds, n_ids,
-                                             meanwhile=lambda: _Phrases.read(tables[-1]))
+            # Phrase ids run 0..max: the halves' bounds, before the phrases are read. (This read
+            # takes the transaction's shared lock: no writer can commit until COMMIT.)
+            n_ids = int(table.scan("SELECT coalesce(max(id) + 1, 0) FROM phrase", (), "I")[0][0])
+            mapped = _map_file(file) if file is not None else None
+            if mapped is not None or (size is None and relations is None):
+                # One scan of the rows without a cut (:func:`_write_one_scan`), the cut applied
+                # after: from the file it costs less than the reverse rows' scan alone.
+                if mapped is not None:
+                    layout = _pair_layout(table, plan, mapped)
+                    scan = lambda: _scan_file(mapped, layout, plan, show_all, n_ids)  # noqa: E731
+                    cols, phrases = (_in_thread(scan, meanwhile=lambda: _Phrases.read(tables[-1])) if prefetch
+                                     else (scan(), _Phrases.read(table)))
+                else:
+                    cols, phrases = _scan_halves(tables[:2], sql, plan.kinds, n_ids,
+                                                 meanwhile=lambda: _Phrases.read(tables[-1]))
                 if phrases.n_ids != n_ids:
                     raise ValueError(f"the phrase table changed while read ({n_ids} then {phrases.n_ids} ids)")
                 classes = phrases.label_classes() if agree else None
+                keep = None
+                if size is not None or relations is not None:
+                    # the SQL's cut: ppdb2 >= the size's score, relation (misc >> 56) among those asked
+                    keep = np.ones(len(cols[0]), bool)
+                    if size is not None:
+                        keep &= cols[2] >= params[0]
+                    if relations is not None:
+                        keep &= np.isin(cols[3] >> 56, relations)
                 _write_one_scan(cols, plan, plan.writer(_writer(out), phrases), classes, n_ids, counts,
-                                min(chunk_rows, FORMAT_ROWS), prefetch)
+                                min(chunk_rows, FORMAT_ROWS), prefetch, keep)
             else:
                 phrases = _Phrases.read(table)
                 classes = phrases.label_classes() if agree else None
                 writer = plan.writer(_writer(out), phrases)
                 # The probability model's pairs over the whole table, in key order: where every
                 # pair's p(e1|e2) comes from (its reverse row), and the chunk boundaries.
-                e1_all, e2_all, p_all = _scan_halves(tables, f"SELECT e1, e2, {plan.pcol} FROM pair WHERE "
+                e1_all, e2_all, p_all = _scan_halves(tables[:2], f"SELECT e1, e2, {plan.pcol} FROM pair WHERE "
                                                      f"e1 >= ?1 AND e1 < ?2 AND {_reverse_where(plan, show_all)}",
                                                      "IID", phrases.n_ids)
                 ptr = _export.row_pointer(e1_all, phrases.n_ids)
                 bounds = _chunk_bounds(e1_all, phrases.n_ids, chunk_rows)
                 # closing(): after an error below, the scan threads finish before their connections close.
-                with contextlib.closing(_prefetched(tables, sql, params, plan.kinds, bounds, prefetch)) as chunks:
+                with contextlib.closing(_prefetched(tables[:2], sql, params, plan.kinds, bounds, prefetch)) as chunks:
                     _write_chunks(chunks, plan, writer, classes, (ptr, e2_all, p_all), counts)
             for t in tables:
                 t.scan("COMMIT", (), "")
     finally:
         for t in tables:
             t.close()
+        if mapped is not None:
+            mapped.close()
+        if file is not None:
+            file.close()
     if stats is not None:
         stats.update(counts)
     return counts["written"]
+
+
+def _map_file(file):
+    """The database file mapped read-only, or None where its pages need not all be in it: a
+    WAL database (file format bytes 18, 19 = 2) keeps committed pages in its -wal file until a
+    checkpoint. In the rollback-journal modes (1, 1) the file is the database while a read
+    transaction's shared lock keeps writers out."""
+    import mmap
+
+    head = os.pread(file.fileno(), 100, 0)
+    if len(head) < 100 or head[18] != 1 or head[19] != 1:
+        return None
+    return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _pair_layout(table, plan, mapped) -> dict:
+    """Where the pair table is in the file (read in the export's transaction): its root page, the
+    record position of each column the export reads (a WITHOUT ROWID table's record is the
+    columns of its primary-key index, PRAGMA index_xinfo), the page size and reserved bytes."""
+    head = mapped[:100]
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    root = table.scan("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = 'pair'", (), "I")[0]
+    text, off = table.scan("SELECT x.name FROM pragma_index_list('pair') AS i, pragma_index_xinfo(i.name) AS x "
+                           "WHERE i.origin = 'pk' ORDER BY x.seqno", (), "t")[0]
+    names = [text[a:b].decode() for a, b in zip(off[:-1].tolist(), off[1:].tolist())]
+    if len(root) != 1 or not names:
+        raise ValueError("no WITHOUT ROWID pair table (sqlite_master, PRAGMA index_xinfo)")
+    wanted = ["e1", "e2", plan.pcol, "ppdb2", "n_pivots", "form", "relation", *RELATION_COLUMNS]
+    missing = [c for c in wanted + [plan.other_col] * (plan.other_col is not None) if c not in names]
+    if missing:
+        raise ValueError(f"the pair table's records have no column {', '.join(missing)}")
+    cols = [names.index(c) for c in wanted] + [names.index(plan.other_col) if plan.other_col is not None else -1]
+    # The in-header page count is valid when its version-valid-for number (offset 92) is the
+    # change counter (offset 24); SQLite then reads no page beyond it.
+    n_pages = len(mapped) // page_size
+    if head[92:96] == head[24:28]:
+        n_pages = min(n_pages, int.from_bytes(head[28:32], "big"))
+    return {"root": int(root[0]), "cols": cols, "page_size": page_size, "reserved": head[20], "n_pages": n_pages}
+
+
+def _scan_file(mapped, layout: dict, plan, show_all: bool, n_ids: int) -> list:
+    """The rows of the one-scan export's SELECT (:func:`_write_one_scan`: every row of the
+    probability model's with e1 in 0..n_ids-1, the hidden forms left out unless show_all), read
+    by ``_export.scan_pair_file`` from the file's b-tree pages: SQLite's virtual machine spends
+    about 1 us of CPU on each of bio's 4.48M rows (decoding every record's header, a call per
+    column), most of the default export's scan, where the hidden 2.9M are not even written."""
+    from pivot._native import _export
+
+    with memoryview(mapped) as view, view[:layout["n_pages"] * layout["page_size"]] as pages:
+        return _export.scan_pair_file(pages, layout["page_size"], layout["reserved"], layout["root"], layout["cols"],
+                                      plan.kind != LEARNED, 0 if show_all else HIDDEN_FORMS, 0, n_ids)
+
+
+def _in_thread(work, meanwhile):
+    """(work(), meanwhile()): work in a thread of its own while this one calls meanwhile."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pivot-export-scan") as pool:
+        done = pool.submit(work)
+        extra = meanwhile()
+        return done.result(), extra
 
 
 def _reverse_where(plan, show_all: bool) -> str:
@@ -425,24 +520,31 @@ def _reverse_where(plan, show_all: bool) -> str:
     return f"{plan.pcol} IS NOT NULL{hide}"
 
 
-def _write_one_scan(cols, plan, writer, classes, n_ids: int, counts: dict, task_rows: int, prefetch: bool) -> None:
+def _write_one_scan(cols, plan, writer, classes, n_ids: int, counts: dict, task_rows: int, prefetch: bool,
+                    keep=None) -> None:
     """The export without a size or relation cut: the rows it writes are the probability model's
     rows that :func:`_reverse_where` names (the learned model writes every visible pair, and
     reads p from General's column: NaN where General has none, as where no reverse row is), so
     one scan of them gives both the lines and every line's p(e1|e2), and the table is read once
     instead of twice (bio's default export, 1.55M of 4.48M rows: 5.5 -> 3.6 s of CPU in process).
 
-    cols: that scan (:func:`_scan_halves`, in two threads). The lines are formatted in tasks of
-    about task_rows rows (whole e1 runs) on two threads while this one writes them in order."""
+    cols: that scan (:func:`_scan_file`, or :func:`_scan_halves` in two threads); keep: None, or
+    the rows to write (a size or relation cut: every written row is among the scan's, so the
+    scan still gives every p(e1|e2)). The lines are formatted in tasks of about task_rows rows
+    (whole e1 runs) on two threads while this one writes them in order."""
     from pivot._native import _export
 
     key, p_all = cols[0], cols[1]
     e1_all = key >> 32
     ptr = _export.row_pointer(e1_all, n_ids)
     reverse = (ptr, key & 0xFFFFFFFF, p_all)
-    starts = np.arange(task_rows, len(key), task_rows)
-    cuts = np.unique(np.concatenate([[0], ptr[e1_all[starts]], [len(key)]])).tolist()
-    del e1_all, starts
+    if keep is not None:
+        cols = [c[keep] for c in cols]
+        e1_all = cols[0] >> 32
+        ptr = _export.row_pointer(e1_all, n_ids)
+    starts = np.arange(task_rows, len(e1_all), task_rows)
+    cuts = np.unique(np.concatenate([[0], ptr[e1_all[starts]], [len(e1_all)]])).tolist()
+    del e1_all, starts, ptr
     chunks = ([c[a:b] for c in cols] for a, b in zip(cuts[:-1], cuts[1:]))
     if not prefetch:
         _write_chunks(chunks, plan, writer, classes, reverse, counts)
