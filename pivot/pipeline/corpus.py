@@ -73,6 +73,7 @@ import numpy as np
 
 from pivot.errors import InputError
 from pivot.hashes import hash64
+from pivot.pipeline.stage import Stage
 from pivot.text import _checked_lines, _count_lines_checked, _iter_lines, _open_binary, normalize_many
 
 # The reasons a raw line or pair is not kept, in the order clean_pairs tests them.
@@ -1026,3 +1027,62 @@ def write_bitext(sources, lang, data_root, out_dir, max_tokens=80, max_ratio=9.0
     meta = _bitext_meta(lang, len(origin), names, kinds, stats)
     _write_meta(d, meta)
     return meta
+
+
+# ----------------------------------------------------------------------------- the stage
+
+
+def stage_params(recipe, lang) -> dict:
+    # A resample of the bitext ([preprocess] sample_fraction < 1) enters the key; the full
+    # bitext's parameters are the table as always (sample_params).
+    [spec] = [s for s in recipe["bitext"] if s["lang"] == lang]
+    return {"lang": lang, "sources": spec["sources"], "preprocess": sample_params(recipe["preprocess"])}
+
+
+def stage_data(params, data_root) -> list[Path]:
+    from pivot.recipes import source_files
+
+    return [f for src in params["sources"] for f in source_files(src, data_root, params["lang"])]
+
+
+def run_stage(context):
+    """One pivot language's bitext: one task (write_bitext), side by side with the other
+    languages' on a cluster; a language of which no pair is left stops the build here."""
+    from functools import partial
+
+    from pivot.pipeline.engine import Batch
+
+    # On the workers without a progress bar: several on one terminal would garble it.
+    write = partial(write_bitext, quiet=context.quiet or not context.engine.in_process,
+                    **context.params["preprocess"])
+    yield Batch(write, [(context.params["sources"], context.lang, context.data_root, context.tmp)],
+                name=context.name)
+    check_kept(read_meta(context.tmp), context.recipe_file)
+
+
+def check_kept(meta: dict, recipe_file) -> None:
+    """A pivot language whose corpus stage kept no sentence pair stops the build here, in one
+    line, before its alignment and the later stages meet an empty bitext (an LM "with no
+    sentences", an empty table). Preflight refuses the plain cases (every pair surely too long
+    or empty); this is the rest, which only tokenising decides."""
+    if meta["n_pairs"] > 0:
+        return
+    total = meta["stats"]["total"]
+    dropped = ", ".join(f"{total[k]:,} {k.replace('_', ' ')}" for k in
+                        ("blank", "header", "empty", "too_long", "ratio", "duplicate", "sampled_out")
+                        if total.get(k))
+    raise InputError(f"[[bitext]] {meta['lang']}: no sentence pair is left after the [preprocess] rules "
+                     f"({total['read']:,} read: {dropped or 'none kept'}); raise max_tokens or max_ratio, "
+                     "or check the files", recipe_file)
+
+
+def english_texts(corpus_dirs) -> list[tuple[str, int]]:
+    """(bitext.en, sentence pairs) of each language's corpus folder, in recipe order: the English
+    side the encode stage concatenates into english.txt, read as it is by the LM branch."""
+    return [(str(Path(d) / "bitext.en"), int(read_meta(d)["n_pairs"])) for d in corpus_dirs]
+
+
+STAGE = Stage("corpus", 1, (), ("bitext", "preprocess"), stage_params,
+              ("bitext.en", "bitext.*", "origin.npy", "meta.json"), run_stage,
+              "one per language (Dask)", "read, normalise (Moses tokenizer, lower case), filter, deduplicate",
+              data=stage_data, per_language=True)
