@@ -465,9 +465,11 @@ def stage_params(recipe, lang) -> dict:
 def stage_data(params, data_root) -> list[Path]:
     if "pharaoh" not in params:
         return []
+    from pivot.recipes import DATA_ENV
+
     path = Path(data_root) / params["pharaoh"]
     if not path.is_file():
-        raise InputError("alignment file missing; the data root is set by --data DIR or PIVOT_DATA", path)
+        raise InputError(f"alignment file missing; the data root is set by --data DIR or {DATA_ENV}", path)
     return [path]
 
 
