@@ -150,3 +150,26 @@ def test_every_stage_is_declared_in_its_own_module_and_the_graph_holds_what_it_n
         assert stage.writes and set(stage.needs) <= set(graph.STAGES), name
     assert graph.order()[-1] == "store"
     assert graph.upstream("score") == {"score", "lm", "lmtext", "corpus"}
+
+
+def test_preflight_asks_each_stage_for_its_inputs_in_the_graphs_order(tmp_path, monkeypatch):
+    """The tiny recipe's inputs, each listed by the stage that reads it (corpus, align, lmtext,
+    combine), then the [eval] gold (no stage's); a stage's check that refuses stops preflight
+    with its error."""
+    from pivot import preflight
+    from pivot.errors import InputError
+
+    write_tiny(tmp_path)
+    data = tmp_path / "data"
+    plan = preflight.check(tmp_path / "tinybio.toml", data)
+    assert [(f.path.name, f.role) for f in plan.inputs] == [
+        ("c.en", "bitext"), ("c.fr", "bitext"), ("c.align", "alignments"), ("bio.txt", "in-domain text"),
+        ("gold.txt", "gold"), ("control.txt", "gold")]
+    # 12 sentence pairs and their 12 link lines; bio.txt: 6 sentences 3 times; gold 5 + control 3 pairs
+    assert plan.counts == {"bitext lines": 12, "alignment lines": 12, "in-domain text sentences": 18, "gold pairs": 8}
+
+    def refuse(recipe, data_root, plan):
+        raise InputError("no such thing", data_root / "x.txt", 3)
+    monkeypatch.setitem(graph.STAGES, "score", dataclasses.replace(graph.STAGES["score"], check=refuse))
+    with pytest.raises(InputError, match=r"/data/x.txt:3: no such thing$"):
+        preflight.check(tmp_path / "tinybio.toml", data)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -487,7 +488,45 @@ def run_stage(context):
         task_threads=n_threads if context.engine.in_process else 1))
 
 
+def stage_check(recipe, data_root, plan) -> list:
+    """Preflight of the align stages: a Pharaoh file of every language, each line ``i-j`` links."""
+    from pivot.recipes import DATA_ENV
+
+    align = recipe["align"]
+    if align["method"] != "pharaoh":
+        return []
+    checks = []
+    for lang in (b["lang"] for b in recipe["bitext"]):
+        path = Path(data_root) / align["pharaoh"][lang]
+        if not path.is_file():
+            raise InputError(f"[align] pharaoh {lang}: alignment file missing; the data root is set by "
+                             f"--data DIR or {DATA_ENV}", path)
+        plan.add_input(path, "alignments")
+        checks.append(lambda path=path: _check_pharaoh(plan, path))
+    return checks
+
+
+_LINK = re.compile(rb"[0-9]+-[0-9]+")
+
+
+def _check_pharaoh(plan, path: Path) -> None:
+    """Every token of every line an ``i-j`` link (the aligner checks the ranges later)."""
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise InputError(f"cannot open ({exc.strerror or exc})", path) from None
+    number = 0
+    with fh:
+        for number, raw in enumerate(fh, start=1):
+            for token in raw.split():
+                if not _LINK.fullmatch(token):
+                    raise InputError(f"malformed link {token.decode('utf-8', 'backslashreplace')!r} "
+                                     "(expected i-j with 0-based integers)", path, number)
+    plan.count("alignment lines", number)
+
+
 STAGE = Stage("align", 1, ("corpus",), ("align", "extract.shard_sentences"), stage_params,
               ("links-*.npz", "links.json"), run_stage,
               "one per language; ibm2: one per shard of pairs (Dask) to encode, co-occur, each E-step, Viterbi",
-              "word alignment both ways + grow-diag-final-and", data=stage_data, per_language=True)
+              "word alignment both ways + grow-diag-final-and", data=stage_data, per_language=True,
+              check=stage_check)

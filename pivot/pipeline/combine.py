@@ -254,6 +254,25 @@ def directed_scores(para, id_pairs) -> tuple[np.ndarray, np.ndarray]:
     return fwd, rev
 
 
+def stage_check(recipe, data_root, plan) -> list:
+    """Preflight of the tuning gold: its files parse and hold pairs, the tuning part both
+    classes (checked whenever the recipe names them, with domain models or without)."""
+    from pivot.errors import InputError
+    from pivot.eval.gold import check_gold
+    from pivot.recipes import DATA_ENV
+
+    comb = recipe.get("combine")
+    if not comb:
+        return []
+    files = [data_root / g for g in comb["gold"]]
+    for g in files:
+        if not g.is_file():
+            raise InputError(f"[combine] gold file missing; the data root is set by --data DIR or {DATA_ENV}", g)
+        plan.add_input(g, "gold")
+    tuning = comb if recipe.get("domain") else None    # the combination is fitted only with domain models
+    return [lambda: plan.count("gold pairs", check_gold(files, comb["format"], "[combine] gold", tuning))]
+
+
 STAGE = Stage("combine", 2, ("pivot", "encode", "translation", "weights"), ("combine", "extract.max_phrase_len"), stage_params,
               ("combination.json",), run_stage, "one", "logistic regression of General + each domain model",
-              data=stage_data, when=lambda recipe: recipe.get("combine") and recipe.get("domain"))
+              data=stage_data, when=lambda recipe: recipe.get("combine") and recipe.get("domain"), check=stage_check)

@@ -249,9 +249,49 @@ def run_stage(context) -> None:
           e_tokens=Vocab.load(context.dir("encode") / "vocab.en").tokens, tagger_dir=context.dir("tagger"))
 
 
+def tagger_check(recipe, data_root, plan) -> list:
+    """Preflight of the tagger's training text (lhs = "tagged"): GENIA-pos's `token<TAB>tag`
+    files parse whole (half a second for the three); the Brown zip opens and holds its
+    `brown/cXNN` files."""
+    from pivot.errors import InputError
+    from pivot.recipes import DATA_ENV
+
+    if not labelled(recipe):
+        return []
+    checks = []
+    for path in data_files(data_root):
+        if not path.is_file():
+            raise InputError(f'[ppdb2] lhs = "tagged" trains the phrase labeller on GENIA-pos and the Brown '
+                             f"corpus, and this file is missing; the data root is set by --data DIR or "
+                             f'{DATA_ENV} (a data root without them needs [ppdb2] lhs = "x": every '
+                             "LHS [X])", path)
+        plan.add_input(path, "tagged text")
+        checks.append(lambda path=path: _check_tagged(plan, path))
+    return checks
+
+
+def _check_tagged(plan, path: Path) -> None:
+    import re
+    import zipfile
+
+    from pivot.errors import InputError
+
+    if path.suffix == ".zip":
+        try:
+            with zipfile.ZipFile(path) as z:
+                ok = any(re.fullmatch(r"brown/c[a-r]\d\d", n) for n in z.namelist())
+        except zipfile.BadZipFile as exc:
+            raise InputError(f"not a readable zip ({exc})", path) from None
+        if not ok:
+            raise InputError("no Brown corpus files (brown/cXNN) in the zip", path)
+    elif not labels.read_conll(path):
+        raise InputError("no tagged sentences (`token<TAB>tag` lines)", path)
+    plan.count("tagged files", 1)
+
+
 TAGGER = Stage("tagger", 1, (), (), tagger_params, (TAGGER_FILE, VOLATILE), run_tagger, "one",
                "the lexicon + suffix + rules tagger trained on GENIA-pos and Brown (no stage: only data files)",
-               data=tagger_data, when=labelled)
+               data=tagger_data, when=labelled, check=tagger_check)
 STAGE = Stage("lhs", 2, ("pivot", "translation", "encode", "tagger"), ("ppdb2.lhs",), stage_params,
               ("lhs.arrays", "lhs.json", VOLATILE), run_stage, "one (per distinct token, then per tag sequence)",
               "each stored phrase's PPDB label (LHS) by the tagger stage's tagger", when=labelled)

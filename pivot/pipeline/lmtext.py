@@ -186,8 +186,37 @@ def lm_names(text_dir) -> list[str]:
     return ["in_domain"] + sorted(p.name[:-len(".txt")] for p in Path(text_dir).glob("general*.txt"))
 
 
+def stage_check(recipe, data_root, plan) -> list:
+    """Preflight of the LM texts: every in-domain (and general) text file holds a sentence."""
+    from pivot.pipeline import mono
+
+    dom = recipe.get("domain")
+    checks = []
+    for key, role in (("in_domain", "in-domain text"), ("general", "general text")):
+        for kind, patterns in ((dom or {}).get(key) or {}).items():
+            for pattern in [patterns] if isinstance(patterns, str) else patterns:
+                for path in mono.expand(data_root, pattern, kind):
+                    plan.add_input(Path(path), role)
+                    checks.append(lambda path=path, kind=kind, role=role: _check_text(plan, path, kind, role))
+    return checks
+
+
+def _check_text(plan, path, kind: str, role: str) -> None:
+    from pivot.errors import InputError
+    from pivot.pipeline import mono
+
+    n = 0
+    for sentence in mono._READERS[kind](path):
+        if sentence.strip():
+            n += 1
+    if n == 0:
+        raise InputError(f"holds no text: every {role} file must give the language model at least one "
+                         f"sentence (read as {kind!r})", path)
+    plan.count(f"{role} sentences", n)
+
+
 STAGE = Stage("lmtext", 4, ("corpus",), ("domain.in_domain", "domain.general", "domain.seed", "domain.matched",
                                          "domain.vocab_min_count"), stage_params,
               ("in_domain.txt", "general*.txt", "vocab.txt", "folds.npy", "stats.json"), run_stage,
               "one (Dask)", "in-domain and general LM texts of equal size over one vocabulary (cross-fitted folds)",
-              data=stage_data, when=lambda recipe: recipe.get("domain"))
+              data=stage_data, when=lambda recipe: recipe.get("domain"), check=stage_check)

@@ -1358,9 +1358,52 @@ def run_stage(context) -> None:
           data_root=context.data_root, engine=context.engine)
 
 
+def stage_check(recipe, data_root, plan) -> list:
+    """Preflight of the layer's data: the PPDB 2.0 ratings parse (learn), WordNet 3.0's
+    database files open as such (wordnet)."""
+    from pivot.eval.gold import check_gold
+    from pivot.recipes import DATA_ENV
+    from pivot.pipeline.wordnet import wordnet_files, wordnet_folder
+
+    p2, checks = recipe["ppdb2"], []
+    if p2["learn"]:
+        path = data_root / p2["ratings"]
+        if not path.is_file():
+            raise InputError(f"[ppdb2] ratings file missing; the data root is set by --data DIR or "
+                             f"{DATA_ENV} (a data root without the PPDB 2.0 ratings needs [ppdb2] "
+                             "learn = false)", path)
+        plan.add_input(path, "gold")
+        checks.append(lambda path=path: plan.count("gold pairs", check_gold([path], "ppdb-human", "[ppdb2] ratings")))
+    if p2["wordnet"]:
+        try:
+            folder = wordnet_folder(data_root, LEXICON)
+        except InputError as exc:
+            raise InputError(f"{exc.message} (a data root without WordNet needs [ppdb2] wordnet = false and "
+                             "learn = false)", exc.path) from None
+        for path in wordnet_files(folder) + [folder / "index.noun"]:
+            plan.add_input(path, "lexicon")
+            checks.append(lambda path=path: _check_wordnet(plan, path))
+    return checks
+
+
+def _check_wordnet(plan, path: Path) -> None:
+    """A WordNet database file: UTF-8 text whose first line after the licence header is an entry."""
+    from pivot.text import numbered_lines
+
+    for number, line in numbered_lines(path):
+        if line.startswith("  "):
+            continue
+        if len(line.split()) < 2:
+            raise InputError("not a WordNet 3.0 database file (an entry line of space-separated fields "
+                             "expected)", path, number)
+        plan.count("lexicon files", 1)
+        return
+    raise InputError("empty WordNet database file", path)
+
+
 STAGE = Stage("ppdb2", 3, ("pivot", "translation", "encode", "weights"), ("ppdb2",), stage_params,
               ("x-*.arrays", "ppdb2.json"), run_stage,
               "labels: one per range of English rows; fits: the relations' as tasks beside the score's; "
               "apply: one per range of English rows (Dask)",
               "well-formedness labels, PPDB2.0Score (ratings), relation probabilities (WordNet), sizes",
-              data=data_files)
+              data=data_files, check=stage_check)

@@ -56,6 +56,10 @@ class Stage:
     per_language: bool = False  # one stage per [[bitext]] language: "corpus.fr", "align.fr"
     #: (recipe) -> whether the recipe has this stage (a recipe without [domain] has no LM branch)
     when: Callable | None = None
+    #: (recipe, data root, plan) -> the read-through checks of its input files, which it adds to
+    #: the plan (pivot.preflight.Plan.add_input) after checking they exist; run by preflight
+    #: before anything is written, whether or not the recipe has the stage (the stage says)
+    check: Callable | None = None
 
     @property
     def code(self) -> str:
