@@ -37,7 +37,7 @@ def check_inputs(stage_name: str, inputs) -> None:
     stage = STAGES[stage_name.split(".")[0]]
     if not set(inputs) <= set(stage.needs):
         raise RuntimeError(f"stage {stage_name} was given inputs {sorted(inputs)}, "
-                           f"declared {sorted(stage.needs)} ({stage.run.__module__}.STAGE)")
+                           f"declared {sorted(stage.needs)} (in {stage.run.__module__})")
 
 
 def order() -> list[str]:
