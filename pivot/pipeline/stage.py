@@ -51,7 +51,7 @@ class Stage:
     run: Callable  # (Context) -> None, writing into context.tmp; a generator yields Engine batches
     tasks: str  # how the work is cut: one task, or one per shard / partition / row range
     doc: str
-    #: (recipe, data root[, lang]) -> the data files whose fingerprints enter the key
+    #: (params, data root) -> the data files it reads, whose fingerprints enter the key
     data: Callable | None = None
     per_language: bool = False  # one stage per [[bitext]] language: "corpus.fr", "align.fr"
     #: (recipe) -> whether the recipe has this stage (a recipe without [domain] has no LM branch)
@@ -120,16 +120,18 @@ class Context:
     #: the store's: --parts, the data fingerprints and stage seconds of the build
     record: dict = field(default_factory=dict)
 
-    def _artifact(self, need: str):
+    def _declared(self, need: str) -> None:
         if need not in self.stage.needs:
             raise DeclarationError(f"stage {self.name} read the artifact of {need}, which it does not need "
                                    f"(needs: {', '.join(self.stage.needs) or 'none'})")
+
+    def _artifact(self, need: str):
+        self._declared(need)
         return self.artifacts[need]
 
     def has(self, need: str) -> bool:
         """Whether the recipe has the needed stage (weights reads score only under [domain])."""
-        if need not in self.stage.needs:
-            self._artifact(need)  # the error: not a stage this one needs
+        self._declared(need)
         return need in self.artifacts
 
     def dir(self, need: str):
