@@ -233,22 +233,6 @@ def run_tagger(context):
     yield Batch(train_stage, [(context.tmp, context.data_root)], name="tagger")
 
 
-def stage_params(recipe) -> dict:
-    return {"lhs": recipe["ppdb2"]["lhs"]}
-
-
-def run_stage(context) -> None:
-    """Each stored phrase's PPDB label (phrase.lhs) by the tagger stage's tagger."""
-    from pivot.pipeline import pivoting, translation
-    from pivot.pipeline.corpus import Vocab
-
-    translation_dir = context.dir("translation")
-    e_rows, _ = translation.phrase_rows(translation.part_paths(translation_dir, "e"),
-                                        translation.phrase_keys(translation_dir))
-    build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")), e_rows=e_rows,
-          e_tokens=Vocab.load(context.dir("encode") / "vocab.en").tokens, tagger_dir=context.dir("tagger"))
-
-
 def tagger_check(recipe, data_root, plan) -> list:
     """Preflight of the tagger's training text (lhs = "tagged"): GENIA-pos's `token<TAB>tag`
     files parse whole (half a second for the three); the Brown zip opens and holds its
@@ -287,6 +271,21 @@ def _check_tagged(plan, path: Path) -> None:
     elif not labels.read_conll(path):
         raise InputError("no tagged sentences (`token<TAB>tag` lines)", path)
     plan.count("tagged files", 1)
+
+
+def stage_params(recipe) -> dict:
+    return {"lhs": recipe["ppdb2"]["lhs"]}
+
+
+def run_stage(context) -> None:
+    """Each stored phrase's PPDB label (phrase.lhs) by the tagger stage's tagger."""
+    from pivot.pipeline import pivoting, translation
+    from pivot.pipeline.corpus import Vocab
+
+    translation_dir = context.dir("translation")
+    e_rows, _ = translation.english_phrases(translation_dir)
+    build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")), e_rows=e_rows,
+          e_tokens=Vocab.load(context.dir("encode") / "vocab.en").tokens, tagger_dir=context.dir("tagger"))
 
 
 TAGGER = Stage("tagger", 1, (), (), tagger_params, (TAGGER_FILE, VOLATILE), run_tagger, "one",

@@ -1343,8 +1343,7 @@ def run_stage(context) -> None:
     from pivot.pipeline.weights import read_models
 
     encode_dir, translation_dir = context.dir("encode"), context.dir("translation")
-    e_rows, e_count = translation.phrase_rows(translation.part_paths(translation_dir, "e"),
-                                              translation.phrase_keys(translation_dir))
+    e_rows, e_count = translation.english_phrases(translation_dir)
     f_keys = np.load(translation_dir / "structure" / "f_key.npy")
     f_lang_of_token = np.load(encode_dir / "f_lang.npy")
 

@@ -67,8 +67,7 @@ def run_stage(context) -> None:
     f_lang_of_token = np.load(encode_dir / "f_lang.npy")
     # Text only for the phrases the database stores (most phrases pivot to nothing): the
     # write finds which in its first pass over the row ranges and asks for their texts.
-    e_rows, e_count = translation.phrase_rows(translation.part_paths(translation_dir, "e"),
-                                              translation.phrase_keys(translation_dir))
+    e_rows, e_count = translation.english_phrases(translation_dir)
     f_keys = np.load(translation_dir / "structure" / "f_key.npy")
 
     def e_text(e_used):

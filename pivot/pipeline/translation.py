@@ -438,6 +438,11 @@ def phrase_keys(translation_dir) -> np.ndarray:
     return np.load(Path(translation_dir) / "structure" / "e_key.npy")
 
 
+def english_phrases(translation_dir) -> tuple[np.ndarray, np.ndarray]:
+    """(token rows, bitext counts) of every English phrase id of the stage's table."""
+    return phrase_rows(part_paths(translation_dir, "e"), phrase_keys(translation_dir))
+
+
 STAGE = Stage("translation", 4, ("extract",), tuple(f"pivot.{k}" for k in ENTRY_PRUNING), stage_params,
               ("e-*.arrays", "f-*.arrays", "structure/*.npy", "translation.json"), run_stage,
               "one per partition, four times (Dask)", "merge by e: p(f|e); merge by f: p(e|f); pruning; the pivot structure")
