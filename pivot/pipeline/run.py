@@ -128,7 +128,9 @@ class Workdir:
         stage's inputs and parameters (so a rerun finds it); the key handed downstream is
         the hash of what the stage actually wrote. Downstream keys, and the database
         signature built from them, therefore change whenever an artifact's bytes change,
-        e.g. when an aligner produces different links from the same corpus.
+        e.g. when an aligner produces different links from the same corpus. An artifact
+        holding a file its stage does not declare (``Stage.writes``) is refused before it
+        is renamed into place.
         """
         run = self._begin(name, inputs, params)
         if run.tmp is None:
