@@ -29,7 +29,7 @@ from pivot.pipeline.stage import Stage
 
 STAGES: dict[str, Stage] = {s.name: s for s in (
     corpus.STAGE, align.STAGE, encode.STAGE, lmtext.STAGE, lm.STAGE, score.STAGE, weights.STAGE, extract.STAGE,
-    translation.STAGE, pivoting.STAGE, ppdb2.STAGE, lhs.TAGGER, lhs.STAGE, combine.STAGE, store.STAGE)}
+    translation.STAGE, pivoting.STAGE, ppdb2.STAGE, lhs.TAGGER_STAGE, lhs.STAGE, combine.STAGE, store.STAGE)}
 
 
 def check_inputs(stage_name: str, inputs) -> None:

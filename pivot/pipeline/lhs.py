@@ -288,9 +288,9 @@ def run_stage(context) -> None:
           e_tokens=Vocab.load(context.dir("encode") / "vocab.en").tokens, tagger_dir=context.dir("tagger"))
 
 
-TAGGER = Stage("tagger", 1, (), (), tagger_params, (TAGGER_FILE, VOLATILE), run_tagger, "one",
+TAGGER_STAGE = Stage("tagger", 1, (), (), tagger_params, (TAGGER_FILE, VOLATILE), run_tagger, "one",
                "the lexicon + suffix + rules tagger trained on GENIA-pos and Brown (no stage: only data files)",
                data=tagger_data, when=labelled, check=tagger_check)
-STAGE = Stage("lhs", 2, ("pivot", "translation", "encode", "tagger"), ("ppdb2.lhs",), stage_params,
+STAGE = Stage("lhs", 3, ("pivot", "translation", "encode", "tagger"), ("ppdb2.lhs",), stage_params,
               ("lhs.arrays", "lhs.json", VOLATILE), run_stage, "one (per distinct token, then per tag sequence)",
               "each stored phrase's PPDB label (LHS) by the tagger stage's tagger", when=labelled)
