@@ -6,7 +6,7 @@
 BASE_WORK is the work directory of a finished bio build (its ``corpus.*`` and ``align.*``
 folders). Each run gets a fresh work directory holding hard links to BASE_WORK's corpus folders
 (so the corpus stages are reused, not rebuilt) and runs, in a child process, only the corpus and
-align stages of the bio recipe (``Pipeline("bio").bitexts``) with ``--workers W``: a local
+align stages of the bio recipe (``Build("bio").run(until="align")``) with ``--workers W``: a local
 cluster of W single-threaded worker processes, started while preflight reads the inputs, as in
 a build (W = 1: every task in the child's own process, its kernels on every core). Measured:
 ``align_s``, the wall seconds of ``bitexts`` (the corpus stages are reused; the languages' align
@@ -47,12 +47,12 @@ REPO = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import json, logging, sys, time
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stdout)
-from pivot.pipeline.run import Pipeline
+from pivot.pipeline.run import Build
 data, work, out, workers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-pipe = Pipeline("bio", data=data, work=work, out=out, workers=workers, prestart=True, quiet=True)
+pipe = Build("bio", data=data, work=work, out=out, workers=workers, prestart=True, quiet=True)
 try:
     t0 = time.perf_counter()
-    pipe.bitexts
+    pipe.run(until="align")
     seconds = time.perf_counter() - t0
 finally:
     pipe.engine.close()

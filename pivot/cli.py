@@ -578,7 +578,7 @@ def cmd_score(args) -> int:
     import shutil
 
     from pivot import outputs, preflight, recipes
-    from pivot.pipeline.run import Pipeline
+    from pivot.pipeline.run import Build
 
     domain = args.domain if not args.recipe else None
     # -o is checked against the recipe and every file it names before anything is read through
@@ -586,15 +586,19 @@ def cmd_score(args) -> int:
     plan = preflight.check(recipe_file, recipes.resolve_data_root(args.data), read_inputs=False)
     with outputs.Outputs([(recipe_file, "the recipe"), *((f.path, f"{f.role} file") for f in plan.inputs)]) as guard:
         dest = guard.add(args.output, "-o")
-        pipe = Pipeline(domain, recipe=args.recipe, data=args.data, work=args.work, quiet=args.quiet,
-                        lmplz=args.lmplz, store=False)
-        if pipe.domain is None:
-            raise InputError("the recipe has no [domain] section: nothing to score against", pipe.recipe_file)
-        ranked = pipe.scores[0] / "ranked.tsv"
+        build = Build(domain, recipe=args.recipe, data=args.data, work=args.work, quiet=args.quiet,
+                      lmplz=args.lmplz, store=False)
+        try:
+            if not build.rec.get("domain"):
+                raise InputError("the recipe has no [domain] section: nothing to score against", build.recipe_file)
+            build.run(until="weights")
+        finally:
+            build.engine.close()
+        ranked = build.artifacts["score"][0] / "ranked.tsv"
         guard.input(ranked, "the score stage's ranking")
         with outputs.replacing(dest) as tmp:
             shutil.copyfile(ranked, tmp)
-    report = json.loads((pipe.weights[0] / "report.json").read_text())
+    report = json.loads((build.artifacts["weights"][0] / "report.json").read_text())
     print(json.dumps({"ranked": args.output, "n_sentences": report.get("n_sentences"),
                       "auc_minus_sigma": report.get("auc_minus_sigma")}, indent=1))
     return 0

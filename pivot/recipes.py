@@ -532,44 +532,6 @@ def resolve_data_root(data: str | os.PathLike | None) -> Path:
     return root.resolve()
 
 
-def source_files(source: dict, data_root: Path, lang: str) -> list[Path]:
-    """The files one recipe source reads, in a fixed order (for fingerprints and readers)."""
-    fmt = source.get("format")
-    if fmt == "parallel":
-        files = [data_root / source["en"], data_root / source["f"]]
-    elif fmt == "parallel-glob":
-        ens = sorted(data_root.glob(source["en"]))
-        if not ens:
-            raise InputError(
-                f"source {source.get('name')!r}: no file matches {source['en']!r} under the data root "
-                f"(set by --data or {DATA_ENV})", data_root
-            )
-        files = [p for en in ens for p in (en, en.with_suffix("." + lang))]
-    elif fmt == "tsv-zip":
-        files = [data_root / source["path"]]
-    elif fmt == "tsv-gz":
-        # `path` may be a glob (*, ?, [...]): its matches, sorted, as the reader takes them.
-        if any(c in source["path"] for c in "*?["):
-            files = sorted(data_root.glob(source["path"]))
-            if not files:
-                raise InputError(
-                    f"source {source.get('name')!r}: no file matches {source['path']!r} under the "
-                    f"data root (set by --data or {DATA_ENV})", data_root
-                )
-        else:
-            files = [data_root / source["path"]]
-    else:
-        raise InputError(f"source {source.get('name')!r}: unknown format {fmt!r} "
-                         "(parallel, parallel-glob, tsv-zip, tsv-gz)")
-    for f in files:
-        if not f.is_file():
-            raise InputError(
-                f"source {source.get('name')!r}: file missing; the data root is set by --data DIR "
-                f"or {DATA_ENV}", f
-            )
-    return files
-
-
 def fingerprint_files(paths: list[Path]) -> dict[str, str]:
     """sha256 of each file's bytes, so a changed corpus invalidates the stages built on it."""
     out = {}

@@ -11,7 +11,7 @@ import pytest
 from pivot import recipes
 from pivot.errors import InputError
 from pivot.pipeline.corpus import (Bitext, compile_row_filter, iter_bitext, load_bitext,
-                                   read_meta, read_tsv_gz, tokenizer_lang, write_bitext)
+                                   read_meta, read_tsv_gz, source_files, tokenizer_lang, write_bitext)
 
 
 def write_text(path, lines):
@@ -378,13 +378,13 @@ def test_bad_sources_fail_before_reading(tmp_path, source, message):
 def test_recipe_source_files_for_tsv_gz(tmp_path):
     root = make_root(tmp_path)
     glob_source = SOURCES[5]
-    assert recipes.source_files(glob_source, root, "fr") == [
+    assert source_files(glob_source, root, "fr") == [
         root / "terms" / "gnu" / "eng-fra.tsv.gz", root / "terms" / "gnu" / "eng-fra_CA.tsv.gz"]
-    assert recipes.source_files(SOURCES[4], root, "fr") == [root / "terms" / "hpo" / "eng-fra.tsv.gz"]
+    assert source_files(SOURCES[4], root, "fr") == [root / "terms" / "hpo" / "eng-fra.tsv.gz"]
     with pytest.raises(InputError, match="no file matches"):
-        recipes.source_files(dict(glob_source, path="terms/none/*.gz"), root, "fr")
+        source_files(dict(glob_source, path="terms/none/*.gz"), root, "fr")
     with pytest.raises(InputError, match="file missing"):
-        recipes.source_files(dict(SOURCES[4], path="terms/hpo/eng-xxx.tsv.gz"), root, "fr")
+        source_files(dict(SOURCES[4], path="terms/hpo/eng-xxx.tsv.gz"), root, "fr")
 
 
 # ----------------------------------------------------------------------------- the bio-multi recipe

@@ -307,7 +307,7 @@ def test_chunks_out_of_key_order_are_refused_and_leave_no_file(tmp_path):
 
 
 def test_directed_scores_over_row_ranges_equal_the_whole_table():
-    from pivot.pipeline.run import directed_scores
+    from pivot.pipeline.combine import directed_scores
 
     class Table:
         def __init__(self, rows):

@@ -5,6 +5,7 @@ align and the LM branch (lmtext <- corpus) run at the same time; in one process 
 one after another in the graph's order. Side by side or not, the database is the same bytes;
 a stage that fails while another runs stops the build with its own error, at once.
 """
+import dataclasses
 import io
 import threading
 import time
@@ -13,6 +14,7 @@ import pytest
 
 from pivot.cli import main
 from pivot.errors import InputError
+from pivot.pipeline import graph
 from pivot.pipeline import run as R
 from pivot.store.db import ParaphraseDB
 from pivot.store.export import export_ppdb
@@ -134,16 +136,22 @@ def test_two_workers_build_the_bytes_of_one_with_align_and_lmtext_side_by_side(t
     a = two_languages(tmp_path / "a")
     assert main(["-q", "build", *a, "--out", str(tmp_path / "one.db"), "--workers", "1"]) == 0
 
-    started = {"bitexts": threading.Event(), "lm_texts": threading.Event()}
-    for name, other in (("bitexts", "lm_texts"), ("lm_texts", "bitexts")):
-        fn = R.Pipeline.__dict__[name].fn
+    started = {"align": threading.Event(), "lmtext": threading.Event()}
+    align, lmtext = graph.STAGES["align"], graph.STAGES["lmtext"]
 
-        def meeting(self, fn=fn, name=name, other=other):
-            started[name].set()
-            assert started[other].wait(MEET), f"{name} ran alone: {other} never started beside it"
-            return fn(self)
-        meeting.__name__ = name  # the name the property caches its value under
-        monkeypatch.setattr(R.Pipeline, name, R.once(meeting))
+    def meet(name, other):
+        started[name].set()
+        assert started[other].wait(MEET), f"{name} ran alone: {other} never started beside it"
+
+    def meeting_align(context):  # a generator, as align's run: every language's jobs run together
+        meet("align", "lmtext")
+        return (yield from align.run(context))
+
+    def meeting_lmtext(context):
+        meet("lmtext", "align")
+        lmtext.run(context)
+    monkeypatch.setitem(graph.STAGES, "align", dataclasses.replace(align, run=meeting_align))
+    monkeypatch.setitem(graph.STAGES, "lmtext", dataclasses.replace(lmtext, run=meeting_lmtext))
     assert main(["build", "--recipe", a[1], "--data", a[3], "--work", str(tmp_path / "work2"),
                  "--out", str(tmp_path / "two.db"), "--workers", "2"]) == 0
     one, two = _exports(tmp_path / "one.db"), _exports(tmp_path / "two.db")
@@ -160,23 +168,23 @@ def test_a_stage_failing_on_a_cluster_while_another_runs_is_one_error_and_no_han
     stops within seconds with lmtext's one-line error and exit code 2 (the task is cancelled,
     the cluster closed), and no later stage starts."""
     args = two_languages(tmp_path)
-    align_fn = R.Pipeline.__dict__["bitexts"].fn
+    align = graph.STAGES["align"]
     submitted = threading.Event()
 
-    def slow_align(self):
-        self.engine.client()  # the cluster is up before the task is submitted
-        submitted.set()
-        self.engine.map(time.sleep, [(60,)], name="sleep")
-        return align_fn(self)
+    def slow_align(context):
+        if not submitted.is_set():  # the first language's job
+            context.engine.client()  # the cluster is up before the task is submitted
+            submitted.set()
+            context.engine.map(time.sleep, [(60,)], name="sleep")
+        return (yield from align.run(context))
 
-    def failing_lm_texts(self):
+    def failing_lmtext(context):
         assert submitted.wait(MEET)
         time.sleep(0.5)  # the sleep task is on a worker
         raise InputError("the in-domain text is unreadable", tmp_path / "data" / "bio.txt", 7)
 
-    slow_align.__name__, failing_lm_texts.__name__ = "bitexts", "lm_texts"
-    monkeypatch.setattr(R.Pipeline, "bitexts", R.once(slow_align))
-    monkeypatch.setattr(R.Pipeline, "lm_texts", R.once(failing_lm_texts))
+    monkeypatch.setitem(graph.STAGES, "align", dataclasses.replace(align, run=slow_align))
+    monkeypatch.setitem(graph.STAGES, "lmtext", dataclasses.replace(graph.STAGES["lmtext"], run=failing_lmtext))
     t0 = time.perf_counter()
     assert main(["build", *args, "--out", str(tmp_path / "t.db"), "--workers", "2"]) == 2
     assert time.perf_counter() - t0 < 30  # the sleep task was cancelled, not waited for (nor its thread)

@@ -148,7 +148,7 @@ def test_write_ranked(tmp_path, lms):
 
 
 def listed_scores(sentences, folds, lm_tgt, gen_of_fold):
-    """What Pipeline.scores computes: moore_lewis on each fold's list, scattered back."""
+    """What the score stage computes: moore_lewis on each fold's list, scattered back."""
     fields = {f: np.zeros(len(sentences)) for f in ("h_tgt", "h_gen", "sigma")}
     fields["n_words"] = np.zeros(len(sentences), dtype=np.int64)
     for k in np.unique(folds).tolist():

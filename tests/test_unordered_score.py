@@ -60,10 +60,10 @@ def test_fit_and_evaluation_share_the_features():
 
 
 def test_build_directed_scores_feed_the_shared_convention():
-    # pivot.pipeline.run.directed_scores (the build's fit input) gives both directions, which
+    # pivot.pipeline.combine.directed_scores (the build's fit input) gives both directions, which
     # the build hands to fit_combination_unordered: symmetric_p of them is each model's
     # better direction, 0 (NaN there) where neither is stored.
-    from pivot.pipeline.run import directed_scores
+    from pivot.pipeline.combine import directed_scores
 
     class Para:
         e1 = np.array([0, 1, 0], dtype=np.int64)

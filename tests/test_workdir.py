@@ -29,8 +29,8 @@ def test_downstream_key_follows_upstream_bytes_not_parameters(tmp_path):
     keys = []
     for run, links in enumerate((b"0-0 1-1", b"0-1 1-0")):
         wd = Workdir(tmp_path / f"run{run}")
-        _, align_key = wd.stage("align.fr", {"corpus": "c1"}, {}, lambda tmp: _write(tmp, "links", links))
-        _, enc_key = wd.stage("encode", {"align": [align_key]}, {}, lambda tmp: _write(tmp, "p", b"same"))
+        _, align_key = wd.stage("align.fr", {"corpus": "c1"}, {}, lambda tmp: _write(tmp, "links.json", links))
+        _, enc_key = wd.stage("encode", {"align": [align_key]}, {}, lambda tmp: _write(tmp, "shards.json", b"same"))
         keys.append((align_key, enc_key))
         # The folder name comes from the inputs' keys and the parameters, identical in both runs.
         assert (wd.root / f"align.fr-{_folder_key('align.fr', {'corpus': 'c1'})}").is_dir()
@@ -46,19 +46,21 @@ def test_reuse_returns_the_recorded_content_key(tmp_path):
 
     def produce(tmp):
         calls.append(1)
-        _write(tmp, "x", b"1")
+        _write(tmp, "stats.json", b"1")
         _write(tmp, VOLATILE, json.dumps({"seconds": len(calls)}).encode())
 
-    first = wd.stage("extract", {}, {"k": 1}, produce)
-    again = Workdir(tmp_path).stage("extract", {}, {"k": 1}, produce)
+    first = wd.stage("lm", {}, {"k": 1}, produce)
+    again = Workdir(tmp_path).stage("lm", {}, {"k": 1}, produce)
     assert first == again and len(calls) == 1
-    assert first[1] == hashlib.sha256(b"x\x00" + hashlib.sha256(b"1").hexdigest().encode() + b"\x00").hexdigest()[:16]
+    assert first[1] == hashlib.sha256(b"stats.json\x00" + hashlib.sha256(b"1").hexdigest().encode()
+                                      + b"\x00").hexdigest()[:16]
 
 
 def _folder_key(name, inputs, params=None):
-    from pivot.pipeline.run import STAGE_VERSIONS, _key
-    return _key({"stage": name, "version": STAGE_VERSIONS[name.split(".")[0]], "inputs": inputs,
-                 "params": params or {}})
+    from pivot.pipeline.graph import STAGES
+    from pivot.pipeline.stage import key_of
+    return key_of({"stage": name, "version": STAGES[name.split(".")[0]].version, "inputs": inputs,
+                   "params": params or {}})
 
 
 def test_undeclared_input_is_refused(tmp_path):
@@ -86,11 +88,11 @@ def test_stages_side_by_side_are_the_stages_one_by_one(tmp_path):
     def job(tmp, data):
         # one batch of tasks (len of the data, in this process), then the file written here
         n = yield Batch(len, [(data,)], name="n")
-        _write(tmp, "x", data * n[0])
+        _write(tmp, "links.json", data * n[0])
 
     one = Workdir(tmp_path / "one")
-    expected = [one.stage("align.fr", {"corpus": "c1"}, {}, lambda tmp: _write(tmp, "x", b"ab" * 2)),
-                one.stage("align.de", {"corpus": "c2"}, {}, lambda tmp: _write(tmp, "x", b"c" * 1))]
+    expected = [one.stage("align.fr", {"corpus": "c1"}, {}, lambda tmp: _write(tmp, "links.json", b"ab" * 2)),
+                one.stage("align.de", {"corpus": "c2"}, {}, lambda tmp: _write(tmp, "links.json", b"c" * 1))]
     together = Workdir(tmp_path / "two")
     ran = []
 

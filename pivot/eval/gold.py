@@ -153,3 +153,26 @@ def read_gold(path, fmt):
     if fmt not in READERS:
         raise InputError(f"unknown gold format {fmt!r} (one of {', '.join(READERS)})", path=path)
     return READERS[fmt](path)
+
+
+def check_gold(files, fmt: str, what: str, tuning: dict | None = None) -> int:
+    """Preflight of gold files (pivot.preflight): every file parses and together they hold
+    pairs; returns how many. With ``tuning`` (the [combine] section of a recipe with domain
+    models): the tuning part the build will fit the combination on (the same split,
+    :func:`tuning_test_split`) holds good and bad pairs both. Whether enough of them are pairs
+    of the built General model only the build knows."""
+    pairs = []
+    for g in files:
+        pairs += read_gold(g, fmt)
+    if not pairs:
+        raise InputError(f"{what}: the gold files hold no pairs (format {fmt!r})", files[0])
+    if tuning is not None:
+        tune, _ = tuning_test_split(binarize(pairs, tuning["threshold"]), n_tune=tuning["n_tune"],
+                                    seed=tuning["seed"])
+        n_good = sum(label for _, _, label in tune)
+        if n_good in (0, len(tune)):
+            raise InputError(f"{what}: the {len(tune):,} tuning pairs are all "
+                             f"{'bad' if n_good == 0 else 'good'} (score {'<' if n_good == 0 else '>='} "
+                             f"threshold {tuning['threshold']}): fitting the combination needs good and bad "
+                             "pairs; change [combine] threshold or add gold pairs", files[0])
+    return len(pairs)

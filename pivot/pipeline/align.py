@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.pipeline.corpus import Bitext, Vocab
 from pivot.pipeline.engine import Batch, Engine
 from pivot.pipeline.links import read_lines, read_pharaoh, symmetrize, write_lines
+from pivot.pipeline.stage import Stage
 from pivot.text import _iter_lines, _open_binary
 
 
@@ -444,3 +446,87 @@ def read_links(out_dir):
             base += int(z["link_offsets"][-1])
     return (np.concatenate(es) if es else np.zeros(0, np.int32),
             np.concatenate(fs) if fs else np.zeros(0, np.int32), np.concatenate(offs))
+
+
+# ----------------------------------------------------------------------------- the stage
+
+
+def stage_params(recipe, lang) -> dict:
+    settings = {k: v for k, v in recipe["align"].items() if k != "pharaoh"}
+    if settings["method"] == "pharaoh":
+        files = recipe["align"]["pharaoh"] or {}
+        if lang not in files:
+            raise InputError(f"[align] method 'pharaoh' needs a file for {lang!r}: pharaoh = {{{lang} = 'path'}}",
+                             recipe["_path"])
+        settings["pharaoh"] = files[lang]
+    # The links are written in chunks of encode's shard size (links-k.npz holds shard k's pairs).
+    return {**settings, "chunk_sentences": int(recipe["extract"]["shard_sentences"])}
+
+
+def stage_data(params, data_root) -> list[Path]:
+    if "pharaoh" not in params:
+        return []
+    from pivot.recipes import DATA_ENV
+
+    path = Path(data_root) / params["pharaoh"]
+    if not path.is_file():
+        raise InputError(f"alignment file missing; the data root is set by --data DIR or {DATA_ENV}", path)
+    return [path]
+
+
+def run_stage(context):
+    """One pivot language's links (align_corpus_job): ibm2's EM and Viterbi by shard as the
+    engine's tasks (the same links on any engine), every language's side by side."""
+    from pivot.locking import resolve_threads
+
+    params = context.params
+    n_threads = resolve_threads(context.threads)
+    return (yield from align_corpus_job(
+        context.dir("corpus"), context.tmp, method=params["method"], chunk_sentences=params["chunk_sentences"],
+        n_threads=n_threads, quiet=context.quiet, model=params["model"], length=params["length"],
+        pharaoh_path=context.data_root / params["pharaoh"] if params["method"] == "pharaoh" else None,
+        task_threads=n_threads if context.engine.in_process else 1))
+
+
+def stage_check(recipe, data_root, plan) -> list:
+    """Preflight of the align stages: a Pharaoh file of every language, each line ``i-j`` links."""
+    from pivot.recipes import DATA_ENV
+
+    align = recipe["align"]
+    if align["method"] != "pharaoh":
+        return []
+    checks = []
+    for lang in (b["lang"] for b in recipe["bitext"]):
+        path = Path(data_root) / align["pharaoh"][lang]
+        if not path.is_file():
+            raise InputError(f"[align] pharaoh {lang}: alignment file missing; the data root is set by "
+                             f"--data DIR or {DATA_ENV}", path)
+        plan.add_input(path, "alignments")
+        checks.append(lambda path=path: _check_pharaoh(plan, path))
+    return checks
+
+
+_LINK = re.compile(rb"[0-9]+-[0-9]+")
+
+
+def _check_pharaoh(plan, path: Path) -> None:
+    """Every token of every line an ``i-j`` link (the aligner checks the ranges later)."""
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise InputError(f"cannot open ({exc.strerror or exc})", path) from None
+    number = 0
+    with fh:
+        for number, raw in enumerate(fh, start=1):
+            for token in raw.split():
+                if not _LINK.fullmatch(token):
+                    raise InputError(f"malformed link {token.decode('utf-8', 'backslashreplace')!r} "
+                                     "(expected i-j with 0-based integers)", path, number)
+    plan.count("alignment lines", number)
+
+
+STAGE = Stage("align", 1, ("corpus",), ("align", "extract.shard_sentences"), stage_params,
+              ("links-*.npz", "links.json"), run_stage,
+              "one per language; ibm2: one per shard of pairs (Dask) to encode, co-occur, each E-step, Viterbi",
+              "word alignment both ways + grow-diag-final-and", data=stage_data, per_language=True,
+              check=stage_check)

@@ -27,6 +27,7 @@ import warnings
 
 import numpy as np
 
+from pivot.pipeline.stage import Stage
 from pivot.store.combined import FEATURE_NAMES, Combination, features, unordered_features
 
 
@@ -133,3 +134,145 @@ def _ridge_logit(X, y, alpha, maxiter=100, tol=1e-10):
         if np.max(np.abs(step)) < tol:
             return {"params": beta, "converged": True, "iterations": iteration + 1}
     return {"params": beta, "converged": False, "iterations": maxiter}
+
+
+# ------------------------------------------------------------------------------ the stage
+
+
+def stage_params(recipe) -> dict:
+    # a phrase's key hashes its token ids padded to extract's width: the gold phrases' need it
+    return {**recipe["combine"], "max_phrase_len": recipe["extract"]["max_phrase_len"]}
+
+
+def stage_data(params, data_root) -> list:
+    from pivot.recipes import DATA_ENV
+    from pivot.errors import InputError
+
+    gold_files = [data_root / g for g in params["gold"]]
+    for g in gold_files:
+        if not g.is_file():
+            raise InputError(f"gold file missing; the data root is set by --data DIR or {DATA_ENV}", g)
+    return gold_files
+
+
+def run_stage(context) -> None:
+    """For every domain model X, a logistic regression over (p_general, p_X) fitted on the
+    tuning part of the labelled in-domain pairs; scores every pair General proposes."""
+    import json
+    import logging
+
+    from pivot.errors import InputError
+    from pivot.eval import gold
+    from pivot.pipeline import pivoting
+    from pivot.pipeline.weights import read_models
+    from pivot.store.combined import symmetric_p
+
+    comb, models = context.params, read_models(context.dir("weights"))
+    pairs = [p for g in comb["gold"] for p in gold.read_gold(context.data_root / g, comb["format"])]
+    labelled = gold.binarize(pairs, comb["threshold"])
+    tune, test = gold.tuning_test_split(labelled, n_tune=comb["n_tune"], seed=comb["seed"])
+    ids = phrase_ids(context.dir("encode"), context.dir("translation"), [t for p in tune for t in p[:2]],
+                     comb["max_phrase_len"])
+    fwd, rev = directed_scores(pivoting.Paraphrases.iter_parts(context.dir("pivot")),
+                               [(ids.get(a), ids.get(b)) for a, b, _ in tune])
+    labels = np.array([p[2] for p in tune], dtype=np.float64)
+    # The paper's candidates: pairs General extracted (either direction: gold pairs are unordered).
+    candidate = ~np.isnan(symmetric_p(fwd[:, 0], rev[:, 0]))
+    n_candidates, n_good = int(candidate.sum()), int(labels[candidate].sum())
+    if n_good in (0, n_candidates):
+        # Preflight checked the tuning pairs hold both classes; which of them the bitext made
+        # pairs of only the built table says.
+        raise InputError(
+            f"[combine]: {n_candidates} of the {len(tune)} tuning pairs are pairs of the General model, "
+            f"{n_good} of them good: fitting the combination needs good and bad pairs among them; "
+            "add gold pairs whose phrases the bitext holds, or build without [combine]", context.recipe_file)
+    g_f, g_r = fwd[candidate, 0], rev[candidate, 0]
+    fitted = {}
+    for k, model in enumerate(models[1:], start=1):
+        # The evaluation scores a combination with the same unordered features.
+        c = fit_combination_unordered(g_f, g_r, fwd[candidate, k], rev[candidate, k], labels[candidate])
+        fitted[f"general+{model['name']}"] = c.to_meta()
+        logging.getLogger("pivot").info("general+%s: %s", model["name"],
+                                        json.dumps(fitted[f"general+{model['name']}"], default=str)[:400])
+    (context.tmp / "combination.json").write_text(json.dumps({
+        "gold": comb["gold"], "format": comb["format"], "threshold": comb["threshold"],
+        "n_tune_requested": comb["n_tune"], "seed": comb["seed"],
+        "n_gold": len(labelled), "n_tuning": len(tune), "n_test": len(test),
+        "n_tuning_candidates": int(candidate.sum()),
+        "n_tuning_candidates_positive": int(labels[candidate].sum()),
+        "tuning_pairs": [[a, b, int(y)] for a, b, y in tune],
+        "test_pairs": [[a, b, int(y)] for a, b, y in test],
+        "models": fitted,
+    }, indent=1, default=str))
+
+
+def phrase_ids(encode_dir, translation_dir, texts, width: int) -> dict[str, int]:
+    """English phrase id of each normalised text that the paraphrase table holds (``width``:
+    extract's max_phrase_len, to which a phrase's token ids are padded before they are hashed)."""
+    from pivot.pipeline.corpus import Vocab
+    from pivot.pipeline.extract import phrase_keys
+    from pivot.pipeline.translation import phrase_keys as table_keys
+    from pivot.text import normalize_many
+
+    vocab = Vocab.load(encode_dir / "vocab.en")
+    table = table_keys(translation_dir)
+    texts = list(dict.fromkeys(texts))
+    found, rows = [], []
+    for text, norm in zip(texts, normalize_many(texts, "en")):
+        toks = norm.split()
+        if 0 < len(toks) <= width and all(t in vocab for t in toks):
+            found.append(text)
+            rows.append([vocab[t] for t in toks] + [-1] * (width - len(toks)))
+    if not found:
+        return {}
+    keys = phrase_keys(np.array(rows, dtype=np.int32))
+    pos = np.minimum(np.searchsorted(table, keys), max(len(table) - 1, 0))
+    hit = (table[pos] == keys) if len(table) else np.zeros(len(keys), bool)
+    return {t: int(i) for t, i, h in zip(found, pos.tolist(), hit.tolist()) if h}
+
+
+def directed_scores(para, id_pairs) -> tuple[np.ndarray, np.ndarray]:
+    """(p(b|a), p(a|b)) per model for each pair (a, b) of phrase ids: two (n, K) arrays, 0 where
+    the table lacks that direction or an id is None.
+
+    Gold similarity pairs are unordered: the combination is fitted on both directions
+    (pivot.pipeline.combine.fit_combination_unordered), as the evaluation scores it
+    (pivot.store.combined.unordered_score). ``para`` is the table or an iterable of its row
+    ranges (a pair lies in the one range that holds its first phrase).
+    """
+    from pivot.store.db import find_pairs
+
+    a = np.array([-1 if x is None or y is None else x for x, y in id_pairs], dtype=np.int64)
+    b = np.array([-1 if x is None or y is None else y for x, y in id_pairs], dtype=np.int64)
+    fwd = rev = None
+    for part in ([para] if hasattr(para, "e1") else para):
+        if fwd is None:
+            fwd, rev = np.zeros((len(id_pairs), part.p.shape[1])), np.zeros((len(id_pairs), part.p.shape[1]))
+        for out, row in ((fwd, find_pairs(part.e1, part.e2, a, b)), (rev, find_pairs(part.e1, part.e2, b, a))):
+            found = row >= 0
+            out[found] = part.p[row[found]]
+    return fwd, rev
+
+
+def stage_check(recipe, data_root, plan) -> list:
+    """Preflight of the tuning gold: its files parse and hold pairs, the tuning part both
+    classes (checked whenever the recipe names them, with domain models or without)."""
+    from pivot.errors import InputError
+    from pivot.eval.gold import check_gold
+    from pivot.recipes import DATA_ENV
+
+    comb = recipe.get("combine")
+    if not comb:
+        return []
+    files = [data_root / g for g in comb["gold"]]
+    for g in files:
+        if not g.is_file():
+            raise InputError(f"[combine] gold file missing; the data root is set by --data DIR or {DATA_ENV}", g)
+        plan.add_input(g, "gold")
+    tuning = comb if recipe.get("domain") else None    # the combination is fitted only with domain models
+    return [lambda: plan.count("gold pairs", check_gold(files, comb["format"], "[combine] gold", tuning))]
+
+
+STAGE = Stage("combine", 2, ("pivot", "encode", "translation", "weights"), ("combine", "extract.max_phrase_len"), stage_params,
+              ("combination.json",), run_stage, "one", "logistic regression of General + each domain model",
+              data=stage_data, when=lambda recipe: recipe.get("combine") and recipe.get("domain"), check=stage_check)

@@ -73,6 +73,7 @@ import numpy as np
 
 from pivot.errors import InputError
 from pivot.hashes import hash64
+from pivot.pipeline.stage import Stage
 from pivot.text import _checked_lines, _count_lines_checked, _iter_lines, _open_binary, normalize_many
 
 # The reasons a raw line or pair is not kept, in the order clean_pairs tests them.
@@ -1026,3 +1027,263 @@ def write_bitext(sources, lang, data_root, out_dir, max_tokens=80, max_ratio=9.0
     meta = _bitext_meta(lang, len(origin), names, kinds, stats)
     _write_meta(d, meta)
     return meta
+
+
+# ----------------------------------------------------------------------------- the stage
+
+
+def stage_params(recipe, lang) -> dict:
+    # A resample of the bitext ([preprocess] sample_fraction < 1) enters the key; the full
+    # bitext's parameters are the table as always (sample_params).
+    [spec] = [s for s in recipe["bitext"] if s["lang"] == lang]
+    return {"lang": lang, "sources": spec["sources"], "preprocess": sample_params(recipe["preprocess"])}
+
+
+def source_files(source: dict, data_root: Path, lang: str) -> list[Path]:
+    """The files one recipe source reads, in a fixed order (for fingerprints and readers)."""
+    fmt = source.get("format")
+    if fmt == "parallel":
+        files = [data_root / source["en"], data_root / source["f"]]
+    elif fmt == "parallel-glob":
+        ens = sorted(data_root.glob(source["en"]))
+        if not ens:
+            raise InputError(
+                f"source {source.get('name')!r}: no file matches {source['en']!r} under the data root "
+                f"(set by --data or PIVOT_DATA)", data_root
+            )
+        files = [p for en in ens for p in (en, en.with_suffix("." + lang))]
+    elif fmt == "tsv-zip":
+        files = [data_root / source["path"]]
+    elif fmt == "tsv-gz":
+        # `path` may be a glob (*, ?, [...]): its matches, sorted, as the reader takes them.
+        if any(c in source["path"] for c in "*?["):
+            files = sorted(data_root.glob(source["path"]))
+            if not files:
+                raise InputError(
+                    f"source {source.get('name')!r}: no file matches {source['path']!r} under the "
+                    f"data root (set by --data or PIVOT_DATA)", data_root
+                )
+        else:
+            files = [data_root / source["path"]]
+    else:
+        raise InputError(f"source {source.get('name')!r}: unknown format {fmt!r} "
+                         "(parallel, parallel-glob, tsv-zip, tsv-gz)")
+    for f in files:
+        if not f.is_file():
+            raise InputError(
+                f"source {source.get('name')!r}: file missing; the data root is set by --data DIR "
+                f"or PIVOT_DATA", f
+            )
+    return files
+
+
+def stage_data(params, data_root) -> list[Path]:
+    return [f for src in params["sources"] for f in source_files(src, data_root, params["lang"])]
+
+
+def run_stage(context):
+    """One pivot language's bitext: one task (write_bitext), side by side with the other
+    languages' on a cluster; a language of which no pair is left stops the build here."""
+    from functools import partial
+
+    from pivot.pipeline.engine import Batch
+
+    # On the workers without a progress bar: several on one terminal would garble it.
+    write = partial(write_bitext, quiet=context.quiet or not context.engine.in_process,
+                    **context.params["preprocess"])
+    yield Batch(write, [(context.params["sources"], context.lang, context.data_root, context.tmp)],
+                name=context.name)
+    check_kept(read_meta(context.tmp), context.recipe_file)
+
+
+def check_kept(meta: dict, recipe_file) -> None:
+    """A pivot language whose corpus stage kept no sentence pair stops the build here, in one
+    line, before its alignment and the later stages meet an empty bitext (an LM "with no
+    sentences", an empty table). Preflight refuses the plain cases (every pair surely too long
+    or empty); this is the rest, which only tokenising decides."""
+    if meta["n_pairs"] > 0:
+        return
+    total = meta["stats"]["total"]
+    dropped = ", ".join(f"{total[k]:,} {k.replace('_', ' ')}" for k in
+                        ("blank", "header", "empty", "too_long", "ratio", "duplicate", "sampled_out")
+                        if total.get(k))
+    raise InputError(f"[[bitext]] {meta['lang']}: no sentence pair is left after the [preprocess] rules "
+                     f"({total['read']:,} read: {dropped or 'none kept'}); raise max_tokens or max_ratio, "
+                     "or check the files", recipe_file)
+
+
+def stage_check(recipe, data_root, plan) -> list:
+    """Preflight of the corpus stages (pivot.preflight): every bitext file into the plan, by the
+    stage's own planner (same keys, same globs, same messages); returns the read-through checks,
+    one read of each distinct file. A tsv-gz file named by several sources is read once, with
+    the largest column count their row filters need."""
+    import glob
+
+    root = Path(data_root)
+    checks = []
+    tsv_columns: dict[Path, int] = {}
+    tsv_langs: dict[Path, set] = {}      # the languages of the sources naming a tsv-gz file
+    seen: set = set()
+    for block in recipe["bitext"]:
+        lang = block["lang"]
+        _plan(block["sources"], lang, root)   # keys, names, files exist, globs match
+        for k, src in enumerate(block["sources"]):
+            fmt = src["format"]
+            if fmt == "parallel":
+                pairs = [(_data_file(root, src["en"], src["name"]), _data_file(root, src["f"], src["name"]))]
+            elif fmt == "parallel-glob":
+                ens = sorted(glob.glob(str(root.absolute() / src["en"])))
+                pairs = [(Path(en), _data_file(root, en[:-3] + "." + lang, src["name"])) for en in ens]
+            else:
+                pairs = []
+            for en, f in pairs:
+                if _same_file(en, f):
+                    raise InputError(f"recipe source {src['name']!r}: the English and the {lang} side are the "
+                                     f"same file ({f}); a bitext pairs each sentence with its translation", en)
+                for p in (en, f):
+                    plan.add_input(Path(p), "bitext", lang)
+                if (en, f) not in seen:
+                    seen.add((en, f))
+                    checks.append(lambda en=en, f=f, lang=lang: _check_parallel(plan, en, f, lang))
+            if fmt == "tsv-zip":
+                path = _data_file(root, src["path"], src["name"])
+                plan.add_input(path, "bitext", lang)
+                key = (path, src.get("member"))
+                if key not in seen:
+                    seen.add(key)
+                    checks.append(lambda path=path, member=src.get("member"), lang=lang:
+                                  _check_rows(plan, f"{path}:{member}" if member else path, {lang},
+                                              read_tsv_zip(path, member)))
+            elif fmt == "tsv-gz":
+                if _is_glob(src["path"]):
+                    paths = [Path(p) for p in sorted(glob.glob(str(root.absolute() / src["path"])))]
+                else:
+                    paths = [_data_file(root, src["path"], src["name"])]
+                rule = compile_row_filter(src.get("where"), src.get("exclude"), src["name"])
+                n_columns = rule[0] if rule else 2
+                for path in paths:
+                    plan.add_input(path, "bitext", lang)
+                    if path not in tsv_columns:
+                        checks.append(lambda path=path: _check_tsv(plan, path, tsv_columns[path], tsv_langs[path]))
+                    tsv_columns[path] = max(tsv_columns.get(path, 2), n_columns)
+                    tsv_langs.setdefault(path, set()).add(lang)
+    return checks
+
+
+def _same_file(a, b) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+class LengthRule:
+    """Does any sentence pair of each pivot language pass the build's length rules?
+
+    The corpus stage drops a pair whose normalised (Moses-tokenised) sides are empty or longer
+    than ``max_tokens`` tokens (:func:`_filter_reason`). Tokenising is the
+    corpus stage's work, too slow to repeat here, but tokenising never merges two
+    whitespace-separated words and never drops a word holding a letter or a digit. So a raw
+    side with more than ``max_tokens`` such words is surely too long, and a blank side surely
+    empty: a language all of whose pairs are one or the other leaves no pair, and the build
+    would stop only when a later stage finds nothing (an LM "with no sentences", an empty
+    alignment). Any other pair may pass; once one does, a language's pairs are not looked at
+    again. What only tokenising decides (a pair just over the limit once punctuation is split
+    off, the length ratio, duplicates, a resample) the build checks after its corpus stage.
+    """
+
+    def __init__(self, max_tokens: int):
+        self.max_tokens = max_tokens
+        self.read: dict[str, int] = {}
+        self.may_pass: set[str] = set()
+        self.example: dict[str, tuple] = {}   # lang -> (path, line, what is wrong) of its first pair
+
+    def pending(self, langs) -> bool:
+        """Some of ``langs`` has no pair yet that may pass."""
+        return not langs <= self.may_pass
+
+    def count(self, langs, n: int) -> None:
+        for lang in langs:
+            self.read[lang] = self.read.get(lang, 0) + n
+
+    def observe(self, langs, en: str, f: str, paths, line: int) -> None:
+        """One pair, read at ``line`` of ``paths`` (English file, foreign file: one file twice
+        for a TSV), for the languages of the sources that read it."""
+        for lang in langs:
+            if lang in self.may_pass:
+                continue
+            wrong = self._surely_dropped(en, f)
+            if wrong is None:
+                self.may_pass.add(lang)
+            elif lang not in self.example:
+                self.example[lang] = (paths[wrong[0]], line, wrong[1])
+
+    def _surely_dropped(self, en: str, f: str) -> tuple[int, str] | None:
+        """(side, why) of a pair the length rules surely drop (side 0: English, 1: foreign)."""
+        for side, text in enumerate((en, f)):
+            if not text.strip():
+                return side, f"its {('English', 'foreign')[side]} side is empty"
+        for side, text in enumerate((en, f)):
+            words = text.split()
+            if len(words) > self.max_tokens:
+                n = sum(1 for w in words if any(c.isalnum() for c in w))
+                if n > self.max_tokens:
+                    return side, f"its {('English', 'foreign')[side]} side has {n} words"
+        return None
+
+    def verify(self) -> None:
+        for lang, n in self.read.items():
+            if lang not in self.may_pass:
+                path, line, wrong = self.example[lang]
+                raise InputError(f"[[bitext]] {lang}: none of its {n:,} sentence pairs can pass the [preprocess] "
+                                 f"length rules (a side empty or longer than max_tokens = {self.max_tokens} "
+                                 f"tokens); here {wrong}: raise max_tokens, or check the files", path, line)
+
+
+def _check_rows(plan, where, langs, rows, f_path=None) -> None:
+    """Count the (number, english, foreign) rows of one bitext file (or file pair); refuse one
+    without a pair, or whose two sides are identical on every line (the same text twice, not a
+    translation); show the length rule its rows until each of ``langs`` has one that may pass."""
+    n, identical = 0, True
+    pending = plan.lengths.pending(langs)
+    for number, en, f in rows:
+        n += 1
+        if identical and en != f:
+            identical = False
+        if pending:
+            plan.lengths.observe(langs, en, f, (where, f_path or where), number)
+            pending = plan.lengths.pending(langs)
+    if n == 0:   # lines, but blank ones only (a file without a line is refused by its reader)
+        raise InputError("holds only blank lines: no sentence pair", where)
+    plan.lengths.count(langs, n)
+    if identical:
+        sides = (f"identical, line for line, to its {'/'.join(sorted(langs))} side {f_path}" if f_path else
+                 "the English and the foreign column are identical")
+        raise InputError(f"{sides} on all {n:,} lines: the same text twice is not a translation", where)
+    plan.count("bitext lines", n)
+
+
+def _check_parallel(plan, en: Path, f: Path, lang: str) -> None:
+    # line counts first (both files), then every line of both: the reader of the build
+    _check_rows(plan, en, {lang}, read_parallel(en, f, drop_headers=False), f_path=f)
+
+
+def _check_tsv(plan, path: Path, n_columns: int, langs: set) -> None:
+    # A where-filter matching anything in column n_columns: no row is filtered, but every row
+    # must have the columns the strictest of the file's sources needs, as in the build. The
+    # length rule then sees rows a source's filter would drop: it may only say "may pass"
+    # too often, never "none passes" wrongly.
+    where = {str(n_columns): "*"} if n_columns > 2 else None
+    _check_rows(plan, path, langs, read_tsv_gz(path, where=where))
+
+
+def english_texts(corpus_dirs) -> list[tuple[str, int]]:
+    """(bitext.en, sentence pairs) of each language's corpus folder, in recipe order: the English
+    side the encode stage concatenates into english.txt, read as it is by the LM branch."""
+    return [(str(Path(d) / "bitext.en"), int(read_meta(d)["n_pairs"])) for d in corpus_dirs]
+
+
+STAGE = Stage("corpus", 1, (), ("bitext", "preprocess"), stage_params,
+              ("bitext.en", "bitext.*", "origin.npy", "meta.json"), run_stage,
+              "one per language (Dask)", "read, normalise (Moses tokenizer, lower case), filter, deduplicate",
+              data=stage_data, per_language=True, check=stage_check)

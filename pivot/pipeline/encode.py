@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot.atomic import save_npz
+from pivot.pipeline.stage import Stage
 
 
 def _read_lines(path: Path, start: int, stop: int, handle_cache: dict) -> list[str]:
@@ -214,3 +215,24 @@ def phrase_texts(phrases: np.ndarray, tokens: list[str], ids: np.ndarray) -> dic
         sel = lengths == n
         texts[sel] = list(map(" ".join, words[rows[sel, :n]].tolist())) if n else ""
     return dict(zip(ids.tolist(), texts.tolist()))
+
+
+def stage_params(recipe) -> dict:
+    return {"shard_sentences": int(recipe["extract"]["shard_sentences"]),
+            "shard_tokens": int(recipe["extract"]["shard_tokens"])}
+
+
+def run_stage(context) -> None:
+    corpora, links = context.dir("corpus"), context.dir("align")
+    encode_shards([(lang, corpora[lang], links[lang]) for lang in corpora], context.tmp,
+                  context.params["shard_sentences"], context.params["shard_tokens"])
+
+
+def read_shards(encode_dir) -> dict:
+    """The stage's ``shards.json``: n_sentences, the shards (file, start, n) and the origins."""
+    return json.loads((Path(encode_dir) / "shards.json").read_text(encoding="utf-8"))
+
+
+STAGE = Stage("encode", 2, ("corpus", "align"), ("extract.shard_sentences", "extract.shard_tokens"), stage_params,
+              ("shards/*.npz", "shards.json", "english.txt", "vocab.*", "origin.npy", "f_lang.npy"), run_stage,
+              "one (streaming)", "token ids, cut into shards of sentence pairs")

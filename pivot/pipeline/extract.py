@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot._native import _counts
+from pivot.pipeline.stage import Stage
 
 #: Longest phrase (in words, either side) extracted by default, as in Moses and PPDB.
 DEFAULT_MAX_LEN = 5
@@ -332,3 +333,38 @@ def extract_shard(shard_path, weights_path, start: int, max_len: int, n_parts: i
     save_bundle(out_path, **arrays)
     return {"shard": str(shard_path), "reused": False, "n_sentences": n, "n_pairs": int(len(e_key)),
             "n_e": int(len(e_rows)), "n_f": int(len(f_rows))}
+
+
+def stage_params(recipe) -> dict:
+    return {"max_phrase_len": recipe["extract"]["max_phrase_len"]}
+
+
+def n_parts(n_sentences: int) -> int:
+    """Partitions of the phrase-key range for the merges: a merge task holds about 1/n_parts of
+    all shards' partial counts, so this grows with the corpus (about 50k sentence pairs a
+    partition, at least 8 so that a few workers share the merges evenly). It follows the data,
+    never the number of workers; the database does not depend on it."""
+    return max(8, -(-n_sentences // 50_000))
+
+
+def run_stage(context) -> None:
+    """Round 1: every shard's phrase pairs, counted under every model, split by e key range."""
+    import json
+
+    from pivot.pipeline.encode import read_shards
+
+    encode_dir, tmp = context.dir("encode"), context.tmp
+    shards = read_shards(encode_dir)
+    parts = n_parts(int(shards["n_sentences"]))
+    weights = context.dir("weights") / "weights.npy"
+    tasks = [(encode_dir / sh["file"], weights, sh["start"], context.params["max_phrase_len"], parts,
+              tmp / f"x-{i:05d}.arrays") for i, sh in enumerate(shards["shards"])]
+    done = context.engine.map(extract_shard, tasks, name="extract",
+                              cost=[sh.get("english_tokens", sh["n"]) for sh in shards["shards"]])
+    (tmp / "extract.json").write_text(json.dumps({"n_parts": parts, "n_shards": len(tasks),
+                                                  "n_pairs_in_shards": sum(d.get("n_pairs", 0) for d in done)}))
+
+
+STAGE = Stage("extract", 4, ("encode", "weights"), ("extract.max_phrase_len",), stage_params,
+              ("x-*.arrays", "extract.json"), run_stage, "one per shard (Dask)",
+              "phrase pairs counted under every model, split by English key range")

@@ -37,6 +37,7 @@ import numpy as np
 
 from pivot.atomic import atomic_path
 from pivot.pipeline.bundle import open_bundle, save_bundle
+from pivot.pipeline.stage import VOLATILE, Stage
 from pivot.recipes import fingerprint_files
 from pivot.store import labels
 
@@ -206,3 +207,90 @@ def read(folder) -> tuple[dict, dict]:
     names = meta.pop("names")
     label_of = np.array(names, dtype=object)[code] if len(code) else np.zeros(0, object)
     return dict(zip(ids.tolist(), label_of.tolist())), meta
+
+
+# ------------------------------------------------------------------------------ the stages
+
+
+def labelled(recipe) -> bool:
+    """Whether the recipe labels its phrases by the tagger (else [X] for every phrase)."""
+    return recipe["ppdb2"]["lhs"] == "tagged"
+
+
+def tagger_params(recipe) -> dict:
+    return {"tagger_version": labels.LEXICON_TAGGER_VERSION}  # the code's, not a recipe setting
+
+
+def tagger_data(params, data_root) -> list[Path]:
+    return data_files(data_root)
+
+
+def run_tagger(context):
+    """The lexicon tagger trained on the data root's GENIA-pos and Brown: one task, which on a
+    cluster trains on a worker while the aligner's tasks run."""
+    from pivot.pipeline.engine import Batch
+
+    yield Batch(train_stage, [(context.tmp, context.data_root)], name="tagger")
+
+
+def tagger_check(recipe, data_root, plan) -> list:
+    """Preflight of the tagger's training text (lhs = "tagged"): GENIA-pos's `token<TAB>tag`
+    files parse whole (half a second for the three); the Brown zip opens and holds its
+    `brown/cXNN` files."""
+    from pivot.errors import InputError
+    from pivot.recipes import DATA_ENV
+
+    if not labelled(recipe):
+        return []
+    checks = []
+    for path in data_files(data_root):
+        if not path.is_file():
+            raise InputError(f'[ppdb2] lhs = "tagged" trains the phrase labeller on GENIA-pos and the Brown '
+                             f"corpus, and this file is missing; the data root is set by --data DIR or "
+                             f'{DATA_ENV} (a data root without them needs [ppdb2] lhs = "x": every '
+                             "LHS [X])", path)
+        plan.add_input(path, "tagged text")
+        checks.append(lambda path=path: _check_tagged(plan, path))
+    return checks
+
+
+def _check_tagged(plan, path: Path) -> None:
+    import re
+    import zipfile
+
+    from pivot.errors import InputError
+
+    if path.suffix == ".zip":
+        try:
+            with zipfile.ZipFile(path) as z:
+                ok = any(re.fullmatch(r"brown/c[a-r]\d\d", n) for n in z.namelist())
+        except zipfile.BadZipFile as exc:
+            raise InputError(f"not a readable zip ({exc})", path) from None
+        if not ok:
+            raise InputError("no Brown corpus files (brown/cXNN) in the zip", path)
+    elif not labels.read_conll(path):
+        raise InputError("no tagged sentences (`token<TAB>tag` lines)", path)
+    plan.count("tagged files", 1)
+
+
+def stage_params(recipe) -> dict:
+    return {"lhs": recipe["ppdb2"]["lhs"]}
+
+
+def run_stage(context) -> None:
+    """Each stored phrase's PPDB label (phrase.lhs) by the tagger stage's tagger."""
+    from pivot.pipeline import pivoting, translation
+    from pivot.pipeline.corpus import Vocab
+
+    translation_dir = context.dir("translation")
+    e_rows, _ = translation.english_phrases(translation_dir)
+    build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")), e_rows=e_rows,
+          e_tokens=Vocab.load(context.dir("encode") / "vocab.en").tokens, tagger_dir=context.dir("tagger"))
+
+
+TAGGER_STAGE = Stage("tagger", 1, (), (), tagger_params, (TAGGER_FILE, VOLATILE), run_tagger, "one",
+               "the lexicon + suffix + rules tagger trained on GENIA-pos and Brown (no stage: only data files)",
+               data=tagger_data, when=labelled, check=tagger_check)
+STAGE = Stage("lhs", 3, ("pivot", "translation", "encode", "tagger"), ("ppdb2.lhs",), stage_params,
+              ("lhs.arrays", "lhs.json", VOLATILE), run_stage, "one (per distinct token, then per tag sequence)",
+              "each stored phrase's PPDB label (LHS) by the tagger stage's tagger", when=labelled)

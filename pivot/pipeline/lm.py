@@ -90,6 +90,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from pivot.pipeline.stage import VOLATILE, Stage
+
 __all__ = [
     "LMStats",
     "DiscountFallbackWarning",
@@ -859,3 +861,42 @@ def read_arpa(path):
             backoff = float(parts[2]) if len(parts) > 2 else 0.0
             tables[current][tuple(parts[1].split(" "))] = (float(parts[0]), backoff)
     return tables
+
+
+def stage_params(recipe) -> dict:
+    return {"order": recipe["domain"]["order"], "estimator": recipe["domain"]["estimator"]}
+
+
+def run_stage(context) -> None:
+    """The modified Kneser-Ney LMs (ARPA, binarised when kenlm's build_binary is installed):
+    one task per model, so that on a cluster the models are estimated side by side."""
+    import logging
+
+    from pivot.pipeline.lmtext import lm_names
+
+    text_dir, tmp = context.dir("lmtext"), context.tmp
+    vocab_path = text_dir / "vocab.txt"
+    vocab_path = str(vocab_path) if vocab_path.is_file() else None
+    names = lm_names(text_dir)
+    done = context.engine.map(estimate_model, [(name, text_dir / f"{name}.txt", tmp, context.params["order"],
+                                                context.params["estimator"], vocab_path) for name in names], name="lm")
+    for name, d in zip(names, done):
+        if d["fallback_orders"]:
+            logging.getLogger("pivot").warning(
+                "lm %s: too little text for modified Kneser-Ney discounts at order %s; used the fallback "
+                "discounts %s", name, ", ".join(map(str, d["fallback_orders"])), DEFAULT_DISCOUNT_FALLBACK)
+    (tmp / "stats.json").write_text(json.dumps({name: d["stats"] for name, d in zip(names, done)},
+                                               indent=1, default=str))
+    # Timings vary run to run: kept beside the artifact, outside its content key.
+    (tmp / VOLATILE).write_text(json.dumps({name: d["seconds"] for name, d in zip(names, done)}, indent=1))
+
+
+def model_path(lm_dir, name: str) -> Path:
+    """The LM ``name`` of the stage's folder: binarised when build_binary was found, else ARPA."""
+    binary = Path(lm_dir) / f"{name}.binary"
+    return binary if binary.is_file() else Path(lm_dir) / f"{name}.arpa"
+
+
+STAGE = Stage("lm", 4, ("lmtext",), ("domain.order", "domain.estimator"), stage_params,
+              ("*.arpa", "*.binary", "stats.json", VOLATILE), run_stage,
+              "one per model (Dask)", "modified Kneser-Ney n-gram LMs", when=lambda recipe: recipe.get("domain"))

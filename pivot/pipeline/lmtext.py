@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pivot.pipeline.stage import Stage
+
 #: Sentences held at a time while the English side is streamed.
 CHUNK = 50_000
 
@@ -149,3 +151,72 @@ def write_lm_texts(out_dir, data_root, dom: dict, texts) -> dict:
     np.save(out_dir / "folds.npy", folds)
     (out_dir / "stats.json").write_text(json.dumps(stats, indent=1))
     return stats
+
+
+def stage_params(recipe) -> dict:
+    dom = recipe["domain"]
+    return {"in_domain": dom["in_domain"], "general": dom.get("general"), "seed": dom["seed"],
+            "matched": dom.get("matched", True), "vocab_min_count": dom.get("vocab_min_count", 2)}
+
+
+def stage_data(params, data_root) -> list[Path]:
+    from pivot.pipeline import mono
+
+    files = [path for spec in (params["in_domain"], params["general"] or {}) for kind, patterns in spec.items()
+             for pattern in patterns for path in mono.expand(data_root, pattern, kind)]
+    return sorted(set(files))
+
+
+def run_stage(context) -> None:
+    """The in-domain text and the general text(s), normalised, one sentence a line: one task,
+    which reads the corpus stages' English side and so runs beside the aligner on a cluster."""
+    import logging
+
+    from pivot.pipeline.corpus import english_texts
+
+    texts = english_texts(context.dir("corpus").values())
+    stats, = context.engine.map(write_lm_texts, [(context.tmp, context.data_root, context.params, texts)],
+                                name="lmtext")
+    logging.getLogger("pivot").info("LM text: %s", stats)
+
+
+def lm_names(text_dir) -> list[str]:
+    """The LMs of the stage's texts: in_domain, and general (a named general corpus) or
+    general.0 and general.1 (the bitext's English side, cross-fitted)."""
+    return ["in_domain"] + sorted(p.name[:-len(".txt")] for p in Path(text_dir).glob("general*.txt"))
+
+
+def stage_check(recipe, data_root, plan) -> list:
+    """Preflight of the LM texts: every in-domain (and general) text file holds a sentence."""
+    from pivot.pipeline import mono
+
+    dom = recipe.get("domain")
+    checks = []
+    for key, role in (("in_domain", "in-domain text"), ("general", "general text")):
+        for kind, patterns in ((dom or {}).get(key) or {}).items():
+            for pattern in [patterns] if isinstance(patterns, str) else patterns:
+                for path in mono.expand(data_root, pattern, kind):
+                    plan.add_input(Path(path), role)
+                    checks.append(lambda path=path, kind=kind, role=role: _check_text(plan, path, kind, role))
+    return checks
+
+
+def _check_text(plan, path, kind: str, role: str) -> None:
+    from pivot.errors import InputError
+    from pivot.pipeline import mono
+
+    n = 0
+    for sentence in mono._READERS[kind](path):
+        if sentence.strip():
+            n += 1
+    if n == 0:
+        raise InputError(f"holds no text: every {role} file must give the language model at least one "
+                         f"sentence (read as {kind!r})", path)
+    plan.count(f"{role} sentences", n)
+
+
+STAGE = Stage("lmtext", 4, ("corpus",), ("domain.in_domain", "domain.general", "domain.seed", "domain.matched",
+                                         "domain.vocab_min_count"), stage_params,
+              ("in_domain.txt", "general*.txt", "vocab.txt", "folds.npy", "stats.json"), run_stage,
+              "one (Dask)", "in-domain and general LM texts of equal size over one vocabulary (cross-fitted folds)",
+              data=stage_data, when=lambda recipe: recipe.get("domain"), check=stage_check)

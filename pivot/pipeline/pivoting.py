@@ -65,6 +65,7 @@ from pivot.locking import resolve_threads
 from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.pipeline.extract import PhraseTable
 from pivot.pipeline.pruning import keep_entries
+from pivot.pipeline.stage import Stage
 
 # Defaults follow PPDB/Thrax practice: the cost of the product is sum_f deg(f)^2, so the few
 # foreign phrases aligned to thousands of English phrases ("de", ",", "la") would dominate
@@ -355,3 +356,47 @@ def pivot_rows(structure_dir, lo: int, hi: int, top_n: int, out_path, n_threads:
         resolve_threads(n_threads), 0, int(lo), int(hi), float(min_p_e2_given_e1))
     save_bundle(out_path, e1=e1, e2=e2, p=p, n_pivots=n_pivots, pivots=pivots)
     return {"reused": False, "n_pairs": int(len(e1))}
+
+
+#: The stage's row ranges: at least this many, and about this many kept translation entries
+#: each (enough tasks for a few workers at the bio size, bounded work per task at any size).
+MIN_TASKS = 8
+ENTRIES_PER_TASK = 500_000
+
+
+def stage_params(recipe) -> dict:
+    return {"min_p_e2_given_e1": float(recipe["pivot"]["min_p_e2_given_e1"])}
+
+
+def run_stage(context) -> None:
+    """Round 5: P_k(e2|e1) = sum_f p_k(e2|f) p_k(f|e1) by ranges of English rows; each model keeps
+    its pairs with P_k >= min_p_e2_given_e1 (no top-N: that is a lookup setting)."""
+    floor, top_n = context.params["min_p_e2_given_e1"], 0
+    translation_dir, tmp = context.dir("translation"), context.tmp
+    structure = translation_dir / "structure"
+    s = load_structure(structure)
+    # The ranges are the stage's files, so their number follows the data, never the number of
+    # workers (the content key, and the signature, must not depend on it).
+    n_tasks = max(MIN_TASKS, -(-len(s["row_f"]) // ENTRIES_PER_TASK))
+    ranges = row_ranges(np.asarray(s["row_ptr"]), np.asarray(s["col_ptr"]), np.asarray(s["row_f"]), n_tasks)
+    del s
+    parts = [tmp / f"rows-{i:04d}.arrays" for i in range(len(ranges))]
+    # In process the kernel's own threads share the work; on a cluster, the workers do.
+    threads = context.threads if context.engine.in_process else 1
+    done = context.engine.map(pivot_rows, [(structure, lo, hi, top_n, path, threads, floor)
+                                           for (lo, hi), path in zip(ranges, parts)], name="pivot")
+    # The row ranges, in e1 order, are the stage's output as they are: the database write reads
+    # them in turn, and no process first copies them into one file.
+    meta = {**json.loads((translation_dir / "translation.json").read_text()), "top_n": top_n,
+            "min_p_e2_given_e1": floor}
+    Paraphrases.write_index(tmp, parts, [d["n_pairs"] for d in done], meta)
+
+
+def part_paths(pivot_dir) -> list[Path]:
+    """The stage's row ranges, in e1 order."""
+    return [Path(pivot_dir) / name for name in Paraphrases.read_index(pivot_dir)["parts"]]
+
+
+STAGE = Stage("pivot", 5, ("translation",), ("pivot.min_p_e2_given_e1",), stage_params,
+              ("rows-*.arrays", "paraphrases.json"), run_stage, "one per range of English rows (Dask)",
+              "p(e2|e1) = sum_f p(e2|f) p(f|e1), every pair above the floor, per model")

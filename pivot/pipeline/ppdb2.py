@@ -117,6 +117,7 @@ import numpy as np
 
 from pivot.errors import InputError
 from pivot.pipeline.bundle import open_bundle, save_bundle
+from pivot.pipeline.stage import Stage
 from pivot.pipeline.wordnet import LEXICON, RELATIONS
 from pivot.store.combined import FLOOR_LOG_P
 
@@ -1326,3 +1327,82 @@ def apply_range(part_paths, j: int, phrases_path, form_path, fit_path, out_path)
     rel = np.concatenate(rel) if rel else np.zeros((0, len(RELATIONS)), np.uint16)
     save_bundle(out_path, form=form, ppdb2=ppdb2, rel=rel, relation=rel.argmax(axis=1).astype(np.uint8))
     return {"reused": False, "n_pairs": int(len(e1)), "cpu_seconds": round(time.process_time() - t0, 2)}
+
+
+def stage_params(recipe) -> dict:
+    # lhs is the lhs stage's setting: the phrases' labels are no input of this one
+    return {k: v for k, v in recipe["ppdb2"].items() if k != "lhs"}
+
+
+def run_stage(context) -> None:
+    """Every stored pair's well-formedness labels, learned score (PPDB2.0Score, fitted to the
+    PPDB 2.0 ratings) and relation probabilities (fitted to WordNet), and the sizes; fitted
+    once, applied per range of the pivot stage's rows (:func:`build`)."""
+    from pivot.pipeline import pivoting, translation
+    from pivot.pipeline.corpus import Vocab
+    from pivot.pipeline.weights import read_models
+
+    encode_dir, translation_dir = context.dir("encode"), context.dir("translation")
+    e_rows, e_count = translation.english_phrases(translation_dir)
+    f_keys = np.load(translation_dir / "structure" / "f_key.npy")
+    f_lang_of_token = np.load(encode_dir / "f_lang.npy")
+
+    def f_lang_of(ids):
+        # a foreign phrase's language is its first token's (ids are offset per language)
+        return f_lang_of_token[translation.foreign_rows(translation.part_paths(translation_dir, "f"), f_keys[ids])[:, 0]]
+
+    build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")), e_rows=e_rows, e_count=e_count,
+          e_tokens=Vocab.load(encode_dir / "vocab.en").tokens, f_lang_of=f_lang_of,
+          models=[m["name"] for m in read_models(context.dir("weights"))], params=context.params,
+          data_root=context.data_root, engine=context.engine)
+
+
+def stage_check(recipe, data_root, plan) -> list:
+    """Preflight of the layer's data: the PPDB 2.0 ratings parse (learn), WordNet 3.0's
+    database files open as such (wordnet)."""
+    from pivot.eval.gold import check_gold
+    from pivot.recipes import DATA_ENV
+    from pivot.pipeline.wordnet import wordnet_files, wordnet_folder
+
+    p2, checks = recipe["ppdb2"], []
+    if p2["learn"]:
+        path = data_root / p2["ratings"]
+        if not path.is_file():
+            raise InputError(f"[ppdb2] ratings file missing; the data root is set by --data DIR or "
+                             f"{DATA_ENV} (a data root without the PPDB 2.0 ratings needs [ppdb2] "
+                             "learn = false)", path)
+        plan.add_input(path, "gold")
+        checks.append(lambda path=path: plan.count("gold pairs", check_gold([path], "ppdb-human", "[ppdb2] ratings")))
+    if p2["wordnet"]:
+        try:
+            folder = wordnet_folder(data_root, LEXICON)
+        except InputError as exc:
+            raise InputError(f"{exc.message} (a data root without WordNet needs [ppdb2] wordnet = false and "
+                             "learn = false)", exc.path) from None
+        for path in wordnet_files(folder) + [folder / "index.noun"]:
+            plan.add_input(path, "lexicon")
+            checks.append(lambda path=path: _check_wordnet(plan, path))
+    return checks
+
+
+def _check_wordnet(plan, path: Path) -> None:
+    """A WordNet database file: UTF-8 text whose first line after the licence header is an entry."""
+    from pivot.text import numbered_lines
+
+    for number, line in numbered_lines(path):
+        if line.startswith("  "):
+            continue
+        if len(line.split()) < 2:
+            raise InputError("not a WordNet 3.0 database file (an entry line of space-separated fields "
+                             "expected)", path, number)
+        plan.count("lexicon files", 1)
+        return
+    raise InputError("empty WordNet database file", path)
+
+
+STAGE = Stage("ppdb2", 3, ("pivot", "translation", "encode", "weights"), ("ppdb2",), stage_params,
+              ("x-*.arrays", "ppdb2.json"), run_stage,
+              "labels: one per range of English rows; fits: the relations' as tasks beside the score's; "
+              "apply: one per range of English rows (Dask)",
+              "well-formedness labels, PPDB2.0Score (ratings), relation probabilities (WordNet), sizes",
+              data=data_files, check=stage_check)

@@ -62,6 +62,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot.errors import InputError
+from pivot.pipeline.stage import Stage
 
 # log2 p = log10 p * log2(10)
 LOG2_10 = math.log2(10.0)
@@ -501,3 +502,33 @@ def score_stage(out_dir, texts, folds_path, lm_tgt, lm_gen, vocab_path, engine) 
     engine.map(score_part, tasks, name="score")
     engine.map(join_scores, [(str(out_dir), texts, parts, str(folds_path), fold_ids, vocab_path)], name="score-join")
     shutil.rmtree(out_dir / "parts")
+
+
+def stage_params(recipe) -> dict:
+    return {}  # the LMs and the English side are its inputs; it has no setting of its own
+
+
+def run_stage(context) -> None:
+    """sigma = H_tgt - H_gen (bits per word, </s> counted) for every English sentence; H_gen from
+    the general LM that did not see the sentence (pivot.pipeline.lmtext)."""
+    from pivot.pipeline.corpus import english_texts
+    from pivot.pipeline.lm import model_path
+    from pivot.pipeline.lmtext import lm_names
+
+    text_dir, lm_dir = context.dir("lmtext"), context.dir("lm")
+    general = ({0: model_path(lm_dir, "general")} if "general" in lm_names(text_dir)
+               else {k: model_path(lm_dir, f"general.{1 - k}") for k in (0, 1)})
+    vocab_path = text_dir / "vocab.txt"
+    score_stage(context.tmp, english_texts(context.dir("corpus").values()), text_dir / "folds.npy",
+                model_path(lm_dir, "in_domain"), general, str(vocab_path) if vocab_path.is_file() else None,
+                context.engine)
+
+
+def read_scores(score_dir) -> MooreLewisScores:
+    z = np.load(Path(score_dir) / "scores.npz")
+    return MooreLewisScores(h_tgt=z["h_tgt"], h_gen=z["h_gen"], sigma=z["sigma"], n_words=z["n_words"])
+
+
+STAGE = Stage("score", 4, ("lm", "lmtext", "corpus"), (), stage_params, ("scores.npz", "ranked.tsv", "oov.json"),
+              run_stage, "one per LM and range of 1M sentences, then one join (Dask)",
+              "Moore-Lewis sigma = H_tgt - H_gen per English sentence", when=lambda recipe: recipe.get("domain"))

@@ -47,6 +47,7 @@ import numpy as np
 from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.pipeline.extract import partition_of
 from pivot.pipeline.pruning import keep_entries
+from pivot.pipeline.stage import Stage
 
 
 def _segments(*keys) -> np.ndarray:
@@ -389,3 +390,59 @@ def _rows_by_key(paths: list, keys: np.ndarray, key_name: str, rows_name: str, c
     if rows is None:
         rows = np.zeros((len(keys), 1), dtype=np.int32)
     return rows, counts
+
+
+#: The [pivot] settings that prune translation entries (rounds 2-3); the rest act after the pivot.
+ENTRY_PRUNING = ("min_p_f_given_e", "min_p_e_given_f", "max_e_per_f", "min_phrase_count")
+
+
+def stage_params(recipe) -> dict:
+    return {k: recipe["pivot"][k] for k in ENTRY_PRUNING}
+
+
+def _merge_by_f_task(e_paths, x_paths, q, out_path, prune):
+    return merge_by_f(e_paths, x_paths, q, out_path, **prune)
+
+
+def run_stage(context) -> None:
+    """Rounds 2-4: merged counts, p(f|e) and p(e|f) over the full table, pruning, the pivot structure."""
+    import json
+
+    x_dir, tmp = context.dir("extract"), context.tmp
+    prune = dict(context.params)
+    n_parts = json.loads((x_dir / "extract.json").read_text())["n_parts"]
+    x_paths = sorted(x_dir.glob("x-*.arrays"))
+    e_paths = [tmp / f"e-{p:04d}.arrays" for p in range(n_parts)]
+    context.engine.map(merge_by_e, [(x_paths, p, n_parts, e_paths[p], prune["min_phrase_count"])
+                                    for p in range(n_parts)], name="merge-e")
+    f_paths = [tmp / f"f-{q:04d}.arrays" for q in range(n_parts)]
+    stats = context.engine.map(_merge_by_f_task, [(e_paths, x_paths, q, f_paths[q], prune)
+                                                  for q in range(n_parts)], name="merge-f")
+    shape = assemble(f_paths, tmp / "structure", context.engine)
+    total = {k: sum(s[k] for s in stats) for k in stats[0] if k != "n_kept_by_model"}
+    (tmp / "translation.json").write_text(json.dumps({
+        **prune, "decided_on": "each model's own counts",
+        "n_phrase_pairs": total["n_pairs"], "n_after_floors": total["n_after_floors"],
+        "n_after_cap": total["n_kept"], "sum_deg_f_squared": total["sum_deg_f_squared"],
+        "n_kept_by_model": np.sum([s["n_kept_by_model"] for s in stats], axis=0).tolist(),
+        "n_parts": n_parts, **shape}, indent=1))
+
+
+def part_paths(translation_dir, prefix: str) -> list[Path]:
+    """The stage's merged rows by English key range (``e``) or foreign key range (``f``)."""
+    return sorted(Path(translation_dir).glob(f"{prefix}-*.arrays"))
+
+
+def phrase_keys(translation_dir) -> np.ndarray:
+    """Key of each English phrase id of the paraphrase table (ids are ranks of keys)."""
+    return np.load(Path(translation_dir) / "structure" / "e_key.npy")
+
+
+def english_phrases(translation_dir) -> tuple[np.ndarray, np.ndarray]:
+    """(token rows, bitext counts) of every English phrase id of the stage's table."""
+    return phrase_rows(part_paths(translation_dir, "e"), phrase_keys(translation_dir))
+
+
+STAGE = Stage("translation", 4, ("extract",), tuple(f"pivot.{k}" for k in ENTRY_PRUNING), stage_params,
+              ("e-*.arrays", "f-*.arrays", "structure/*.npy", "translation.json"), run_stage,
+              "one per partition, four times (Dask)", "merge by e: p(f|e); merge by f: p(e|f); pruning; the pivot structure")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from pivot.pipeline.score import ranking
+from pivot.pipeline.stage import Stage
 
 # The paper's top-tau subsamples, in English words of its 828M-word bitext.
 PAPER_TOTAL_WORDS = 828_000_000
@@ -216,3 +217,54 @@ def weight_report(weights, models, scores, origin_is_in_domain=None, n_show=5):
         report["n_in_domain"] = int(inside.sum())
         report["auc_minus_sigma"] = auc_mann_whitney(-np.asarray(scores.sigma), inside)
     return report
+
+
+def stage_params(recipe) -> dict:
+    dom = recipe.get("domain")
+    if not dom:
+        return {}
+    return {"taus": dom["taus"], "report_in_domain_sources": dom.get("report_in_domain_sources", [])}
+
+
+def run_stage(context) -> None:
+    """One weight column per model: General alone without [domain], else every Moore-Lewis model."""
+    import json
+    import logging
+
+    from pivot.pipeline.encode import read_shards
+    from pivot.pipeline.score import read_scores
+
+    encode_dir, tmp = context.dir("encode"), context.tmp
+    shards = read_shards(encode_dir)
+    if not context.has("score"):
+        columns = general(int(shards["n_sentences"]))[:, None]
+        models = [{"name": "general", "kind": "general", "description": "every sentence pair, weight 1",
+                   "params": {}}]
+        report = None
+    else:
+        ml = read_scores(context.dir("score"))
+        columns, models = model_columns(ml, extra_taus=context.params["taus"])
+        # True for the sentences from a source the recipe names as in-domain (for the report only)
+        names = set(context.params["report_in_domain_sources"])
+        origin = None
+        if names:
+            is_in = np.array([name in names for _, name in shards["origins"]], dtype=bool)
+            origin = is_in[np.load(encode_dir / "origin.npy")]
+        report = weight_report(columns, models, ml, origin)
+        logging.getLogger("pivot").info("Moore-Lewis: %s", json.dumps(report.get("summary", report), default=str)[:2000])
+    np.save(tmp / "weights.npy", np.ascontiguousarray(columns, dtype=np.float64))
+    (tmp / "models.json").write_text(json.dumps(models, indent=1))
+    (tmp / "report.json").write_text(json.dumps(report, indent=1, default=str))
+
+
+def read_models(weights_dir) -> list[dict]:
+    """The stage's models (name, kind, description, params), General first."""
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(weights_dir) / "models.json").read_text())
+
+
+STAGE = Stage("weights", 3, ("encode", "score"), ("domain.taus", "domain.report_in_domain_sources"), stage_params,
+              ("weights.npy", "models.json", "report.json"), run_stage,
+              "one", "one weight column per model (1, top-tau, change point, ...)")

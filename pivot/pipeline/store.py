@@ -1,0 +1,215 @@
+"""The store: the last stage, whose output is the database (--out), not a folder of the work dir.
+
+It reads the pivot stage's row ranges with the ppdb2 stage's layer, the phrases' texts (encode's
+vocabularies, translation's rows), the labels (lhs), the fits (combine) and every stage's record,
+and writes the SQLite database (pivot.store.write: one file, or pivot.store.parts: a folder of
+--parts N parts), under a temporary name renamed when complete, so no half database is ever
+at --out. It is never cached: the database records this build's seconds.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pivot._version import __version__
+from pivot.pipeline.stage import Stage, key_of
+
+log = logging.getLogger("pivot")
+
+
+def stage_params(recipe) -> dict:
+    # The database records the whole recipe (meta "recipe"), so every setting is the store's.
+    return {"recipe": {k: v for k, v in recipe.items() if not k.startswith("_")},
+            "recipe_file": recipe["_path"], "recipe_sha256": recipe["_sha256"]}
+
+
+def run_stage(context) -> None:
+    from pivot.pipeline import corpus, pivoting, translation
+    from pivot.pipeline.encode import phrase_texts, read_shards
+    from pivot.pipeline.weights import read_models
+    from pivot.store.write import write_database_chunks
+
+    rec, record, out_path = context.params["recipe"], context.record, context.tmp
+    domain = rec.get("domain")
+    langs = list(context.dir("corpus"))
+    pivot_dir, ppdb2_dir = context.dir("pivot"), context.dir("ppdb2")
+    encode_dir, translation_dir = context.dir("encode"), context.dir("translation")
+    index = pivoting.Paraphrases.read_index(pivot_dir)
+    n_pairs_out = int(sum(index["n_pairs"]))
+    # The workers write the database's pair rows (pivot.store.write), or its parts.
+    base_models = read_models(context.dir("weights"))
+    models = [dict(m) for m in base_models]
+    layer = json.loads((ppdb2_dir / "ppdb2.json").read_text())
+    comb_meta = None
+    if context.has("combine"):
+        comb_meta = json.loads((context.dir("combine") / "combination.json").read_text())
+        for model in base_models[1:]:
+            name = f"general+{model['name']}"
+            models.append({"name": name, "kind": "combined",
+                           "description": f"logistic regression over p_general and p_{model['name']}",
+                           "params": {"base": "general", "other": model["name"],
+                                      "fit": comb_meta["models"][name]}})
+    if layer["ppdb2"]["learned"]:
+        # after General and the domain models, so that models[0] stays General (the baseline)
+        models.append({"name": "ppdb2", "kind": "learned",
+                       "description": "PPDB2.0Score: ridge regression on the PPDB 2.0 human ratings over every "
+                                      "model's p(e2|e1) and p(e1|e2), pivots, counts, strings and "
+                                      "well-formedness (meta ppdb2)",
+                       "params": {"meta": "ppdb2", "target": layer["ppdb2"]["target"]}})
+    e_vocab = corpus.Vocab.load(encode_dir / "vocab.en")
+    f_vocabs = [corpus.Vocab.load(encode_dir / f"vocab.{lang}") for lang in langs]
+    f_lang_of_token = np.load(encode_dir / "f_lang.npy")
+    # Text only for the phrases the database stores (most phrases pivot to nothing): the
+    # write finds which in its first pass over the row ranges and asks for their texts.
+    e_rows, e_count = translation.english_phrases(translation_dir)
+    f_keys = np.load(translation_dir / "structure" / "f_key.npy")
+
+    def e_text(e_used):
+        return phrase_texts(e_rows, e_vocab.tokens, e_used)
+
+    def f_text(f_used):
+        rows = translation.foreign_rows(translation.part_paths(translation_dir, "f"), f_keys[f_used])
+        return dict(zip(f_used.tolist(), foreign_phrase_texts(rows, f_vocabs, langs, f_lang_of_token)))
+    tstats = json.loads((translation_dir / "translation.json").read_text())
+    shards = read_shards(encode_dir)
+    shard_sentences, shard_tokens = int(rec["extract"]["shard_sentences"]), int(rec["extract"]["shard_tokens"])
+
+    prune = rec["pivot"]
+    # (a build without labels keeps the key it had before the lhs stage existed)
+    final_key = key_of([context.key("pivot"), context.key("combine") if context.has("combine") else None,
+                      context.key("ppdb2")] + ([context.key("lhs")] if context.has("lhs") else []))
+    # Only a resample of the bitext says so: a full bitext's signature is as it always was.
+    sample = corpus.sample_params(rec["preprocess"])
+    resample = ([f"sample:{sample['sample_fraction']!r}/seed{sample['sample_seed']}"]
+                if "sample_fraction" in sample else [])
+    align_keys = context.key("align")
+    signature = "|".join([
+        f"pivot:{__version__}", f"recipe:{rec['name']}@{context.params['recipe_sha256'][:12]}",
+        f"data:{key_of(record['fingerprints'])[:12]}", *resample,
+        f"align:{rec['align']['method']}@" + "+".join(align_keys[lang][:8] for lang in langs),
+        f"maxlen:{rec['extract']['max_phrase_len']}", f"shards:{shard_sentences}/{shard_tokens}t",
+        "prune:{min_p_f_given_e}/{min_p_e_given_f}/{max_e_per_f}/n{min_phrase_count}/floor{min_p_e2_given_e1}"
+        "/per-model".format(**prune),
+        ("lm:" + (f"matched/v{domain.get('vocab_min_count', 2)}" if domain.get("matched", True)
+                  else "unmatched")) if domain else "lm:none",
+        f"models:{len(models)}", f"build:{final_key[:12]}",
+    ])
+    meta = {
+        "signature": signature,
+        "recipe": rec,
+        "recipe_file": context.params["recipe_file"], "recipe_sha256": context.params["recipe_sha256"],
+        "data_fingerprints": record["fingerprints"],
+        "parameters": {k: rec[k] for k in ("preprocess", "align", "extract", "pivot")},
+        # top_n: the recipe's lookup default (pivot lookup -k); the stored pairs are cut by
+        # the floor only (index["meta"]["top_n"] == 0).
+        "pruning": {**prune, **index["meta"], "lookup_top_n": prune["top_n"], "decided_on": "each model's own counts",
+                    "n_pairs_out": n_pairs_out, "n_phrase_pairs": tstats["n_phrase_pairs"],
+                    "n_english_phrases_kept": tstats["n_e"], "n_foreign_phrases_kept": tstats["n_f"]},
+        "shards": {"shard_sentences": shard_sentences, "shard_tokens": shard_tokens, "n_shards": len(shards["shards"]),
+                   "n_sentences": int(shards["n_sentences"]), "n_parts": tstats["n_parts"]},
+        "normalization": {"lang": "en", "lowercase": True,
+                          "tokenizer": "Moses (mosestokenizer C++ port), escape off"},
+        "pivot_languages": langs,
+        "versions": _versions(),
+        "stage_seconds": record["seconds"],
+        "corpus_stats": {lang: corpus.read_meta(d).get("stats", {}) for lang, d in context.dir("corpus").items()},
+    }
+    if domain:
+        meta["moore_lewis"] = json.loads((context.dir("weights") / "report.json").read_text())
+        oov_path = context.dir("score") / "oov.json"
+        meta["lm"] = {"text": json.loads((context.dir("lmtext") / "stats.json").read_text()),
+                      "models": json.loads((context.dir("lm") / "stats.json").read_text()),
+                      "order": domain["order"],
+                      "scoring": json.loads(oov_path.read_text()) if oov_path.is_file() else None}
+    if comb_meta is not None:
+        meta["combination"] = comb_meta
+    meta.update(layer)  # forms, ppdb2 (score, its fit and sizes), relations
+    # phrase.lhs: the lhs stage's labels (the lexicon tagger: pivot.store.labels' perceptron
+    # would cost 65 s of training and 67 CPU s for bio's 448k phrases), or [X] for every phrase
+    if context.has("lhs"):
+        from pivot.pipeline.lhs import read as read_lhs
+
+        phrase_lhs, meta["lhs"] = read_lhs(context.dir("lhs"))
+    else:
+        phrase_lhs = None
+        meta["lhs"] = {"labels": "[X] for every phrase", "tagger": None,
+                       "why": '[ppdb2] lhs = "x" in the recipe'}
+    meta["default_model"] = "ppdb2" if layer["ppdb2"]["learned"] else models[0]["name"]
+
+    chunks = StoreChunks(pivot_dir, ppdb2_dir, len(index["parts"]))
+    if record["parts"] == 1:
+        write_database_chunks(
+            out_path, phrases=e_text, phrase_counts=e_count, chunks=chunks, foreign=f_text,
+            models=models, meta=meta, progress=not context.quiet and sys.stderr.isatty(), lhs=phrase_lhs,
+            engine=context.engine, scratch=record["work"],
+        )
+    else:
+        from pivot.store.parts import write_database_parts
+
+        write_database_parts(out_path, record["parts"], phrases=e_text, phrase_counts=e_count, chunks=chunks,
+                             foreign=f_text, models=models, meta=meta, lhs=phrase_lhs,
+                             engine=None if context.engine.in_process else context.engine)
+    log.info("wrote %s (%d pairs, %d models) in %.1f s; signature %s", out_path, n_pairs_out,
+             len(models), time.perf_counter() - record["started"], signature)
+
+
+class StoreChunks:
+    """The table the database stores, as PairChunks in key order: the pivot stage's row ranges
+    with the ppdb2 stage's layer. A picklable callable (the parts of a database in parts are
+    written by the workers, each reading the chunks itself)."""
+
+    def __init__(self, pivot_dir, ppdb2_dir, n_parts: int):
+        self.pivot_dir, self.ppdb2_dir, self.n_parts = Path(pivot_dir), Path(ppdb2_dir), n_parts
+
+    def __call__(self):
+        from pivot.pipeline.bundle import open_bundle
+        from pivot.pipeline.pivoting import Paraphrases
+        from pivot.store.write import PairChunk
+
+        # Memory maps: a part of a database in parts reads every range's e1 and e2 (for the
+        # reverse rows it holds) but the other columns only of the rows it stores.
+        index = Paraphrases.read_index(self.pivot_dir)
+        for j, (name, n) in enumerate(zip(index["parts"], index["n_pairs"])):
+            with open_bundle(self.pivot_dir / name) as para, open_bundle(self.ppdb2_dir / f"x-{j:04d}.arrays") as x:
+                fields = {f: para.memmap(f) for f in ("e1", "e2", "n_pivots", "pivots", "p")}
+                extra = {f: x.memmap(f) for f in ("form", "ppdb2", "rel") if f in x}
+            if fields["e1"].shape[0] != n:
+                raise ValueError(f"{self.pivot_dir / name}: {fields['e1'].shape[0]} pairs, the index says {n}")
+            yield PairChunk(**fields, **extra)
+
+
+def foreign_phrase_texts(phrases, vocabs, langs, f_lang_of_token) -> list[str]:
+    """Foreign phrases as 'lang:text' (ids are offset per language, see pivot.pipeline.encode)."""
+    starts = np.cumsum([0] + [len(v) for v in vocabs])
+    out = []
+    for row in phrases.tolist():
+        toks = [t for t in row if t >= 0]
+        li = int(f_lang_of_token[toks[0]])
+        vocab = vocabs[li].tokens
+        out.append(langs[li] + ":" + " ".join(vocab[t - starts[li]] for t in toks))
+    return out
+
+
+def _versions() -> dict:
+    import importlib.metadata as md
+
+    out = {"pivot": __version__, "python": platform.python_version()}
+    for dist in ("numpy", "scipy", "ufal.kenlm", "sqlite-utils", "statsmodels", "eflomal",
+                 "opus-fast-mosestokenizer", "Cython"):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+STAGE = Stage("store", 1, ("pivot", "ppdb2", "lhs", "combine", "translation", "encode", "weights", "score", "lm",
+                           "lmtext", "align", "corpus"), ("recipe",), stage_params, ("OUT",), run_stage,
+              "one, streaming: its pair rows bound by the workers; --parts N: one task per part",
+              "the SQLite database at --out (one file, or a folder of N parts)")
