@@ -150,7 +150,7 @@ class Engine:
             log.info("dask: %s in %.1f s", self._client, time.perf_counter() - t0)
         return self._client
 
-    def map(self, fn, arg_tuples, *, name: str, cost=None, priority: int = 0) -> list:
+    def map(self, fn, arg_tuples, *, name: str, cost=None, priority: int = 0, quiet: bool = False) -> list:
         """``[fn(*args) for args in arg_tuples]``, on the workers when there is a cluster.
 
         Task keys are ``name-i`` so a dashboard shows the stage; ``pure=False`` because a task
@@ -182,7 +182,8 @@ class Engine:
             client.run(release_heap)
         seconds = time.perf_counter() - t0
         self._add_seconds(name, seconds)
-        log.info("  %s: %d tasks in %.1f s", name, len(arg_tuples), seconds)
+        if not quiet:
+            log.info("  %s: %d tasks in %.1f s", name, len(arg_tuples), seconds)
         return out
 
     def run(self, *jobs) -> list:
@@ -266,8 +267,9 @@ class Batch:
     """``fn(*args)`` for every tuple of ``arg_tuples``: what a job of :meth:`Engine.run` yields
     (``name`` and ``cost`` as for :meth:`Engine.map`)."""
 
-    def __init__(self, fn, arg_tuples, *, name: str, cost=None):
-        self.fn, self.arg_tuples, self.name, self.cost = fn, list(arg_tuples), name, cost
+    def __init__(self, fn, arg_tuples, *, name: str, cost=None, quiet: bool = False):
+        # quiet: no log line of its own (a job that yields many small batches says what they did)
+        self.fn, self.arg_tuples, self.name, self.cost, self.quiet = fn, list(arg_tuples), name, cost, quiet
 
 
 class Together:
@@ -284,7 +286,8 @@ def _run_inline(engine, job):
         while True:
             request = job.send(value)
             if isinstance(request, Batch):
-                value = engine.map(request.fn, request.arg_tuples, name=request.name, cost=request.cost)
+                value = engine.map(request.fn, request.arg_tuples, name=request.name, cost=request.cost,
+                                   quiet=request.quiet)
             elif isinstance(request, Together):
                 value = [_run_inline(engine, sub) for sub in request.jobs]
             else:
@@ -352,7 +355,8 @@ class _Runner:
         batch = node.batch
         seconds = time.perf_counter() - node.t0
         self.engine._add_seconds(batch.name, seconds)
-        log.info("  %s: %d tasks in %.1f s", batch.name, len(batch.arg_tuples), seconds)
+        if not batch.quiet:
+            log.info("  %s: %d tasks in %.1f s", batch.name, len(batch.arg_tuples), seconds)
         node.futures, node.batch = [], None
         self._advance(node, values)
 

@@ -889,6 +889,7 @@ class Pipeline:
         from pivot.pipeline.translation import foreign_rows, phrase_rows
         from pivot.store.write import write_database_chunks
 
+        log.info("store: writing %s", self.out_path)  # every stage is done (bench/_measure.py reads this line)
         index = Paraphrases.read_index(self.pivot_dir[0])
         n_pairs_out = int(sum(index["n_pairs"]))
         ppdb2_dir = self.ppdb2_dir[0]
