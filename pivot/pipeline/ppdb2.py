@@ -932,7 +932,8 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     text_of = phrase_texts(e_rows, e_tokens, used)
     texts = [text_of[i] for i in used.tolist()]
     del text_of
-    slot = np.full(n_e, -1, np.int64)
+    # int32: every stored pair's slots (Lexical.s1, s2) are this array indexed by e1 and e2
+    slot = np.full(n_e, -1, np.int32)
     slot[used] = np.arange(len(used))
     # The phrases' forms and then the pairs' labels (and each pair's reverse row, per pivot part)
     # on the workers; meanwhile this process turns to what the fits need of the phrases (their
@@ -970,22 +971,28 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
         (tmp / "ppdb2.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         return meta
 
+    fit_path, phrases_path, form_path = tmp / ".fit.json", tmp / ".phrases.arrays", tmp / ".form.arrays"
+    # the row of each pair's reverse (e2, e1), -1 if not stored: the apply tasks read p_m(e1|e2)
+    # there; the fits do not need it
+    save_bundle(form_path, form=form, rev=rev)
+    del rev
     names = feature_names(models)
     fit = {"models": models, "features": names}
-    # The relation classifier's fits on the workers, the score's here.
+    # The relation classifier's fits on the workers, the score's here. WordNet is read by the
+    # relations job before its first task, which then lets it go: the score's fit, run here
+    # meanwhile, is the stage's peak (with WordNet's 0.12 GB held, 0.1 GB more on bio).
+    relations_job = _relations_job(table, ph, form, names, texts, wn, lex, params, data_root, tmp)
+    del wn
     (relations, fit["relations"]), (score, fit["score"]) = yield Together(
-        _relations_job(table, ph, form, names, texts, wn, lex, params, data_root, tmp),
-        _here(_score_side, table, ph, form, lex, models, texts, id_of, params, data_root))
+        relations_job, _here(_score_side, table, ph, form, lex, models, texts, id_of, params, data_root))
+    del relations_job
     log.info("ppdb2: fitted in %.1f s (dev Spearman %.3f; relations macro-F1 %.3f)", time.perf_counter() - t0,
              fit["score"]["dev"]["spearman"], fit["relations"]["eval"]["full"]["macro_f1"])
-    fit_path, phrases_path, form_path = tmp / ".fit.json", tmp / ".phrases.arrays", tmp / ".form.arrays"
     fit_path.write_text(json.dumps({"score": score.to_json(), "relations": relations.to_json(), "names": names}))
     ph.save(phrases_path)
-    # the row of each pair's reverse (e2, e1), -1 if not stored: the tasks read p_m(e1|e2) there
-    save_bundle(form_path, form=form, rev=rev)
     # The apply tasks read all they need from these files: what the labels and fits held here
-    # (the table, the list and lexicon features, WordNet) goes before the tasks run beside it.
-    del table, lex, ph, form, rev, wn, texts, id_of, slot
+    # (the table, the list and lexicon features) goes before the tasks run beside it.
+    del table, lex, ph, form, texts, id_of, slot
     done = yield Batch(apply_range, [(part_paths, j, phrases_path, form_path, fit_path, parts[j])
                                      for j in range(len(part_paths))], name="ppdb2")
     log.info("ppdb2: applied to %d ranges, %.1f CPU s in the tasks", len(done),
@@ -1263,6 +1270,7 @@ def _relations_job(table, ph, form, names, texts, wn, lex: Lexical, params, data
     profiles = {}
     for i in np.unique(np.concatenate([s1[train_rows], s2[train_rows], s1[test_rows], s2[test_rows]])).tolist():
         profiles[i] = wn.profile(synsets[i])
+    del wn   # the caller holds it no more (_build_job): it goes before the fits
 
     def labels(rows):
         return np.array([relation(profiles[a], profiles[b]) for a, b in zip(s1[rows].tolist(), s2[rows].tolist())],
