@@ -34,6 +34,16 @@ def test_char_trigrams_of_padded_texts():
     assert ptr.tolist() == [0, 3] and sorted(tri.tolist()) == sorted([_code("#aa"), _code("aaa"), _code("aa#")])
 
 
+def test_char_trigrams_by_blocks(monkeypatch):
+    # blocks of 2 texts, cut after "abc" and after "": "#ab#": #ab, ab#; "#abc#": #ab, abc, bc#;
+    # "#aaaa#": #aa, aa#, aaa (ascending: "#" < "a" < "b" < "c"); "##": none; "#b#": #b#
+    monkeypatch.setattr(P, "TRIGRAM_BLOCK", 2)
+    ptr, tri = P.char_trigrams(["ab", "abc", "aaaa", "", "b"])
+    assert ptr.tolist() == [0, 2, 5, 8, 8, 9]
+    assert tri.tolist() == [_code("#ab"), _code("ab#"), _code("#ab"), _code("abc"), _code("bc#"),
+                            _code("#aa"), _code("aa#"), _code("aaa"), _code("#b#")]
+
+
 def _phrases(texts, counts=None, f_lang=(0, 1)):
     vocab = {}
     tokens = np.full((len(texts), 5), -1, np.int32)

@@ -220,26 +220,45 @@ class Phrases:
             return cls(**{k: b.memmap(k) if mmap else b[k] for k in cls.__dataclass_fields__})
 
 
+#: Texts per block of char_trigrams: its (texts x width) int64 temporaries are ~20 MB a block,
+#: where the whole of bio's 448k phrases at once took ~0.5 GB of the build's peak.
+TRIGRAM_BLOCK = 65_536
+
+
 def char_trigrams(texts: list[str], width: int = TRIGRAM_CHARS) -> tuple[np.ndarray, np.ndarray]:
     """(ptr, codes): the distinct character trigrams of each "#text#" (text cut to width - 2
     characters), CSR by text, ascending within a text; a trigram's code is
-    c0 * 2^42 + c1 * 2^21 + c2 (code points < 2^21), so equal trigrams have equal codes."""
+    c0 * 2^42 + c1 * 2^21 + c2 (code points < 2^21), so equal trigrams have equal codes.
+    A text's trigrams depend on it alone: the texts go TRIGRAM_BLOCK at a time."""
     n = len(texts)
     if n == 0:
         return np.zeros(1, np.int64), np.zeros(0, np.int64)
+    counts, codes = [], []
+    for a in range(0, n, TRIGRAM_BLOCK):
+        c, t = _char_trigrams_block(texts[a:a + TRIGRAM_BLOCK], width)
+        counts.append(c)
+        codes.append(t)
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.concatenate(counts), out=ptr[1:])
+    return ptr, np.concatenate(codes)
+
+
+def _char_trigrams_block(texts: list[str], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(trigrams per text, their codes in text order) of char_trigrams, for a non-empty list."""
+    n = len(texts)
     padded = np.array(["#" + t[:width - 2] + "#" for t in texts], dtype=f"<U{width}")
     codes = padded.view(np.uint32).reshape(n, width).astype(np.int64)
     lens = np.char.str_len(padded)
+    del padded
     tri = codes[:, :-2] << 42 | codes[:, 1:-1] << 21 | codes[:, 2:]
+    del codes
     none = np.iinfo(np.int64).max
     tri[np.arange(width - 2)[None, :] >= (lens - 2)[:, None]] = none
     tri.sort(axis=1)
     tri[:, 1:][tri[:, 1:] == tri[:, :-1]] = none      # repeats within a text
     tri.sort(axis=1)
     valid = tri != none
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(valid.sum(axis=1), out=ptr[1:])
-    return ptr, tri[valid]
+    return valid.sum(axis=1), tri[valid]
 
 
 def string_overlaps(ph: "Phrases", e1: np.ndarray, e2: np.ndarray):
@@ -805,12 +824,15 @@ def identity_lemmas(token: str) -> frozenset:
 class PairTable:
     """Every stored pair of the pivot stage, in key order, with the parts' boundaries.
 
-    The probabilities stay in their parts, memory-mapped (``p_parts``): the fits read the rows
-    they use (:meth:`p_rows`), never the whole (pairs x models) table (0.57 GB on bio)."""
+    The probabilities stay in their parts' files: the fits read the rows they use (:meth:`p_rows`),
+    never the whole (pairs x models) table (0.29 GB on bio). Each read maps the part and unmaps it
+    when done: a map kept open keeps every page a read touched in this process's resident set,
+    and the fits' scattered rows touch nearly all of them (0.3 GB of the build's peak on bio)."""
 
     e1: np.ndarray
     e2: np.ndarray
-    p_parts: list            # per part its (rows, K) p_m(e2|e1), memory-mapped
+    part_paths: list         # the pivot parts: part j's bundle holds its (rows, K) p_m(e2|e1) as "p"
+    n_models: int            # K
     n_pivots: np.ndarray
     pivots: np.ndarray       # (n, 3)
     bounds: np.ndarray       # (n_parts + 1,): part j holds rows bounds[j]:bounds[j+1]
@@ -818,25 +840,28 @@ class PairTable:
     @classmethod
     def read(cls, part_paths) -> "PairTable":
         fields = {f: [] for f in ("e1", "e2", "n_pivots", "pivots")}
-        p_parts, bounds = [], [0]
+        bounds, n_models = [0], 0
         for path in part_paths:
             with open_bundle(path) as z:
                 for f in fields:
                     fields[f].append(z[f])
-                p_parts.append(z.memmap("p"))
+                if len(bounds) == 1:
+                    n_models = z.memmap("p").shape[1]
             bounds.append(bounds[-1] + len(fields["e1"][-1]))
-        return cls(**{f: np.concatenate(v) for f, v in fields.items()}, p_parts=p_parts,
-                   bounds=np.array(bounds, np.int64))
+        return cls(**{f: np.concatenate(v) for f, v in fields.items()}, part_paths=list(part_paths),
+                   n_models=n_models, bounds=np.array(bounds, np.int64))
 
     def p_rows(self, rows, column=None) -> np.ndarray:
         """p of the given rows, (len(rows), K) (or one model's column), read from their parts."""
         rows = np.asarray(rows, np.int64)
-        k = self.p_parts[0].shape[1] if self.p_parts else 0
-        out = np.zeros((len(rows), k) if column is None else len(rows), np.float64)
+        out = np.zeros((len(rows), self.n_models) if column is None else len(rows), np.float64)
         part = np.searchsorted(self.bounds[1:], rows, side="right")
         for j in np.unique(part).tolist():
             sel = part == j
-            block = self.p_parts[j][rows[sel] - self.bounds[j]]
+            with open_bundle(self.part_paths[j]) as z:
+                p = z.memmap("p")
+                block = p[rows[sel] - self.bounds[j]]   # a copy: the map goes with ``p``
+                del p
             out[sel] = block if column is None else block[:, column]
         return out
 
@@ -908,7 +933,8 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     text_of = phrase_texts(e_rows, e_tokens, used)
     texts = [text_of[i] for i in used.tolist()]
     del text_of
-    slot = np.full(n_e, -1, np.int64)
+    # int32: every stored pair's slots (Lexical.s1, s2) are this array indexed by e1 and e2
+    slot = np.full(n_e, -1, np.int32)
     slot[used] = np.arange(len(used))
     # The phrases' forms and then the pairs' labels (and each pair's reverse row, per pivot part)
     # on the workers; meanwhile this process turns to what the fits need of the phrases (their
@@ -946,22 +972,28 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
         (tmp / "ppdb2.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         return meta
 
+    fit_path, phrases_path, form_path = tmp / ".fit.json", tmp / ".phrases.arrays", tmp / ".form.arrays"
+    # the row of each pair's reverse (e2, e1), -1 if not stored: the apply tasks read p_m(e1|e2)
+    # there; the fits do not need it
+    save_bundle(form_path, form=form, rev=rev)
+    del rev
     names = feature_names(models)
     fit = {"models": models, "features": names}
-    # The relation classifier's fits on the workers, the score's here.
+    # The relation classifier's fits on the workers, the score's here. WordNet is read by the
+    # relations job before its first task, which then lets it go: the score's fit, run here
+    # meanwhile, is the stage's peak (with WordNet's 0.12 GB held, 0.1 GB more on bio).
+    relations_job = _relations_job(table, ph, form, names, texts, wn, lex, params, data_root, tmp)
+    del wn
     (relations, fit["relations"]), (score, fit["score"]) = yield Together(
-        _relations_job(table, ph, form, names, texts, wn, lex, params, data_root, tmp),
-        _here(_score_side, table, ph, form, lex, models, texts, id_of, params, data_root))
+        relations_job, _here(_score_side, table, ph, form, lex, models, texts, id_of, params, data_root))
+    del relations_job
     log.info("ppdb2: fitted in %.1f s (dev Spearman %.3f; relations macro-F1 %.3f)", time.perf_counter() - t0,
              fit["score"]["dev"]["spearman"], fit["relations"]["eval"]["full"]["macro_f1"])
-    fit_path, phrases_path, form_path = tmp / ".fit.json", tmp / ".phrases.arrays", tmp / ".form.arrays"
     fit_path.write_text(json.dumps({"score": score.to_json(), "relations": relations.to_json(), "names": names}))
     ph.save(phrases_path)
-    # the row of each pair's reverse (e2, e1), -1 if not stored: the tasks read p_m(e1|e2) there
-    save_bundle(form_path, form=form, rev=rev)
     # The apply tasks read all they need from these files: what the labels and fits held here
-    # (the table, the list and lexicon features, WordNet) goes before the tasks run beside it.
-    del table, lex, ph, form, rev, wn, texts, id_of, slot
+    # (the table, the list and lexicon features) goes before the tasks run beside it.
+    del table, lex, ph, form, texts, id_of, slot
     done = yield Batch(apply_range, [(part_paths, j, phrases_path, form_path, fit_path, parts[j])
                                      for j in range(len(part_paths))], name="ppdb2")
     log.info("ppdb2: applied to %d ranges, %.1f CPU s in the tasks", len(done),
@@ -1012,7 +1044,13 @@ def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root
     tri_len = np.zeros(n_e, np.int64)
     tri_len[used] = np.diff(ptr_used)
     np.cumsum(tri_len, out=tri_ptr[1:])   # used phrases keep their order, so tri stays in place
-    f_used = np.unique(table.pivots[table.pivots >= 0])
+    # the distinct pivots, ascending (np.unique's result), from a presence mask a column at a
+    # time: np.unique of every pair's pivots held ~0.2 GB of copies and sort space on bio
+    seen = np.zeros(int(table.pivots.max()) + 1 if table.pivots.size else 0, dtype=bool)
+    for j in range(table.pivots.shape[1]):
+        column = table.pivots[:, j]
+        seen[column[column >= 0]] = True
+    f_used = np.flatnonzero(seen)
     f_lang = np.full(int(f_used.max()) + 1 if len(f_used) else 0, -1, np.int16)
     f_lang[f_used] = f_lang_of(f_used)
     ph = Phrases(n_words, np.log1p(np.asarray(e_count, np.float64)), tokens, tri_ptr, tri, f_lang)
@@ -1233,6 +1271,7 @@ def _relations_job(table, ph, form, names, texts, wn, lex: Lexical, params, data
     profiles = {}
     for i in np.unique(np.concatenate([s1[train_rows], s2[train_rows], s1[test_rows], s2[test_rows]])).tolist():
         profiles[i] = wn.profile(synsets[i])
+    del wn   # the caller holds it no more (_build_job): it goes before the fits
 
     def labels(rows):
         return np.array([relation(profiles[a], profiles[b]) for a, b in zip(s1[rows].tolist(), s2[rows].tolist())],

@@ -36,6 +36,7 @@ def run_stage(context) -> None:
     from pivot.store.write import write_database_chunks
 
     rec, record, out_path = context.params["recipe"], context.record, context.tmp
+    log.info("store: writing %s", out_path)  # every other stage is done (bench/_measure.py reads this line)
     domain = rec.get("domain")
     langs = list(context.dir("corpus"))
     pivot_dir, ppdb2_dir = context.dir("pivot"), context.dir("ppdb2")

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import sqlite3
+import time
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -34,6 +36,8 @@ import numpy as np
 
 from pivot import outputs
 from pivot.errors import InputError
+
+log = logging.getLogger("pivot")
 
 SCHEMA_VERSION = 3
 
@@ -398,7 +402,7 @@ def _load_pairs_joined(conn, path: Path, survey: Survey, chunks, n_stored: int, 
     def writer(k):
         start, stop = blocks[k]
         yield Batch(write_pair_file, [(files[k], chunks, start, stop, survey.n_piv_cols, n_stored, batch_rows)],
-                    name="store-pairs")
+                    name="store-pairs", quiet=True)   # one line for them all, below
         state["written"].add(k)
         join_ready()
 
@@ -409,6 +413,7 @@ def _load_pairs_joined(conn, path: Path, survey: Survey, chunks, n_stored: int, 
         return
         yield  # a job of Engine.run is a generator; this one has no task
 
+    t0 = time.perf_counter()
     try:
         # the writers first: their tasks are submitted before this process turns to the texts
         engine.run(*(writer(k) for k in range(len(blocks))), texts())
@@ -417,6 +422,7 @@ def _load_pairs_joined(conn, path: Path, survey: Survey, chunks, n_stored: int, 
             f.unlink(missing_ok=True)
     if state["joined"] != len(blocks):
         raise RuntimeError(f"the pair load joined {state['joined']} of {len(blocks)} block files")
+    log.info("  store-pairs: %d tasks, joined in key order, in %.1f s", len(blocks), time.perf_counter() - t0)
 
 
 def check_models(models: list[dict]) -> tuple[list[dict], list[dict]]:
