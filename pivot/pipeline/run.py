@@ -48,7 +48,7 @@ log = logging.getLogger("pivot")
 
 # Bump a stage's version when its code changes what it writes: old artifacts then miss.
 STAGE_VERSIONS = {"corpus": 1, "align": 1, "encode": 2, "lmtext": 4, "lm": 4, "score": 4,
-                  "weights": 3, "extract": 4, "translation": 4, "pivot": 5, "combine": 2, "ppdb2": 3,
+                  "weights": 3, "extract": 4, "translation": 4, "pivot": 5, "combine": 2, "ppdb2": 4,
                   "tagger": 1, "lhs": 2}
 
 
@@ -733,7 +733,8 @@ class Pipeline:
             ppdb2.build(tmp, part_paths=[self.pivot_dir[0] / name for name in index["parts"]], e_rows=e_rows,
                         e_count=e_count, e_tokens=Vocab.load(encode_dir / "vocab.en").tokens, f_lang_of=f_lang_of,
                         models=[m["name"] for m in self.models], params=params, data_root=self.data_root,
-                        engine=self.engine)
+                        engine=self.engine, shard_paths=[encode_dir / sh["file"] for sh in
+                                                         json.loads((encode_dir / "shards.json").read_text())["shards"]])
 
         return self.wd.stage("ppdb2", {"pivot": self.pivot_dir[1], "translation": self.translation_dir[1],
                                        "encode": self.encoded[1]},
