@@ -185,3 +185,20 @@ def test_apply_with_vectors_is_the_same_however_the_pairs_are_cut(tmp_path):
     want = P.per_mille(model.probabilities(["logp_min[general]", "vec_e1[0]", "vec_e1[1]", "vec_e2[0]", "vec_e2[1]"],
                                            x))
     assert out[1][0].tolist() == want[0].tolist()
+
+
+def test_vector_pair_columns_are_the_same_however_the_rows_are_cut():
+    """The cosine's row sums (float32 einsum) do not depend on where a row lands in a block."""
+    from tests.test_ppdb2 import _phrases
+
+    rng = np.random.default_rng(3)
+    ph = _phrases(["a"] * 40)
+    ph.vec = rng.standard_normal((40, 50)).astype(np.float32)
+    ph.vec_has = np.ones(40, bool)
+    e1, e2 = rng.integers(0, 40, 301), rng.integers(0, 40, 301)
+    whole = P.vector_pair_columns(ph, e1, e2)[0]
+    for cut in (1, 3, 7, 64):
+        parts = [P.vector_pair_columns(ph, e1[a:a + cut], e2[a:a + cut])[0] for a in range(0, 301, cut)]
+        assert np.concatenate(parts).tobytes() == whole.tobytes(), cut
+    v1, v2 = ph.vec[e1].astype(np.float64), ph.vec[e2].astype(np.float64)
+    assert whole == pytest.approx((v1 * v2).sum(1) / np.sqrt((v1 * v1).sum(1) * (v2 * v2).sum(1)), abs=1e-6)

@@ -351,11 +351,12 @@ def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list
 
 def vector_pair_columns(ph: Phrases, e1, e2) -> list[np.ndarray]:
     """[vec_cos, vec_missing]: the cosine of the two phrases' vectors (0 when either has none or
-    is zero) and whether either has none. Each row's dot product and norms are summed over the
-    coordinates in order (einsum over one row: the same sum however the rows are cut)."""
-    v1, v2 = np.asarray(ph.vec[e1], np.float64), np.asarray(ph.vec[e2], np.float64)
-    dot = np.einsum("nd,nd->n", v1, v2)
-    norm = np.sqrt(np.einsum("nd,nd->n", v1, v1) * np.einsum("nd,nd->n", v2, v2))
+    is zero) and whether either has none. The dot product and the squared norms are one
+    float32 sum along each row (einsum: the same loop for every row wherever it starts, so the
+    same value however the rows are cut; tested), then float64."""
+    v1, v2 = np.asarray(ph.vec[e1]), np.asarray(ph.vec[e2])
+    dot = np.einsum("nd,nd->n", v1, v2).astype(np.float64)
+    norm = np.sqrt(np.einsum("nd,nd->n", v1, v1).astype(np.float64) * np.einsum("nd,nd->n", v2, v2))
     cos = np.divide(dot, norm, out=np.zeros(len(dot)), where=norm > 0)
     missing = ~(np.asarray(ph.vec_has)[e1] & np.asarray(ph.vec_has)[e2])
     return [cos, missing.astype(np.float64)]
@@ -573,13 +574,17 @@ class RelationModel:
         so that eta_c(e1, e2) = pair_part's eta_c + t1[e1, c] + t2[e2, c]: a pair costs two
         lookups instead of 2 x dim columns (summed coordinate after coordinate, a fixed order)."""
         rows = np.arange(len(vec)) if rows is None else np.asarray(rows, np.int64)
-        out = (np.zeros((len(vec), self.W.shape[0])), np.zeros((len(vec), self.W.shape[0])))
+        n_classes = self.W.shape[0]
+        x = np.asarray(vec)[rows].T.astype(np.float64)        # (dim, rows): a coordinate is a row
+        acc = np.zeros((2, n_classes, len(rows)))
         for j, name in enumerate(self.std.names):
             if is_phrase_feature(name):
                 side = PHRASE_PREFIXES.index(name[:len(PHRASE_PREFIXES[0])])
-                i = int(name[len(PHRASE_PREFIXES[0]):-1])
-                z = (np.asarray(vec[rows, i], np.float64) - self.std.mean[j]) / self.std.sd[j]
-                out[side][rows] += z[:, None] * self.W[:, 1 + j][None, :]
+                z = (x[int(name[len(PHRASE_PREFIXES[0]):-1])] - self.std.mean[j]) / self.std.sd[j]
+                for c in range(n_classes):
+                    acc[side, c] += self.W[c, 1 + j] * z
+        out = (np.zeros((len(vec), n_classes)), np.zeros((len(vec), n_classes)))
+        out[0][rows], out[1][rows] = acc[0].T, acc[1].T
         return out
 
     def to_json(self) -> dict:
