@@ -70,7 +70,8 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           "pivot.pipeline.ppdb2.build",
           "labels: one per range of English rows; fits: the relations' as tasks beside the score's; "
           "apply: one per range of English rows (Dask)",
-          "well-formedness labels, PPDB2.0Score (ratings), relation probabilities (WordNet), sizes"),
+          "well-formedness labels, PPDB2.0Score (ratings), relation probabilities (WordNet; word vectors "
+          "of encode's English shards), sizes"),
     Stage("tagger", (), ("tagger version", "data fingerprints"), ("tagger.json",), "pivot.pipeline.lhs.train_stage",
           "one", "the lexicon + suffix + rules tagger trained on GENIA-pos and Brown (no stage: only data files)"),
     Stage("lhs", ("pivot", "translation", "encode", "tagger"), ("ppdb2.lhs",),
