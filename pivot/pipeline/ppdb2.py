@@ -25,13 +25,23 @@ Features of a directed pair (e1, e2) (:func:`pair_features`; natural logs):
     edge_punct, function_only, dangling, inflection, containment
                                 the well-formedness flags (pivot.pipeline.wellformed)
     fwd_gt_rev                  General's p(e2|e1) > p(e1|e2): the direction of a pair's asymmetry
+    vec_cos, vec_missing        with word vectors (pivot.pipeline.vectors: PPMI-SVD of the bitext's
+                                English, trained once per build): the cosine of the two phrases'
+                                vectors (each the mean of its words'), and "either has none"
+    vec_e1[i], vec_e2[i]        each phrase's vector itself, coordinate i (the relations only: what
+                                kind of thing a phrase names tells which relations it enters; with
+                                the cosine, +3.6 macro-F1 points on held-out synsets of the bio
+                                build: 0.385, string-only 0.324; the cosine alone gave +1)
 
-(The PPMI-SVD similarity of pivot.eval.distributional was measured and left out: about 10 s
-of the build's CPU for a feature that correlates 0.08 with the ratings, lowers the score's
-cross-validated rho and leaves the relations' macro-F1 unchanged. For the relations, also
-measured on the bio build and left out, none worth half a macro-F1 point on validation: each
-phrase's number of translations and the stored pivots' share of them, the paraphrase graph's
-degrees and ranks, gradient-boosted trees over these features; README, the PPDB 2.0 layer.)
+The phrase coordinates cost nothing per pair at apply time: their part of the softmax's linear
+predictor is a sum over one phrase's coordinates, computed once per phrase
+(RelationModel.phrase_terms), so a pair adds two looked-up rows. (Measured on the bio build
+and left out: the product v1 * v2 of the two vectors (dim more columns; validation -0.3
+points), |v1 - v2| (+0.7 validation, -0.7 test), the vectors' norms, cosine bins, the cosine
+times the direction features. For the relations, also left out, none worth
+half a macro-F1 point on validation: each phrase's number of translations and the stored
+pivots' share of them, the paraphrase graph's degrees and ranks, gradient-boosted trees over
+these features, distributional inclusion measures; README, the PPDB 2.0 layer.)
 
 **Score** (``PPDB2.0Score``, higher is better, on the ratings' 1-5 scale): a linear score over
 the standardised features of :func:`score_features` (every feature),
@@ -110,7 +120,7 @@ import json
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -158,8 +168,8 @@ WITHIN_VALIDATION = 0.3
 WITHIN_MARGIN = 1.0
 SCORE_GAMMAS = (0.0, 1.0, 3.0, 10.0, 30.0)
 FORM_FEATURES = ("edge_punct", "function_only", "dangling", "inflection", "containment")
-#: Features the relations use but the score does not. None since the score has its within-list
-#: term: without it, the ratings (rarer and longer phrases rated higher across pairs) taught
+#: Pair features the relations use but the score does not (the phrase vectors' coordinates are
+#: never the score's). Of the others none since the score has its within-list term: without it, the ratings (rarer and longer phrases rated higher across pairs) taught
 #: weights that lift rare, long fragments above the synonyms inside one phrase's list, and the
 #: counts, lengths and the reverse direction alone were left out (WordNet synonyms in the top
 #: 10 of the WordNet queries: 271 by p(e2|e1), 216 with them, 277 without); with the term, the
@@ -167,25 +177,45 @@ FORM_FEATURES = ("edge_punct", "function_only", "dangling", "inflection", "conta
 #: (fits on the bio build's work folder over the same 12 settings, lambda 1/10, mu 10/100,
 #: gamma 1/3/10: 4,391-4,504 WordNet synonyms of held-out synsets in the top 10 with them,
 #: 4,196-4,311 without, 3,975 by p(e2|e1); dev rho 0.542-0.578 with, 0.490-0.571 without).
-SCORE_EXCLUDED: tuple = ()
+#: The word vectors' cosine (and its missing flag), "distributional similarity in the in-domain
+#: text", measured as a score feature on the bio build and left out: dev rho 0.556 with it,
+#: 0.560 without, the same 4,483 held-out synonyms in the top 10 (it correlates little with the
+#: ratings once the pivots are in, as pivot.eval.distributional's cosine did).
+SCORE_EXCLUDED: tuple = ("vec_cos", "vec_missing")
 #: The string features: what a classifier that sees only the two strings knows.
 STRING_FEATURES = ("n_words_e1", "n_words_e2", "n_words_absdiff", "token_jaccard", "char3_jaccard",
                    "e1_contains_e2", "e2_contains_e1", *FORM_FEATURES)
 SHARED_FEATURES = ("log1p_n_pivots", "n_pivot_languages", "log1p_count_e1", "log1p_count_e2",
                    *STRING_FEATURES[:7], *FORM_FEATURES, "fwd_gt_rev")
+#: The word vectors' pair features (pivot.pipeline.vectors; a build with vectors only).
+VECTOR_PAIR_FEATURES = ("vec_cos", "vec_missing")
+#: The phrase-vector columns' prefixes: vec_e1[i], vec_e2[i] are coordinate i of each phrase's vector.
+PHRASE_PREFIXES = ("vec_e1[", "vec_e2[")
 
 
-def feature_names(models: list[str]) -> list[str]:
-    """The feature columns for stored models ``models`` (General first), in matrix order."""
+def pair_feature_names(models: list[str], dim: int = 0) -> list[str]:
+    """The columns pair_features gives for stored models ``models`` (General first) and word
+    vectors of dimension ``dim`` (0: none), in order."""
     names = []
     for m in models:
         names += [f"logp[{m}]", f"logp_rev[{m}]", f"logp_min[{m}]", f"missing[{m}]", f"missing_rev[{m}]"]
-    return names + list(SHARED_FEATURES)
+    return names + list(SHARED_FEATURES) + (list(VECTOR_PAIR_FEATURES) if dim else [])
 
 
-def score_features(models: list[str]) -> list[str]:
-    """The score's features: feature_names without SCORE_EXCLUDED (today every feature)."""
-    return [n for n in feature_names(models) if n not in SCORE_EXCLUDED]
+def feature_names(models: list[str], dim: int = 0) -> list[str]:
+    """Every feature column (the fits' matrices): pair_feature_names, then each phrase's vector
+    coordinates, e1's and e2's (vec_e1[0..dim-1], vec_e2[0..dim-1])."""
+    return pair_feature_names(models, dim) + [f"{p}{i}]" for p in PHRASE_PREFIXES for i in range(dim)]
+
+
+def is_phrase_feature(name: str) -> bool:
+    return name.startswith(PHRASE_PREFIXES)
+
+
+def score_features(models: list[str], dim: int = 0) -> list[str]:
+    """The score's features: the pair features without SCORE_EXCLUDED (the phrase vectors'
+    coordinates are the relations' alone: a few hundred ratings cannot fit 2 x dim weights)."""
+    return [n for n in pair_feature_names(models, dim) if n not in SCORE_EXCLUDED]
 
 
 def anchor_features(models: list[str]) -> set[str]:
@@ -208,6 +238,14 @@ class Phrases:
     tri_ptr: np.ndarray      # (n_e + 1,) int64: trigrams of phrase i are tri[tri_ptr[i]:tri_ptr[i+1]]
     tri: np.ndarray          # int64 trigram codes, ascending and distinct within a phrase
     f_lang: np.ndarray       # (n_f,) int16 language index of each foreign phrase id (-1: unknown)
+    vec: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    #                          (n_e, dim) float32 word-vector mean of each phrase (pivot.pipeline.vectors;
+    #                          dim 0: a build without vectors)
+    vec_has: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))   # (n_e,) the phrase has one
+
+    @property
+    def dim(self) -> int:
+        return int(self.vec.shape[1]) if self.vec.ndim == 2 else 0
 
     def save(self, path) -> None:
         save_bundle(path, **{k: getattr(self, k) for k in self.__dataclass_fields__})
@@ -327,7 +365,27 @@ def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list
     cols += [((form & flag) > 0).astype(np.float64) for flag in (EDGE_PUNCT, FUNCTION_ONLY, DANGLING, INFLECTION,
                                                                  CONTAINMENT)]
     cols.append((p[:, 0] > p_rev[:, 0]).astype(np.float64))
+    if ph.dim:
+        cols += vector_pair_columns(ph, e1, e2)
     return cols
+
+
+def vector_pair_columns(ph: Phrases, e1, e2) -> list[np.ndarray]:
+    """[vec_cos, vec_missing]: the cosine of the two phrases' vectors (0 when either has none or
+    is zero) and whether either has none. The dot product and the squared norms are one
+    float32 sum along each row (einsum: the same loop for every row wherever it starts, so the
+    same value however the rows are cut; tested), then float64."""
+    v1, v2 = np.asarray(ph.vec[e1]), np.asarray(ph.vec[e2])
+    dot = np.einsum("nd,nd->n", v1, v2).astype(np.float64)
+    norm = np.sqrt(np.einsum("nd,nd->n", v1, v1).astype(np.float64) * np.einsum("nd,nd->n", v2, v2))
+    cos = np.divide(dot, norm, out=np.zeros(len(dot)), where=norm > 0)
+    missing = ~(np.asarray(ph.vec_has)[e1] & np.asarray(ph.vec_has)[e2])
+    return [cos, missing.astype(np.float64)]
+
+
+def phrase_columns(ph: Phrases, e1, e2) -> np.ndarray:
+    """The phrase-vector columns of pairs (e1, e2): (n, 2 dim), e1's vector then e2's (float64)."""
+    return np.hstack([np.asarray(ph.vec[e1], np.float64), np.asarray(ph.vec[e2], np.float64)])
 
 
 def feature_matrix(cols: list[np.ndarray]) -> np.ndarray:
@@ -512,10 +570,43 @@ class RelationModel:
         """P(relation | pair), (n, len(RELATIONS)), rows of a matrix whose columns are ``names``."""
         return self.probabilities_columns(names, [x[:, j] for j in range(x.shape[1])])
 
-    def probabilities_columns(self, names, cols) -> np.ndarray:
+    def probabilities_columns(self, names, cols, phrase_terms=None) -> np.ndarray:
+        """P(relation | pair) from the pair's columns; phrase_terms: (t1[e1], t2[e2]) of
+        :meth:`phrase_terms` when the model is the :meth:`pair_part` of one with phrase columns."""
         z = self.std.columns(names, cols)
         eta = np.column_stack([linear(z, self.W[c, 0], self.W[c, 1:]) for c in range(self.W.shape[0])])
+        if phrase_terms is not None:
+            eta += phrase_terms[0]
+            eta += phrase_terms[1]
         return softmax(eta)
+
+    def pair_part(self) -> "RelationModel":
+        """The model without its phrase-vector columns (vec_e1[i], vec_e2[i])."""
+        keep = [j for j, n in enumerate(self.std.names) if not is_phrase_feature(n)]
+        return RelationModel(Standardiser([self.std.names[j] for j in keep], self.std.mean[keep], self.std.sd[keep],
+                                          self.std.dropped), self.W[:, [0] + [1 + j for j in keep]])
+
+    def phrase_terms(self, vec: np.ndarray, rows=None) -> tuple[np.ndarray, np.ndarray]:
+        """(t1, t2), each (n, classes): the phrase-vector columns' part of the linear predictor,
+        per phrase (rows of ``vec``; ``rows``: only those, the others 0):
+
+            t1[e, c] = sum_i W[c, vec_e1[i]] (vec[e, i] - mean) / sd,   t2 likewise with vec_e2[i],
+
+        so that eta_c(e1, e2) = pair_part's eta_c + t1[e1, c] + t2[e2, c]: a pair costs two
+        lookups instead of 2 x dim columns (summed coordinate after coordinate, a fixed order)."""
+        rows = np.arange(len(vec)) if rows is None else np.asarray(rows, np.int64)
+        n_classes = self.W.shape[0]
+        x = np.asarray(vec)[rows].T.astype(np.float64)        # (dim, rows): a coordinate is a row
+        acc = np.zeros((2, n_classes, len(rows)))
+        for j, name in enumerate(self.std.names):
+            if is_phrase_feature(name):
+                side = PHRASE_PREFIXES.index(name[:len(PHRASE_PREFIXES[0])])
+                z = (x[int(name[len(PHRASE_PREFIXES[0]):-1])] - self.std.mean[j]) / self.std.sd[j]
+                for c in range(n_classes):
+                    acc[side, c] += self.W[c, 1 + j] * z
+        out = (np.zeros((len(vec), n_classes)), np.zeros((len(vec), n_classes)))
+        out[0][rows], out[1][rows] = acc[0].T, acc[1].T
+        return out
 
     def to_json(self) -> dict:
         return {"features": self.std.names, "mean": self.std.mean.tolist(), "sd": self.std.sd.tolist(),
@@ -901,17 +992,20 @@ FORM_ARRAYS = ("tokens", "content", "n_content", "content_class", "core_class", 
 
 
 def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.ndarray, e_tokens: list[str],
-          f_lang_of, models: list[str], params: dict, data_root: Path, engine) -> dict:
+          f_lang_of, models: list[str], params: dict, data_root: Path, engine, shard_paths=()) -> dict:
     """The stage: labels, fits, applies; writes ``x-NNNN.arrays`` per pivot part and
     ``ppdb2.json`` (what the database's meta records). ``f_lang_of(ids)`` gives the language
-    index of foreign phrase ids; ``models``: the stored models, General first.
+    index of foreign phrase ids; ``models``: the stored models, General first; ``shard_paths``:
+    the encode stage's shards, whose English the relations' word vectors are trained on
+    (pivot.pipeline.vectors; none: no vector features).
 
     What is independent runs side by side (pivot.pipeline.engine.Engine.run): the pairs' labels
     per pivot part on the workers while this process reads the phrases' WordNet side; the
     relation classifier's fits on the workers while this process fits the score; then the apply
     tasks. In one process the same steps run one after another: the same bytes."""
     return engine.run(_build_job(tmp, part_paths=part_paths, e_rows=e_rows, e_count=e_count, e_tokens=e_tokens,
-                                 f_lang_of=f_lang_of, models=models, params=params, data_root=data_root))[0]
+                                 f_lang_of=f_lang_of, models=models, params=params, data_root=data_root,
+                                 shard_paths=list(shard_paths)))[0]
 
 
 def _here(fn, *args):
@@ -920,7 +1014,8 @@ def _here(fn, *args):
     yield  # unreachable: makes this a generator
 
 
-def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, models, params, data_root):
+def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, models, params, data_root,
+               shard_paths=()):
     from pivot.pipeline import wellformed
     from pivot.pipeline.encode import phrase_texts
     from pivot.pipeline.engine import Batch, Together
@@ -947,7 +1042,8 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
                           str(data_root) if params["wordnet"] else None)
     if params["learn"]:
         _, (wn, ph, lex, id_of) = yield Together(labelled, _here(
-            _phrase_side, table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params))
+            _phrase_side, table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params, shard_paths,
+            len(e_tokens)))
     else:
         yield Together(labelled)
     form, rev = [], []
@@ -977,7 +1073,7 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     # there; the fits do not need it
     save_bundle(form_path, form=form, rev=rev)
     del rev
-    names = feature_names(models)
+    names = feature_names(models, ph.dim)
     fit = {"models": models, "features": names}
     # The relation classifier's fits on the workers, the score's here. WordNet is read by the
     # relations job before its first task, which then lets it go: the score's fit, run here
@@ -989,12 +1085,20 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     del relations_job
     log.info("ppdb2: fitted in %.1f s (dev Spearman %.3f; relations macro-F1 %.3f)", time.perf_counter() - t0,
              fit["score"]["dev"]["spearman"], fit["relations"]["eval"]["full"]["macro_f1"])
-    fit_path.write_text(json.dumps({"score": score.to_json(), "relations": relations.to_json(), "names": names}))
+    fit_path.write_text(json.dumps({"score": score.to_json(), "relations": relations.to_json(),
+                                    "names": pair_feature_names(models, ph.dim)}))
     ph.save(phrases_path)
+    terms_path = tmp / ".terms.arrays" if ph.dim else None
+    if ph.dim:
+        # the phrase vectors' part of the relations' linear predictor, once per phrase (the
+        # apply tasks add t1[e1] + t2[e2] to the pair part's)
+        t1, t2 = relations.phrase_terms(ph.vec, used)
+        save_bundle(terms_path, t1=t1, t2=t2)
+        del t1, t2
     # The apply tasks read all they need from these files: what the labels and fits held here
     # (the table, the list and lexicon features) goes before the tasks run beside it.
-    del table, lex, ph, form, texts, id_of, slot
-    done = yield Batch(apply_range, [(part_paths, j, phrases_path, form_path, fit_path, parts[j])
+    del table, lex, ph, form, texts, id_of, slot, used
+    done = yield Batch(apply_range, [(part_paths, j, phrases_path, form_path, fit_path, parts[j], terms_path)
                                      for j in range(len(part_paths))], name="ppdb2")
     log.info("ppdb2: applied to %d ranges, %.1f CPU s in the tasks", len(done),
              sum(d.get("cpu_seconds", 0.0) for d in done))
@@ -1005,7 +1109,7 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
             visible.append((z["form"] & wellformed.HIDDEN) == 0)
     scores, visible = np.concatenate(scores), np.concatenate(visible)
     sizes = size_cuts(scores, visible)
-    for p in (fit_path, phrases_path, form_path):
+    for p in (fit_path, phrases_path, form_path, *([terms_path] if terms_path else [])):
         p.unlink()
     meta["ppdb2"] = {"learned": True, **fit["score"], "sizes": sizes,
                      "size_pairs": {s: int((scores[visible] >= c).sum()) for s, c in sizes.items()},
@@ -1024,8 +1128,11 @@ def _label_job(texts_path, slot_path, forms_path, label_paths, part_paths, data_
                                       for j in range(len(part_paths))], name="ppdb2-labels"))
 
 
-def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params):
-    """(WordNet, Phrases, Lexical, id_of): what the features and the fits need of the phrases."""
+def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params, shard_paths=(),
+                 n_tokens=0):
+    """(WordNet, Phrases, Lexical, id_of): what the features and the fits need of the phrases
+    (with shard_paths: their word vectors, trained here on the shards' English)."""
+    from pivot.pipeline import vectors
     from pivot.pipeline import wellformed
     from pivot.pipeline.wordnet import WordNet, wordnet_folder
 
@@ -1054,6 +1161,13 @@ def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root
     f_lang = np.full(int(f_used.max()) + 1 if len(f_used) else 0, -1, np.int16)
     f_lang[f_used] = f_lang_of(f_used)
     ph = Phrases(n_words, np.log1p(np.asarray(e_count, np.float64)), tokens, tri_ptr, tri, f_lang)
+    if shard_paths:
+        t0 = time.process_time()
+        words = vectors.train(*vectors.english_ids(shard_paths), n_tokens)
+        ph.vec, ph.vec_has = vectors.phrase_vectors(tokens, words)
+        log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f CPU s", int(np.any(words != 0, axis=1).sum()),
+                 words.shape[1], time.process_time() - t0)
+        del words
     lex = _wordnet_phrases(table, texts, slot, wn, lemmatizer, params)
     return wn, ph, lex, dict(zip(texts, used.tolist()))
 
@@ -1108,9 +1222,12 @@ def label_range(forms_path, slot_path, part_paths, j: int, out_path) -> dict:
     return {"reused": False, "n_pairs": int(len(form))}
 
 
-def _rows_features(table: PairTable, ph: Phrases, form, rows) -> np.ndarray:
-    return feature_matrix(pair_features(ph, table.e1[rows], table.e2[rows], table.p_rows(rows), table.reverse_p(rows),
-                                        table.n_pivots[rows], table.pivots[rows], form[rows]))
+def _rows_features(table: PairTable, ph: Phrases, form, rows, phrases: bool = True) -> np.ndarray:
+    """The rows' feature matrix, feature_names(models, ph.dim) order (phrases = False: without
+    the phrase-vector columns, pair_feature_names order)."""
+    x = feature_matrix(pair_features(ph, table.e1[rows], table.e2[rows], table.p_rows(rows), table.reverse_p(rows),
+                                     table.n_pivots[rows], table.pivots[rows], form[rows]))
+    return np.hstack([x, phrase_columns(ph, table.e1[rows], table.e2[rows])]) if ph.dim and phrases else x
 
 
 @dataclass
@@ -1176,8 +1293,8 @@ def _within_lists(table, ph, form, lex: Lexical, models, texts, seed: int, held_
     rows = np.flatnonzero(visible & np.isin(lex.s1, queries))
     positive = np.zeros(len(table.e1), dtype=bool)
     positive[both[synonym]] = True
-    all_names, names = feature_names(models), score_features(models)
-    x = _rows_features(table, ph, form, rows)[:, [all_names.index(n) for n in names]]
+    all_names, names = pair_feature_names(models, ph.dim), score_features(models, ph.dim)
+    x = _rows_features(table, ph, form, rows, phrases=False)[:, [all_names.index(n) for n in names]]
     held_back = {int(q): (not held_out) and unit_hash(texts[q], seed + 1) < WITHIN_VALIDATION
                  for q in queries.tolist()}
     validation = np.array([held_back[q] for q in lex.s1[rows].tolist()], dtype=bool)
@@ -1216,9 +1333,9 @@ def _fit_score(table, ph, form, models, id_of, params, data_root, within, held_l
         raise InputError(f"[ppdb2] ratings: only {n_train} rated directed pairs in the train part are stored by "
                          f"this database (at least {MIN_RATED_PAIRS} needed to fit the score); set "
                          "[ppdb2] learn = false for a database without the learned score", path)
-    all_names = feature_names(models)
-    names = score_features(models)
-    x = _rows_features(table, ph, form, rows)[:, [all_names.index(n) for n in names]]
+    all_names = pair_feature_names(models, ph.dim)
+    names = score_features(models, ph.dim)
+    x = _rows_features(table, ph, form, rows, phrases=False)[:, [all_names.index(n) for n in names]]
     model, cv = fit_score(names, x[~dev], y[~dev], [k for k, d in zip(keys, dev) if not d], anchor_features(models),
                           within=within)
     pred = model.predict(names, x)
@@ -1318,11 +1435,12 @@ def _relations_job(table, ph, form, names, texts, wn, lex: Lexical, params, data
     return model, info
 
 
-def apply_range(part_paths, j: int, phrases_path, form_path, fit_path, out_path) -> dict:
+def apply_range(part_paths, j: int, phrases_path, form_path, fit_path, out_path, terms_path=None) -> dict:
     """One pivot part: features, score and relation probabilities of its pairs (a Dask task).
 
     Reads its own part, every part's keys (for the reverse pairs) and memory-maps the parts'
-    probabilities; writes ``form``, ``ppdb2``, ``rel`` (per-mille, RELATIONS order) and
+    probabilities (and, with word vectors, the relations' per-phrase terms t1, t2 of
+    ``terms_path``, RelationModel.phrase_terms); writes ``form``, ``ppdb2``, ``rel`` (per-mille, RELATIONS order) and
     ``relation`` (argmax, ties to the lower index) atomically.
     """
     out_path = Path(out_path)
@@ -1335,6 +1453,12 @@ def apply_range(part_paths, j: int, phrases_path, form_path, fit_path, out_path)
     score = ScoreModel.from_json(fit["score"])
     relations = RelationModel.from_json(fit["relations"])
     ph = Phrases.load(phrases_path, mmap=True)
+    terms = None
+    if ph.dim:
+        # the phrase vectors' terms, per phrase (written next to the phrases by the stage)
+        relations = relations.pair_part()
+        with open_bundle(terms_path) as z:
+            terms = (z.memmap("t1"), z.memmap("t2"))
     probs, bounds = [], [0]
     for path in part_paths:
         with open_bundle(path) as z:
@@ -1360,7 +1484,8 @@ def apply_range(part_paths, j: int, phrases_path, form_path, fit_path, out_path)
         b = min(a + APPLY_ROWS, len(e1))
         cols = pair_features(ph, e1[a:b], e2[a:b], p[a:b], p_rev[a:b], n_pivots[a:b], pivots[a:b], form[a:b])
         ppdb2.append(score.predict_columns(names, cols))
-        rel.append(per_mille(relations.probabilities_columns(names, cols)))
+        rel.append(per_mille(relations.probabilities_columns(
+            names, cols, None if terms is None else (terms[0][e1[a:b]], terms[1][e2[a:b]]))))
         del cols
     ppdb2 = np.concatenate(ppdb2) if ppdb2 else np.zeros(0, np.float64)
     rel = np.concatenate(rel) if rel else np.zeros((0, len(RELATIONS)), np.uint16)
@@ -1379,6 +1504,7 @@ def run_stage(context) -> None:
     once, applied per range of the pivot stage's rows (:func:`build`)."""
     from pivot.pipeline import pivoting, translation
     from pivot.pipeline.corpus import Vocab
+    from pivot.pipeline.encode import read_shards
     from pivot.pipeline.weights import read_models
 
     encode_dir, translation_dir = context.dir("encode"), context.dir("translation")
@@ -1393,7 +1519,8 @@ def run_stage(context) -> None:
     build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")), e_rows=e_rows, e_count=e_count,
           e_tokens=Vocab.load(encode_dir / "vocab.en").tokens, f_lang_of=f_lang_of,
           models=[m["name"] for m in read_models(context.dir("weights"))], params=context.params,
-          data_root=context.data_root, engine=context.engine)
+          data_root=context.data_root, engine=context.engine,
+          shard_paths=[encode_dir / shard["file"] for shard in read_shards(encode_dir)["shards"]])
 
 
 def stage_check(recipe, data_root, plan) -> list:
@@ -1439,9 +1566,10 @@ def _check_wordnet(plan, path: Path) -> None:
     raise InputError("empty WordNet database file", path)
 
 
-STAGE = Stage("ppdb2", 3, ("pivot", "translation", "encode", "weights"), ("ppdb2",), stage_params,
+STAGE = Stage("ppdb2", 4, ("pivot", "translation", "encode", "weights"), ("ppdb2",), stage_params,
               ("x-*.arrays", "ppdb2.json"), run_stage,
               "labels: one per range of English rows; fits: the relations' as tasks beside the score's; "
               "apply: one per range of English rows (Dask)",
-              "well-formedness labels, PPDB2.0Score (ratings), relation probabilities (WordNet), sizes",
+              "well-formedness labels, PPDB2.0Score (ratings), relation probabilities (WordNet; word vectors "
+              "of encode's English shards), sizes",
               data=data_files, check=stage_check)

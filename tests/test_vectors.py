@@ -1,0 +1,204 @@
+"""The relations' word vectors (pivot.pipeline.vectors) and their features in pivot.pipeline.ppdb2:
+the shards' tokens, the co-occurrence counts and the phrase means by hand, the trained vectors'
+determinism, the cosine feature by hand, and the per-phrase split of the relation model."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from pivot.eval.distributional import ppmi, svd_vectors
+from pivot.pipeline import ppdb2 as P
+from pivot.pipeline import vectors as V
+from pivot.pipeline import wordnet
+
+
+def _shard(path, sentences):
+    tokens = np.array([t for s in sentences for t in s], np.int32)
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in sentences])]).astype(np.int64)
+    np.savez(path, e_tokens=tokens, e_offsets=offsets, f_tokens=np.zeros(0, np.int32))
+    return path
+
+
+def test_english_ids_number_the_sentences_across_shards(tmp_path):
+    a = _shard(tmp_path / "0.npz", [[3, 1], [2]])
+    b = _shard(tmp_path / "1.npz", [[4, 4, 0]])
+    ids, sentence = V.english_ids([a, b])
+    assert ids.tolist() == [3, 1, 2, 4, 4, 0]
+    assert sentence.tolist() == [0, 0, 1, 2, 2, 2]
+
+
+def test_cooccurrence_by_hand():
+    # sentences "0 1 2 0" and "1 2"; token 3 (not in the vocabulary) sits between 0 and 1 in "0 3 1"
+    ids = np.array([0, 1, 2, 0, 1, 2, 0, 3, 1])
+    sentence = np.array([0, 0, 0, 0, 1, 1, 2, 2, 2])
+    word = np.array([0, 1, 2, -1])
+    c = V.cooccurrence(ids, sentence, word, window=2).toarray()
+    # distance 1: (0,1) (1,2) (2,0) | (1,2); distance 2: (0,2) (1,0) | -; "0 3 1": (0,1) at distance 2
+    # (3 keeps its position, the window does not skip it); every pair counts both ways
+    assert c.tolist() == [[0, 3, 2],
+                          [3, 0, 2],
+                          [2, 2, 0]]
+    # window 1: only the neighbours; 2 and 0 across the sentence end do not count
+    assert V.cooccurrence(ids, sentence, word, window=1).toarray().tolist() == [[0, 1, 1], [1, 0, 2], [1, 2, 0]]
+
+
+def _toy_text():
+    # four sentences over tokens 0..5; token 5 occurs once (below min_count 2)
+    sentences = [[0, 1, 2, 3], [1, 2, 3, 4], [0, 2, 4, 1], [3, 4, 0, 5], [2, 1, 0, 4]]
+    ids = np.array([t for s in sentences for t in s])
+    sentence = np.repeat(np.arange(len(sentences)), [len(s) for s in sentences])
+    return ids, sentence
+
+
+def test_train_is_ppmi_svd_of_the_vocabulary_and_the_same_bytes_twice():
+    ids, sentence = _toy_text()
+    words = V.train(ids, sentence, 7, dim=3, window=2, min_count=2)
+    assert words.shape == (7, 3)
+    # token 5 (1 occurrence) and token 6 (none) are outside the vocabulary: zero rows
+    assert not words[5].any() and not words[6].any()
+    assert np.linalg.norm(words[:5], axis=1) == pytest.approx(np.ones(5))
+    # the vocabulary's rows are pivot.eval.distributional's PPMI-SVD of the counts
+    word = np.array([0, 1, 2, 3, 4, -1, -1])
+    want = svd_vectors(ppmi(V.cooccurrence(ids, sentence, word, 2), 0.75), 3, seed=0)
+    assert words[:5].tobytes() == want.tobytes()
+    assert V.train(ids, sentence, 7, dim=3, window=2, min_count=2).tobytes() == words.tobytes()
+
+
+def test_train_with_too_few_words_gives_no_vectors():
+    ids, sentence = np.array([0, 1, 0, 1]), np.array([0, 0, 1, 1])
+    assert not V.train(ids, sentence, 3, dim=4, min_count=1).any()
+    # 5 words: at most 4 singular vectors; the columns beyond are 0
+    ids, sentence = _toy_text()
+    words = V.train(ids, sentence, 6, dim=8, min_count=2)
+    assert words.shape == (6, 8) and not words[:, 4:].any() and words[:5, :4].any()
+
+
+def test_phrase_vectors_are_the_mean_of_the_known_words():
+    words = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.6, 0.8]])   # word 2 has no vector
+    rows = np.array([[0, 1, -1], [2, -1, -1], [3, 2, 0], [-1, -1, -1]])
+    vec, has = V.phrase_vectors(rows, words)
+    assert vec.dtype == np.float32
+    # "0 1": (0.5, 0.5); "2": none; "3 2 0": mean of words 3 and 0 = (0.8, 0.4); empty row: none
+    assert vec.tolist() == [[0.5, 0.5], [0.0, 0.0], [0.800000011920929, 0.4000000059604645], [0.0, 0.0]]
+    assert has.tolist() == [True, False, True, False]
+
+
+def _phrases_with_vectors():
+    from tests.test_ppdb2 import _phrases
+
+    ph = _phrases(["cell", "cells", "cellular", "kidney"])
+    ph.vec = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 0.0], [0.0, -2.0]], np.float32)
+    ph.vec_has = np.array([True, True, False, True])
+    return ph
+
+
+def test_vector_pair_columns_by_hand():
+    ph = _phrases_with_vectors()
+    cos, missing = P.vector_pair_columns(ph, np.array([0, 0, 1, 2]), np.array([1, 3, 3, 0]))
+    # (1,0).(0.6,0.8) = 0.6; (1,0).(0,-2) = 0; (0.6,0.8).(0,-2) = -1.6 / 2 = -0.8; phrase 2 has none
+    assert cos.tolist() == pytest.approx([0.6, 0.0, -0.8, 0.0], abs=1e-7)
+    assert missing.tolist() == [0.0, 0.0, 0.0, 1.0]
+    names = P.feature_names(["general"], ph.dim)
+    assert names[-6:] == ["vec_cos", "vec_missing", "vec_e1[0]", "vec_e1[1]", "vec_e2[0]", "vec_e2[1]"]
+    assert P.pair_feature_names(["general"], 2) == names[:-4]
+    # the score has neither the phrase coordinates nor (measured, SCORE_EXCLUDED) the cosine
+    assert P.score_features(["general"], 2) == P.pair_feature_names(["general"], 0)
+    cols = P.pair_features(ph, [0], [1], np.array([[0.5]]), np.array([[0.25]]), [1], np.array([[-1, -1, -1]]),
+                           np.array([0]))
+    assert len(cols) == len(P.pair_feature_names(["general"], 2)) and cols[-2][0] == pytest.approx(0.6)
+
+
+def _model():
+    names = ["a", "vec_e1[0]", "vec_e1[1]", "vec_e2[0]", "vec_e2[1]"]
+    std = P.Standardiser(names, np.array([1.0, 0.5, 0.0, 0.5, 0.0]), np.array([2.0, 0.5, 1.0, 0.5, 1.0]), [])
+    W = np.zeros((len(wordnet.RELATIONS), 6))
+    W[:, 0] = np.arange(6) * 0.1
+    W[1] = [0.1, 1.0, 2.0, 0.0, 0.0, -1.0]     # class 1: a, e1's coordinate 0, e2's coordinate 1
+    W[3, 3] = 0.5                              # class 3: e1's coordinate 1
+    return P.RelationModel(std, W)
+
+
+def test_phrase_terms_by_hand_and_the_split_model_gives_the_full_model():
+    model = _model()
+    ph = _phrases_with_vectors()
+    t1, t2 = model.phrase_terms(ph.vec)
+    # class 1, phrase 1 as e1: 2 * (0.6 - 0.5) / 0.5 = 0.4; as e2: -1 * (0.8 - 0) / 1 = -0.8
+    assert t1[1, 1] == pytest.approx(0.4) and t2[1, 1] == pytest.approx(-0.8)
+    # class 3, phrase 3 as e1: 0.5 * (-2 - 0) / 1 = -1; classes without vector weights: 0
+    assert t1[3, 3] == pytest.approx(-1.0) and not t1[:, [0, 2, 4, 5]].any() and not t2[:, [0, 2, 3, 4, 5]].any()
+    # only the rows asked for
+    r1, _ = model.phrase_terms(ph.vec, [1])
+    assert r1[1].tolist() == t1[1].tolist() and not r1[[0, 2, 3]].any()
+    pair = model.pair_part()
+    assert pair.std.names == ["a"] and pair.W.shape == (6, 2) and pair.W[1].tolist() == [0.1, 1.0]
+    e1, e2, a = np.array([0, 1, 3, 2]), np.array([1, 3, 0, 0]), np.array([0.0, 1.0, 2.0, 5.0])
+    full = model.probabilities(["a", "vec_e1[0]", "vec_e1[1]", "vec_e2[0]", "vec_e2[1]"],
+                               np.column_stack([a, P.phrase_columns(ph, e1, e2)]))
+    split = pair.probabilities_columns(["a"], [a], (t1[e1], t2[e2]))
+    assert split == pytest.approx(full, abs=1e-12)
+    # pair (1, 3): eta_1 = 0.1 + 1 * (1 - 1) / 2 + 0.4 + (-1) * (-2 - 0) / 1 = 2.5; eta_3 = 0.3 + 0.5 * 0.8 = 0.7
+    eta = np.array([0.0, 2.5, 0.2, 0.7, 0.4, 0.5])
+    assert split[1] == pytest.approx(np.exp(eta) / np.exp(eta).sum())
+
+
+def test_apply_with_vectors_is_the_same_however_the_pairs_are_cut(tmp_path):
+    """The apply step with word vectors (the per-phrase terms file) writes the bytes of one pass
+    for any cut of the pairs, and its relations are the full model's."""
+    from tests.test_ppdb2 import _fit_json, _table
+
+    from pivot.pipeline.bundle import open_bundle, save_bundle
+
+    names = P.pair_feature_names(["general"], 2)
+    ph = _phrases_with_vectors()
+    model = _model()
+    model.std.names[0] = "logp_min[general]"
+    e1, e2, p = _table()
+    out = {}
+    for cuts in ([(0, 6)], [(0, 2), (2, 5), (5, 6)]):
+        d = tmp_path / str(len(cuts))
+        d.mkdir()
+        parts = []
+        for j, (lo, hi) in enumerate(cuts):
+            path = d / f"rows-{j}.arrays"
+            save_bundle(path, e1=e1[lo:hi], e2=e2[lo:hi], p=p[lo:hi], n_pivots=np.ones(hi - lo, np.int32),
+                        pivots=np.full((hi - lo, 3), -1, np.int32))
+            parts.append(path)
+        table = P.PairTable.read(parts)
+        ph.save(d / "ph.arrays")
+        save_bundle(d / "form.arrays", form=np.zeros(6, np.uint8), rev=table.find(table.e2, table.e1))
+        fit = _fit_json(names)
+        fit["relations"] = model.to_json()
+        (d / "fit.json").write_text(json.dumps(fit))
+        t1, t2 = model.phrase_terms(ph.vec)
+        save_bundle(d / "terms.arrays", t1=t1, t2=t2)
+        rel = []
+        for j in range(len(parts)):
+            P.apply_range(parts, j, d / "ph.arrays", d / "form.arrays", d / "fit.json", d / f"x-{j}.arrays",
+                          d / "terms.arrays")
+            with open_bundle(d / f"x-{j}.arrays") as z:
+                rel.append(z["rel"])
+        out[len(cuts)] = np.concatenate(rel)
+    assert out[1].tobytes() == out[3].tobytes()
+    # pair 0 = (0, 1): logp_min = ln 0.25 (its reverse (1, 0) has 0.25): the full model's per mille
+    x = np.array([[math.log(0.25), *P.phrase_columns(ph, [0], [1])[0]]])
+    want = P.per_mille(model.probabilities(["logp_min[general]", "vec_e1[0]", "vec_e1[1]", "vec_e2[0]", "vec_e2[1]"],
+                                           x))
+    assert out[1][0].tolist() == want[0].tolist()
+
+
+def test_vector_pair_columns_are_the_same_however_the_rows_are_cut():
+    """The cosine's row sums (float32 einsum) do not depend on where a row lands in a block."""
+    from tests.test_ppdb2 import _phrases
+
+    rng = np.random.default_rng(3)
+    ph = _phrases(["a"] * 40)
+    ph.vec = rng.standard_normal((40, 50)).astype(np.float32)
+    ph.vec_has = np.ones(40, bool)
+    e1, e2 = rng.integers(0, 40, 301), rng.integers(0, 40, 301)
+    whole = P.vector_pair_columns(ph, e1, e2)[0]
+    for cut in (1, 3, 7, 64):
+        parts = [P.vector_pair_columns(ph, e1[a:a + cut], e2[a:a + cut])[0] for a in range(0, 301, cut)]
+        assert np.concatenate(parts).tobytes() == whole.tobytes(), cut
+    v1, v2 = ph.vec[e1].astype(np.float64), ph.vec[e2].astype(np.float64)
+    assert whole == pytest.approx((v1 * v2).sum(1) / np.sqrt((v1 * v1).sum(1) * (v2 * v2).sum(1)), abs=1e-6)
