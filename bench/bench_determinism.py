@@ -1,6 +1,6 @@
 """Same inputs, same bytes: clean builds compared by the sha256 of every model's PPDB export.
 
-    python bench/bench_determinism.py --data ../shared/data [--domain bio] [--workers 2 2 1]
+    python bench/bench_determinism.py --data ../shared/data [--domain bio] [--workers 2 2 1] [--scale 4]
 
 Each build runs as a child process on its own fresh work directory, with the given
 ``--workers`` (one build per value; repeat a value for two builds at the same count). While it
@@ -9,6 +9,11 @@ tool) are summed from /proc every 0.2 s, so the peak is the peak of the whole bu
 largest process. Then every stored and combined model is exported with ``pivot export
 --format ppdb`` and hashed, and the signatures are read from the databases. Results go to
 ``bench/results/determinism.json``.
+
+--scale S builds the bio recipe with every bitext source listed S times (bench_scale.py's scaled
+recipe: distinct copies, nothing deduplicated, the count floor times S, so S times the data and
+what 1x keeps). The whole-build ratio of the workers counts is reported as the first build at
+``--workers 1``'s wall over the first at a larger count (the issue's "same run" comparison).
 """
 import argparse
 import json
@@ -19,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _measure import db_meta, exports, run_measured, store_seconds  # noqa: E402
+from bench_scale import scaled_recipe  # noqa: E402
 
 
 def main():
@@ -27,22 +33,29 @@ def main():
     ap.add_argument("--domain", default="bio")
     ap.add_argument("--workers", type=int, nargs="+", default=[2, 2, 1],
                     help="one clean build per value (default: %(default)s)")
+    ap.add_argument("--scale", type=int, default=1, help="the bio recipe's bitext this many times (bio only)")
     ap.add_argument("--json", default=str(Path(__file__).parent / "results" / "determinism.json"))
+    ap.add_argument("--no-exports", action="store_true",
+                    help="compare the signatures only (the exports of a large scale take minutes)")
     ap.add_argument("--keep-work", type=Path, help="move the first build's work folder here (for bench_kill_worker.py)")
     args = ap.parse_args()
 
+    if args.scale != 1 and args.domain != "bio":
+        ap.error("--scale copies the bio recipe's bitext: use it with --domain bio")
     tmp = Path(tempfile.mkdtemp(prefix="pivot-determinism-"))
+    recipe = ["--domain", args.domain] if args.scale == 1 else \
+        ["--recipe", str(scaled_recipe(args.scale, tmp / f"bio-x{args.scale}.toml"))]
     builds = []
     try:
         for k, workers in enumerate(args.workers):
             d = tmp / f"build{k}"
             d.mkdir()
-            cmd = [sys.executable, "-m", "pivot", "build", "--domain", args.domain, "--data", args.data,
+            cmd = [sys.executable, "-m", "pivot", "build", *recipe, "--data", args.data,
                    "--work", str(d / "work"), "--out", str(d / "out.db"), "--workers", str(workers)]
             figures = run_measured(cmd, d / "build.log")
             result = {"workers": workers, **figures, "signature": db_meta(d / "out.db", "signature"),
                       "stage_seconds": db_meta(d / "out.db", "stage_seconds"), "store_s": store_seconds(d / "build.log"),
-                      "export_sha256": exports(d / "out.db", d)}
+                      "export_sha256": None if args.no_exports else exports(d / "out.db", d)}
             print(json.dumps({k: v for k, v in result.items() if k != "export_sha256"}), flush=True)
             builds.append(result)
             if k == 0 and args.keep_work:
@@ -52,9 +65,14 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     first = builds[0]
+    walls = {}
+    for b in builds:
+        walls.setdefault(b["workers"], b["wall_s"])
     summary = {
-        "domain": args.domain, "builds": builds,
-        "all_exports_identical": all(b["export_sha256"] == first["export_sha256"] for b in builds),
+        "domain": args.domain, "scale": args.scale, "builds": builds,
+        **({f"wall_ratio_workers_1_over_{w}": round(walls[1] / walls[w], 3) for w in walls if w != 1}
+           if 1 in walls else {}),
+        "all_exports_identical": None if args.no_exports else all(b["export_sha256"] == first["export_sha256"] for b in builds),
         "all_signatures_equal": all(b["signature"] == first["signature"] for b in builds),
     }
     print(json.dumps({k: v for k, v in summary.items() if k != "builds"}))
