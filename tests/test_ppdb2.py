@@ -336,17 +336,22 @@ def _table():
     return e1, e2, p
 
 
-def _apply(tmp, cuts):
-    names = P.feature_names(["general"])
-    ph = _phrases(["cell", "cells", "cellular", "kidney"])
+def _row_parts(folder, cuts) -> tuple[list, "P.PairTable"]:
+    """_table()'s rows as pivot parts cut at ``cuts`` ((lo, hi) each), and their PairTable."""
     e1, e2, p = _table()
     parts = []
     for j, (lo, hi) in enumerate(cuts):
-        path = tmp / f"rows-{j}.arrays"
+        path = folder / f"rows-{j}.arrays"
         save_bundle(path, e1=e1[lo:hi], e2=e2[lo:hi], p=p[lo:hi], n_pivots=np.ones(hi - lo, np.int32),
                     pivots=np.full((hi - lo, 3), -1, np.int32))
         parts.append(path)
-    table = P.PairTable.read(parts)
+    return parts, P.PairTable.read(parts)
+
+
+def _apply(tmp, cuts):
+    names = P.feature_names(["general"])
+    ph = _phrases(["cell", "cells", "cellular", "kidney"])
+    parts, table = _row_parts(tmp, cuts)
     ph.save(tmp / "ph.arrays")
     form = np.array([0, 1, 0, 8, 0, 0], np.uint8)
     save_bundle(tmp / "form.arrays", form=form, rev=table.find(table.e2, table.e1))

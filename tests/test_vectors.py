@@ -145,7 +145,7 @@ def test_phrase_terms_by_hand_and_the_split_model_gives_the_full_model():
 def test_apply_with_vectors_is_the_same_however_the_pairs_are_cut(tmp_path):
     """The apply step with word vectors (the per-phrase terms file) writes the bytes of one pass
     for any cut of the pairs, and its relations are the full model's."""
-    from tests.test_ppdb2 import _fit_json, _table
+    from tests.test_ppdb2 import _fit_json, _row_parts
 
     from pivot.pipeline.bundle import open_bundle, save_bundle
 
@@ -153,18 +153,11 @@ def test_apply_with_vectors_is_the_same_however_the_pairs_are_cut(tmp_path):
     ph = _phrases_with_vectors()
     model = _model()
     model.std.names[0] = "logp_min[general]"
-    e1, e2, p = _table()
     out = {}
     for cuts in ([(0, 6)], [(0, 2), (2, 5), (5, 6)]):
         d = tmp_path / str(len(cuts))
         d.mkdir()
-        parts = []
-        for j, (lo, hi) in enumerate(cuts):
-            path = d / f"rows-{j}.arrays"
-            save_bundle(path, e1=e1[lo:hi], e2=e2[lo:hi], p=p[lo:hi], n_pivots=np.ones(hi - lo, np.int32),
-                        pivots=np.full((hi - lo, 3), -1, np.int32))
-            parts.append(path)
-        table = P.PairTable.read(parts)
+        parts, table = _row_parts(d, cuts)
         ph.save(d / "ph.arrays")
         save_bundle(d / "form.arrays", form=np.zeros(6, np.uint8), rev=table.find(table.e2, table.e1))
         fit = _fit_json(names)
