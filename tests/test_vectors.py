@@ -20,12 +20,22 @@ def _shard(path, sentences):
     return path
 
 
-def test_english_ids_number_the_sentences_across_shards(tmp_path):
+def test_english_shards_number_the_sentences_across_shards(tmp_path):
     a = _shard(tmp_path / "0.npz", [[3, 1], [2]])
     b = _shard(tmp_path / "1.npz", [[4, 4, 0]])
-    ids, sentence = V.english_ids([a, b])
-    assert ids.tolist() == [3, 1, 2, 4, 4, 0]
-    assert sentence.tolist() == [0, 0, 1, 2, 2, 2]
+    pieces = V.EnglishShards([a, b])
+    assert [(ids.tolist(), sentence.tolist()) for ids, sentence in pieces] == \
+        [([3, 1, 2], [0, 0, 1]), ([4, 4, 0], [2, 2, 2])]
+    assert len(list(pieces)) == 2     # read again from the files: train reads it twice
+
+
+def test_train_by_pieces_is_train_on_the_whole_text():
+    """The counts added piece by piece are the whole text's: the same vectors, byte for byte."""
+    ids, sentence = _toy_text()
+    whole = V.train([(ids, sentence)], 7, dim=3, window=2, min_count=2)
+    cut = np.searchsorted(sentence, [2, 3])        # sentences 0-1 | 2 | 3-4
+    pieces = [(ids[a:b], sentence[a:b]) for a, b in zip([0, *cut], [*cut, len(ids)])]
+    assert V.train(pieces, 7, dim=3, window=2, min_count=2).tobytes() == whole.tobytes()
 
 
 def test_cooccurrence_by_hand():
@@ -53,7 +63,7 @@ def _toy_text():
 
 def test_train_is_ppmi_svd_of_the_vocabulary_and_the_same_bytes_twice():
     ids, sentence = _toy_text()
-    words = V.train(ids, sentence, 7, dim=3, window=2, min_count=2)
+    words = V.train([(ids, sentence)], 7, dim=3, window=2, min_count=2)
     assert words.shape == (7, 3)
     # token 5 (1 occurrence) and token 6 (none) are outside the vocabulary: zero rows
     assert not words[5].any() and not words[6].any()
@@ -62,15 +72,15 @@ def test_train_is_ppmi_svd_of_the_vocabulary_and_the_same_bytes_twice():
     word = np.array([0, 1, 2, 3, 4, -1, -1])
     want = svd_vectors(ppmi(V.cooccurrence(ids, sentence, word, 2), 0.75), 3, seed=0)
     assert words[:5].tobytes() == want.tobytes()
-    assert V.train(ids, sentence, 7, dim=3, window=2, min_count=2).tobytes() == words.tobytes()
+    assert V.train([(ids, sentence)], 7, dim=3, window=2, min_count=2).tobytes() == words.tobytes()
 
 
 def test_train_with_too_few_words_gives_no_vectors():
     ids, sentence = np.array([0, 1, 0, 1]), np.array([0, 0, 1, 1])
-    assert not V.train(ids, sentence, 3, dim=4, min_count=1).any()
+    assert not V.train([(ids, sentence)], 3, dim=4, min_count=1).any()
     # 5 words: at most 4 singular vectors; the columns beyond are 0
     ids, sentence = _toy_text()
-    words = V.train(ids, sentence, 6, dim=8, min_count=2)
+    words = V.train([(ids, sentence)], 6, dim=8, min_count=2)
     assert words.shape == (6, 8) and not words[:, 4:].any() and words[:5, :4].any()
 
 

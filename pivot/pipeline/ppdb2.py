@@ -1163,7 +1163,7 @@ def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root
     ph = Phrases(n_words, np.log1p(np.asarray(e_count, np.float64)), tokens, tri_ptr, tri, f_lang)
     if shard_paths:
         t0 = time.process_time()
-        words = vectors.train(*vectors.english_ids(shard_paths), n_tokens)
+        words = vectors.train(vectors.EnglishShards(shard_paths), n_tokens)
         ph.vec, ph.vec_has = vectors.phrase_vectors(tokens, words)
         log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f CPU s", int(np.any(words != 0, axis=1).sum()),
                  words.shape[1], time.process_time() - t0)

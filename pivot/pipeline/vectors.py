@@ -38,20 +38,23 @@ CDS = 0.75
 SEED = 0
 
 
-def english_ids(shard_paths) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, sentence): the English token ids of the encode stage's shards in order, and each
-    token's sentence number (sentences numbered across the shards)."""
-    ids, sentence, offset = [], [], 0
-    for path in shard_paths:
-        with np.load(Path(path), allow_pickle=False) as z:
-            tokens, starts = z["e_tokens"].astype(np.int64), z["e_offsets"].astype(np.int64)
-        lengths = np.diff(starts)
-        ids.append(tokens[starts[0]:starts[-1]])
-        sentence.append(np.repeat(np.arange(offset, offset + len(lengths)), lengths))
-        offset += len(lengths)
-    if not ids:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(ids), np.concatenate(sentence)
+class EnglishShards:
+    """The English token ids of the encode stage's shards, one shard at a time: iterating gives
+    (ids, sentence) per shard, each token's sentence numbered across the shards. Read twice by
+    :func:`train` (the counts, then the co-occurrences), never whole: a shard holds whole
+    sentences, so no window crosses two, and the counts of the pieces add up to the text's."""
+
+    def __init__(self, shard_paths):
+        self.paths = [Path(p) for p in shard_paths]
+
+    def __iter__(self):
+        offset = 0
+        for path in self.paths:
+            with np.load(path, allow_pickle=False) as z:
+                tokens, starts = z["e_tokens"].astype(np.int64), z["e_offsets"].astype(np.int64)
+            lengths = np.diff(starts)
+            yield tokens[starts[0]:starts[-1]], np.repeat(np.arange(offset, offset + len(lengths)), lengths)
+            offset += len(lengths)
 
 
 def cooccurrence(ids, sentence, word: np.ndarray, window: int = WINDOW):
@@ -74,11 +77,14 @@ def cooccurrence(ids, sentence, word: np.ndarray, window: int = WINDOW):
     return m
 
 
-def train(ids, sentence, n_tokens: int, *, dim: int = DIM, window: int = WINDOW, min_count: int = MIN_COUNT,
+def train(pieces, n_tokens: int, *, dim: int = DIM, window: int = WINDOW, min_count: int = MIN_COUNT,
           cds: float = CDS, seed: int = SEED) -> np.ndarray:
-    """(n_tokens, dim) float64 unit word vectors by token id (module docstring); a token outside
-    the vocabulary, or with no co-occurrence, has a zero row. A vocabulary too small for dim
-    singular vectors gets fewer (the columns beyond are zero); below 2 words, none."""
+    """(n_tokens, dim) float64 unit word vectors by token id (module docstring), from ``pieces``:
+    a re-iterable of (ids, sentence) of whole sentences (:class:`EnglishShards`, or a list); a
+    token outside the vocabulary, or with no co-occurrence, has a zero row. A vocabulary too
+    small for dim singular vectors gets fewer (the columns beyond are zero); below 2 words, none.
+    Memory: one piece and the (V, V) counts (integers summed piece by piece: exact, so the
+    same matrix however the text is cut)."""
     # scipy's ARPACK (and the OpenBLAS it links) loaded before the limit, which only reaches
     # the libraries already loaded
     import scipy.sparse.linalg  # noqa: F401
@@ -86,14 +92,21 @@ def train(ids, sentence, n_tokens: int, *, dim: int = DIM, window: int = WINDOW,
 
     from pivot.eval.distributional import ppmi, svd_vectors
 
-    counts = np.bincount(ids, minlength=n_tokens)[:n_tokens] if len(ids) else np.zeros(n_tokens, np.int64)
+    counts = np.zeros(n_tokens, np.int64)
+    for ids, _ in pieces:
+        if len(ids):
+            counts += np.bincount(ids, minlength=n_tokens)[:n_tokens]
     vocab = np.flatnonzero(counts >= min_count)
     word = np.full(n_tokens, -1, np.int64)
     word[vocab] = np.arange(len(vocab))
     out = np.zeros((n_tokens, dim))
     if len(vocab) < 3:
         return out
-    m = ppmi(cooccurrence(ids, sentence, word, window), cds)
+    cooc = None
+    for ids, sentence in pieces:
+        piece = cooccurrence(ids, sentence, word, window)
+        cooc = piece if cooc is None else cooc + piece
+    m = ppmi(cooc, cds)
     if m.nnz == 0:
         return out
     with threadpool_limits(limits=1, user_api="blas"):
