@@ -1,7 +1,8 @@
 """Measured feature groups for the relation classifier (issue 22 item 3), not integrated.
 
     python bench/bench_relation_features.py --work WORK --data DIR [-o bench/results/relations-session7.json]
-    python bench/bench_relation_features.py --work WORK --data DIR --model mlp [-o bench/results/relations-mlp-session7.json]
+    python bench/bench_relation_features.py --work WORK --data DIR --model mlp \
+        [-o bench/results/relations-mlp-session7.json]
 
 WORK: a bio work folder with a finished ppdb2 stage (its relation rows are rebuilt here with the
 stage's own functions: pivot.pipeline.ppdb2._phrase_side, the synset split, the WordNet labels, the
@@ -30,7 +31,9 @@ With ``--model mlp``, no feature group: the build's softmax against a one-hidden
 (:class:`MLPModel`, section "a nonlinear classifier") on the same rows, each on the build's
 features and on the string features only, each over its own grid (the network's: MLP_HIDDEN x
 MLP_LAMBDAS x the build's RELATION_BALANCE, 12 settings), selected the same way; with the fits'
-CPU seconds and the apply cost of both (:func:`apply_cost`).
+CPU seconds and the apply cost of both (:func:`apply_cost`). Then each selected setting (no
+new choice) on every training-side pair instead of the build's max_relation_pairs: fitted on
+those outside the larger validation part and scored on it, refitted on all, the test read once.
 
 Nothing is written but the JSON.
 """
@@ -770,6 +773,26 @@ def main_mlp(a, r, t0) -> int:
                for a_, b_ in (("linear, full", "linear, string only"), ("mlp, full", "linear, string only"),
                               ("mlp, full", "mlp, string only"), ("mlp, full", "linear, full"),
                               ("mlp, string only", "linear, string only"))}
+    # every training-side pair, not the build's max_relation_pairs: each variant's selected
+    # setting (no new choice) fitted on the pairs outside the larger validation part and scored
+    # on it, then refitted on all of them and the test read once more
+    y, v_all = r["y_all"], r["validation_all"]
+    for label, res in results.items():
+        n, x_all, x_test = sides[label.split(", ", 1)[1]]
+        fit = fit_mlp if label.startswith("mlp") else fit_linear
+        setting = {k: res[k] for k in ("hidden", "lambda", "balance") if k in res}
+        t0_ = time.process_time()
+        m = fit(n, x_all[~v_all], y[~v_all], setting)
+        cpu = time.process_time() - t0_
+        val = P.classification_report(y[v_all], m.probabilities(n, x_all[v_all]).argmax(axis=1))
+        m = fit(n, x_all, y, setting)
+        test = P.classification_report(r["y_test"], m.probabilities(n, x_test).argmax(axis=1))
+        res["every_training_pair"] = {
+            "fit_rows": int((~v_all).sum()), "fit_cpu_seconds": round(cpu, 1),
+            "all_validation_macro_f1": val["macro_f1"], "refit_rows": len(y), "test_macro_f1": test["macro_f1"],
+            "test_f1": {c: d["f1"] for c, d in test["per_class"].items()}}
+        print(f"{label:20s} every training-side pair: larger validation {val['macro_f1']:.4f} test "
+              f"{test['macro_f1']:.4f} ({cpu:.0f} CPU s on {int((~v_all).sum())} rows)", flush=True)
     cost = apply_cost(r, names, models["linear, full"], models["mlp, full"], a.apply_rows)
     print(json.dumps(compare), json.dumps(cost), sep="\n", flush=True)
     v = r["validation_all"]
