@@ -1,6 +1,8 @@
 """Measured feature groups for the relation classifier (issue 22 item 3), not integrated.
 
     python bench/bench_relation_features.py --work WORK --data DIR [-o bench/results/relations-session7.json]
+    python bench/bench_relation_features.py --work WORK --data DIR --model mlp \
+        [-o bench/results/relations-mlp-session7.json]
 
 WORK: a bio work folder with a finished ppdb2 stage (its relation rows are rebuilt here with the
 stage's own functions: pivot.pipeline.ppdb2._phrase_side, the synset split, the WordNet labels, the
@@ -24,6 +26,14 @@ validation part of every training-side pair (the same hash rule: it contains the
 no pair of the build's fitting rows), for a figure with less noise. The held-out test macro-F1
 of each variant's selected fit is reported once, after the choice. A group is worth integrating
 at +1 validation point (issue 22's brief for this round).
+
+With ``--model mlp``, no feature group: the build's softmax against a one-hidden-layer network
+(:class:`MLPModel`, section "a nonlinear classifier") on the same rows, each on the build's
+features and on the string features only, each over its own grid (the network's: MLP_HIDDEN x
+MLP_LAMBDAS x the build's RELATION_BALANCE, 12 settings), selected the same way; with the fits'
+CPU seconds and the apply cost of both (:func:`apply_cost`). Then each selected setting (no
+new choice) on every training-side pair instead of the build's max_relation_pairs: fitted on
+those outside the larger validation part and scored on it, refitted on all, the test read once.
 
 Nothing is written but the JSON.
 """
@@ -321,6 +331,137 @@ def translation_features(p_fe, f_lang, e1, e2) -> np.ndarray:
     return np.column_stack(cols)
 
 
+# ------------------------------------------------------------------------------------ a nonlinear classifier
+#
+# One hidden layer between the standardised features z (p columns) and the classes (C):
+#
+#     a = z W1' + b1            (H hidden units)
+#     h = tanh(a)
+#     eta = h W2' + b2,         P(c | pair) = softmax(eta)_c
+#
+# fitted as the build's softmax is (pivot.pipeline.ppdb2.softmax_fit): the class-weighted mean
+# cross-entropy, w_i = n_{y_i}^-beta normalised to sum 1, plus lam / 2 (|W1|^2 + |W2|^2) (the
+# biases are not penalised), by L-BFGS. tanh, not ReLU: the objective is then smooth, which
+# L-BFGS assumes. The gradient (R = (P - onehot(y)) * w, per row):
+#
+#     dW2 = R' h + lam W2,   db2 = sum_i R_i
+#     dA  = (R W2) * (1 - h^2)
+#     dW1 = dA' z + lam W1,  db1 = sum_i dA_i
+#
+# The start is random (a zero start has every hidden unit the same, and they stay so), drawn
+# from np.random.default_rng(seed): W1 ~ N(0, 1/p), W2 ~ N(0, 1/H), zero biases. The products
+# run in BLAS limited to one thread (threadpoolctl, as pivot.pipeline.vectors does): one
+# summation order, and no threads spinning on a busy machine; the same inputs give the same
+# weights.
+#
+# Applied to a stored pair, a's phrase-vector part is linear in each phrase's vector, so it can
+# be computed once per phrase, as the linear model's terms are (RelationModel.phrase_terms):
+# a = b1 + W1_pair z_pair + t1[e1] + t2[e2] with t1, t2 (phrases, H) (:meth:`MLPModel.hidden_terms`);
+# per pair, the pair columns' product, two gathers of H numbers, H tanh and an (H x C) product.
+
+MLP_HIDDEN = (32, 128)
+MLP_LAMBDAS = (3e-3, 1e-2, 3e-2)
+MLP_MAXITER = 300
+MLP_SEED = 1
+
+
+def mlp_unpack(flat: np.ndarray, p: int, hidden: int, n_classes: int):
+    """(W1 (H, p), b1 (H,), W2 (C, H), b2 (C,)) from the flat parameter vector, in that order."""
+    i = 0
+    out = []
+    for shape in ((hidden, p), (hidden,), (n_classes, hidden), (n_classes,)):
+        k = int(np.prod(shape))
+        out.append(flat[i:i + k].reshape(shape))
+        i += k
+    return tuple(out)
+
+
+def mlp_forward(z: np.ndarray, W1, b1, W2, b2) -> tuple[np.ndarray, np.ndarray]:
+    """(h, eta): the hidden units tanh(z W1' + b1) and the class scores h W2' + b2."""
+    h = np.tanh(z @ W1.T + b1)
+    return h, h @ W2.T + b2
+
+
+def mlp_objective(flat, z, onehot, w, hidden: int, lam: float) -> tuple[float, np.ndarray]:
+    """(loss, gradient) of the section's objective; w: the rows' weights (summing to 1)."""
+    p = z.shape[1]
+    n_classes = onehot.shape[1]
+    W1, b1, W2, b2 = mlp_unpack(flat, p, hidden, n_classes)
+    h, eta = mlp_forward(z, W1, b1, W2, b2)
+    eta = eta - eta.max(axis=1, keepdims=True)
+    logz = np.log(np.exp(eta).sum(axis=1))
+    loss = float(w @ (logz - (eta * onehot).sum(axis=1))) + 0.5 * lam * float((W1 * W1).sum() + (W2 * W2).sum())
+    r = (np.exp(eta - logz[:, None]) - onehot) * w[:, None]
+    da = (r @ W2) * (1.0 - h * h)
+    grad = np.concatenate([(da.T @ z + lam * W1).ravel(), da.sum(axis=0), (r.T @ h + lam * W2).ravel(),
+                           r.sum(axis=0)])
+    return loss, grad
+
+
+def class_weights(y: np.ndarray, n_classes: int, balance: float) -> np.ndarray:
+    """w_i = n_{y_i}^-balance / sum_j n_{y_j}^-balance (the build's softmax_fit weights)."""
+    counts = np.bincount(y, minlength=n_classes).astype(np.float64)
+    w = (np.where(counts > 0, counts, 1.0) ** -float(balance))[y]
+    return w / w.sum()
+
+
+def mlp_fit(z: np.ndarray, y: np.ndarray, n_classes: int, hidden: int, lam: float, balance: float,
+            seed: int = MLP_SEED, maxiter: int = MLP_MAXITER) -> tuple:
+    """(W1, b1, W2, b2) minimising the section's objective from the seeded start."""
+    from scipy.optimize import minimize
+    from threadpoolctl import threadpool_limits
+
+    n, p = z.shape
+    w = class_weights(y, n_classes, balance)
+    onehot = np.zeros((n, n_classes))
+    onehot[np.arange(n), y] = 1.0
+    rng = np.random.default_rng(seed)
+    start = np.concatenate([rng.normal(0.0, 1.0 / np.sqrt(p), hidden * p), np.zeros(hidden),
+                            rng.normal(0.0, 1.0 / np.sqrt(hidden), n_classes * hidden), np.zeros(n_classes)])
+    with threadpool_limits(limits=1, user_api="blas"):
+        res = minimize(mlp_objective, start, args=(np.ascontiguousarray(z, np.float64), onehot, w, hidden, lam),
+                       jac=True, method="L-BFGS-B", options={"maxiter": maxiter, "gtol": 1e-5, "ftol": 1e-9})
+    return mlp_unpack(res.x, p, hidden, n_classes)
+
+
+class MLPModel:
+    """A fitted network with the stage's Standardiser in front (the relation models' interface:
+    probabilities(names, x))."""
+
+    def __init__(self, std, weights):
+        self.std, self.weights = std, weights
+
+    @classmethod
+    def fit(cls, names, x, y, hidden, lam, balance, seed: int = MLP_SEED) -> "MLPModel":
+        from pivot.pipeline import ppdb2 as P
+
+        std = P.Standardiser.fit(names, x)
+        return cls(std, mlp_fit(std.transform(names, x), y, len(P.RELATIONS), hidden, lam, balance, seed))
+
+    def probabilities(self, names, x) -> np.ndarray:
+        from threadpoolctl import threadpool_limits
+
+        from pivot.pipeline.ppdb2 import softmax
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            return softmax(mlp_forward(self.std.transform(names, x), *self.weights)[1])
+
+    def hidden_terms(self, vec: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """(pair columns, their W1 part (H, k), t1, t2): t1[e] = sum_i W1[:, vec_e1[i]] (vec[e, i] -
+        mean) / sd over phrase e's vector, t2 likewise with vec_e2[i] (the section's per-phrase terms)."""
+        from pivot.pipeline.ppdb2 import PHRASE_PREFIXES, is_phrase_feature
+
+        W1 = self.weights[0]
+        pair = [j for j, n in enumerate(self.std.names) if not is_phrase_feature(n)]
+        t = []
+        for prefix in PHRASE_PREFIXES:
+            js = [j for j, n in enumerate(self.std.names) if n.startswith(prefix)]
+            coord = [int(self.std.names[j][len(prefix):-1]) for j in js]
+            zv = (np.asarray(vec, np.float64)[:, coord] - self.std.mean[js]) / self.std.sd[js]
+            t.append(zv @ W1[:, js].T)
+        return [self.std.names[j] for j in pair], W1[:, pair], t[0], t[1]
+
+
 # ------------------------------------------------------------------------------------ the measurement
 
 
@@ -389,6 +530,7 @@ def relation_rows(work: Path, data_root: Path):
     out["validation_all"] = np.array([unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed + 1) < P.RELATION_VALIDATION
                                       for r in out["all"].tolist()], dtype=bool)
     out["in_build"] = np.isin(out["all"], out["build"])
+    out["n_pairs"] = int(len(table.e1))
     return out
 
 
@@ -428,29 +570,126 @@ def group_features(r) -> dict:
     return groups
 
 
-def evaluate(r, names, x_all, x_test) -> dict:
-    """The build's grid fitted on the build's fitting rows, each setting scored on the build's
-    validation part and the larger one; the setting chosen on the build's; its test macro-F1."""
+def linear_grid() -> list[dict]:
+    """The build's (lambda, beta) grid."""
+    from pivot.pipeline import ppdb2 as P
+
+    return [{"lambda": lam, "balance": beta} for lam in P.RELATION_LAMBDAS for beta in P.RELATION_BALANCE]
+
+
+def mlp_grid() -> list[dict]:
+    """hidden units x lambda x beta (12 settings)."""
+    from pivot.pipeline import ppdb2 as P
+
+    return [{"hidden": h, "lambda": lam, "balance": beta}
+            for h in MLP_HIDDEN for lam in MLP_LAMBDAS for beta in P.RELATION_BALANCE]
+
+
+def fit_linear(names, x, y, s):
+    from pivot.pipeline import ppdb2 as P
+
+    return P._softmax(names, x, y, s["lambda"], s["balance"])
+
+
+def fit_mlp(names, x, y, s):
+    return MLPModel.fit(names, x, y, s["hidden"], s["lambda"], s["balance"])
+
+
+def evaluate(r, names, x_all, x_test, fit=fit_linear, grid=None) -> dict:
+    """The grid (default: the build's) fitted on the build's fitting rows, each setting scored on
+    the build's validation part and the larger one; the setting chosen on the build's (ties: the
+    larger lambda, then the larger beta, then fewer hidden units); refitted on every build row;
+    its test macro-F1, read once."""
     from pivot.pipeline import ppdb2 as P
 
     y, v, inb = r["y_all"], r["validation_all"], r["in_build"]
     fit_rows = inb & ~v
-    grid, fits = [], {}
-    for lam in P.RELATION_LAMBDAS:
-        for beta in P.RELATION_BALANCE:
-            m = fits[(lam, beta)] = P._softmax(names, x_all[fit_rows], y[fit_rows], lam, beta)
-            pred = m.probabilities(names, x_all[v]).argmax(axis=1)
-            grid.append({"lambda": lam, "balance": beta,
-                         "validation_macro_f1": P.classification_report(y[v & inb], pred[inb[v]])["macro_f1"],
-                         "all_validation_macro_f1": P.classification_report(y[v], pred)["macro_f1"]})
-    best = max(grid, key=lambda g: (round(g["validation_macro_f1"], 12), g["lambda"], g["balance"]))
-    refit = P._softmax(names, x_all[inb], y[inb], best["lambda"], best["balance"])
+    rows = []
+    for setting in grid or linear_grid():
+        t0 = time.process_time()
+        m = fit(names, x_all[fit_rows], y[fit_rows], setting)
+        cpu = time.process_time() - t0
+        pred = m.probabilities(names, x_all[v]).argmax(axis=1)
+        val = P.classification_report(y[v & inb], pred[inb[v]])
+        rows.append({**setting, "validation_macro_f1": val["macro_f1"],
+                     "all_validation_macro_f1": P.classification_report(y[v], pred)["macro_f1"],
+                     "fit_cpu_seconds": round(cpu, 1),
+                     "validation_f1": {c: d["f1"] for c, d in val["per_class"].items()}})
+    best = max(rows, key=lambda g: (round(g["validation_macro_f1"], 12), g["lambda"], g["balance"],
+                                    -g.get("hidden", 0)))
+    setting = {k: best[k] for k in grid[0]} if grid else {"lambda": best["lambda"], "balance": best["balance"]}
+    t0 = time.process_time()
+    refit = fit(names, x_all[inb], y[inb], setting)
+    cpu = time.process_time() - t0
     test = P.classification_report(r["y_test"], refit.probabilities(names, x_test).argmax(axis=1))
-    return {"lambda": best["lambda"], "balance": best["balance"],
-            "validation_macro_f1": best["validation_macro_f1"],
-            "all_validation_macro_f1": best["all_validation_macro_f1"], "grid": grid,
+    return {**setting, "validation_macro_f1": best["validation_macro_f1"],
+            "all_validation_macro_f1": best["all_validation_macro_f1"],
+            "validation_f1": best["validation_f1"],
+            "grid": [{k: g for k, g in row.items() if k != "validation_f1"} for row in rows],
+            "refit_rows": int(inb.sum()), "refit_cpu_seconds": round(cpu, 1),
             "test_macro_f1": test["macro_f1"],
-            "test_f1": {c: v["f1"] for c, v in test["per_class"].items()}}
+            "test_f1": {c: d["f1"] for c, d in test["per_class"].items()}, "_model": refit}
+
+
+def apply_cost(r, names, linear_model, mlp_model, n_rows: int = 500_000, seed: int = MLP_SEED) -> dict:
+    """CPU seconds of applying each model to n_rows pairs as the stage's apply does: the pair
+    columns standardised from a list of columns, the phrase-vector part from per-phrase terms
+    gathered by the pairs' phrase ids (the linear model: RelationModel.pair_part + phrase_terms,
+    (phrases, 6) tables; the network: MLPModel.hidden_terms, (phrases, H) tables), in blocks of
+    the stage's APPLY_ROWS; and of computing the terms over every English phrase of the work
+    folder. The pairs: rows of the relation rows drawn at random, their phrases ids drawn at
+    random over every phrase (the gathers touch the tables as a full apply does)."""
+    from threadpoolctl import threadpool_limits
+
+    from pivot.pipeline import ppdb2 as P
+
+    rng = np.random.default_rng(seed)
+    x = np.vstack([r["x_all"], r["x_test"]])
+    x = x[rng.integers(0, len(x), n_rows)]
+    n_e = len(r["e_rows"])
+    v1 = [j for j, n in enumerate(names) if n.startswith(P.PHRASE_PREFIXES[0])]
+    vec = x[rng.integers(0, n_rows, n_e)][:, v1]           # a vector per phrase (real coordinates)
+    e1, e2 = rng.integers(0, n_e, n_rows), rng.integers(0, n_e, n_rows)
+    out = {"rows": n_rows, "phrases": n_e, "pairs_in_work_folder": r["n_pairs"]}
+    pair_names = [n for n in names if not P.is_phrase_feature(n)]
+    pcols = [x[:, names.index(n)] for n in pair_names]
+
+    t0 = time.process_time()
+    t1, t2 = linear_model.phrase_terms(vec)
+    out["linear_terms_cpu_seconds"] = time.process_time() - t0
+    part = linear_model.pair_part()
+    t0 = time.process_time()
+    for a in range(0, n_rows, P.APPLY_ROWS):
+        b = min(a + P.APPLY_ROWS, n_rows)
+        part.probabilities_columns(pair_names, [c[a:b] for c in pcols], (t1[e1[a:b]], t2[e2[a:b]]))
+    out["linear_pairs_cpu_seconds"] = time.process_time() - t0
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        t0 = time.process_time()
+        kept, W1p, h1, h2 = mlp_model.hidden_terms(vec)
+        out["mlp_terms_cpu_seconds"] = time.process_time() - t0
+        _, b1, W2, b2 = mlp_model.weights
+        std = mlp_model.std
+        pair_std = [(n, std.mean[j], std.sd[j]) for j, n in enumerate(std.names) if n in kept]
+        t0 = time.process_time()
+        for a in range(0, n_rows, P.APPLY_ROWS):
+            b = min(a + P.APPLY_ROWS, n_rows)
+            z = np.column_stack([(pcols[pair_names.index(n)][a:b] - m) / sd for n, m, sd in pair_std])
+            h = np.tanh(z @ W1p.T + b1 + h1[e1[a:b]] + h2[e2[a:b]])
+            P.softmax(h @ W2.T + b2)
+        out["mlp_pairs_cpu_seconds"] = time.process_time() - t0
+        # the same network over every column of each pair (no per-phrase terms), for reference
+        t0 = time.process_time()
+        for a in range(0, n_rows, P.APPLY_ROWS):
+            b = min(a + P.APPLY_ROWS, n_rows)
+            mlp_model.probabilities(names, x[a:b])
+        out["mlp_all_columns_cpu_seconds"] = time.process_time() - t0
+    scale = r["n_pairs"] / n_rows
+    for k in ("linear", "mlp"):
+        out[f"{k}_projected_cpu_seconds"] = out[f"{k}_pairs_cpu_seconds"] * scale + out[f"{k}_terms_cpu_seconds"]
+    out["mlp_minus_linear_projected_cpu_seconds"] = (out["mlp_projected_cpu_seconds"]
+                                                     - out["linear_projected_cpu_seconds"])
+    return {k: round(v, 2) if isinstance(v, float) else v for k, v in out.items()}
 
 
 def main(argv=None) -> int:
@@ -460,9 +699,16 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=Path, required=True, help="a work folder with a finished ppdb2 stage")
     ap.add_argument("--data", type=Path, required=True, help="the data root (WordNet, the ratings)")
     ap.add_argument("-o", "--out", type=Path, default=None, help="results JSON")
+    ap.add_argument("--model", choices=("groups", "mlp"), default="groups",
+                    help="groups: the three feature groups with the build's softmax (default); mlp: the "
+                         "one-hidden-layer network against the build's softmax, on the build's features and "
+                         "on the string features only")
+    ap.add_argument("--apply-rows", type=int, default=500_000, help="--model mlp: pairs the apply cost is timed on")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     r = relation_rows(a.work, a.data)
+    if a.model == "mlp":
+        return main_mlp(a, r, t0)
     groups = group_features(r)
     names = r["names"]
     strings = [n for n in names if n in P.STRING_FEATURES]
@@ -479,6 +725,7 @@ def main(argv=None) -> int:
             x_all = np.hstack([r["x_all"]] + [groups[g][1]["all"] for g in gs])
             x_test = np.hstack([r["x_test"]] + [groups[g][1]["test"] for g in gs])
         results[label] = evaluate(r, n, x_all, x_test)
+        del results[label]["_model"]
         print(f"{label:20s} validation {results[label]['validation_macro_f1']:.4f} "
               f"(larger part {results[label]['all_validation_macro_f1']:.4f}) test {results[label]['test_macro_f1']:.4f}",
               flush=True)
@@ -494,6 +741,70 @@ def main(argv=None) -> int:
                  "all_training_pairs": int(len(v)), "all_validation": int(v.sum()), "test": int(len(r["y_test"]))},
            "groups": {g: {"features": f[0], "cpu_seconds": round(f[2], 1), **f[3]} for g, f in groups.items()},
            "variants": results, "seconds": round(time.perf_counter() - t0, 1)}
+    if a.out:
+        write_json(a.out, out)
+    return 0
+
+
+def main_mlp(a, r, t0) -> int:
+    """--model mlp: linear and network, on the build's features and on the string features."""
+    from pivot.pipeline import ppdb2 as P
+
+    names = r["names"]
+    strings = [n for n in names if n in P.STRING_FEATURES]
+    idx = [names.index(n) for n in strings]
+    sides = {"full": (names, r["x_all"], r["x_test"]),
+             "string only": (strings, r["x_all"][:, idx], r["x_test"][:, idx])}
+    results, models = {}, {}
+    for side, (n, x_all, x_test) in sides.items():
+        for kind, fit, grid in (("linear", fit_linear, None), ("mlp", fit_mlp, mlp_grid())):
+            label = f"{kind}, {side}"
+            res = evaluate(r, n, x_all, x_test, fit, grid)
+            models[label] = res.pop("_model")
+            results[label] = res
+            print(f"{label:20s} validation {res['validation_macro_f1']:.4f} (larger part "
+                  f"{res['all_validation_macro_f1']:.4f}) test {res['test_macro_f1']:.4f}  "
+                  f"grid {sum(g['fit_cpu_seconds'] for g in res['grid']):.0f} CPU s, "
+                  f"refit {res['refit_cpu_seconds']} CPU s",
+                  flush=True)
+    t = {k: v["test_macro_f1"] for k, v in results.items()}
+    val = {k: v["validation_macro_f1"] for k, v in results.items()}
+    compare = {f"{a_} minus {b_}": {"test": round(t[a_] - t[b_], 4), "validation": round(val[a_] - val[b_], 4)}
+               for a_, b_ in (("linear, full", "linear, string only"), ("mlp, full", "linear, string only"),
+                              ("mlp, full", "mlp, string only"), ("mlp, full", "linear, full"),
+                              ("mlp, string only", "linear, string only"))}
+    # every training-side pair, not the build's max_relation_pairs: each variant's selected
+    # setting (no new choice) fitted on the pairs outside the larger validation part and scored
+    # on it, then refitted on all of them and the test read once more
+    y, v_all = r["y_all"], r["validation_all"]
+    for label, res in results.items():
+        n, x_all, x_test = sides[label.split(", ", 1)[1]]
+        fit = fit_mlp if label.startswith("mlp") else fit_linear
+        setting = {k: res[k] for k in ("hidden", "lambda", "balance") if k in res}
+        t0_ = time.process_time()
+        m = fit(n, x_all[~v_all], y[~v_all], setting)
+        cpu = time.process_time() - t0_
+        val = P.classification_report(y[v_all], m.probabilities(n, x_all[v_all]).argmax(axis=1))
+        m = fit(n, x_all, y, setting)
+        test = P.classification_report(r["y_test"], m.probabilities(n, x_test).argmax(axis=1))
+        res["every_training_pair"] = {
+            "fit_rows": int((~v_all).sum()), "fit_cpu_seconds": round(cpu, 1),
+            "all_validation_macro_f1": val["macro_f1"], "refit_rows": len(y), "test_macro_f1": test["macro_f1"],
+            "test_f1": {c: d["f1"] for c, d in test["per_class"].items()}}
+        print(f"{label:20s} every training-side pair: larger validation {val['macro_f1']:.4f} test "
+              f"{test['macro_f1']:.4f} ({cpu:.0f} CPU s on {int((~v_all).sum())} rows)", flush=True)
+    cost = apply_cost(r, names, models["linear, full"], models["mlp, full"], a.apply_rows)
+    print(json.dumps(compare), json.dumps(cost), sep="\n", flush=True)
+    v = r["validation_all"]
+    out = {"what": "The relation classifier as a one-hidden-layer network (bench_relation_features.py --model "
+                   "mlp), against the build's softmax, on the build's features and the string features; not "
+                   "integrated.", "work": str(a.work),
+           "n": {"build_training_pairs": int(r["in_build"].sum()), "build_validation": int((v & r["in_build"]).sum()),
+                 "all_training_pairs": len(v), "all_validation": int(v.sum()), "test": len(r["y_test"])},
+           "mlp": {"hidden": list(MLP_HIDDEN), "lambdas": list(MLP_LAMBDAS), "balances": list(P.RELATION_BALANCE),
+                   "maxiter": MLP_MAXITER, "seed": MLP_SEED, "activation": "tanh"},
+           "variants": results, "differences": compare, "apply_cost": cost,
+           "seconds": round(time.perf_counter() - t0, 1)}
     if a.out:
         write_json(a.out, out)
     return 0
