@@ -155,7 +155,7 @@ def test_phrase_terms_by_hand_and_the_split_model_gives_the_full_model():
 def test_apply_with_vectors_is_the_same_however_the_pairs_are_cut(tmp_path):
     """The apply step with word vectors (the per-phrase terms file) writes the bytes of one pass
     for any cut of the pairs, and its relations are the full model's."""
-    from tests.test_ppdb2 import _fit_json, _row_parts
+    from tests.test_ppdb2 import _fit_json, _label_parts, _row_parts
 
     from pivot.pipeline.bundle import open_bundle, save_bundle
 
@@ -169,7 +169,7 @@ def test_apply_with_vectors_is_the_same_however_the_pairs_are_cut(tmp_path):
         d.mkdir()
         parts, table = _row_parts(d, cuts)
         ph.save(d / "ph.arrays")
-        save_bundle(d / "form.arrays", form=np.zeros(6, np.uint8), rev=table.find(table.e2, table.e1))
+        labels = _label_parts(d, table, cuts, np.zeros(6, np.uint8))
         fit = _fit_json(names)
         fit["relations"] = model.to_json()
         (d / "fit.json").write_text(json.dumps(fit))
@@ -177,7 +177,7 @@ def test_apply_with_vectors_is_the_same_however_the_pairs_are_cut(tmp_path):
         save_bundle(d / "terms.arrays", t1=t1, t2=t2)
         rel = []
         for j in range(len(parts)):
-            P.apply_range(parts, j, d / "ph.arrays", d / "form.arrays", d / "fit.json", d / f"x-{j}.arrays",
+            P.apply_range(parts, j, d / "ph.arrays", labels[j], d / "fit.json", d / f"x-{j}.arrays",
                           d / "terms.arrays")
             with open_bundle(d / f"x-{j}.arrays") as z:
                 rel.append(z["rel"])
