@@ -94,6 +94,19 @@ def test_phrase_vectors_are_the_mean_of_the_known_words():
     assert has.tolist() == [True, False, True, False]
 
 
+def test_phrase_vectors_by_blocks_are_the_bytes_of_one(monkeypatch):
+    """Blocks of 2 and 3 phrases (the last one short) give the bytes of one block of all."""
+    rng = np.random.default_rng(0)
+    words = rng.normal(size=(9, 4))
+    words[3] = 0.0
+    rows = rng.integers(-1, 9, size=(7, 3))
+    whole = V.phrase_vectors(rows, words)
+    for block in (2, 3):
+        monkeypatch.setattr(V, "PHRASE_BLOCK", block)
+        vec, has = V.phrase_vectors(rows, words)
+        assert vec.tobytes() == whole[0].tobytes() and has.tolist() == whole[1].tolist()
+
+
 def _phrases_with_vectors():
     from tests.test_ppdb2 import _phrases
 
