@@ -165,6 +165,18 @@ def test_phrase_terms_by_hand_and_the_split_model_gives_the_full_model():
     assert split[1] == pytest.approx(np.exp(eta) / np.exp(eta).sum())
 
 
+def test_phrase_terms_by_blocks_are_the_bytes_of_one(monkeypatch):
+    """phrase_terms over blocks of 1 and 2 phrases (rows asked for out of order, the last block
+    short) gives the bytes of one block of all."""
+    model, vec = _model(), np.random.default_rng(2).normal(size=(5, 2)).astype(np.float32)
+    whole = model.phrase_terms(vec, [4, 0, 3])
+    for block in (1, 2):
+        monkeypatch.setattr(P, "APPLY_ROWS", block)
+        got = model.phrase_terms(vec, [4, 0, 3])
+        assert [t.tobytes() for t in got] == [t.tobytes() for t in whole]
+    assert not whole[0][[1, 2]].any() and whole[0][[0, 3, 4], 1].all()
+
+
 def test_apply_with_vectors_is_the_same_however_the_pairs_are_cut(tmp_path):
     """The apply step with word vectors (the per-phrase terms file) writes the bytes of one pass
     for any cut of the pairs, and its relations are the full model's."""

@@ -600,16 +600,20 @@ class RelationModel:
         lookups instead of 2 x dim columns (summed coordinate after coordinate, a fixed order)."""
         rows = np.arange(len(vec)) if rows is None else np.asarray(rows, np.int64)
         n_classes = self.W.shape[0]
-        x = np.asarray(vec)[rows].T.astype(np.float64)        # (dim, rows): a coordinate is a row
-        acc = np.zeros((2, n_classes, len(rows)))
-        for j, name in enumerate(self.std.names):
-            if is_phrase_feature(name):
-                side = PHRASE_PREFIXES.index(name[:len(PHRASE_PREFIXES[0])])
-                z = (x[int(name[len(PHRASE_PREFIXES[0]):-1])] - self.std.mean[j]) / self.std.sd[j]
-                for c in range(n_classes):
-                    acc[side, c] += self.W[c, 1 + j] * z
         out = (np.zeros((len(vec), n_classes)), np.zeros((len(vec), n_classes)))
-        out[0][rows], out[1][rows] = acc[0].T, acc[1].T
+        # APPLY_ROWS phrases at a time (a row's terms are its own: the same bytes), not a
+        # (dim, phrases) float64 copy of every vector at once (0.25 GB of the stage's peak on bio)
+        for a in range(0, len(rows), APPLY_ROWS):
+            block = rows[a:a + APPLY_ROWS]
+            x = np.asarray(vec[block]).T.astype(np.float64)      # (dim, block): a coordinate is a row
+            acc = np.zeros((2, n_classes, len(block)))
+            for j, name in enumerate(self.std.names):
+                if is_phrase_feature(name):
+                    side = PHRASE_PREFIXES.index(name[:len(PHRASE_PREFIXES[0])])
+                    z = (x[int(name[len(PHRASE_PREFIXES[0]):-1])] - self.std.mean[j]) / self.std.sd[j]
+                    for c in range(n_classes):
+                        acc[side, c] += self.W[c, 1 + j] * z
+            out[0][block], out[1][block] = acc[0].T, acc[1].T
         return out
 
     def to_json(self) -> dict:
