@@ -53,7 +53,7 @@ def _phrases(texts, counts=None, f_lang=(0, 1)):
     ptr, tri = P.char_trigrams(texts)
     counts = np.ones(len(texts)) if counts is None else np.asarray(counts, float)
     return P.Phrases((tokens >= 0).sum(axis=1).astype(np.int8), np.log1p(counts), tokens, ptr, tri,
-                     np.asarray(f_lang, np.int16))
+                     np.asarray(f_lang, np.int16), np.arange(len(texts), dtype=np.int32))
 
 
 def test_string_overlaps_count_positions_and_trigrams():
@@ -649,3 +649,26 @@ def test_pair_table_reads_part_by_part(tmp_path):
     assert table.pivot_ids().tolist() == [0, 2, 7, 9]
     scanned = [(lo, z["e2"].tolist()) for lo, z in table.scan(("e2",))]
     assert scanned == [(0, [1, 2]), (2, []), (2, [0, 2, 3]), (5, [2]), (6, [])]
+
+
+def test_phrases_keep_rows_for_the_stored_phrases_only():
+    """Phrases whose arrays hold only phrase ids 1, 4, 5 (rows 0, 1, 2: the build keeps a row per
+    stored phrase) give the feature columns of arrays over every id, to the byte; an id
+    without a row is an error."""
+    texts = ["the", "cell", "of", "a", "cells", "kidney cell"]
+    whole = _phrases(texts, counts=[1, 9, 2, 3, 4, 5], f_lang=(0, 1, 1))
+    whole.vec = np.arange(12, dtype=np.float32).reshape(6, 2) - 3.0
+    whole.vec_has = np.ones(6, bool)
+    used = np.array([1, 4, 5])
+    ptr, tri = P.char_trigrams([texts[i] for i in used])
+    part = P.Phrases(whole.n_words[used], whole.log_count[used], whole.tokens[used], ptr, tri, whole.f_lang,
+                     np.array([-1, 0, -1, -1, 1, 2], np.int32), whole.vec[used], whole.vec_has[used])
+    e1, e2 = np.array([1, 4, 5, 5]), np.array([4, 1, 1, 4])
+    p, p_rev = np.array([[0.5], [0.2], [0.1], [0.0]]), np.array([[0.2], [0.5], [0.0], [0.3]])
+    args = (p, p_rev, [1, 2, 3, 4], np.array([[0, 1, -1], [2, -1, -1], [-1, -1, -1], [1, 2, 0]]), np.zeros(4, np.uint8))
+    want, got = P.pair_features(whole, e1, e2, *args), P.pair_features(part, e1, e2, *args)
+    assert [c.tobytes() for c in got] == [c.tobytes() for c in want]
+    assert P.phrase_columns(part, e1, e2).tobytes() == P.phrase_columns(whole, e1, e2).tobytes()
+    assert part.rows([5, 1]).tolist() == [2, 0]
+    with pytest.raises(ValueError, match="without a row"):
+        part.rows([1, 3])

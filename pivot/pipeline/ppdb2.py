@@ -234,18 +234,28 @@ def anchor_features(models: list[str]) -> set[str]:
 
 @dataclass
 class Phrases:
-    """What the features need of every English phrase id (ids in no pair are left empty)."""
+    """What the features need of the English phrases the pairs hold, one row per phrase
+    (``rows``: a phrase id's row; the build keeps rows for the stored phrases only, a third of
+    the translation table's ids on bio-multi, whose (ids x dim) vectors were 1.35 GB)."""
 
-    n_words: np.ndarray      # (n_e,) int8
-    log_count: np.ndarray    # (n_e,) float64: log(1 + bitext support)
-    tokens: np.ndarray       # (n_e, L) int32 token ids, -1 padded
-    tri_ptr: np.ndarray      # (n_e + 1,) int64: trigrams of phrase i are tri[tri_ptr[i]:tri_ptr[i+1]]
+    n_words: np.ndarray      # (n,) int8
+    log_count: np.ndarray    # (n,) float64: log(1 + bitext support)
+    tokens: np.ndarray       # (n, L) int32 token ids, -1 padded
+    tri_ptr: np.ndarray      # (n + 1,) int64: trigrams of row i are tri[tri_ptr[i]:tri_ptr[i+1]]
     tri: np.ndarray          # int64 trigram codes, ascending and distinct within a phrase
     f_lang: np.ndarray       # (n_f,) int16 language index of each foreign phrase id (-1: unknown)
+    row_of: np.ndarray       # (n_e,) int32 the row of each English phrase id (-1: none)
     vec: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    #                          (n_e, dim) float32 word-vector mean of each phrase (pivot.pipeline.vectors;
+    #                          (n, dim) float32 word-vector mean of each phrase (pivot.pipeline.vectors;
     #                          dim 0: a build without vectors)
-    vec_has: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))   # (n_e,) the phrase has one
+    vec_has: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))   # (n,) the phrase has one
+
+    def rows(self, ids) -> np.ndarray:
+        """The rows of phrase ids (int64); an id without a row is an error."""
+        rows = np.asarray(self.row_of)[np.asarray(ids, np.int64)].astype(np.int64)
+        if len(rows) and rows.min() < 0:
+            raise ValueError("phrase ids without a row in the phrases' arrays")
+        return rows
 
     @property
     def dim(self) -> int:
@@ -304,7 +314,8 @@ def _char_trigrams_block(texts: list[str], width: int) -> tuple[np.ndarray, np.n
 
 
 def string_overlaps(ph: "Phrases", e1: np.ndarray, e2: np.ndarray):
-    """(a_in_b, b_in_a, shared) of pivot._counts.pair_overlaps for phrase ids e1, e2 (checked)."""
+    """(a_in_b, b_in_a, shared) of pivot._counts.pair_overlaps for the phrases of rows e1, e2
+    (checked)."""
     from pivot._native import _counts
 
     e1 = np.ascontiguousarray(e1, dtype=np.int64)
@@ -312,7 +323,7 @@ def string_overlaps(ph: "Phrases", e1: np.ndarray, e2: np.ndarray):
     n_e = ph.tokens.shape[0]
     for ids in (e1, e2):
         if len(ids) and (ids.min() < 0 or ids.max() >= n_e):
-            raise ValueError(f"phrase ids out of range 0..{n_e - 1}")
+            raise ValueError(f"phrase rows out of range 0..{n_e - 1}")
     if len(ph.tri_ptr) != n_e + 1 or (len(ph.tri) and ph.tri_ptr[-1] != len(ph.tri)):
         raise ValueError("trigram pointers do not match the phrases")
     return _counts.pair_overlaps(np.ascontiguousarray(ph.tokens, dtype=np.int32),
@@ -346,7 +357,7 @@ def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list
     """
     from pivot.pipeline.wellformed import CONTAINMENT, DANGLING, EDGE_PUNCT, FUNCTION_ONLY, INFLECTION
 
-    e1, e2 = np.asarray(e1, np.int64), np.asarray(e2, np.int64)
+    e1, e2 = ph.rows(e1), ph.rows(e2)            # from here on, rows of ph's arrays
     p, p_rev = np.asarray(p, np.float64), np.asarray(p_rev, np.float64)
     k = p.shape[1]
     log_p, log_rev = _log_floor(p), _log_floor(p_rev)
@@ -375,7 +386,7 @@ def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list
 
 
 def vector_pair_columns(ph: Phrases, e1, e2) -> list[np.ndarray]:
-    """[vec_cos, vec_missing]: the cosine of the two phrases' vectors (0 when either has none or
+    """[vec_cos, vec_missing] of the phrases of rows e1, e2: the cosine of the two phrases' vectors (0 when either has none or
     is zero) and whether either has none. The dot product and the squared norms are one
     float32 sum along each row (einsum: the same loop for every row wherever it starts, so the
     same value however the rows are cut; tested), then float64."""
@@ -389,6 +400,7 @@ def vector_pair_columns(ph: Phrases, e1, e2) -> list[np.ndarray]:
 
 def phrase_columns(ph: Phrases, e1, e2) -> np.ndarray:
     """The phrase-vector columns of pairs (e1, e2): (n, 2 dim), e1's vector then e2's (float64)."""
+    e1, e2 = ph.rows(e1), ph.rows(e2)
     return np.hstack([np.asarray(ph.vec[e1], np.float64), np.asarray(ph.vec[e2], np.float64)])
 
 
@@ -1229,7 +1241,7 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     if ph.dim:
         # the phrase vectors' part of the relations' linear predictor, once per phrase (the
         # apply tasks add t1[e1] + t2[e2] to the pair part's)
-        t1, t2 = relations.phrase_terms(ph.vec, used)
+        t1, t2 = relations.phrase_terms(ph.vec)
         save_bundle(terms_path, t1=t1, t2=t2)
         del t1, t2
     # The apply tasks read all they need from these files: what the labels and fits held here
@@ -1279,21 +1291,15 @@ def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root
     # a fraction of NLTK's start-up) and the relation labels.
     wn = WordNet.read(wordnet_folder(data_root, LEXICON)) if params["wordnet"] else None
     lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(wn) if wn is not None else identity_lemmas)
-    n_e = len(e_rows)
-    # Per-phrase feature inputs, shared with the apply tasks through a file.
-    tokens = np.full((n_e, e_rows.shape[1]), -1, np.int32)
-    tokens[used] = e_rows[used]
-    n_words = np.zeros(n_e, np.int8)
-    n_words[used] = (e_rows[used] >= 0).sum(axis=1)
-    ptr_used, tri = char_trigrams(texts)
-    tri_ptr = np.zeros(n_e + 1, np.int64)
-    tri_len = np.zeros(n_e, np.int64)
-    tri_len[used] = np.diff(ptr_used)
-    np.cumsum(tri_len, out=tri_ptr[1:])   # used phrases keep their order, so tri stays in place
+    # Per-phrase feature inputs, shared with the apply tasks through a file: a row per stored
+    # phrase, in slot order (the rows of a phrase id are its slots)
+    tokens = np.asarray(e_rows[used], np.int32)
+    n_words = (tokens >= 0).sum(axis=1).astype(np.int8)
+    tri_ptr, tri = char_trigrams(texts)
     f_used = table.pivot_ids()
     f_lang = np.full(int(f_used.max()) + 1 if len(f_used) else 0, -1, np.int16)
     f_lang[f_used] = f_lang_of(f_used)
-    ph = Phrases(n_words, np.log1p(np.asarray(e_count, np.float64)), tokens, tri_ptr, tri, f_lang)
+    ph = Phrases(n_words, np.log1p(np.asarray(e_count[used], np.float64)), tokens, tri_ptr, tri, f_lang, slot)
     if shard_paths:
         t0 = time.process_time()
         words = vectors.train(vectors.EnglishShards(shard_paths), n_tokens)
@@ -1630,7 +1636,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     ph = Phrases.load(phrases_path, mmap=True)
     terms = None
     if ph.dim:
-        # the phrase vectors' terms, per phrase (written next to the phrases by the stage)
+        # the phrase vectors' terms, per row of the phrases (written next to them by the stage)
         relations = relations.pair_part()
         with open_bundle(terms_path) as z:
             terms = (z.memmap("t1"), z.memmap("t2"))
@@ -1654,7 +1660,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
         cols = pair_features(ph, e1[a:b], e2[a:b], p[a:b], p_rev[a:b], n_pivots[a:b], pivots[a:b], form[a:b])
         ppdb2.append(score.predict_columns(names, cols))
         rel.append(per_mille(relations.probabilities_columns(
-            names, cols, None if terms is None else (terms[0][e1[a:b]], terms[1][e2[a:b]]))))
+            names, cols, None if terms is None else (terms[0][ph.rows(e1[a:b])], terms[1][ph.rows(e2[a:b])]))))
         del cols
     ppdb2 = np.concatenate(ppdb2) if ppdb2 else np.zeros(0, np.float64)
     rel = np.concatenate(rel) if rel else np.zeros((0, len(RELATIONS)), np.uint16)
