@@ -1192,7 +1192,7 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     labelled = _label_job(texts_path, slot_path, forms_path, labels, part_paths,
                           str(data_root) if params["wordnet"] else None)
     if params["learn"]:
-        _, (wn, ph, lex, id_of) = yield Together(labelled, _here(
+        _, (wn, ph, lex) = yield Together(labelled, _here(
             _phrase_side, table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params, shard_paths,
             len(e_tokens)))
     else:
@@ -1230,7 +1230,7 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     relations_job = _relations_job(table, ph, labels, names, texts, wn, lex, params, data_root, tmp)
     del wn
     (relations, fit["relations"]), (score, fit["score"]) = yield Together(
-        relations_job, _here(_score_side, table, ph, labels, lex, models, texts, id_of, params, data_root))
+        relations_job, _here(_score_side, table, ph, labels, lex, models, texts, used, params, data_root))
     del relations_job
     log.info("ppdb2: fitted in %.1f s (dev Spearman %.3f; relations macro-F1 %.3f)", time.perf_counter() - t0,
              fit["score"]["dev"]["spearman"], fit["relations"]["eval"]["full"]["macro_f1"])
@@ -1246,7 +1246,7 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
         del t1, t2
     # The apply tasks read all they need from these files: what the labels and fits held here
     # (the list and lexicon features) goes before the tasks run beside it.
-    del lex, ph, texts, id_of, slot, used
+    del lex, ph, texts, slot, used
     done = yield Batch(apply_range, [(part_paths, j, phrases_path, labels[j], fit_path, parts[j], terms_path)
                                      for j in range(len(part_paths))], name="ppdb2")
     log.info("ppdb2: applied to %d ranges, %.1f CPU s in the tasks", len(done),
@@ -1281,7 +1281,7 @@ def _label_job(texts_path, slot_path, forms_path, label_paths, part_paths, data_
 
 def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params, shard_paths=(),
                  n_tokens=0):
-    """(WordNet, Phrases, Lexical, id_of): what the features and the fits need of the phrases
+    """(WordNet, Phrases, Lexical): what the features and the fits need of the phrases
     (with shard_paths: their word vectors, trained here on the shards' English)."""
     from pivot.pipeline import vectors
     from pivot.pipeline import wellformed
@@ -1308,14 +1308,14 @@ def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root
                  words.shape[1], time.process_time() - t0)
         del words
     lex = _wordnet_phrases(texts, slot, wn, lemmatizer, params)
-    return wn, ph, lex, dict(zip(texts, used.tolist()))
+    return wn, ph, lex
 
 
-def _score_side(table, ph, labels, lex, models, texts, id_of, params, data_root):
+def _score_side(table, ph, labels, lex, models, texts, used, params, data_root):
     """The score's within lists (training side, and the held-out side it is reported on) and fit."""
     within = _within_lists(table, ph, labels, lex, models, texts, params["seed"])
     held_lists = _within_lists(table, ph, labels, lex, models, texts, params["seed"], held_out=True)
-    return _fit_score(table, ph, labels, models, id_of, params, data_root, within, held_lists)
+    return _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists)
 
 
 def forms_task(texts_path, data_root, out_path) -> dict:
@@ -1460,8 +1460,9 @@ def _within_lists(table, ph, labels, lex: Lexical, models, texts, seed: int, hel
     return WithinLists(x, e1, e2, positive, table.p_rows(rows, 0), validation)
 
 
-def _fit_score(table, ph, labels, models, id_of, params, data_root, within, held_lists=None):
-    """The ratings' rows (each stored direction of a rated pair), split, fitted, evaluated."""
+def _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists=None):
+    """The ratings' rows (each stored direction of a rated pair), split, fitted, evaluated
+    (texts: the stored phrases' texts, of phrase ids ``used``)."""
     from pivot.eval.gold import pair_key, read_gold
     from pivot.hashes import unit_hash
     from pivot.text import normalize_many
@@ -1469,6 +1470,10 @@ def _fit_score(table, ph, labels, models, id_of, params, data_root, within, held
     path = Path(data_root) / params["ratings"]
     rated = read_gold(path, "ppdb-human")
     norm = normalize_many([t for a, b, _ in rated for t in (a, b)], "en")
+    # the phrase id of each rated text the pairs hold (a dict of every stored text was ~0.2 GB
+    # on bio-multi, for a few thousand lookups)
+    rated_texts = set(norm)
+    id_of = {t: int(used[k]) for k, t in enumerate(texts) if t in rated_texts}
     a_ids, b_ids, ratings, keys = [], [], [], []
     for (_, _, y), a, b in zip(rated, norm[0::2], norm[1::2]):
         if a in id_of and b in id_of and a != b:
