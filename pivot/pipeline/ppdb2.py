@@ -117,6 +117,12 @@ and refits as tasks (:func:`relation_task`) while this process fits the score; a
 fit per range of rows (:func:`apply_range`). Every number is a function of the inputs only: the
 same bytes for any number of workers (each fit is the same arithmetic in whichever process runs
 it, and the applied sums run in a fixed order, one feature after another).
+
+Memory: this process holds arrays per phrase (a row per stored phrase, :class:`Phrases`) and the
+rows the fits select (rated, within-list, relation training and test rows), never one entry
+per stored pair: every pass over the pairs reads one pivot part at a time (:class:`PairTable`),
+the labels stay in their per-part files, and the size cuts are selected exactly over the parts'
+scores (:func:`size_cuts_parts`). A task holds its own part.
 """
 from __future__ import annotations
 
