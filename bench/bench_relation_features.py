@@ -472,7 +472,6 @@ def relation_rows(work: Path, data_root: Path):
     from pivot.hashes import unit_hash
     from pivot.pipeline import pivoting, translation
     from pivot.pipeline import ppdb2 as P
-    from pivot.pipeline.bundle import open_bundle
     from pivot.pipeline.corpus import Vocab
     from pivot.pipeline.encode import phrase_texts, read_shards
     from pivot.pipeline.weights import read_models
@@ -494,19 +493,19 @@ def relation_rows(work: Path, data_root: Path):
     shards = [d["encode"] / s["file"] for s in read_shards(d["encode"])["shards"]]
     models = [m["name"] for m in read_models(d["weights"])]
     table = P.PairTable.read(pivoting.part_paths(d["pivot"]))
-    used = np.flatnonzero(np.bincount(np.concatenate([table.e1, table.e2]), minlength=len(e_rows)) > 0)
+    used = table.used_phrases(len(e_rows))
     text_of = phrase_texts(e_rows, e_tokens, used)
     texts = [text_of[i] for i in used.tolist()]
     slot = np.full(len(e_rows), -1, np.int32)
     slot[used] = np.arange(len(used))
-    form = []
-    for path in sorted(d["ppdb2"].glob("x-*.arrays")):
-        with open_bundle(path) as z:
-            form.append(z["form"])
-    form = np.concatenate(form)
-    wn, ph, lex, _ = P._phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params,
-                                    shards, len(e_tokens))
-    s1, s2, seed = lex.s1, lex.s2, params["seed"]
+    # the stage's files per part hold each pair's form, as its label files did (P.LABEL_FIELDS)
+    labels = sorted(d["ppdb2"].glob("x-*.arrays"))
+    wn, ph, lex = P._phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params,
+                                 shards, len(e_tokens))
+    # every pair's slots at once (this benchmark's rows are bio's; the stage reads them part by part)
+    e1_all, e2_all = (np.concatenate([z[f] for _, z in table.scan((f,))]) for f in ("e1", "e2"))
+    s1, s2 = lex.slots(e1_all, e2_all)
+    seed = params["seed"]
     cand = lex.has[s1] & lex.has[s2]
     test_rows = np.flatnonzero(cand & lex.held[s1] & lex.held[s2])
     train_rows = np.flatnonzero(cand & ~lex.held[s1] & ~lex.held[s2])
@@ -525,8 +524,8 @@ def relation_rows(work: Path, data_root: Path):
         rows = out[name]
         out[f"y_{name}"] = np.array([relation(profiles[a], profiles[b]) for a, b in
                                      zip(s1[rows].tolist(), s2[rows].tolist())], np.int64)
-        out[f"x_{name}"] = P._rows_features(table, ph, form, rows)
-        out[f"e1_{name}"], out[f"e2_{name}"] = table.e1[rows], table.e2[rows]
+        out[f"x_{name}"] = P._rows_features(table, ph, labels, rows)
+        out[f"e1_{name}"], out[f"e2_{name}"] = e1_all[rows], e2_all[rows]
     out["validation_all"] = np.array([unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed + 1) < P.RELATION_VALIDATION
                                       for r in out["all"].tolist()], dtype=bool)
     out["in_build"] = np.isin(out["all"], out["build"])

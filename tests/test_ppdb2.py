@@ -53,7 +53,7 @@ def _phrases(texts, counts=None, f_lang=(0, 1)):
     ptr, tri = P.char_trigrams(texts)
     counts = np.ones(len(texts)) if counts is None else np.asarray(counts, float)
     return P.Phrases((tokens >= 0).sum(axis=1).astype(np.int8), np.log1p(counts), tokens, ptr, tri,
-                     np.asarray(f_lang, np.int16))
+                     np.asarray(f_lang, np.int16), np.arange(len(texts), dtype=np.int32))
 
 
 def test_string_overlaps_count_positions_and_trigrams():
@@ -348,16 +348,28 @@ def _row_parts(folder, cuts) -> tuple[list, "P.PairTable"]:
     return parts, P.PairTable.read(parts)
 
 
+def _label_parts(folder, table, cuts, form) -> list:
+    """label_range's files of _table()'s parts: ``form`` and the reverses' rows as
+    PairTable.find finds them; (0,1) and (1,0) are rows 0 and 2, (2,3) and (3,2) rows 4 and 5."""
+    e1, e2, _ = _table()
+    rev = table.find(e2, e1)
+    assert rev.tolist() == [2, -1, 0, -1, 5, 4]
+    paths = []
+    for j, (lo, hi) in enumerate(cuts):
+        paths.append(folder / f"labels-{j}.arrays")
+        save_bundle(paths[-1], form=form[lo:hi], rev=rev[lo:hi])
+    return paths
+
+
 def _apply(tmp, cuts):
     names = P.feature_names(["general"])
     ph = _phrases(["cell", "cells", "cellular", "kidney"])
     parts, table = _row_parts(tmp, cuts)
     ph.save(tmp / "ph.arrays")
-    form = np.array([0, 1, 0, 8, 0, 0], np.uint8)
-    save_bundle(tmp / "form.arrays", form=form, rev=table.find(table.e2, table.e1))
+    labels = _label_parts(tmp, table, cuts, np.array([0, 1, 0, 8, 0, 0], np.uint8))
     (tmp / "fit.json").write_text(json.dumps(_fit_json(names)))
     for j in range(len(parts)):
-        P.apply_range(parts, j, tmp / "ph.arrays", tmp / "form.arrays", tmp / "fit.json", tmp / f"x-{j}.arrays")
+        P.apply_range(parts, j, tmp / "ph.arrays", labels[j], tmp / "fit.json", tmp / f"x-{j}.arrays")
     layers = list(_read(tmp / f"x-{j}.arrays") for j in range(len(parts)))
     return {f: np.concatenate([l[f] for l in layers]) for f in ("form", "ppdb2", "rel", "relation")}
 
@@ -477,8 +489,7 @@ def test_share_synset_by_hand():
     """Lexical.share_synset on arrays: slots 0 (synsets 5, 7), 1 (7), 2 (none), 3 (5, 9);
     (0, 1) share 7, (0, 3) share 5, (1, 3) share none, (2, x) and (x, 2) nothing."""
     synsets = [(5, 7), (7,), (), (9, 5)]
-    lex = P.Lexical(synsets, np.array([True, True, False, True]), np.zeros(4, bool), np.zeros(0, np.int64),
-                    np.zeros(0, np.int64))
+    lex = P.Lexical(synsets, np.array([True, True, False, True]), np.zeros(4, bool), np.arange(4))
     a = np.array([0, 0, 1, 2, 0, 3, 1, 3])
     b = np.array([1, 3, 3, 0, 2, 0, 0, 3])
     assert lex.share_synset(a, b).tolist() == [True, True, False, False, False, True, True, True]
@@ -541,3 +552,123 @@ def test_labels_per_part_are_the_labels_of_the_whole(tmp_path):
     assert whole[0] & wellformed.FUNCTION_ONLY and whole[3] & wellformed.EDGE_PUNCT and whole[6] & wellformed.DANGLING
     assert P.label_range(tmp_path / "forms.arrays", tmp_path / "slot.arrays", parts, 0,
                          tmp_path / "f-0.arrays") == {"reused": True}
+
+
+# ------------------------------------------------------------------------------ the stage part by part
+
+
+def test_order_keys_sort_as_the_floats():
+    values = [-np.inf, -1e300, -2.0, -1.0, -5e-324, 0.0, 5e-324, 1.0, 2.0, 1e300, np.inf, np.nan]
+    keys = P.order_keys(np.array(values))
+    assert (keys[1:] > keys[:-1]).all()
+    # +0.0's key is the sign bit alone; 1.0 = 0x3FF0... gets the sign bit set; -1.0 = 0xBFF0... flipped
+    assert int(keys[5]) == 1 << 63 and int(keys[7]) == 0xBFF0000000000000 and int(keys[3]) == 0x400FFFFFFFFFFFFF
+    back = [P.key_value(int(k)) for k in keys]
+    assert back[:-1] == values[:-1] and math.isnan(back[-1])
+
+
+def _cut_in_parts(scores, visible, cuts):
+    """The (scores, visible) of each part between the cuts, anew at every call."""
+    edges = [0, *cuts, len(scores)]
+    return lambda: ((scores[a:b], visible[a:b]) for a, b in zip(edges[:-1], edges[1:]))
+
+
+def test_size_cuts_parts_by_hand():
+    """test_size_cuts_nested_by_share_of_visible_pairs's pairs in three parts (one empty): the
+    same cuts; visible pairs >= each cut: s, m, l: 1 (5.0); xl: 2; xxl: 3; xxxl: 6 (>= 0.5)."""
+    scores = np.array([5.0, 4.0, 3.0, 2.0, 1.0, 0.5, 9.0])
+    visible = np.array([True] * 6 + [False])
+    cuts, size_pairs = P.size_cuts_parts(_cut_in_parts(scores, visible, [2, 2]))
+    assert cuts == {"s": 5.0, "m": 5.0, "l": 5.0, "xl": 4.0, "xxl": 3.0, "xxxl": 0.5}
+    assert size_pairs == {"s": 1, "m": 1, "l": 1, "xl": 2, "xxl": 3, "xxxl": 6}
+    # no visible pair: every cut is the lowest score of all; no pair at all: 0.0
+    none = np.zeros(7, bool)
+    assert P.size_cuts_parts(_cut_in_parts(scores, none, [3]))[0] == dict.fromkeys(P.SIZES, 0.5)
+    assert P.size_cuts_parts(_cut_in_parts(np.zeros(0), np.zeros(0, bool), []))[0] == dict.fromkeys(P.SIZES, 0.0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_size_cuts_parts_are_size_cuts(seed):
+    """Random scores with many ties (a few distinct values, some negative, some far apart in
+    exponent) and hidden pairs, cut at random: the cuts are size_cuts' floats to the bit, and
+    the pairs at or above each cut are counted as over the whole."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    pool = np.concatenate([rng.normal(3.0, 1.0, 7), -rng.exponential(1.0, 3), [1e-300, 7e200, 4.0]])
+    scores = rng.choice(pool, n) if seed % 2 else rng.normal(3.0, 1.0, n)
+    visible = rng.random(n) < 0.8
+    cuts = sorted(rng.integers(0, n + 1, int(rng.integers(0, 6))).tolist())
+    got, size_pairs = P.size_cuts_parts(_cut_in_parts(scores, visible, cuts))
+    want = P.size_cuts(scores, visible)
+    assert {k: v.hex() for k, v in got.items()} == {k: float(v).hex() for k, v in want.items()}
+    assert size_pairs == {k: int((scores[visible] >= c).sum()) for k, c in want.items()}
+
+
+def test_smallest_by_hash_in_lots_is_the_stable_argsort_of_all():
+    rng = np.random.default_rng(1)
+    h = rng.integers(0, 5, 200).astype(np.float64)       # many ties: the row decides among them
+    rows = np.arange(200) * 3
+    want = np.sort(rows[np.argsort(h, kind="stable")[:17]])
+    kept_h, kept = np.zeros(0), np.zeros(0, np.int64)
+    for a, b in ((0, 50), (50, 51), (51, 51), (51, 200)):
+        kept_h, kept = P.smallest_by_hash(np.concatenate([kept_h, h[a:b]]), np.concatenate([kept, rows[a:b]]), 17)
+    assert np.sort(kept).tolist() == want.tolist()
+    # no more than the limit: kept as given
+    assert P.smallest_by_hash(h[:3], rows[:3], 17)[1].tolist() == [0, 3, 6]
+
+
+def test_pair_table_reads_part_by_part(tmp_path):
+    """_table()'s six pairs in parts (0,2), (2,2) empty, (2,5), (5,6), (6,6) empty: rows
+    bounds, the first keys, find (pairs stored in every part, absent ones below the first
+    key, between parts and above the last), selected rows in any order, the used phrases and
+    the pivots, read one part at a time."""
+    e1, e2, p = _table()
+    parts = []
+    for j, (lo, hi) in enumerate(((0, 2), (2, 2), (2, 5), (5, 6), (6, 6))):
+        parts.append(tmp_path / f"rows-{j}.arrays")
+        pivots = np.array([[7, -1, -1], [2, 7, -1], [-1, -1, -1], [9, -1, -1], [-1, -1, -1], [0, 2, -1]], np.int32)
+        save_bundle(parts[-1], e1=e1[lo:hi], e2=e2[lo:hi], p=p[lo:hi], n_pivots=np.arange(lo, hi, dtype=np.int32),
+                    pivots=pivots[lo:hi])
+    table = P.PairTable.read(parts)
+    assert table.bounds.tolist() == [0, 2, 2, 5, 6, 6] and table.n_models == 1 and table.n_pairs == 6
+    assert table.nonempty.tolist() == [0, 2, 3] and table.first_keys.tolist() == [1, 1 << 32, 3 << 32 | 2]
+    # rows 0..5, then (0, 0) below the first key, (0, 3) between parts 0 and 2, (2, 0) between 2 and 3,
+    # (3, 3) above the last
+    a = np.array([0, 0, 1, 1, 2, 3, 0, 0, 2, 3])
+    b = np.array([1, 2, 0, 2, 3, 2, 0, 3, 0, 3])
+    assert table.find(a, b).tolist() == [0, 1, 2, 3, 4, 5, -1, -1, -1, -1]
+    assert table.find(a[::-1], b[::-1]).tolist() == [-1, -1, -1, -1, 5, 4, 3, 2, 1, 0]
+    got_e1, got_n, got_pivots = table.rows([5, 0, 3, 3], ("e1", "n_pivots", "pivots"))
+    assert got_e1.tolist() == [3, 0, 1, 1] and got_n.tolist() == [5, 0, 3, 3]
+    assert got_e1.dtype == np.int32 and got_pivots[0].tolist() == [0, 2, -1]
+    assert table.rows([], ("pivots",))[0].shape == (0, 3)
+    assert table.p_rows([4, 1], 0).tolist() == [0.4, 0.1]
+    # p(e1|e2) of (0, 1), (1, 2), (3, 2): rows 2 (0.25), none, 4 (0.4)
+    assert table.reverse_p(np.array([0, 1, 3]), np.array([1, 2, 2]))[:, 0].tolist() == [0.25, 0.0, 0.4]
+    assert table.used_phrases(6).tolist() == [0, 1, 2, 3]
+    assert table.pivot_ids().tolist() == [0, 2, 7, 9]
+    scanned = [(lo, z["e2"].tolist()) for lo, z in table.scan(("e2",))]
+    assert scanned == [(0, [1, 2]), (2, []), (2, [0, 2, 3]), (5, [2]), (6, [])]
+
+
+def test_phrases_keep_rows_for_the_stored_phrases_only():
+    """Phrases whose arrays hold only phrase ids 1, 4, 5 (rows 0, 1, 2: the build keeps a row per
+    stored phrase) give the feature columns of arrays over every id, to the byte; an id
+    without a row is an error."""
+    texts = ["the", "cell", "of", "a", "cells", "kidney cell"]
+    whole = _phrases(texts, counts=[1, 9, 2, 3, 4, 5], f_lang=(0, 1, 1))
+    whole.vec = np.arange(12, dtype=np.float32).reshape(6, 2) - 3.0
+    whole.vec_has = np.ones(6, bool)
+    used = np.array([1, 4, 5])
+    ptr, tri = P.char_trigrams([texts[i] for i in used])
+    part = P.Phrases(whole.n_words[used], whole.log_count[used], whole.tokens[used], ptr, tri, whole.f_lang,
+                     np.array([-1, 0, -1, -1, 1, 2], np.int32), whole.vec[used], whole.vec_has[used])
+    e1, e2 = np.array([1, 4, 5, 5]), np.array([4, 1, 1, 4])
+    p, p_rev = np.array([[0.5], [0.2], [0.1], [0.0]]), np.array([[0.2], [0.5], [0.0], [0.3]])
+    args = (p, p_rev, [1, 2, 3, 4], np.array([[0, 1, -1], [2, -1, -1], [-1, -1, -1], [1, 2, 0]]), np.zeros(4, np.uint8))
+    want, got = P.pair_features(whole, e1, e2, *args), P.pair_features(part, e1, e2, *args)
+    assert [c.tobytes() for c in got] == [c.tobytes() for c in want]
+    assert P.phrase_columns(part, e1, e2).tobytes() == P.phrase_columns(whole, e1, e2).tobytes()
+    assert part.rows([5, 1]).tolist() == [2, 0]
+    with pytest.raises(ValueError, match="without a row"):
+        part.rows([1, 3])

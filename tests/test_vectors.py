@@ -94,6 +94,19 @@ def test_phrase_vectors_are_the_mean_of_the_known_words():
     assert has.tolist() == [True, False, True, False]
 
 
+def test_phrase_vectors_by_blocks_are_the_bytes_of_one(monkeypatch):
+    """Blocks of 2 and 3 phrases (the last one short) give the bytes of one block of all."""
+    rng = np.random.default_rng(0)
+    words = rng.normal(size=(9, 4))
+    words[3] = 0.0
+    rows = rng.integers(-1, 9, size=(7, 3))
+    whole = V.phrase_vectors(rows, words)
+    for block in (2, 3):
+        monkeypatch.setattr(V, "PHRASE_BLOCK", block)
+        vec, has = V.phrase_vectors(rows, words)
+        assert vec.tobytes() == whole[0].tobytes() and has.tolist() == whole[1].tolist()
+
+
 def _phrases_with_vectors():
     from tests.test_ppdb2 import _phrases
 
@@ -152,10 +165,22 @@ def test_phrase_terms_by_hand_and_the_split_model_gives_the_full_model():
     assert split[1] == pytest.approx(np.exp(eta) / np.exp(eta).sum())
 
 
+def test_phrase_terms_by_blocks_are_the_bytes_of_one(monkeypatch):
+    """phrase_terms over blocks of 1 and 2 phrases (rows asked for out of order, the last block
+    short) gives the bytes of one block of all."""
+    model, vec = _model(), np.random.default_rng(2).normal(size=(5, 2)).astype(np.float32)
+    whole = model.phrase_terms(vec, [4, 0, 3])
+    for block in (1, 2):
+        monkeypatch.setattr(P, "APPLY_ROWS", block)
+        got = model.phrase_terms(vec, [4, 0, 3])
+        assert [t.tobytes() for t in got] == [t.tobytes() for t in whole]
+    assert not whole[0][[1, 2]].any() and whole[0][[0, 3, 4], 1].all()
+
+
 def test_apply_with_vectors_is_the_same_however_the_pairs_are_cut(tmp_path):
     """The apply step with word vectors (the per-phrase terms file) writes the bytes of one pass
     for any cut of the pairs, and its relations are the full model's."""
-    from tests.test_ppdb2 import _fit_json, _row_parts
+    from tests.test_ppdb2 import _fit_json, _label_parts, _row_parts
 
     from pivot.pipeline.bundle import open_bundle, save_bundle
 
@@ -169,7 +194,7 @@ def test_apply_with_vectors_is_the_same_however_the_pairs_are_cut(tmp_path):
         d.mkdir()
         parts, table = _row_parts(d, cuts)
         ph.save(d / "ph.arrays")
-        save_bundle(d / "form.arrays", form=np.zeros(6, np.uint8), rev=table.find(table.e2, table.e1))
+        labels = _label_parts(d, table, cuts, np.zeros(6, np.uint8))
         fit = _fit_json(names)
         fit["relations"] = model.to_json()
         (d / "fit.json").write_text(json.dumps(fit))
@@ -177,7 +202,7 @@ def test_apply_with_vectors_is_the_same_however_the_pairs_are_cut(tmp_path):
         save_bundle(d / "terms.arrays", t1=t1, t2=t2)
         rel = []
         for j in range(len(parts)):
-            P.apply_range(parts, j, d / "ph.arrays", d / "form.arrays", d / "fit.json", d / f"x-{j}.arrays",
+            P.apply_range(parts, j, d / "ph.arrays", labels[j], d / "fit.json", d / f"x-{j}.arrays",
                           d / "terms.arrays")
             with open_bundle(d / f"x-{j}.arrays") as z:
                 rel.append(z["rel"])

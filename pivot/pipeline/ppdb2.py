@@ -117,6 +117,12 @@ and refits as tasks (:func:`relation_task`) while this process fits the score; a
 fit per range of rows (:func:`apply_range`). Every number is a function of the inputs only: the
 same bytes for any number of workers (each fit is the same arithmetic in whichever process runs
 it, and the applied sums run in a fixed order, one feature after another).
+
+Memory: this process holds arrays per phrase (a row per stored phrase, :class:`Phrases`) and the
+rows the fits select (rated, within-list, relation training and test rows), never one entry
+per stored pair: every pass over the pairs reads one pivot part at a time (:class:`PairTable`),
+the labels stay in their per-part files, and the size cuts are selected exactly over the parts'
+scores (:func:`size_cuts_parts`). A task holds its own part.
 """
 from __future__ import annotations
 
@@ -234,18 +240,28 @@ def anchor_features(models: list[str]) -> set[str]:
 
 @dataclass
 class Phrases:
-    """What the features need of every English phrase id (ids in no pair are left empty)."""
+    """What the features need of the English phrases the pairs hold, one row per phrase
+    (``rows``: a phrase id's row; the build keeps rows for the stored phrases only, a third of
+    the translation table's ids on bio-multi, whose (ids x dim) vectors were 1.35 GB)."""
 
-    n_words: np.ndarray      # (n_e,) int8
-    log_count: np.ndarray    # (n_e,) float64: log(1 + bitext support)
-    tokens: np.ndarray       # (n_e, L) int32 token ids, -1 padded
-    tri_ptr: np.ndarray      # (n_e + 1,) int64: trigrams of phrase i are tri[tri_ptr[i]:tri_ptr[i+1]]
+    n_words: np.ndarray      # (n,) int8
+    log_count: np.ndarray    # (n,) float64: log(1 + bitext support)
+    tokens: np.ndarray       # (n, L) int32 token ids, -1 padded
+    tri_ptr: np.ndarray      # (n + 1,) int64: trigrams of row i are tri[tri_ptr[i]:tri_ptr[i+1]]
     tri: np.ndarray          # int64 trigram codes, ascending and distinct within a phrase
     f_lang: np.ndarray       # (n_f,) int16 language index of each foreign phrase id (-1: unknown)
+    row_of: np.ndarray       # (n_e,) int32 the row of each English phrase id (-1: none)
     vec: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    #                          (n_e, dim) float32 word-vector mean of each phrase (pivot.pipeline.vectors;
+    #                          (n, dim) float32 word-vector mean of each phrase (pivot.pipeline.vectors;
     #                          dim 0: a build without vectors)
-    vec_has: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))   # (n_e,) the phrase has one
+    vec_has: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))   # (n,) the phrase has one
+
+    def rows(self, ids) -> np.ndarray:
+        """The rows of phrase ids (int64); an id without a row is an error."""
+        rows = np.asarray(self.row_of)[np.asarray(ids, np.int64)].astype(np.int64)
+        if len(rows) and rows.min() < 0:
+            raise ValueError("phrase ids without a row in the phrases' arrays")
+        return rows
 
     @property
     def dim(self) -> int:
@@ -304,7 +320,8 @@ def _char_trigrams_block(texts: list[str], width: int) -> tuple[np.ndarray, np.n
 
 
 def string_overlaps(ph: "Phrases", e1: np.ndarray, e2: np.ndarray):
-    """(a_in_b, b_in_a, shared) of pivot._counts.pair_overlaps for phrase ids e1, e2 (checked)."""
+    """(a_in_b, b_in_a, shared) of pivot._counts.pair_overlaps for the phrases of rows e1, e2
+    (checked)."""
     from pivot._native import _counts
 
     e1 = np.ascontiguousarray(e1, dtype=np.int64)
@@ -312,7 +329,7 @@ def string_overlaps(ph: "Phrases", e1: np.ndarray, e2: np.ndarray):
     n_e = ph.tokens.shape[0]
     for ids in (e1, e2):
         if len(ids) and (ids.min() < 0 or ids.max() >= n_e):
-            raise ValueError(f"phrase ids out of range 0..{n_e - 1}")
+            raise ValueError(f"phrase rows out of range 0..{n_e - 1}")
     if len(ph.tri_ptr) != n_e + 1 or (len(ph.tri) and ph.tri_ptr[-1] != len(ph.tri)):
         raise ValueError("trigram pointers do not match the phrases")
     return _counts.pair_overlaps(np.ascontiguousarray(ph.tokens, dtype=np.int32),
@@ -346,7 +363,7 @@ def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list
     """
     from pivot.pipeline.wellformed import CONTAINMENT, DANGLING, EDGE_PUNCT, FUNCTION_ONLY, INFLECTION
 
-    e1, e2 = np.asarray(e1, np.int64), np.asarray(e2, np.int64)
+    e1, e2 = ph.rows(e1), ph.rows(e2)            # from here on, rows of ph's arrays
     p, p_rev = np.asarray(p, np.float64), np.asarray(p_rev, np.float64)
     k = p.shape[1]
     log_p, log_rev = _log_floor(p), _log_floor(p_rev)
@@ -375,7 +392,7 @@ def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list
 
 
 def vector_pair_columns(ph: Phrases, e1, e2) -> list[np.ndarray]:
-    """[vec_cos, vec_missing]: the cosine of the two phrases' vectors (0 when either has none or
+    """[vec_cos, vec_missing] of the phrases of rows e1, e2: the cosine of the two phrases' vectors (0 when either has none or
     is zero) and whether either has none. The dot product and the squared norms are one
     float32 sum along each row (einsum: the same loop for every row wherever it starts, so the
     same value however the rows are cut; tested), then float64."""
@@ -389,6 +406,7 @@ def vector_pair_columns(ph: Phrases, e1, e2) -> list[np.ndarray]:
 
 def phrase_columns(ph: Phrases, e1, e2) -> np.ndarray:
     """The phrase-vector columns of pairs (e1, e2): (n, 2 dim), e1's vector then e2's (float64)."""
+    e1, e2 = ph.rows(e1), ph.rows(e2)
     return np.hstack([np.asarray(ph.vec[e1], np.float64), np.asarray(ph.vec[e2], np.float64)])
 
 
@@ -600,16 +618,20 @@ class RelationModel:
         lookups instead of 2 x dim columns (summed coordinate after coordinate, a fixed order)."""
         rows = np.arange(len(vec)) if rows is None else np.asarray(rows, np.int64)
         n_classes = self.W.shape[0]
-        x = np.asarray(vec)[rows].T.astype(np.float64)        # (dim, rows): a coordinate is a row
-        acc = np.zeros((2, n_classes, len(rows)))
-        for j, name in enumerate(self.std.names):
-            if is_phrase_feature(name):
-                side = PHRASE_PREFIXES.index(name[:len(PHRASE_PREFIXES[0])])
-                z = (x[int(name[len(PHRASE_PREFIXES[0]):-1])] - self.std.mean[j]) / self.std.sd[j]
-                for c in range(n_classes):
-                    acc[side, c] += self.W[c, 1 + j] * z
         out = (np.zeros((len(vec), n_classes)), np.zeros((len(vec), n_classes)))
-        out[0][rows], out[1][rows] = acc[0].T, acc[1].T
+        # APPLY_ROWS phrases at a time (a row's terms are its own: the same bytes), not a
+        # (dim, phrases) float64 copy of every vector at once (0.25 GB of the stage's peak on bio)
+        for a in range(0, len(rows), APPLY_ROWS):
+            block = rows[a:a + APPLY_ROWS]
+            x = np.asarray(vec[block]).T.astype(np.float64)      # (dim, block): a coordinate is a row
+            acc = np.zeros((2, n_classes, len(block)))
+            for j, name in enumerate(self.std.names):
+                if is_phrase_feature(name):
+                    side = PHRASE_PREFIXES.index(name[:len(PHRASE_PREFIXES[0])])
+                    z = (x[int(name[len(PHRASE_PREFIXES[0]):-1])] - self.std.mean[j]) / self.std.sd[j]
+                    for c in range(n_classes):
+                        acc[side, c] += self.W[c, 1 + j] * z
+            out[0][block], out[1][block] = acc[0].T, acc[1].T
         return out
 
     def to_json(self) -> dict:
@@ -878,6 +900,74 @@ def size_cuts(scores: np.ndarray, visible: np.ndarray) -> dict:
     return out
 
 
+#: Bits of the order key (order_keys) that one pass of size_cuts_parts settles: 4 passes of
+#: 2^16 counts per size settle all 64.
+CUT_BITS = 16
+
+
+def order_keys(x) -> np.ndarray:
+    """uint64 keys that sort as the float64 values x: the IEEE-754 bits with the sign bit set
+    for a positive number (above every negative one) and all bits flipped for a negative one
+    (a larger magnitude, a smaller key). A NaN is NaN's positive key, above +inf (where
+    np.sort puts every NaN); -0.0 is the key just below +0.0."""
+    x = np.asarray(x, np.float64)
+    bits = np.where(np.isnan(x), np.nan, x).view(np.uint64)
+    return np.where(bits >> np.uint64(63) == 1, ~bits, bits | np.uint64(1 << 63))
+
+
+def key_value(key: int) -> float:
+    """The float64 whose order key (order_keys) is ``key``."""
+    bits = key & ~(1 << 63) if key >> 63 else ~key & (2 ** 64 - 1)
+    return float(np.array(bits, np.uint64).view(np.float64))
+
+
+def size_cuts_parts(parts) -> tuple[dict, dict]:
+    """(size_cuts, {size: visible pairs scoring >= its cut}) over pairs read in parts, the same
+    floats as size_cuts over all of them at once, without ever holding them all:
+    ``parts()`` gives an iterator of (scores, visible) per part, read anew for every pass.
+
+    The cut of a share is the k-th largest visible score, k = max(1, ceil(share n)): the
+    value of ascending rank r = n - k (from 0) among the n visible scores. It is found on the
+    scores' order keys (order_keys: integers ordered as the floats), CUT_BITS bits a pass, a
+    radix selection: a pass counts, among the keys whose higher bits are the prefix settled so
+    far, each value of the next CUT_BITS bits; the bucket holding rank r becomes the prefix and
+    r the rank inside it (r minus the keys of the lower buckets). After 64 / CUT_BITS passes the
+    key is whole: the cut is its float. A last pass counts the visible scores >= each cut."""
+    n, low, any_pair = 0, np.inf, False
+    names = SIZES[:-1]
+    prefix, rank = dict.fromkeys(names, 0), {}
+    digits = np.uint64((1 << CUT_BITS) - 1)
+    for level in range(64 // CUT_BITS):
+        shift = np.uint64(64 - CUT_BITS * (level + 1))
+        # one count per distinct prefix (sizes whose cuts share the bits so far share it)
+        counts = {p: np.zeros(1 << CUT_BITS, np.int64) for p in set(prefix.values())}
+        for scores, visible in parts():
+            if level == 0 and len(scores):
+                n, low, any_pair = n + int(visible.sum()), np.minimum(low, np.min(scores)), True
+            top = order_keys(scores[visible]) >> shift      # the prefix's bits, then the next CUT_BITS
+            high = top >> np.uint64(CUT_BITS)
+            for p, c in counts.items():
+                c += np.bincount((top[high == np.uint64(p)] & digits).astype(np.int64), minlength=1 << CUT_BITS)
+        if level == 0:
+            if not n:
+                break
+            rank = {name: n - max(1, int(math.ceil(share * n))) for name, share in zip(names, SIZE_SHARES)}
+        for name in names:
+            below = np.cumsum(counts[prefix[name]])     # keys in this bucket and the lower ones
+            digit = int(np.searchsorted(below, rank[name], side="right"))
+            rank[name] -= int(below[digit - 1]) if digit else 0
+            prefix[name] = prefix[name] << CUT_BITS | digit
+    lowest = float(low) if any_pair else 0.0
+    cuts = {name: key_value(prefix[name]) if n else lowest for name in names}
+    cuts[SIZES[-1]] = lowest
+    size_pairs = dict.fromkeys(cuts, 0)
+    for scores, visible in parts():
+        v = scores[visible]
+        for name, cut in cuts.items():
+            size_pairs[name] += int((v >= cut).sum())
+    return cuts, size_pairs
+
+
 # ------------------------------------------------------------------------------------ the stage
 
 
@@ -917,78 +1007,140 @@ def identity_lemmas(token: str) -> frozenset:
 
 @dataclass
 class PairTable:
-    """Every stored pair of the pivot stage, in key order, with the parts' boundaries.
+    """Every stored pair of the pivot stage, in key order e1 * 2^32 + e2: the parts' files and
+    their boundaries (part j holds the global rows bounds[j]:bounds[j+1], the parts ascending
+    key ranges), never the pairs themselves.
 
-    The probabilities stay in their parts' files: the fits read the rows they use (:meth:`p_rows`),
-    never the whole (pairs x models) table (0.29 GB on bio). Each read maps the part and unmaps it
-    when done: a map kept open keeps every page a read touched in this process's resident set,
-    and the fits' scattered rows touch nearly all of them (0.3 GB of the build's peak on bio)."""
+    Nothing here holds an array with an entry per stored pair: a pass over the table reads one
+    part at a time (:meth:`scan`), and the fits read the rows they select (:meth:`rows`,
+    :meth:`p_rows`, :meth:`find`). The build's process then grows with the phrases and the
+    selected rows, not with the pairs (bio-multi's 32.4M pairs held as whole columns here, their
+    keys, slots and labels took the stage's process to 6.0 GiB). Each read of selected rows
+    maps the part and unmaps it when done: a map kept open keeps every page a read touched in
+    this process's resident set."""
 
-    e1: np.ndarray
-    e2: np.ndarray
-    part_paths: list         # the pivot parts: part j's bundle holds its (rows, K) p_m(e2|e1) as "p"
+    part_paths: list         # the pivot parts: e1, e2, n_pivots, pivots (n, 3) and p (n, K), p_m(e2|e1)
     n_models: int            # K
-    n_pivots: np.ndarray
-    pivots: np.ndarray       # (n, 3)
-    bounds: np.ndarray       # (n_parts + 1,): part j holds rows bounds[j]:bounds[j+1]
+    bounds: np.ndarray       # (n_parts + 1,) global row offsets
+    first_keys: np.ndarray   # the first key of each non-empty part, ascending
+    nonempty: np.ndarray     # those parts' indices
 
     @classmethod
     def read(cls, part_paths) -> "PairTable":
-        fields = {f: [] for f in ("e1", "e2", "n_pivots", "pivots")}
-        bounds, n_models = [0], 0
-        for path in part_paths:
+        """The parts' sizes and first keys (each part's e1 and e2 mapped, two entries read)."""
+        bounds, n_models, first, nonempty = [0], 0, [], []
+        for j, path in enumerate(part_paths):
             with open_bundle(path) as z:
-                for f in fields:
-                    fields[f].append(z[f])
-                if len(bounds) == 1:
+                e1, e2 = z.memmap("e1"), z.memmap("e2")
+                if j == 0 and "p" in z:
                     n_models = z.memmap("p").shape[1]
-            bounds.append(bounds[-1] + len(fields["e1"][-1]))
-        return cls(**{f: np.concatenate(v) for f, v in fields.items()}, part_paths=list(part_paths),
-                   n_models=n_models, bounds=np.array(bounds, np.int64))
-
-    def p_rows(self, rows, column=None) -> np.ndarray:
-        """p of the given rows, (len(rows), K) (or one model's column), read from their parts."""
-        rows = np.asarray(rows, np.int64)
-        out = np.zeros((len(rows), self.n_models) if column is None else len(rows), np.float64)
-        part = np.searchsorted(self.bounds[1:], rows, side="right")
-        for j in np.unique(part).tolist():
-            sel = part == j
-            with open_bundle(self.part_paths[j]) as z:
-                p = z.memmap("p")
-                block = p[rows[sel] - self.bounds[j]]   # a copy: the map goes with ``p``
-                del p
-            out[sel] = block if column is None else block[:, column]
-        return out
+                if len(e1):
+                    first.append(int(e1[0]) << 32 | int(e2[0]))
+                    nonempty.append(j)
+                bounds.append(bounds[-1] + len(e1))
+                del e1, e2
+        return cls(list(part_paths), n_models, np.array(bounds, np.int64), np.array(first, np.int64),
+                   np.array(nonempty, np.int64))
 
     @property
-    def keys(self) -> np.ndarray:
-        """e1 * 2^32 + e2 per row, ascending (made once)."""
-        key = self.__dict__.get("_keys")
-        if key is None:
-            key = self.__dict__["_keys"] = self.e1.astype(np.int64) << 32 | self.e2.astype(np.int64)
-        return key
+    def n_pairs(self) -> int:
+        return int(self.bounds[-1])
+
+    def scan(self, fields, labels=None):
+        """(first global row, {field: array}) of each part in turn, its fields read whole; with
+        ``labels`` (the label files, one per part), the fields named in LABEL_FIELDS come from
+        part j's label file."""
+        for j, path in enumerate(self.part_paths):
+            yield int(self.bounds[j]), _read_fields(path, labels[j] if labels else None, fields)
+
+    def rows(self, rows, fields, labels=None) -> list[np.ndarray]:
+        """The fields (as :meth:`scan`'s) of the given global rows, in their order."""
+        rows = np.asarray(rows, np.int64)
+        part = np.searchsorted(self.bounds[1:], rows, side="right")
+        out = []
+        for i, f in enumerate(fields):
+            sources = labels if labels and f in LABEL_FIELDS else self.part_paths
+            with open_bundle(sources[0]) as z:
+                m = z.memmap(f)
+                out.append(np.zeros((len(rows), *m.shape[1:]), m.dtype))
+                del m
+            for j in np.unique(part).tolist():
+                sel = part == j
+                with open_bundle(sources[j]) as z:
+                    m = z.memmap(f)
+                    out[i][sel] = m[rows[sel] - self.bounds[j]]
+                    del m                                     # the map goes here
+        return out
+
+    def p_rows(self, rows, column=None) -> np.ndarray:
+        """p of the given rows, (len(rows), K) (or one model's column), float64."""
+        p = self.rows(rows, ("p",))[0].astype(np.float64, copy=False)
+        return p if column is None else p[:, column]
 
     def find(self, a, b) -> np.ndarray:
         """Row of each pair (a_i, b_i); -1 where the table does not store it. The queries are
-        searched in ascending order, which keeps the binary searches' memory accesses local."""
-        return find_rows(self.keys, a, b)
+        sorted once; the parts being ascending key ranges, those of part j are the sorted
+        queries from its first key to the next part's, searched in part j's keys (one part's
+        keys held at a time)."""
+        q = np.asarray(a, np.int64) << 32 | np.asarray(b, np.int64)
+        order = np.argsort(q, kind="stable")
+        qs = q[order]
+        at = np.full(len(q), -1, np.int64)
+        starts = np.searchsorted(qs, self.first_keys)      # queries below the first key: absent
+        ends = np.append(starts[1:], len(qs))
+        for j, lo, hi in zip(self.nonempty.tolist(), starts.tolist(), ends.tolist()):
+            if lo == hi:
+                continue
+            with open_bundle(self.part_paths[j]) as z:
+                keys = z["e1"].astype(np.int64) << 32 | z["e2"].astype(np.int64)
+            pos = np.minimum(np.searchsorted(keys, qs[lo:hi]), len(keys) - 1)
+            at[lo:hi] = np.where(keys[pos] == qs[lo:hi], pos + self.bounds[j], -1)
+            del keys
+        out = np.empty_like(at)
+        out[order] = at
+        return out
 
-    def reverse_p(self, rows) -> np.ndarray:
-        """p_m(e1|e2) of the given rows: the row of (e2, e1); 0 where it is not stored."""
-        rev = self.find(self.e2[rows], self.e1[rows])
+    def reverse_p(self, e1, e2) -> np.ndarray:
+        """p_m(e1|e2) of pairs (e1, e2): the row of (e2, e1); 0 where it is not stored."""
+        rev = self.find(e2, e1)
         return np.where(rev[:, None] >= 0, self.p_rows(np.maximum(rev, 0)), 0.0)
 
+    def used_phrases(self, n_e: int) -> np.ndarray:
+        """The phrase ids some stored pair holds (as e1 or e2), ascending."""
+        seen = np.zeros(n_e, dtype=bool)
+        for _, z in self.scan(("e1", "e2")):
+            seen[z["e1"]] = True
+            seen[z["e2"]] = True
+        return np.flatnonzero(seen)
 
-def find_rows(key: np.ndarray, a, b) -> np.ndarray:
-    """Row of each pair (a_i, b_i) in the ascending keys e1 * 2^32 + e2; -1 where absent."""
-    q = np.asarray(a, np.int64) << 32 | np.asarray(b, np.int64)
-    if not len(key):
-        return np.full(len(q), -1, np.int64)
-    order = np.argsort(q, kind="stable")
-    at = np.empty(len(q), np.int64)
-    at[order] = np.searchsorted(key, q[order])
-    at = np.minimum(at, len(key) - 1)
-    return np.where(key[at] == q, at, -1)
+    def pivot_ids(self) -> np.ndarray:
+        """The distinct foreign phrase ids of the pairs' stored pivots, ascending (a presence
+        mask, grown as the parts are read: np.unique of every pair's pivots held ~0.2 GB of
+        copies and sort space on bio)."""
+        seen = np.zeros(0, dtype=bool)
+        for _, z in self.scan(("pivots",)):
+            ids = z["pivots"][z["pivots"] >= 0]
+            if len(ids) and ids.max() >= len(seen):
+                seen = np.concatenate([seen, np.zeros(int(ids.max()) + 1 - len(seen), dtype=bool)])
+            seen[ids] = True
+        return np.flatnonzero(seen)
+
+
+#: The fields of a pair's label file (label_range: one per pivot part): the well-formedness
+#: mask and the global row of the pair's reverse (-1: not stored).
+LABEL_FIELDS = ("form", "rev")
+
+
+def _read_fields(path, label_path, fields) -> dict:
+    """The named fields of one part, whole: the label fields from ``label_path``, the others
+    from the pivot part ``path``."""
+    out = {}
+    for sources, names in ((label_path, [f for f in fields if f in LABEL_FIELDS and label_path]),
+                           (path, [f for f in fields if f not in LABEL_FIELDS or not label_path])):
+        if names:
+            with open_bundle(sources) as z:
+                out.update((f, z[f]) for f in names)
+    return out
 
 
 #: The PhraseForms arrays a labelling task reads (pivot.pipeline.wellformed.PhraseForms.pair_labels).
@@ -1027,12 +1179,11 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     t0 = time.perf_counter()
     table = PairTable.read(part_paths)
     n_e = len(e_rows)
-    used = np.flatnonzero(np.bincount(np.concatenate([table.e1, table.e2]), minlength=n_e) > 0) \
-        if len(table.e1) else np.zeros(0, np.int64)
+    used = table.used_phrases(n_e)
     text_of = phrase_texts(e_rows, e_tokens, used)
     texts = [text_of[i] for i in used.tolist()]
     del text_of
-    # int32: every stored pair's slots (Lexical.s1, s2) are this array indexed by e1 and e2
+    # int32: the pairs' slots (e1's, e2's) are this array indexed by a part's e1 and e2
     slot = np.full(n_e, -1, np.int32)
     slot[used] = np.arange(len(used))
     # The phrases' forms and then the pairs' labels (and each pair's reverse row, per pivot part)
@@ -1041,51 +1192,51 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     texts_path, slot_path, forms_path = tmp / ".texts.txt", tmp / ".slot.arrays", tmp / ".forms.arrays"
     texts_path.write_bytes("\n".join(texts).encode("utf-8"))    # bytes: no newline translation
     save_bundle(slot_path, slot=slot)
-    label_paths = [tmp / f".form-{j:04d}.arrays" for j in range(len(part_paths))]
-    labelled = _label_job(texts_path, slot_path, forms_path, label_paths, part_paths,
+    # the labels stay in their per-part files until the stage ends: the fits read the rows they
+    # select, each apply task its own part's
+    labels = [tmp / f".form-{j:04d}.arrays" for j in range(len(part_paths))]
+    labelled = _label_job(texts_path, slot_path, forms_path, labels, part_paths,
                           str(data_root) if params["wordnet"] else None)
     if params["learn"]:
-        _, (wn, ph, lex, id_of) = yield Together(labelled, _here(
+        _, (wn, ph, lex) = yield Together(labelled, _here(
             _phrase_side, table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params, shard_paths,
             len(e_tokens)))
     else:
         yield Together(labelled)
-    form, rev = [], []
-    for path in label_paths:
-        with open_bundle(path) as z:
-            form.append(z["form"])
-            rev.append(z["rev"])
-    form, rev = np.concatenate(form), np.concatenate(rev)
-    for path in (texts_path, slot_path, forms_path, *label_paths):
+    for path in (texts_path, slot_path, forms_path):
         path.unlink()
-    log.info("ppdb2: %d pairs of %d phrases labelled in %.1f s", len(form), len(used), time.perf_counter() - t0)
+    # the forms' counts, summed part by part
+    counts = dict.fromkeys(wellformed.NAMES.values(), 0)
+    hidden = 0
+    for _, z in table.scan(("form",), labels):
+        for flag, name in wellformed.NAMES.items():
+            counts[name] += int(((z["form"] & flag) > 0).sum())
+        hidden += int(((z["form"] & wellformed.HIDDEN) > 0).sum())
+    log.info("ppdb2: %d pairs of %d phrases labelled in %.1f s", table.n_pairs, len(used), time.perf_counter() - t0)
     meta = {"forms": {"lemmatizer": ("WordNet 3.0 (NLTK's morphy on the data files, pivot.pipeline.wordnet)"
                                      if params["wordnet"] else "none ([ppdb2] wordnet = false): INFLECTION is never set"),
-                      "counts": {name: int(((form & flag) > 0).sum()) for flag, name in wellformed.NAMES.items()},
-                      "hidden": int(((form & wellformed.HIDDEN) > 0).sum()), "n_pairs": int(len(form))}}
+                      "counts": counts, "hidden": hidden, "n_pairs": table.n_pairs}}
     parts = [tmp / f"x-{j:04d}.arrays" for j in range(len(part_paths))]
     if not params["learn"]:
-        for j, path in enumerate(parts):
-            save_bundle(path, form=form[table.bounds[j]:table.bounds[j + 1]])
+        for label, path in zip(labels, parts):
+            with open_bundle(label) as z:
+                save_bundle(path, form=z["form"])
+            label.unlink()
         meta["ppdb2"] = {"learned": False, "why": "[ppdb2] learn = false in the recipe"}
         meta["relations"] = {"classified": False, "why": "[ppdb2] learn = false in the recipe"}
         (tmp / "ppdb2.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         return meta
 
-    fit_path, phrases_path, form_path = tmp / ".fit.json", tmp / ".phrases.arrays", tmp / ".form.arrays"
-    # the row of each pair's reverse (e2, e1), -1 if not stored: the apply tasks read p_m(e1|e2)
-    # there; the fits do not need it
-    save_bundle(form_path, form=form, rev=rev)
-    del rev
+    fit_path, phrases_path = tmp / ".fit.json", tmp / ".phrases.arrays"
     names = feature_names(models, ph.dim)
     fit = {"models": models, "features": names}
     # The relation classifier's fits on the workers, the score's here. WordNet is read by the
     # relations job before its first task, which then lets it go: the score's fit, run here
     # meanwhile, is the stage's peak (with WordNet's 0.12 GB held, 0.1 GB more on bio).
-    relations_job = _relations_job(table, ph, form, names, texts, wn, lex, params, data_root, tmp)
+    relations_job = _relations_job(table, ph, labels, names, texts, wn, lex, params, data_root, tmp)
     del wn
     (relations, fit["relations"]), (score, fit["score"]) = yield Together(
-        relations_job, _here(_score_side, table, ph, form, lex, models, texts, id_of, params, data_root))
+        relations_job, _here(_score_side, table, ph, labels, lex, models, texts, used, params, data_root))
     del relations_job
     log.info("ppdb2: fitted in %.1f s (dev Spearman %.3f; relations macro-F1 %.3f)", time.perf_counter() - t0,
              fit["score"]["dev"]["spearman"], fit["relations"]["eval"]["full"]["macro_f1"])
@@ -1096,31 +1247,33 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     if ph.dim:
         # the phrase vectors' part of the relations' linear predictor, once per phrase (the
         # apply tasks add t1[e1] + t2[e2] to the pair part's)
-        t1, t2 = relations.phrase_terms(ph.vec, used)
+        t1, t2 = relations.phrase_terms(ph.vec)
         save_bundle(terms_path, t1=t1, t2=t2)
         del t1, t2
     # The apply tasks read all they need from these files: what the labels and fits held here
-    # (the table, the list and lexicon features) goes before the tasks run beside it.
-    del table, lex, ph, form, texts, id_of, slot, used
-    done = yield Batch(apply_range, [(part_paths, j, phrases_path, form_path, fit_path, parts[j], terms_path)
+    # (the list and lexicon features) goes before the tasks run beside it.
+    del lex, ph, texts, slot, used
+    done = yield Batch(apply_range, [(part_paths, j, phrases_path, labels[j], fit_path, parts[j], terms_path)
                                      for j in range(len(part_paths))], name="ppdb2")
     log.info("ppdb2: applied to %d ranges, %.1f CPU s in the tasks", len(done),
              sum(d.get("cpu_seconds", 0.0) for d in done))
-    scores, visible = [], []
-    for path in parts:
-        with open_bundle(path) as z:
-            scores.append(z["ppdb2"])
-            visible.append((z["form"] & wellformed.HIDDEN) == 0)
-    scores, visible = np.concatenate(scores), np.concatenate(visible)
-    sizes = size_cuts(scores, visible)
-    for p in (fit_path, phrases_path, form_path, *([terms_path] if terms_path else [])):
+    sizes, size_pairs = size_cuts_parts(lambda: _scores_visible(parts))
+    for p in (fit_path, phrases_path, *labels, *([terms_path] if terms_path else [])):
         p.unlink()
-    meta["ppdb2"] = {"learned": True, **fit["score"], "sizes": sizes,
-                     "size_pairs": {s: int((scores[visible] >= c).sum()) for s, c in sizes.items()},
+    meta["ppdb2"] = {"learned": True, **fit["score"], "sizes": sizes, "size_pairs": size_pairs,
                      "n_pairs": int(sum(d["n_pairs"] for d in done))}
     meta["relations"] = {"classified": True, **fit["relations"]}
     (tmp / "ppdb2.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
     return meta
+
+
+def _scores_visible(parts):
+    """(ppdb2 score, visible: no HIDDEN flag) of the pairs of each apply task's file in turn."""
+    from pivot.pipeline.wellformed import HIDDEN
+
+    for path in parts:
+        with open_bundle(path) as z:
+            yield z["ppdb2"], (z["form"] & HIDDEN) == 0
 
 
 def _label_job(texts_path, slot_path, forms_path, label_paths, part_paths, data_root):
@@ -1134,7 +1287,7 @@ def _label_job(texts_path, slot_path, forms_path, label_paths, part_paths, data_
 
 def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params, shard_paths=(),
                  n_tokens=0):
-    """(WordNet, Phrases, Lexical, id_of): what the features and the fits need of the phrases
+    """(WordNet, Phrases, Lexical): what the features and the fits need of the phrases
     (with shard_paths: their word vectors, trained here on the shards' English)."""
     from pivot.pipeline import vectors
     from pivot.pipeline import wellformed
@@ -1144,27 +1297,15 @@ def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root
     # a fraction of NLTK's start-up) and the relation labels.
     wn = WordNet.read(wordnet_folder(data_root, LEXICON)) if params["wordnet"] else None
     lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(wn) if wn is not None else identity_lemmas)
-    n_e = len(e_rows)
-    # Per-phrase feature inputs, shared with the apply tasks through a file.
-    tokens = np.full((n_e, e_rows.shape[1]), -1, np.int32)
-    tokens[used] = e_rows[used]
-    n_words = np.zeros(n_e, np.int8)
-    n_words[used] = (e_rows[used] >= 0).sum(axis=1)
-    ptr_used, tri = char_trigrams(texts)
-    tri_ptr = np.zeros(n_e + 1, np.int64)
-    tri_len = np.zeros(n_e, np.int64)
-    tri_len[used] = np.diff(ptr_used)
-    np.cumsum(tri_len, out=tri_ptr[1:])   # used phrases keep their order, so tri stays in place
-    # the distinct pivots, ascending (np.unique's result), from a presence mask a column at a
-    # time: np.unique of every pair's pivots held ~0.2 GB of copies and sort space on bio
-    seen = np.zeros(int(table.pivots.max()) + 1 if table.pivots.size else 0, dtype=bool)
-    for j in range(table.pivots.shape[1]):
-        column = table.pivots[:, j]
-        seen[column[column >= 0]] = True
-    f_used = np.flatnonzero(seen)
+    # Per-phrase feature inputs, shared with the apply tasks through a file: a row per stored
+    # phrase, in slot order (the rows of a phrase id are its slots)
+    tokens = np.asarray(e_rows[used], np.int32)
+    n_words = (tokens >= 0).sum(axis=1).astype(np.int8)
+    tri_ptr, tri = char_trigrams(texts)
+    f_used = table.pivot_ids()
     f_lang = np.full(int(f_used.max()) + 1 if len(f_used) else 0, -1, np.int16)
     f_lang[f_used] = f_lang_of(f_used)
-    ph = Phrases(n_words, np.log1p(np.asarray(e_count, np.float64)), tokens, tri_ptr, tri, f_lang)
+    ph = Phrases(n_words, np.log1p(np.asarray(e_count[used], np.float64)), tokens, tri_ptr, tri, f_lang, slot)
     if shard_paths:
         t0 = time.process_time()
         words = vectors.train(vectors.EnglishShards(shard_paths), n_tokens)
@@ -1172,15 +1313,15 @@ def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root
         log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f CPU s", int(np.any(words != 0, axis=1).sum()),
                  words.shape[1], time.process_time() - t0)
         del words
-    lex = _wordnet_phrases(table, texts, slot, wn, lemmatizer, params)
-    return wn, ph, lex, dict(zip(texts, used.tolist()))
+    lex = _wordnet_phrases(texts, slot, wn, lemmatizer, params)
+    return wn, ph, lex
 
 
-def _score_side(table, ph, form, lex, models, texts, id_of, params, data_root):
+def _score_side(table, ph, labels, lex, models, texts, used, params, data_root):
     """The score's within lists (training side, and the held-out side it is reported on) and fit."""
-    within = _within_lists(table, ph, form, lex, models, texts, params["seed"])
-    held_lists = _within_lists(table, ph, form, lex, models, texts, params["seed"], held_out=True)
-    return _fit_score(table, ph, form, models, id_of, params, data_root, within, held_lists)
+    within = _within_lists(table, ph, labels, lex, models, texts, params["seed"])
+    held_lists = _within_lists(table, ph, labels, lex, models, texts, params["seed"], held_out=True)
+    return _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists)
 
 
 def forms_task(texts_path, data_root, out_path) -> dict:
@@ -1204,9 +1345,9 @@ def forms_task(texts_path, data_root, out_path) -> dict:
 
 def label_range(forms_path, slot_path, part_paths, j: int, out_path) -> dict:
     """The well-formedness mask of every pair of pivot part j (PhraseForms.pair_labels over the
-    arrays in ``forms_path``, phrase ids through the ``slot`` of ``slot_path``), and the row of
-    each pair's reverse (e2, e1) among every part's rows (-1: not stored); written to
-    ``out_path`` (a task)."""
+    arrays in ``forms_path``, phrase ids through the ``slot`` of ``slot_path``), and the global
+    row of each pair's reverse (e2, e1) (-1: not stored; PairTable.find, one part's keys held at
+    a time); written to ``out_path`` as LABEL_FIELDS (a task)."""
     from pivot.pipeline.wellformed import PhraseForms
 
     out_path = Path(out_path)
@@ -1216,33 +1357,36 @@ def label_range(forms_path, slot_path, part_paths, j: int, out_path) -> dict:
         forms = PhraseForms(**{k: z.memmap(k) for k in FORM_ARRAYS}, vocab=None)
     with open_bundle(slot_path) as z:
         slot = z["slot"]
-    keys = []
-    for path in part_paths:
-        with open_bundle(path) as z:
-            keys.append(z["e1"].astype(np.int64) << 32 | z["e2"].astype(np.int64))
-    e1, e2 = keys[j] >> 32, keys[j] & 0xFFFFFFFF
+    with open_bundle(part_paths[j]) as z:
+        e1, e2 = z["e1"].astype(np.int64), z["e2"].astype(np.int64)
     form = np.asarray(forms.pair_labels(slot[e1], slot[e2]), dtype=np.uint8)
-    save_bundle(out_path, form=form, rev=find_rows(np.concatenate(keys), e2, e1))
+    save_bundle(out_path, form=form, rev=PairTable.read(part_paths).find(e2, e1))
     return {"reused": False, "n_pairs": int(len(form))}
 
 
-def _rows_features(table: PairTable, ph: Phrases, form, rows, phrases: bool = True) -> np.ndarray:
-    """The rows' feature matrix, feature_names(models, ph.dim) order (phrases = False: without
-    the phrase-vector columns, pair_feature_names order)."""
-    x = feature_matrix(pair_features(ph, table.e1[rows], table.e2[rows], table.p_rows(rows), table.reverse_p(rows),
-                                     table.n_pivots[rows], table.pivots[rows], form[rows]))
-    return np.hstack([x, phrase_columns(ph, table.e1[rows], table.e2[rows])]) if ph.dim and phrases else x
+def _rows_features(table: PairTable, ph: Phrases, labels, rows, phrases: bool = True) -> np.ndarray:
+    """The feature matrix of the global rows ``rows`` (their form from the label files
+    ``labels``), feature_names(models, ph.dim) order (phrases = False: without the phrase-vector
+    columns, pair_feature_names order)."""
+    e1, e2, n_pivots, pivots, form = table.rows(rows, ("e1", "e2", "n_pivots", "pivots", "form"), labels)
+    x = feature_matrix(pair_features(ph, e1, e2, table.p_rows(rows), table.reverse_p(e1, e2), n_pivots, pivots,
+                                     form))
+    return np.hstack([x, phrase_columns(ph, e1, e2)]) if ph.dim and phrases else x
 
 
 @dataclass
 class Lexical:
-    """The WordNet side of the stored phrases: synsets, the held-out split, candidate pairs."""
+    """The WordNet side of the stored phrases: synsets, the held-out split (per phrase: a pair's
+    side is read from its phrases' slots, part by part)."""
 
     synsets: list            # per used phrase (slot): its synset ids, () for none
     has: np.ndarray          # per slot: the phrase has synsets
     held: np.ndarray         # per slot: its key synset is held out (relation test side)
-    s1: np.ndarray           # per stored pair: slot of e1
-    s2: np.ndarray           # per stored pair: slot of e2
+    slot: np.ndarray         # per phrase id: its slot (-1: in no stored pair)
+
+    def slots(self, e1, e2) -> tuple[np.ndarray, np.ndarray]:
+        """The slots of pairs' phrases (s1, s2)."""
+        return self.slot[e1], self.slot[e2]
 
     def share_synset(self, a, b) -> np.ndarray:
         """Per pair of slots (a_i, b_i): the two phrases share a synset (WordNet synonyms), on
@@ -1265,7 +1409,7 @@ class Lexical:
         return np.bincount(pair[hit], minlength=len(a)) > 0
 
 
-def _wordnet_phrases(table, texts, slot, wn, lemmatizer, params) -> Lexical:
+def _wordnet_phrases(texts, slot, wn, lemmatizer, params) -> Lexical:
     from pivot.hashes import unit_hash
 
     synsets = wn.many_phrase_synsets(texts, lemmatizer)
@@ -1275,38 +1419,56 @@ def _wordnet_phrases(table, texts, slot, wn, lemmatizer, params) -> Lexical:
     seed, q = params["seed"], params["relation_test_fraction"]
     for i in np.flatnonzero(has).tolist():
         held[i] = unit_hash(str(min(synsets[i])), seed) < q
-    return Lexical(synsets, has, held, slot[table.e1], slot[table.e2])
+    return Lexical(synsets, has, held, slot)
 
 
-def _within_lists(table, ph, form, lex: Lexical, models, texts, seed: int, held_out: bool = False) -> WithinLists:
+def _within_lists(table, ph, labels, lex: Lexical, models, texts, seed: int, held_out: bool = False) -> WithinLists:
     """The candidate lists of fit_score's within-list term: the lists (pairs no HIDDEN flag hides)
     of training-side WordNet phrases (the relation split's, so no held-out synset is seen) that
     have a WordNet synonym among them, at most MAX_WITHIN_QUERIES lists (the smallest slots),
     WITHIN_VALIDATION of them held back by hash(query text, seed + 1). held_out: the lists of
-    the held-out side instead, every one of them (the score's report, never its fit)."""
+    the held-out side instead, every one of them (the score's report, never its fit).
+
+    Two passes over the parts, one held at a time: the queries (a mask over the slots), then
+    their lists' rows (global rows, ascending)."""
     from pivot.hashes import unit_hash
     from pivot.pipeline.wellformed import HIDDEN
 
-    visible = (form & HIDDEN) == 0
-    side = lex.held[lex.s1] if held_out else ~lex.held[lex.s1]
-    both = np.flatnonzero(visible & lex.has[lex.s1] & lex.has[lex.s2] & side)
-    synonym = lex.share_synset(lex.s1[both], lex.s2[both])
-    queries = np.unique(lex.s1[both[synonym]])
+    def synonyms(s1, s2, visible, rows):
+        # the rows (of these) whose pair is a visible WordNet synonym pair of the side
+        side = lex.held[s1[rows]] if held_out else ~lex.held[s1[rows]]
+        both = rows[visible[rows] & lex.has[s1[rows]] & lex.has[s2[rows]] & side]
+        return both[lex.share_synset(s1[both], s2[both])]
+
+    is_query = np.zeros(len(lex.has), dtype=bool)
+    for _, z in table.scan(("e1", "e2", "form"), labels):
+        s1, s2 = lex.slots(z["e1"], z["e2"])
+        is_query[s1[synonyms(s1, s2, (z["form"] & HIDDEN) == 0, np.arange(len(s1)))]] = True
+    queries = np.flatnonzero(is_query)
     if not held_out:
         queries = queries[:MAX_WITHIN_QUERIES]
-    rows = np.flatnonzero(visible & np.isin(lex.s1, queries))
-    positive = np.zeros(len(table.e1), dtype=bool)
-    positive[both[synonym]] = True
+    is_query[:] = False
+    is_query[queries] = True
+    rows, positive = [], []
+    for lo, z in table.scan(("e1", "e2", "form"), labels):
+        s1, s2 = lex.slots(z["e1"], z["e2"])
+        visible = (z["form"] & HIDDEN) == 0
+        listed = np.flatnonzero(visible & is_query[s1])
+        rows.append(lo + listed)
+        positive.append(np.isin(listed, synonyms(s1, s2, visible, listed)))
+    rows, positive = np.concatenate(rows), np.concatenate(positive)
     all_names, names = pair_feature_names(models, ph.dim), score_features(models, ph.dim)
-    x = _rows_features(table, ph, form, rows, phrases=False)[:, [all_names.index(n) for n in names]]
+    x = _rows_features(table, ph, labels, rows, phrases=False)[:, [all_names.index(n) for n in names]]
     held_back = {int(q): (not held_out) and unit_hash(texts[q], seed + 1) < WITHIN_VALIDATION
                  for q in queries.tolist()}
-    validation = np.array([held_back[q] for q in lex.s1[rows].tolist()], dtype=bool)
-    return WithinLists(x, table.e1[rows], table.e2[rows], positive[rows], table.p_rows(rows, 0), validation)
+    e1, e2 = table.rows(rows, ("e1", "e2"))
+    validation = np.array([held_back[q] for q in lex.slots(e1, e2)[0].tolist()], dtype=bool)
+    return WithinLists(x, e1, e2, positive, table.p_rows(rows, 0), validation)
 
 
-def _fit_score(table, ph, form, models, id_of, params, data_root, within, held_lists=None):
-    """The ratings' rows (each stored direction of a rated pair), split, fitted, evaluated."""
+def _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists=None):
+    """The ratings' rows (each stored direction of a rated pair), split, fitted, evaluated
+    (texts: the stored phrases' texts, of phrase ids ``used``)."""
     from pivot.eval.gold import pair_key, read_gold
     from pivot.hashes import unit_hash
     from pivot.text import normalize_many
@@ -1314,6 +1476,10 @@ def _fit_score(table, ph, form, models, id_of, params, data_root, within, held_l
     path = Path(data_root) / params["ratings"]
     rated = read_gold(path, "ppdb-human")
     norm = normalize_many([t for a, b, _ in rated for t in (a, b)], "en")
+    # the phrase id of each rated text the pairs hold (a dict of every stored text was ~0.2 GB
+    # on bio-multi, for a few thousand lookups)
+    rated_texts = set(norm)
+    id_of = {t: int(used[k]) for k, t in enumerate(texts) if t in rated_texts}
     a_ids, b_ids, ratings, keys = [], [], [], []
     for (_, _, y), a, b in zip(rated, norm[0::2], norm[1::2]):
         if a in id_of and b in id_of and a != b:
@@ -1339,7 +1505,7 @@ def _fit_score(table, ph, form, models, id_of, params, data_root, within, held_l
                          "[ppdb2] learn = false for a database without the learned score", path)
     all_names = pair_feature_names(models, ph.dim)
     names = score_features(models, ph.dim)
-    x = _rows_features(table, ph, form, rows, phrases=False)[:, [all_names.index(n) for n in names]]
+    x = _rows_features(table, ph, labels, rows, phrases=False)[:, [all_names.index(n) for n in names]]
     model, cv = fit_score(names, x[~dev], y[~dev], [k for k, d in zip(keys, dev) if not d], anchor_features(models),
                           within=within)
     pred = model.predict(names, x)
@@ -1372,7 +1538,7 @@ def _held_out_report(lists: WithinLists, score) -> dict:
             "score_top_k_synonyms": lists.hits(score)}
 
 
-def _relations_job(table, ph, form, names, texts, wn, lex: Lexical, params, data_root, tmp):
+def _relations_job(table, ph, labels, names, texts, wn, lex: Lexical, params, data_root, tmp):
     """WordNet-labelled pairs the database stores: synset split, fit, held-out evaluation (a job of
     Engine.run: the grid's fits and the two refits are tasks, fit_relations' steps)."""
     from pivot.pipeline.engine import Batch
@@ -1380,34 +1546,44 @@ def _relations_job(table, ph, form, names, texts, wn, lex: Lexical, params, data
     from pivot.hashes import unit_hash
     from pivot.pipeline.wordnet import relation
 
-    synsets, s1, s2, seed, q = lex.synsets, lex.s1, lex.s2, params["seed"], params["relation_test_fraction"]
-    cand = lex.has[s1] & lex.has[s2]
-    test_rows = np.flatnonzero(cand & lex.held[s1] & lex.held[s2])
-    train_rows = np.flatnonzero(cand & ~lex.held[s1] & ~lex.held[s2])
-    # at most max_relation_pairs training pairs, chosen by a hash of the pair (not by order)
+    synsets, seed, q = lex.synsets, params["seed"], params["relation_test_fraction"]
+    # At most max_relation_pairs training pairs, chosen by a hash of the pair (not by order):
+    # the ``limit`` smallest (hash, row), kept part by part (the smallest of all are the smallest
+    # of the kept ones and the next part's), so the training side is never held whole.
     limit = params["max_relation_pairs"]
-    if len(train_rows) > limit:
-        h = np.array([unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed) for r in train_rows.tolist()])
-        train_rows = np.sort(train_rows[np.argsort(h, kind="stable")[:limit]])
+    n_candidates, test_rows, train_h, train_rows = 0, [], np.zeros(0), np.zeros(0, np.int64)
+    for lo, z in table.scan(("e1", "e2")):
+        s1, s2 = lex.slots(z["e1"], z["e2"])
+        cand = lex.has[s1] & lex.has[s2]
+        n_candidates += int(cand.sum())
+        test_rows.append(lo + np.flatnonzero(cand & lex.held[s1] & lex.held[s2]))
+        train = np.flatnonzero(cand & ~lex.held[s1] & ~lex.held[s2])
+        h = np.array([unit_hash(f"{texts[a]}\t{texts[b]}", seed) for a, b in zip(s1[train].tolist(),
+                                                                                  s2[train].tolist())])
+        train_h, train_rows = smallest_by_hash(np.concatenate([train_h, h]), np.concatenate([train_rows, lo + train]),
+                                               limit)
+    test_rows, train_rows = np.concatenate(test_rows), np.sort(train_rows)
+    # the slots (s1, s2) of the selected rows' phrases
+    train_slots, test_slots = (lex.slots(*table.rows(rows, ("e1", "e2"))) for rows in (train_rows, test_rows))
     profiles = {}
-    for i in np.unique(np.concatenate([s1[train_rows], s2[train_rows], s1[test_rows], s2[test_rows]])).tolist():
+    for i in np.unique(np.concatenate([*train_slots, *test_slots])).tolist():
         profiles[i] = wn.profile(synsets[i])
     del wn   # the caller holds it no more (_build_job): it goes before the fits
 
-    def labels(rows):
-        return np.array([relation(profiles[a], profiles[b]) for a, b in zip(s1[rows].tolist(), s2[rows].tolist())],
+    def relation_labels(s1, s2):
+        return np.array([relation(profiles[a], profiles[b]) for a, b in zip(s1.tolist(), s2.tolist())],
                         dtype=np.int64)
 
-    y_train, y_test = labels(train_rows), labels(test_rows)
+    y_train, y_test = relation_labels(*train_slots), relation_labels(*test_slots)
     if len(train_rows) < MIN_RELATION_PAIRS or len(np.unique(y_train)) < 2 or not len(test_rows):
         raise InputError(f"[ppdb2]: only {len(train_rows)} training and {len(test_rows)} held-out pairs of WordNet "
                          f"lemmas (classes {sorted(set(y_train.tolist()))}) are stored by this database: too few to "
                          "train the relation classifier; set [ppdb2] learn = false",
                          Path(data_root) / LEXICON)
-    validation = np.array([unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed + 1) < RELATION_VALIDATION
-                           for r in train_rows.tolist()], dtype=bool)
-    x_train = _rows_features(table, ph, form, train_rows)
-    x_test = _rows_features(table, ph, form, test_rows)
+    validation = np.array([unit_hash(f"{texts[a]}\t{texts[b]}", seed + 1) < RELATION_VALIDATION
+                           for a, b in zip(*(s.tolist() for s in train_slots))], dtype=bool)
+    x_train = _rows_features(table, ph, labels, train_rows)
+    x_test = _rows_features(table, ph, labels, test_rows)
     strings = [n for n in names if n in STRING_FEATURES]
     idx = [names.index(n) for n in strings]
     path = tmp / ".relations.arrays"
@@ -1431,7 +1607,7 @@ def _relations_job(table, ph, form, names, texts, wn, lex: Lexical, params, data
     info = {"classes": list(RELATIONS), "labels": "WordNet 3.0 links (pivot.pipeline.wordnet)",
             "split": {"seed": seed, "test_fraction_of_synsets": q,
                       "by": "hash of each phrase's smallest synset id; test: both held out, train: neither"},
-            "n_candidates": int(cand.sum()), "n_train": int(len(train_rows)), "n_test": int(len(test_rows)),
+            "n_candidates": n_candidates, "n_train": int(len(train_rows)), "n_test": int(len(test_rows)),
             "train_classes": dict(zip(RELATIONS, np.bincount(y_train, minlength=6).tolist())),
             "test_classes": dict(zip(RELATIONS, np.bincount(y_test, minlength=6).tolist())),
             "selection": selection, "string_only_selection": string_selection,
@@ -1439,11 +1615,23 @@ def _relations_job(table, ph, form, names, texts, wn, lex: Lexical, params, data
     return model, info
 
 
-def apply_range(part_paths, j: int, phrases_path, form_path, fit_path, out_path, terms_path=None) -> dict:
+def smallest_by_hash(h, rows, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """(h, rows) of the ``limit`` smallest (hash, row), in that order (all of them as given when
+    there are no more): the rows a stable argsort of every row's hash (rows ascending) puts
+    first. Fed lot by lot, each lot with what the last call kept, it keeps those of all lots:
+    the ``limit`` smallest of all are among the ``limit`` smallest of any lots that hold them."""
+    if len(rows) <= limit:
+        return h, rows
+    keep = np.lexsort((rows, h))[:limit]
+    return h[keep], rows[keep]
+
+
+def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path, terms_path=None) -> dict:
     """One pivot part: features, score and relation probabilities of its pairs (a Dask task).
 
-    Reads its own part, every part's keys (for the reverse pairs) and memory-maps the parts'
-    probabilities (and, with word vectors, the relations' per-phrase terms t1, t2 of
+    Reads its own part and its labels (``label_path``: label_range's file of part j, the pairs'
+    form and their reverses' global rows), the reverses' probabilities from their parts (and,
+    with word vectors, the relations' per-phrase terms t1, t2 of
     ``terms_path``, RelationModel.phrase_terms); writes ``form``, ``ppdb2``, ``rel`` (per-mille, RELATIONS order) and
     ``relation`` (argmax, ties to the lower index) atomically.
     """
@@ -1459,27 +1647,21 @@ def apply_range(part_paths, j: int, phrases_path, form_path, fit_path, out_path,
     ph = Phrases.load(phrases_path, mmap=True)
     terms = None
     if ph.dim:
-        # the phrase vectors' terms, per phrase (written next to the phrases by the stage)
+        # the phrase vectors' terms, per row of the phrases (written next to them by the stage)
         relations = relations.pair_part()
         with open_bundle(terms_path) as z:
             terms = (z.memmap("t1"), z.memmap("t2"))
-    probs, bounds = [], [0]
-    for path in part_paths:
-        with open_bundle(path) as z:
-            probs.append(z.memmap("p"))
-        bounds.append(bounds[-1] + len(probs[-1]))
     with open_bundle(part_paths[j]) as z:
         e1, e2, p, n_pivots, pivots = (z[f] for f in ("e1", "e2", "p", "n_pivots", "pivots"))
-    with open_bundle(form_path) as z:
-        form = np.array(z.memmap("form")[bounds[j]:bounds[j + 1]])
-        rev = np.array(z.memmap("rev")[bounds[j]:bounds[j + 1]])
-    # p_m(e1|e2): the row of (e2, e1), read from the part that holds it
+    with open_bundle(label_path) as z:
+        form, rev = z["form"], z["rev"]
+    # p_m(e1|e2): the row of (e2, e1), read from the part that holds it, one part's map at a
+    # time (PairTable.p_rows): the reverses are spread over every part, and maps of all parts
+    # held at once kept nearly every page of the whole table's p in the task's resident set
+    # (0.29 GB on bio, 2 GB on bio-multi)
     p_rev = np.zeros_like(p)
-    part_of = np.searchsorted(np.array(bounds[1:]), rev, side="right")
-    for k in np.unique(part_of[rev >= 0]).tolist():
-        sel = (rev >= 0) & (part_of == k)
-        p_rev[sel] = probs[k][rev[sel] - bounds[k]]
-    del probs
+    found = rev >= 0
+    p_rev[found] = PairTable.read(part_paths).p_rows(rev[found])
     # Blocks of APPLY_ROWS pairs: every feature, the score and the softmax are functions of one
     # row, so the blocks give the bytes of one pass over the part, and a task holds a block's
     # feature columns (~60 x 8 bytes a row) instead of its whole part's (0.7 GiB on bio).
@@ -1489,7 +1671,7 @@ def apply_range(part_paths, j: int, phrases_path, form_path, fit_path, out_path,
         cols = pair_features(ph, e1[a:b], e2[a:b], p[a:b], p_rev[a:b], n_pivots[a:b], pivots[a:b], form[a:b])
         ppdb2.append(score.predict_columns(names, cols))
         rel.append(per_mille(relations.probabilities_columns(
-            names, cols, None if terms is None else (terms[0][e1[a:b]], terms[1][e2[a:b]]))))
+            names, cols, None if terms is None else (terms[0][ph.rows(e1[a:b])], terms[1][ph.rows(e2[a:b])]))))
         del cols
     ppdb2 = np.concatenate(ppdb2) if ppdb2 else np.zeros(0, np.float64)
     rel = np.concatenate(rel) if rel else np.zeros((0, len(RELATIONS)), np.uint16)
@@ -1513,12 +1695,14 @@ def run_stage(context) -> None:
 
     encode_dir, translation_dir = context.dir("encode"), context.dir("translation")
     e_rows, e_count = translation.english_phrases(translation_dir)
-    f_keys = np.load(translation_dir / "structure" / "f_key.npy")
-    f_lang_of_token = np.load(encode_dir / "f_lang.npy")
-
     def f_lang_of(ids):
-        # a foreign phrase's language is its first token's (ids are offset per language)
-        return f_lang_of_token[translation.foreign_rows(translation.part_paths(translation_dir, "f"), f_keys[ids])[:, 0]]
+        # A foreign phrase's language is its first token's (ids are offset per language). The
+        # foreign keys are mapped for the call only: held, they were 0.1 GB through the stage on
+        # bio-multi (12.4M foreign phrases).
+        f_keys = np.load(translation_dir / "structure" / "f_key.npy", mmap_mode="r")
+        f_lang_of_token = np.load(encode_dir / "f_lang.npy")
+        return f_lang_of_token[translation.foreign_rows(translation.part_paths(translation_dir, "f"),
+                                                        np.asarray(f_keys[ids]))[:, 0]]
 
     build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")), e_rows=e_rows, e_count=e_count,
           e_tokens=Vocab.load(encode_dir / "vocab.en").tokens, f_lang_of=f_lang_of,

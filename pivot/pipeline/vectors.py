@@ -115,20 +115,30 @@ def train(pieces, n_tokens: int, *, dim: int = DIM, window: int = WINDOW, min_co
     return out
 
 
+#: Phrases phrase_vectors averages at a time: its (block, dim) float64 sums and their gathered
+#: rows (bio's 813k phrases at once were ~0.5 GB of temporaries, the ppdb2 stage's peak).
+PHRASE_BLOCK = 65_536
+
+
 def phrase_vectors(e_rows: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(vectors, has): each phrase's mean of its words' vectors (rows of token ids, -1 padded),
     over the words with a (non-zero) vector, as float32; has: it has at least one (else zeros).
-    The mean is summed word position after word position (a fixed order)."""
-    e_rows = np.asarray(e_rows, np.int64)
+    The mean is summed word position after word position (a fixed order), PHRASE_BLOCK phrases
+    at a time (a row's mean is its own: the same bytes however the rows are cut)."""
     known = np.zeros(len(words) + 1, bool)
     known[:-1] = np.any(words != 0, axis=1)
-    tok = np.where(e_rows >= 0, e_rows, len(words))
-    ok = known[tok]
-    total = np.zeros((len(e_rows), words.shape[1]))
-    for j in range(e_rows.shape[1]):
-        sel = np.flatnonzero(ok[:, j])
-        total[sel] += words[tok[sel, j]]
-    n = ok.sum(axis=1)
-    has = n > 0
-    total[has] /= n[has, None]
-    return total.astype(np.float32), has
+    vec = np.zeros((len(e_rows), words.shape[1]), np.float32)
+    has = np.zeros(len(e_rows), bool)
+    for a in range(0, len(e_rows), PHRASE_BLOCK):
+        rows = np.asarray(e_rows[a:a + PHRASE_BLOCK], np.int64)
+        tok = np.where(rows >= 0, rows, len(words))
+        ok = known[tok]
+        total = np.zeros((len(rows), words.shape[1]))
+        for j in range(rows.shape[1]):
+            sel = np.flatnonzero(ok[:, j])
+            total[sel] += words[tok[sel, j]]
+        n = ok.sum(axis=1)
+        has[a:a + len(rows)] = n > 0
+        total[n > 0] /= n[n > 0, None]
+        vec[a:a + len(rows)] = total
+    return vec, has
