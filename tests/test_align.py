@@ -486,3 +486,27 @@ def test_align_corpus_empty(tmp_path):
     info = align_stage.align_corpus(tmp_path / "c", tmp_path / "out")
     assert info == {"n_pairs": 0, "chunk_sentences": 50000, "n_chunks": 0}
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["links.json"]
+
+
+def test_encode_corpus_holds_no_vocabulary_while_its_tasks_run(tmp_path, saved_corpus):
+    """The corpus encoder, a job the build runs for every language side by side, keeps only
+    the vocabularies' sizes while its shard tasks run (no word dict waits at a yield), and they
+    are the sizes of the corpus's vocabularies."""
+    from pivot.pipeline.corpus import Vocab
+
+    corpus_dir, bitext, _ = saved_corpus
+    job = align_stage._encode_corpus(corpus_dir, 50, tmp_path)
+    engine, value, batches = Engine(workers=1), None, []
+    try:
+        while True:
+            batch = job.send(value)
+            held = [name for name, x in job.gi_frame.f_locals.items() if isinstance(x, Vocab)]
+            assert held == [], (batch.name, held)
+            batches.append(batch.name)
+            value = engine.map(batch.fn, batch.arg_tuples, name=batch.name, quiet=True)
+    except StopIteration as stop:
+        n_pairs, n_e, n_f, _ = stop.value
+    assert batches == ["align.xx-tokenize", "align.xx-ids"]
+    en_words = {w for s in bitext.en for w in s.split()}
+    f_words = {w for s in bitext.f for w in s.split()}
+    assert (n_pairs, n_e, n_f) == (len(bitext), len(en_words), len(f_words))

@@ -307,7 +307,8 @@ def test_fit_sharded_equals_fit(tmp_path, monkeypatch, size, threads, cached):
     # what is left for the Viterbi tasks: the table, the shards' tables, their positions in it
     # and their stored indices
     left = sorted(p.name for p in (tmp_path / "scratch").iterdir())
-    assert left == sorted([table.name, "keys-fwd.npy"] + [f"cooc-fwd-{k:05d}.arrays" for k in range(len(shards))]
+    assert left == sorted([table.name, "keys-fwd.npy", "rowptr-fwd.npy", "col-fwd.npy"]
+                          + [f"cooc-fwd-{k:05d}.arrays" for k in range(len(shards))]
                           + [f"positions-fwd-{k:05d}.npy" for k in range(len(shards))]
                           + ([f"index-fwd-{k:05d}.bin" for k in range(len(shards))] if cached else []))
 
@@ -382,3 +383,29 @@ def test_fit_sharded_two_threads_on_small_shards(tmp_path, monkeypatch):
     assert all(a.tobytes() == b.tobytes() for a, b in zip(links, ibm.viterbi(whole, s, so, t, to)))
 
 
+
+
+def test_fit_job_holds_no_table_while_its_tasks_run(tmp_path):
+    """A build runs every language's two directions side by side, each job waiting for its
+    tasks most of the time: while it waits (at each yield) its frame holds no array of the
+    table's size (the row pointers, columns and probabilities are in scratch files between the
+    M-steps), and the model it returns is fit's to the bit."""
+    (s, so), (t, to), v = random_corpus(n_sent=200)
+    whole = ibm.fit(s, so, t, to, v, v, iterations=3)
+    assert len(whole.col) > v + 2  # the table is larger than its row pointers (v + 2 of them)
+    shards = write_shards(tmp_path / "shards", split_chunks(s, so, t, to, 30))
+    job = ibm_shards.fit_job(shards, False, v, v, tmp_path / "scratch", iterations=3)
+    engine, value, batches = Engine(workers=1), None, []
+    try:
+        while True:
+            batch = job.send(value)
+            held = {name: x.size for name, x in job.gi_frame.f_locals.items()
+                    if isinstance(x, np.ndarray) and x.size >= len(whole.col)}
+            assert held == {}, (batch.name, held)
+            batches.append(batch.name)
+            value = engine.map(batch.fn, batch.arg_tuples, name=batch.name, quiet=True)
+    except StopIteration as stop:
+        got, _ = stop.value
+    assert batches == ["align-fwd-cooc", "align-fwd-em1", "align-fwd-em2", "align-fwd-em3"]
+    for name in ("row_ptr", "col", "prob"):
+        assert getattr(got, name).tobytes() == getattr(whole, name).tobytes(), name

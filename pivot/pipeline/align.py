@@ -277,7 +277,7 @@ def _encode_corpus(corpus_dir, chunk_sentences, scratch):
                 name=f"align.{lang}-tokenize")
     e_vocab, f_vocab = Vocab(), Vocab()
     maps = [scratch / f"ids-{k:05d}.arrays" for k in range(n_chunks)]
-    shards = []
+    shards, e_words, f_words = [], [], []
     for k in range(n_chunks):
         with open_bundle(tok[k]) as z:
             e_words, f_words = _words(z["e_words"]), _words(z["f_words"])
@@ -285,11 +285,15 @@ def _encode_corpus(corpus_dir, chunk_sentences, scratch):
         save_bundle(maps[k], e_ids=np.array([e_vocab.add(w) for w in e_words], dtype=np.int32),
                     f_ids=np.array([f_vocab.add(w) for w in f_words], dtype=np.int32))
         shards += [(k, a, b) for a, b in zip(cuts, cuts[1:])]
+    # The vocabularies' sizes are all that is left to know of them: a build runs every
+    # language's alignment side by side, and their word dicts would wait here for the tasks.
+    n_e_vocab, n_f_vocab = len(e_vocab), len(f_vocab)
+    del e_vocab, f_vocab, e_words, f_words
     yield Batch(remap_shard, [(str(tok[k]), str(maps[k]), a, b, str(scratch / f"enc-{j:05d}.arrays"))
                               for j, (k, a, b) in enumerate(shards)], name=f"align.{lang}-ids")
     for path in tok + maps:
         path.unlink()
-    return n_pairs, len(e_vocab), len(f_vocab), shards
+    return n_pairs, n_e_vocab, n_f_vocab, shards
 
 
 def concat_links(parts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -35,8 +35,11 @@ table): the first E-step searches and writes them, later ones and the Viterbi ta
 back (the searches are most of an E-step's time).
 
 Memory: this process holds the model (the table, its probabilities and counts: 20 bytes an
-entry, as :func:`pivot.pipeline.ibm.fit`); a task holds one shard, its table and its entries'
-probabilities and counts, and the indices in blocks of at most ``INDEX_CACHE_BLOCK_BYTES``.
+entry, as :func:`pivot.pipeline.ibm.fit`) during an M-step only: between its batches a job holds
+no table (row pointers, columns and probabilities wait in scratch files), so a build that runs
+every language's alignment side by side holds one M-step's table at a time, not every
+language's. A task holds one shard, its table and its entries' probabilities and counts, and
+the indices in blocks of at most ``INDEX_CACHE_BLOCK_BYTES``.
 """
 from __future__ import annotations
 
@@ -122,6 +125,14 @@ class _Paths:
     @property
     def keys(self):
         return self.scratch / f"keys-{self.d}.npy"
+
+    @property
+    def row_ptr(self):
+        return self.scratch / f"rowptr-{self.d}.npy"
+
+    @property
+    def col(self):
+        return self.scratch / f"col-{self.d}.npy"
 
     def table(self, prob):
         return self.scratch / f"{_sha_name('t-' + self.d, prob)}.npy"
@@ -350,27 +361,37 @@ def fit_job(shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch, *, iteratio
     row_ptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys >> _ROW_SHIFT, minlength=n_rows), out=row_ptr[1:])
     col = (keys & _COL_MASK).astype(np.int32)
-    with atomic_path(paths.keys) as tmp, open(tmp, "wb") as fh:
-        np.save(fh, keys)
+    _save(paths.keys, keys)
     del keys
-    release_heap()
+    # Between its batches this job holds no table: the row pointers, the columns and the
+    # probabilities wait in scratch files, read back for each M-step. A build runs every
+    # language's two directions side by side, each waiting for its E-step tasks most of the
+    # time; held here, their tables (20 bytes an entry) added up in this process (bio-multi:
+    # 165 languages, 2.2 GiB before the largest two had started their EM).
+    _save(paths.row_ptr, row_ptr)
+    _save(paths.col, col)
+    n_entries = len(col)
 
     # Uniform start: t(f | e) = 1 / (row length).
     sizes = np.diff(row_ptr)
     prob = np.repeat(1.0 / np.maximum(sizes, 1), sizes).astype(np.float64)
-    del sizes
-    counts = np.empty(len(col), dtype=np.int64)
+    del sizes, row_ptr, col
     n_cells = sum(cost)
-    cached = bool(index_cache and int(iterations) > 1 and len(col) < 2 ** 31
+    cached = bool(index_cache and int(iterations) > 1 and n_entries < 2 ** 31
                   and 4 * n_cells <= min(INDEX_CACHE_DISK_BYTES, shutil.disk_usage(scratch).free // 2))
     prob_path = _write_table(paths, prob)
+    del prob
+    release_heap()
     history = []
     for it in range(int(iterations)):
         logliks = yield Batch(e_step_task, [(str(p), k, reverse, str(scratch), str(prob_path), float(p_null),
                                              float(tension), n_threads, cached) for k, p in enumerate(shard_paths)],
                               name=f"{name}-{d}-em{it + 1}", cost=cost)
         # The M-step: every shard's partial counts into the model's table, in shard order.
-        counts.fill(0)
+        # The probabilities are read back from the file the E-step tasks read (np.save's bytes:
+        # the same float64 values), updated and written as the next table.
+        row_ptr, prob = np.load(paths.row_ptr), np.load(prob_path)
+        counts = np.zeros(n_entries, dtype=np.int64)
         for k in range(n_shards):
             part = paths.counts(prob_path, k)
             with open_bundle(part) as z:
@@ -380,19 +401,26 @@ def fit_job(shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch, *, iteratio
         _align.m_step(row_ptr, counts, prob, n_threads)
         prob_path.unlink()
         prob_path = _write_table(paths, prob)
+        del row_ptr, prob, counts
+        release_heap()
         if not quiet:
             print(f"EM iteration {it + 1}/{iterations}: log-likelihood {history[-1]:.6g}", file=sys.stderr, flush=True)
-    del counts
-    model = ibm.Model(row_ptr=row_ptr, col=col, prob=prob, p_null=float(p_null), tension=float(tension),
-                      n_tgt_vocab=int(n_tgt_vocab), log_likelihood=np.asarray(history))
+    model = ibm.Model(row_ptr=np.load(paths.row_ptr), col=np.load(paths.col), prob=np.load(prob_path),
+                      p_null=float(p_null), tension=float(tension), n_tgt_vocab=int(n_tgt_vocab),
+                      log_likelihood=np.asarray(history))
     return model, prob_path
+
+
+def _save(path: Path, array: np.ndarray) -> None:
+    """``array`` as ``path`` (.npy), written whole under a temporary name."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.save(fh, array)
 
 
 def _write_table(paths: _Paths, prob: np.ndarray) -> Path:
     """The t-table's probabilities as ``t-<d>-<sha>.npy``, written whole under a temporary name."""
     path = paths.table(prob)
-    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        np.save(fh, prob)
+    _save(path, prob)
     return path
 
 
