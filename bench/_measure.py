@@ -5,7 +5,11 @@ each sample to the stage the build's log says is running.
 Two sums are kept. RSS summed over the tree counts a page shared by two processes twice (the
 workers' copies of the Python runtime and numpy, a memory-mapped file read by both). PSS
 (proportional set size, /proc/PID/smaps_rollup) charges a page shared by n processes 1/n to
-each, so the PSS sum counts every resident page once: the machine's real footprint."""
+each, so the PSS sum counts every resident page once: the machine's real footprint.
+
+Stages run side by side on a cluster, so a peak charged to the stage the log started last can
+belong to another. The peaks are also kept by the set of stages running at the sample, and the
+peak's moment says what each process (the build, each worker, each tool) held then."""
 import hashlib
 import json
 import os
@@ -99,12 +103,14 @@ def _pss(pid: int) -> int:
     return 0
 
 
-def tree_memory(root_pid: int, cpu_seen: dict | None = None, largest: list | None = None) -> tuple[int, int]:
+def tree_memory(root_pid: int, cpu_seen: dict | None = None, largest: list | None = None,
+                by_pid: dict | None = None) -> tuple[int, int]:
     """(RSS, PSS) in bytes, each summed over root_pid and all its descendants. With ``cpu_seen``,
     each process's CPU seconds so far are recorded in it by pid (a process that has ended keeps
     its last value: the sum of the dict is the tree's CPU time up to the last sample, but for
     what a process shorter than the sampling interval spent). With ``largest`` (a list), the
-    largest RSS of any one process of the tree is appended to it."""
+    largest RSS of any one process of the tree is appended to it. With ``by_pid`` (a dict), each
+    process's PSS is recorded in it by pid."""
     cpu = {} if cpu_seen is not None else None
     children, rss = _proc_table(cpu)
     total_rss = total_pss = one = 0
@@ -113,7 +119,10 @@ def tree_memory(root_pid: int, cpu_seen: dict | None = None, largest: list | Non
         pid = stack.pop()
         total_rss += rss.get(pid, 0)
         one = max(one, rss.get(pid, 0))
-        total_pss += _pss(pid)
+        pss = _pss(pid)
+        total_pss += pss
+        if by_pid is not None:
+            by_pid[pid] = pss
         if cpu_seen is not None and pid in cpu:
             cpu_seen[pid] = cpu[pid]
         stack.extend(children.get(pid, []))
@@ -122,20 +131,47 @@ def tree_memory(root_pid: int, cpu_seen: dict | None = None, largest: list | Non
     return total_rss, total_pss
 
 
+def role(pid: int, root_pid: int) -> str:
+    """What a process of a build's tree is: "build" (the build's own process), "worker" (a Dask
+    worker, multiprocessing's spawned child), "nanny" or "scheduler" (Dask's), else the program's
+    name (kenlm's lmplz, a shell)."""
+    if pid == root_pid:
+        return "build"
+    cmd = cmdline(pid)
+    if "spawn_main" in cmd:
+        return "worker"
+    for name in ("nanny", "scheduler"):
+        if name in cmd:
+            return name
+    return Path(cmd.split(" ", 1)[0]).name or "gone"
+
+
 def _current_stage(log_path: Path, state: dict) -> str:
-    """The stage the log last said is running (the log is read incrementally)."""
+    """The stage the log last said is running (the log is read incrementally). ``state["running"]``
+    keeps every stage started and not yet done: stages run side by side on a cluster, and the
+    last one started is only one of them."""
     with open(log_path, errors="replace") as fh:
         fh.seek(state.get("pos", 0))
         text = fh.read()
         state["pos"] = fh.tell()
+    running = state.setdefault("running", set())
     for m in _STAGE.finditer(text):
         state["stage"] = m.group(1) if m.group(2) == "running" else f"after {m.group(1)}"
+        (running.add if m.group(2) == "running" else running.discard)(m.group(1))
     # The database write, once every stage is done: the build says so. (Stages run side by side
     # on a cluster: the last one done is not the last one started, and "after combine" was
     # ppdb2's fit at --workers 2, charged to the store until this line.)
     if _STORE in text:
         state["stage"] = "store"
     return state.get("stage", "start")
+
+
+def _running(state: dict) -> str:
+    """The stages running at once, joined by "+" in name order ("store" during the write,
+    "between" when none is)."""
+    if state.get("stage") == "store":
+        return "store"
+    return "+".join(sorted(state.get("running", ()))) or "between"
 
 
 def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
@@ -159,10 +195,22 @@ def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
         cpu_by_stage: dict[str, float] = {}
         cpu_last = 0.0
         one_process: dict[str, float] = {}
+        per_running_pss: dict[str, float] = {}
+        peak_moment: dict = {}
         while proc.poll() is None:
             largest: list = []
-            rss, pss = tree_memory(proc.pid, cpu_seen, largest)
+            by_pid: dict[int, int] = {}
+            rss, pss = tree_memory(proc.pid, cpu_seen, largest, by_pid)
             stage = _current_stage(log_path, state)
+            running = _running(state)
+            per_running_pss[running] = max(per_running_pss.get(running, 0), pss / 2**30)
+            if pss > peak_pss:
+                # who held the peak: each process's PSS by role, and what was running
+                roles: dict[str, list] = {}
+                for pid, value in by_pid.items():
+                    roles.setdefault(role(pid, proc.pid), []).append(round(value / 2**30, 3))
+                peak_moment = {"elapsed_s": round(time.perf_counter() - t0, 1), "running": running,
+                               "pss_gib_by_process": {k: sorted(v, reverse=True) for k, v in sorted(roles.items())}}
             # CPU seconds since the last sample, charged to the stage the log says is running
             # (stages that run side by side on a cluster are charged to the last one started)
             cpu_now = sum(cpu_seen.values())
@@ -185,6 +233,9 @@ def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
             "peak_rss_tree_gib_by_stage": {k: round(v, 3) for k, v in per_stage.items()},
             "peak_pss_tree_gib": round(peak_pss / 2**30, 3),
             "peak_pss_tree_gib_by_stage": {k: round(v, 3) for k, v in per_stage_pss.items()},
+            # the same peaks keyed by every stage running at the sample (not only the last started)
+            "peak_pss_tree_gib_by_running": {k: round(v, 3) for k, v in per_running_pss.items()},
+            "peak_pss_moment": peak_moment,
             "cpu_s_by_stage": {k: round(v, 1) for k, v in cpu_by_stage.items()},
             # the largest RSS of any one process (the build, a worker, a tool), by stage
             "peak_one_process_rss_gib_by_stage": {k: round(v, 3) for k, v in one_process.items()}}
