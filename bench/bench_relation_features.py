@@ -529,7 +529,8 @@ def relation_rows(work: Path, data_root: Path):
     out["validation_all"] = np.array([unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed + 1) < P.RELATION_VALIDATION
                                       for r in out["all"].tolist()], dtype=bool)
     out["in_build"] = np.isin(out["all"], out["build"])
-    out["n_pairs"] = int(len(table.e1))
+    out["n_pairs"] = int(len(e1_all))
+    out["used"] = used
     return out
 
 
