@@ -20,28 +20,68 @@ from pivot.store import write as W
 # ------------------------------------------------------------------------------ strings
 
 
-def _code(t):
-    return ord(t[0]) << 42 | ord(t[1]) << 21 | ord(t[2])
+def _code(t, alphabet="#abc"):
+    # r0 A^2 + r1 A + r2, r the rank of a character in the texts' alphabet ("#" = 35 first)
+    a = len(alphabet)
+    return (alphabet.index(t[0]) * a + alphabet.index(t[1])) * a + alphabet.index(t[2])
 
 
 def test_char_trigrams_of_padded_texts():
-    # "#ab#": #ab, ab#; "#abc#": #ab, abc, bc# ("#" = 35 sorts first, then letters)
+    # alphabet "#abc" (A = 4): "#ab#": #ab = 0*16 + 1*4 + 2 = 6, ab# = 16 + 8 + 0 = 24;
+    # "#abc#": #ab 6, abc = 16 + 8 + 3 = 27, bc# = 32 + 12 + 0 = 44
     ptr, tri = P.char_trigrams(["ab", "abc"])
     assert ptr.tolist() == [0, 2, 5]
-    assert tri.tolist() == [_code("#ab"), _code("ab#"), _code("#ab"), _code("abc"), _code("bc#")]
-    # a repeated trigram counts once: "#aaaa#" -> #aa, aaa, aa#
+    assert tri.tolist() == [6, 24, 6, 27, 44] == [_code("#ab"), _code("ab#"), _code("#ab"), _code("abc"),
+                                                  _code("bc#")]
+    assert tri.dtype == np.uint32
+    # a repeated trigram counts once: "#aaaa#" -> #aa, aaa, aa# (alphabet "#a": 0*4 + 2 + 1 = 3,
+    # 4 + 2 + 0 = 6, 4 + 2 + 1 = 7)
     ptr, tri = P.char_trigrams(["aaaa"])
-    assert ptr.tolist() == [0, 3] and sorted(tri.tolist()) == sorted([_code("#aa"), _code("aaa"), _code("aa#")])
+    assert ptr.tolist() == [0, 3] and tri.tolist() == [3, 6, 7]
 
 
 def test_char_trigrams_by_blocks(monkeypatch):
     # blocks of 2 texts, cut after "abc" and after "": "#ab#": #ab, ab#; "#abc#": #ab, abc, bc#;
     # "#aaaa#": #aa, aa#, aaa (ascending: "#" < "a" < "b" < "c"); "##": none; "#b#": #b#
+    # (the alphabet is every block's: "#abc")
     monkeypatch.setattr(P, "TRIGRAM_BLOCK", 2)
     ptr, tri = P.char_trigrams(["ab", "abc", "aaaa", "", "b"])
     assert ptr.tolist() == [0, 2, 5, 8, 8, 9]
     assert tri.tolist() == [_code("#ab"), _code("ab#"), _code("#ab"), _code("abc"), _code("bc#"),
                             _code("#aa"), _code("aa#"), _code("aaa"), _code("#b#")]
+
+
+def test_char_trigrams_narrow_codes_and_wide_alphabets():
+    """Codes are uint32 while A^3 <= 2^32 (A <= 1625 characters), int64 beyond; either way they
+    sort as the trigrams' code points and the pairs share the trigrams their strings share."""
+    assert 1625 ** 3 <= 1 << 32 < 1626 ** 3
+    # 1,625 characters: uint32, the largest code A^3 - 1 for the trigram of the last character
+    # three times; 1,626 characters: int64. Only the first TRIGRAM_CHARS - 2 = 38 characters
+    # of a text count, so the alphabet comes in texts of 38 characters.
+    for n_chars, dtype in ((1625, np.uint32), (1626, np.int64)):
+        chars = "#" + "".join(chr(0x4E00 + i) for i in range(n_chars - 1))
+        texts = [chars[1 + i:1 + i + 38] for i in range(0, n_chars - 1, 38)] + [chars[-1] * 3]
+        ptr, tri = P.char_trigrams(texts)
+        assert tri.dtype == dtype and int(tri.max()) == n_chars ** 3 - 1
+    # shared trigrams of the code points against the codes, in both widths: a wide alphabet of
+    # 1,700 extra characters in texts of their own, then the same pairs of short texts
+    short = ["cell count", "counts of cell", "cell", "célula", "cel", "-cell-", ""]
+    wide = ["".join(chr(0x4E00 + i) for i in range(k, k + 38)) for k in range(0, 1700, 38)]
+    for texts in (short, short + wide):
+        ph = _phrases(texts, f_lang=(0,))
+        assert ph.tri.dtype == (np.uint32 if texts is short else np.int64)
+        a, b = np.repeat(np.arange(7), 7), np.tile(np.arange(7), 7)
+        shared = P.string_overlaps(ph, a, b)[2]
+
+        def grams(t):
+            t = "#" + t[:38] + "#"
+            return {t[k:k + 3] for k in range(len(t) - 2)}
+        assert shared.tolist() == [len(grams(short[i]) & grams(short[j])) for i, j in zip(a.tolist(), b.tolist())]
+        for i in range(7):
+            row = ph.tri[ph.tri_ptr[i]:ph.tri_ptr[i + 1]]
+            assert np.all(np.diff(row.astype(np.int64)) > 0)
+            # ascending codes are the ascending trigrams (code points, first character first)
+            assert len(row) == len(grams(short[i]))
 
 
 def _phrases(texts, counts=None, f_lang=(0, 1)):
