@@ -712,3 +712,35 @@ def test_phrases_keep_rows_for_the_stored_phrases_only():
     assert part.rows([5, 1]).tolist() == [2, 0]
     with pytest.raises(ValueError, match="without a row"):
         part.rows([1, 3])
+
+
+def test_phrase_file_reads_the_rows_of_the_pairs_phrases(tmp_path):
+    """The stage's process reads the Phrases from their file (PhraseFile): take(ids) holds the
+    rows of those ids alone (ascending rows, row_of renumbered) and gives their pairs the
+    feature columns of the whole arrays, to the byte; the file object itself holds no array
+    with a row per phrase, only row_of and f_lang; vectors(a, b) are rows a:b."""
+    texts = ["the", "cell", "of", "a", "cells", "kidney cell"]
+    whole = _phrases(texts, counts=[1, 9, 2, 3, 4, 5], f_lang=(0, 1, 1))
+    whole.vec = np.arange(12, dtype=np.float32).reshape(6, 2) - 3.0
+    whole.vec_has = np.array([1, 1, 0, 1, 1, 1], bool)
+    whole.row_of = np.array([0, 1, 2, 3, 4, 5, -1], np.int32)     # id 6: in no stored pair
+    whole.save(tmp_path / "phrases.arrays")
+    f = P.PhraseFile(tmp_path / "phrases.arrays")
+    assert f.dim == 2 and f.n == 6
+    assert {k for k, v in vars(f).items() if isinstance(v, np.ndarray)} == {"row_of", "f_lang"}
+    e1, e2 = np.array([1, 4, 5, 5]), np.array([4, 1, 1, 4])
+    part = f.take(np.concatenate([e1, e2]))
+    # ids 1, 4, 5: rows 0, 1, 2 of the part; "#cell#" has the trigrams #ce cel ell ll#, "#cells#"
+    # five, "#kidney cell#" eleven (#ki kid idn dne ney "ey " "y c" " ce" cel ell ll#)
+    assert part.row_of.tolist() == [-1, 0, -1, -1, 1, 2, -1] and len(part.tokens) == 3
+    assert part.tri_ptr.tolist() == [0, 4, 9, 20] and part.tri.dtype == np.uint32
+    assert part.tri.tobytes() == whole.tri[whole.tri_ptr[1]:whole.tri_ptr[2]].tobytes() + \
+        whole.tri[whole.tri_ptr[4]:whole.tri_ptr[6]].tobytes()
+    p, p_rev = np.array([[0.5], [0.2], [0.1], [0.0]]), np.array([[0.2], [0.5], [0.0], [0.3]])
+    args = (p, p_rev, [1, 2, 3, 4], np.array([[0, 1, -1], [2, -1, -1], [-1, -1, -1], [1, 2, 0]]), np.zeros(4, np.uint8))
+    want, got = P.pair_features(whole, e1, e2, *args), P.pair_features(part, e1, e2, *args)
+    assert [c.tobytes() for c in got] == [c.tobytes() for c in want]
+    assert P.phrase_columns(part, e1, e2).tobytes() == P.phrase_columns(whole, e1, e2).tobytes()
+    assert f.vectors(2, 4).tobytes() == whole.vec[2:4].tobytes()
+    with pytest.raises(ValueError, match="without a row"):
+        f.take([1, 6])

@@ -278,6 +278,69 @@ class Phrases:
             return cls(**{k: b.memmap(k) if mmap else b[k] for k in cls.__dataclass_fields__})
 
 
+#: The Phrases arrays with a row per phrase (PhraseFile.take gathers these rows).
+PHRASE_ROW_ARRAYS = ("n_words", "log_count", "tokens", "vec", "vec_has")
+
+
+class PhraseFile:
+    """The stage's Phrases, in their file (Phrases.save), as this process reads them: the rows
+    of the phrases a fit's pairs hold (:meth:`take`), mapped for the read and unmapped after it.
+
+    The fits read a few hundred thousand pairs' phrases; held whole, the arrays (trigram codes,
+    vectors, tokens: 1.1 GiB on bio-multi's 2.37M phrases) stayed in this process through the
+    fits and beside the label tasks' workers. A map kept open would keep every page a read
+    touched in this process's resident set (as PairTable's reads)."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        with open_bundle(self.path) as b:
+            self.row_of = b["row_of"]
+            self.f_lang = b["f_lang"]
+            vec = b.memmap("vec")
+            self.dim = int(vec.shape[1]) if vec.ndim == 2 else 0
+            self.n = int(b.memmap("n_words").shape[0])
+            del vec
+
+    def take(self, ids) -> Phrases:
+        """The Phrases of phrase ids ``ids`` alone: their rows (ascending), ``row_of`` renumbered
+        to them (-1 for every other id). A feature of a pair is a function of its two phrases'
+        rows, so it is the same computed on these as on the whole."""
+        ids = np.asarray(ids, np.int64)
+        whole = self.row_of[ids]
+        if len(whole) and whole.min() < 0:
+            raise ValueError("phrase ids without a row in the phrases' arrays")
+        rows = np.unique(whole)
+        row_of = np.full(len(self.row_of), -1, np.int32)
+        row_of[ids] = np.searchsorted(rows, whole)
+        with open_bundle(self.path) as b:
+            part = {}
+            for k in PHRASE_ROW_ARRAYS:
+                if k in ("vec", "vec_has") and not self.dim:
+                    part[k] = b[k]                                # a build without vectors: empty
+                    continue
+                m = b.memmap(k)
+                part[k] = np.array(m[rows])
+                del m
+            ptr, tri = b.memmap("tri_ptr"), b.memmap("tri")
+            start, count = np.asarray(ptr[rows]), np.asarray(ptr[rows + 1] - ptr[rows])
+            del ptr
+            tri_ptr = np.zeros(len(rows) + 1, np.int64)
+            np.cumsum(count, out=tri_ptr[1:])
+            at = np.arange(int(tri_ptr[-1])) + np.repeat(start - tri_ptr[:-1], count)
+            part["tri"] = np.array(tri[at])
+            del tri
+        return Phrases(part["n_words"], part["log_count"], part["tokens"], tri_ptr, part["tri"], self.f_lang, row_of,
+                       part["vec"], part["vec_has"])
+
+    def vectors(self, a: int, b: int) -> np.ndarray:
+        """Rows a:b of the phrase vectors (a copy; the map goes with the call)."""
+        with open_bundle(self.path) as z:
+            m = z.memmap("vec")
+            out = np.array(m[a:b])
+            del m
+        return out
+
+
 #: Texts per block of char_trigrams: its (texts x width) int64 temporaries are ~20 MB a block,
 #: where the whole of bio's 448k phrases at once took ~0.5 GB of the build's peak.
 TRIGRAM_BLOCK = 65_536
@@ -1204,6 +1267,7 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     # on the workers; meanwhile this process turns to what the fits need of the phrases (their
     # WordNet side, the features'). WordNet is read twice, once on each side (about a second).
     texts_path, slot_path, forms_path = tmp / ".texts.txt", tmp / ".slot.arrays", tmp / ".forms.arrays"
+    phrases_path = tmp / ".phrases.arrays"
     texts_path.write_bytes("\n".join(texts).encode("utf-8"))    # bytes: no newline translation
     save_bundle(slot_path, slot=slot)
     # the labels stay in their per-part files until the stage ends: the fits read the rows they
@@ -1213,8 +1277,8 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
                           str(data_root) if params["wordnet"] else None)
     if params["learn"]:
         _, (wn, ph, lex) = yield Together(labelled, _here(
-            _phrase_side, table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params, shard_paths,
-            len(e_tokens)))
+            _phrase_side, table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params,
+            phrases_path, shard_paths, len(e_tokens)))
     else:
         yield Together(labelled)
     for path in (texts_path, slot_path, forms_path):
@@ -1241,7 +1305,7 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
         (tmp / "ppdb2.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         return meta
 
-    fit_path, phrases_path = tmp / ".fit.json", tmp / ".phrases.arrays"
+    fit_path = tmp / ".fit.json"
     names = feature_names(models, ph.dim)
     fit = {"models": models, "features": names}
     # The relation classifier's fits on the workers, the score's here. WordNet is read by the
@@ -1256,12 +1320,15 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
              fit["score"]["dev"]["spearman"], fit["relations"]["eval"]["full"]["macro_f1"])
     fit_path.write_text(json.dumps({"score": score.to_json(), "relations": relations.to_json(),
                                     "names": pair_feature_names(models, ph.dim)}))
-    ph.save(phrases_path)
     terms_path = tmp / ".terms.arrays" if ph.dim else None
     if ph.dim:
         # the phrase vectors' part of the relations' linear predictor, once per phrase (the
-        # apply tasks add t1[e1] + t2[e2] to the pair part's)
-        t1, t2 = relations.phrase_terms(ph.vec)
+        # apply tasks add t1[e1] + t2[e2] to the pair part's); APPLY_ROWS phrases' vectors read
+        # at a time (a phrase's terms are its own: the same bytes)
+        t1, t2 = (np.zeros((ph.n, len(RELATIONS))) for _ in range(2))
+        for a in range(0, ph.n, APPLY_ROWS):
+            b1, b2 = relations.phrase_terms(ph.vectors(a, a + APPLY_ROWS))
+            t1[a:a + len(b1)], t2[a:a + len(b2)] = b1, b2
         save_bundle(terms_path, t1=t1, t2=t2)
         del t1, t2
     # The apply tasks read all they need from these files: what the labels and fits held here
@@ -1299,10 +1366,12 @@ def _label_job(texts_path, slot_path, forms_path, label_paths, part_paths, data_
                                       for j in range(len(part_paths))], name="ppdb2-labels"))
 
 
-def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params, shard_paths=(),
-                 n_tokens=0):
-    """(WordNet, Phrases, Lexical): what the features and the fits need of the phrases
-    (with shard_paths: their word vectors, trained here on the shards' English)."""
+def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params, phrases_path,
+                 shard_paths=(), n_tokens=0):
+    """(WordNet, PhraseFile, Lexical): what the features and the fits need of the phrases
+    (with shard_paths: their word vectors, trained here on the shards' English); the Phrases
+    are written to ``phrases_path`` (the fits read their rows, the apply tasks map it) and not
+    held here."""
     from pivot.pipeline import vectors
     from pivot.pipeline import wellformed
     from pivot.pipeline.wordnet import WordNet, wordnet_folder
@@ -1315,20 +1384,25 @@ def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root
     # phrase, in slot order (the rows of a phrase id are its slots)
     tokens = np.asarray(e_rows[used], np.int32)
     n_words = (tokens >= 0).sum(axis=1).astype(np.int8)
-    tri_ptr, tri = char_trigrams(texts)
     f_used = table.pivot_ids()
     f_lang = np.full(int(f_used.max()) + 1 if len(f_used) else 0, -1, np.int16)
     f_lang[f_used] = f_lang_of(f_used)
-    ph = Phrases(n_words, np.log1p(np.asarray(e_count[used], np.float64)), tokens, tri_ptr, tri, f_lang, slot)
+    del f_used
+    extra = {}
     if shard_paths:
+        # the vectors first: their training's temporaries go before the trigram codes are made
         t0 = time.process_time()
         words = vectors.train(vectors.EnglishShards(shard_paths), n_tokens)
-        ph.vec, ph.vec_has = vectors.phrase_vectors(tokens, words)
+        extra["vec"], extra["vec_has"] = vectors.phrase_vectors(tokens, words)
         log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f CPU s", int(np.any(words != 0, axis=1).sum()),
                  words.shape[1], time.process_time() - t0)
         del words
+    tri_ptr, tri = char_trigrams(texts)
+    Phrases(n_words, np.log1p(np.asarray(e_count[used], np.float64)), tokens, tri_ptr, tri, f_lang, slot,
+            **extra).save(phrases_path)
+    del tokens, n_words, tri_ptr, tri, f_lang, extra
     lex = _wordnet_phrases(texts, slot, wn, lemmatizer, params)
-    return wn, ph, lex
+    return wn, PhraseFile(phrases_path), lex
 
 
 def _score_side(table, ph, labels, lex, models, texts, used, params, data_root):
@@ -1378,11 +1452,13 @@ def label_range(forms_path, slot_path, part_paths, j: int, out_path) -> dict:
     return {"reused": False, "n_pairs": int(len(form))}
 
 
-def _rows_features(table: PairTable, ph: Phrases, labels, rows, phrases: bool = True) -> np.ndarray:
+def _rows_features(table: PairTable, ph, labels, rows, phrases: bool = True) -> np.ndarray:
     """The feature matrix of the global rows ``rows`` (their form from the label files
     ``labels``), feature_names(models, ph.dim) order (phrases = False: without the phrase-vector
-    columns, pair_feature_names order)."""
+    columns, pair_feature_names order). ph: Phrases, or a PhraseFile (the rows' phrases read)."""
     e1, e2, n_pivots, pivots, form = table.rows(rows, ("e1", "e2", "n_pivots", "pivots", "form"), labels)
+    if isinstance(ph, PhraseFile):
+        ph = ph.take(np.concatenate([e1, e2]))
     x = feature_matrix(pair_features(ph, e1, e2, table.p_rows(rows), table.reverse_p(e1, e2), n_pivots, pivots,
                                      form))
     return np.hstack([x, phrase_columns(ph, e1, e2)]) if ph.dim and phrases else x
