@@ -1424,6 +1424,7 @@ def forms_task(texts_path, data_root, out_path) -> dict:
         return {"reused": True}
     text = Path(texts_path).read_bytes().decode("utf-8")
     texts = text.split("\n") if text else []
+    del text
     lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(WordNet.read(wordnet_folder(data_root, LEXICON)))
                               if data_root is not None else identity_lemmas)
     forms = wellformed.PhraseForms.from_texts(texts, lemmatizer)

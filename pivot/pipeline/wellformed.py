@@ -270,6 +270,10 @@ def _padded_flat(flat: np.ndarray, lengths: np.ndarray, width: int) -> np.ndarra
     return out
 
 
+#: Phrases PhraseForms.from_texts splits into words at a time (their lists of word strings).
+FORM_BLOCK = 65_536
+
+
 # Per-phrase bits packed into one byte, so that a pair needs one gather per side.
 _P_EDGE = EDGE_PUNCT          # the first or last token is punctuation
 _P_END = 2                    # the end dangles (not a unit)
@@ -331,12 +335,27 @@ class PhraseForms:
         # Ids by first occurrence, looked up through C-level map() calls, not a Python loop per token.
         text_ids = {t: i for i, t in enumerate(dict.fromkeys(texts))}
         surface = np.fromiter(map(text_ids.__getitem__, texts), dtype=np.int32, count=len(texts))
-        rows = [t.split() for t in texts]
-        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-        flat_words = list(chain.from_iterable(rows))
-        words = list(dict.fromkeys(flat_words))
-        vocab = {w: i for i, w in enumerate(words)}
-        flat = np.fromiter(map(vocab.__getitem__, flat_words), dtype=np.int32, count=len(flat_words))
+        del text_ids
+        # The texts split FORM_BLOCK at a time, each block's new words numbered after the
+        # earlier blocks' (the ids of one pass by first occurrence): a list of word strings
+        # per phrase for all of them at once was ~1.5 GB of the forms task on bio-multi's
+        # 2.37M phrases. A phrase's words are later read back from its token ids.
+        words: list[str] = []
+        vocab: dict[str, int] = {}
+        flat_parts, length_parts = [], []
+        for a in range(0, len(texts), FORM_BLOCK):
+            rows = [t.split() for t in texts[a:a + FORM_BLOCK]]
+            length_parts.append(np.fromiter(map(len, rows), dtype=np.int64, count=len(rows)))
+            flat_words = list(chain.from_iterable(rows))
+            del rows
+            new = [w for w in dict.fromkeys(flat_words) if w not in vocab]
+            vocab.update(zip(new, range(len(words), len(words) + len(new))))
+            words += new
+            flat_parts.append(np.fromiter(map(vocab.__getitem__, flat_words), dtype=np.int32, count=len(flat_words)))
+            del flat_words
+        lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
+        flat = np.concatenate(flat_parts) if flat_parts else np.zeros(0, np.int32)
+        del length_parts, flat_parts
         n_vocab = len(words)
         punct = np.fromiter((is_punctuation(w) for w in words), dtype=bool, count=n_vocab)
         function = np.fromiter((w in FUNCTION_WORDS for w in words), dtype=bool, count=n_vocab)
@@ -353,8 +372,13 @@ class PhraseForms:
         lemma_rows = [sorted(lemma_index.setdefault(x, len(lemma_index)) for x in s) for s in lemma_sets]
         lemma_ids = _padded(lemma_rows, max((len(s) for s in lemma_sets), default=1))
 
-        n = len(rows)
+        n = len(texts)
         tokens = _padded_flat(flat, lengths, int(lengths.max()) if n else 1)
+        del flat
+
+        def split(p: int) -> list[str]:
+            # phrase p's words (texts[p].split(), from its token ids)
+            return [words[i] for i in tokens[p, :lengths[p]].tolist()]
         present = tokens >= 0
         safe = np.where(present, tokens, 0)
         nonempty = lengths > 0
@@ -382,7 +406,7 @@ class PhraseForms:
                                   dtype=bool, count=n_vocab)
             maybe = (end | start) & first_ok[first] & last_ok[last] & np.isin(lengths, unit_lengths)
             for p in np.flatnonzero(maybe).tolist():
-                if _any_unit([lemma_sets[vocab[w]] or (w,) for w in rows[p]], units):
+                if _any_unit([lemma_sets[vocab[w]] or (w,) for w in split(p)], units):
                     end[p] = start[p] = False
 
         cmask = present & is_content[safe]
@@ -395,7 +419,7 @@ class PhraseForms:
             after_content[:, 1:] = present[:, 1:] & letter[safe[:, 1:]] & cmask[:, :-1]
             max_unit = int(unit_lengths.max())
             for p, j in zip(*(a.tolist() for a in np.nonzero(after_content))):
-                row = rows[p]
+                row = split(p)
                 choices = [lemma_sets[vocab[w]] or (w,) for w in row]
                 if any(_any_unit(choices[s:e], units) for s in range(max(0, j + 1 - max_unit), j)
                        for e in range(j + 1, min(len(row), s + max_unit) + 1)):
