@@ -556,7 +556,7 @@ def test_relation_tasks_are_fit_relations(tmp_path):
         assert json.dumps(got.to_json()) == json.dumps(want.to_json())
 
 
-def test_labels_per_part_are_the_labels_of_the_whole(tmp_path):
+def test_labels_per_part_are_the_labels_of_the_whole(tmp_path, monkeypatch):
     """forms_task + label_range per pivot part (the build's tasks) give PhraseForms.pair_labels of
     every pair at once, and each pair's reverse row as PairTable.find finds it."""
     texts = ["the cell", "cell", "cells", ", cell", "cell counts were", "cell counts", "kidney"]
@@ -572,10 +572,13 @@ def test_labels_per_part_are_the_labels_of_the_whole(tmp_path):
         save_bundle(parts[-1], e1=e1[lo:hi], e2=e2[lo:hi])
     (tmp_path / "texts.txt").write_bytes("\n".join(texts).encode())
     save_bundle(tmp_path / "slot.arrays", slot=slot)
+    # each task gives its worker's freed heap back to the system when it ends (release_heap)
+    released = []
+    monkeypatch.setattr(P, "release_heap", lambda: released.append(1))
     assert P.forms_task(tmp_path / "texts.txt", None, tmp_path / "forms.arrays") == {"reused": False, "n_phrases": 7}
     got = [P.label_range(tmp_path / "forms.arrays", tmp_path / "slot.arrays", parts, j, tmp_path / f"f-{j}.arrays")
            for j in range(3)]
-    assert [g["n_pairs"] for g in got] == [4, 1, 4]
+    assert [g["n_pairs"] for g in got] == [4, 1, 4] and len(released) == 4
     from pivot.pipeline.bundle import open_bundle
 
     form, rev = [], []

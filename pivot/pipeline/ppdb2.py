@@ -126,6 +126,7 @@ scores (:func:`size_cuts_parts`). A task holds its own part.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -137,11 +138,26 @@ import numpy as np
 
 from pivot.errors import InputError
 from pivot.pipeline.bundle import open_bundle, save_bundle
+from pivot.pipeline.engine import release_heap
 from pivot.pipeline.stage import Stage
 from pivot.pipeline.wordnet import LEXICON, RELATIONS
 from pivot.store.combined import FLOOR_LOG_P
 
 log = logging.getLogger("pivot")
+
+
+def _heap_released(task):
+    """The task, then its freed heap back to the system (release_heap). A worker runs the
+    stage's tasks one after another, and glibc keeps what a task freed resident in the
+    worker beside the next task (the forms task's ~0.4 GB beside the label tasks on bio-multi)."""
+    @functools.wraps(task)
+    def run(*args, **kwargs):
+        try:
+            return task(*args, **kwargs)
+        finally:
+            release_heap()
+    return run
+
 
 #: Characters of a phrase whose trigrams char3_jaccard compares (longer phrases are cut).
 TRIGRAM_CHARS = 40
@@ -934,6 +950,7 @@ def relation_selection(scores: dict) -> tuple[tuple, dict]:
                            for (lam, beta), v in sorted(scores.items())]}
 
 
+@_heap_released
 def relation_task(path, columns, names, lam, beta, refit: bool):
     """One relation fit of the build (a task): the training rows of ``path`` (x, y, validation),
     the feature columns ``columns`` of x (None: all) named ``names``; refit: the model on every
@@ -1334,6 +1351,7 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     # The apply tasks read all they need from these files: what the labels and fits held here
     # (the list and lexicon features) goes before the tasks run beside it.
     del lex, ph, texts, slot, used
+    release_heap()          # the fits' freed heap, before the apply tasks run beside this process
     done = yield Batch(apply_range, [(part_paths, j, phrases_path, labels[j], fit_path, parts[j], terms_path)
                                      for j in range(len(part_paths))], name="ppdb2")
     log.info("ppdb2: applied to %d ranges, %.1f CPU s in the tasks", len(done),
@@ -1397,10 +1415,12 @@ def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root
         log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f CPU s", int(np.any(words != 0, axis=1).sum()),
                  words.shape[1], time.process_time() - t0)
         del words
+        release_heap()      # the training's co-occurrence counts, before the codes are made
     tri_ptr, tri = char_trigrams(texts)
     Phrases(n_words, np.log1p(np.asarray(e_count[used], np.float64)), tokens, tri_ptr, tri, f_lang, slot,
             **extra).save(phrases_path)
     del tokens, n_words, tri_ptr, tri, f_lang, extra
+    release_heap()          # the vectors' and codes' temporaries, before the fits' own
     lex = _wordnet_phrases(texts, slot, wn, lemmatizer, params)
     return wn, PhraseFile(phrases_path), lex
 
@@ -1412,6 +1432,7 @@ def _score_side(table, ph, labels, lex, models, texts, used, params, data_root):
     return _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists)
 
 
+@_heap_released
 def forms_task(texts_path, data_root, out_path) -> dict:
     """PhraseForms.from_texts of the phrases of ``texts_path`` (one a line, in slot order) with
     WordNet's lemmatizer of ``data_root`` (None: every token its own lemma), its FORM_ARRAYS
@@ -1432,6 +1453,7 @@ def forms_task(texts_path, data_root, out_path) -> dict:
     return {"reused": False, "n_phrases": len(texts)}
 
 
+@_heap_released
 def label_range(forms_path, slot_path, part_paths, j: int, out_path) -> dict:
     """The well-formedness mask of every pair of pivot part j (PhraseForms.pair_labels over the
     arrays in ``forms_path``, phrase ids through the ``slot`` of ``slot_path``), and the global
@@ -1717,6 +1739,7 @@ def smallest_by_hash(h, rows, limit: int) -> tuple[np.ndarray, np.ndarray]:
     return h[keep], rows[keep]
 
 
+@_heap_released
 def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path, terms_path=None) -> dict:
     """One pivot part: features, score and relation probabilities of its pairs (a Dask task).
 
