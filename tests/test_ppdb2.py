@@ -556,6 +556,14 @@ def test_relation_tasks_are_fit_relations(tmp_path):
         assert json.dumps(got.to_json()) == json.dumps(want.to_json())
 
 
+def test_read_texts_gives_the_split_of_the_whole_file(tmp_path):
+    """forms_task reads its texts a line at a time: the texts "\n".join wrote, as str.split("\n")
+    of the whole file gives them (an empty last text after a final newline; an empty file none)."""
+    for text in ("", "a", "a\n", "\n", "a\n\nb", "é b\n c\r d\n", "x\u2028y\nz"):
+        (tmp_path / "t.txt").write_bytes(text.encode("utf-8"))
+        assert list(P.read_texts(tmp_path / "t.txt")) == (text.split("\n") if text else []), repr(text)
+
+
 def test_labels_per_part_are_the_labels_of_the_whole(tmp_path, monkeypatch):
     """forms_task + label_range per pivot part (the build's tasks) give PhraseForms.pair_labels of
     every pair at once, and each pair's reverse row as PairTable.find finds it."""

@@ -347,3 +347,11 @@ def test_forms_split_in_blocks_are_one_pass(monkeypatch):
     # the paths that read a phrase's words back from its ids: "got rid of" is a unit (its end
     # "of" does not dangle), the letter of "vitamin a" is content
     assert int(whole.bits[-2]) & (wf._P_END | wf._P_START) == 0 and int(whole.n_content[-1]) == 2
+
+
+def test_surfaces_are_the_texts_own():
+    """Equal texts share a surface, numbered by first occurrence; texts with the same words
+    but other spacing ("a  b", " a b") are other surfaces, though their tokens are equal."""
+    forms = PhraseForms.from_texts(iter(["a b", "a  b", "a b", " a b", "a  b", "b"]), toy_lemmas)
+    assert forms.surface.tolist() == [0, 1, 0, 2, 1, 3]
+    assert forms.tokens.tolist()[:5] == [[0, 1]] * 5

@@ -1443,14 +1443,23 @@ def forms_task(texts_path, data_root, out_path) -> dict:
     out_path = Path(out_path)
     if out_path.is_file():
         return {"reused": True}
-    text = Path(texts_path).read_bytes().decode("utf-8")
-    texts = text.split("\n") if text else []
-    del text
     lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(WordNet.read(wordnet_folder(data_root, LEXICON)))
                               if data_root is not None else identity_lemmas)
-    forms = wellformed.PhraseForms.from_texts(texts, lemmatizer)
+    forms = wellformed.PhraseForms.from_texts(read_texts(texts_path), lemmatizer)
     save_bundle(out_path, **{k: getattr(forms, k) for k in FORM_ARRAYS})
-    return {"reused": False, "n_phrases": len(texts)}
+    return {"reused": False, "n_phrases": len(forms)}
+
+
+def read_texts(path):
+    """The texts of a file written as "\n".join(texts), one at a time, each as
+    str.split("\n") of the whole file gives it (an empty file: none), never the file whole."""
+    ended = False
+    with open(path, encoding="utf-8", newline="\n") as fh:
+        for line in fh:
+            ended = line.endswith("\n")
+            yield line[:-1] if ended else line
+    if ended:
+        yield ""
 
 
 @_heap_released
