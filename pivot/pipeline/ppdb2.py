@@ -379,14 +379,19 @@ def char_trigrams(texts: list[str], width: int = TRIGRAM_CHARS) -> tuple[np.ndar
         return np.zeros(1, np.int64), np.zeros(0, np.uint32)
     alphabet = np.array(sorted({"#"}.union(*(t[:width - 2] for t in texts))), dtype="<U1").view(np.uint32)
     dtype = np.uint32 if len(alphabet) ** 3 <= 1 << 32 else np.int64
-    counts, codes = [], []
+    # the blocks' codes go straight into one array of room for width - 2 a text (the most a
+    # text has): pages past the last code are never touched, so never resident; the blocks
+    # kept and then concatenated held the codes twice
+    codes = np.empty(n * (width - 2), dtype)
+    counts, at = [], 0
     for a in range(0, n, TRIGRAM_BLOCK):
         c, t = _char_trigrams_block(texts[a:a + TRIGRAM_BLOCK], width, alphabet)
         counts.append(c)
-        codes.append(t.astype(dtype))
+        codes[at:at + len(t)] = t
+        at += len(t)
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.concatenate(counts), out=ptr[1:])
-    return ptr, np.concatenate(codes)
+    return ptr, codes[:at]
 
 
 def _char_trigrams_block(texts: list[str], width: int, alphabet: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
