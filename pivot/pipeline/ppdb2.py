@@ -1780,31 +1780,46 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
         with open_bundle(terms_path) as z:
             terms = (z.memmap("t1"), z.memmap("t2"))
     with open_bundle(part_paths[j]) as z:
-        e1, e2, p, n_pivots, pivots = (z[f] for f in ("e1", "e2", "p", "n_pivots", "pivots"))
+        e1, e2 = z["e1"], z["e2"]
     with open_bundle(label_path) as z:
         form, rev = z["form"], z["rev"]
-    # p_m(e1|e2): the row of (e2, e1), read from the part that holds it, one part's map at a
-    # time (PairTable.p_rows): the reverses are spread over every part, and maps of all parts
-    # held at once kept nearly every page of the whole table's p in the task's resident set
-    # (0.29 GB on bio, 2 GB on bio-multi)
-    p_rev = np.zeros_like(p)
-    found = rev >= 0
-    p_rev[found] = PairTable.read(part_paths).p_rows(rev[found])
+    table = PairTable.read(part_paths)
     # Blocks of APPLY_ROWS pairs: every feature, the score and the softmax are functions of one
     # row, so the blocks give the bytes of one pass over the part, and a task holds a block's
-    # feature columns (~60 x 8 bytes a row) instead of its whole part's (0.7 GiB on bio).
+    # feature columns (~60 x 8 bytes a row) instead of its whole part's (0.7 GiB on bio), and
+    # a block's p, p_rev and pivots (the part's whole were ~0.15 GB a task on bio-multi, where
+    # the two workers' apply tasks beside this stage's process were its peak).
     ppdb2, rel = [], []
     for a in range(0, len(e1), APPLY_ROWS):
         b = min(a + APPLY_ROWS, len(e1))
-        cols = pair_features(ph, e1[a:b], e2[a:b], p[a:b], p_rev[a:b], n_pivots[a:b], pivots[a:b], form[a:b])
+        p, n_pivots, pivots = _slices(part_paths[j], ("p", "n_pivots", "pivots"), a, b)
+        # p_m(e1|e2): the row of (e2, e1), read from the part that holds it, one part's map at
+        # a time (PairTable.p_rows): the reverses are spread over every part, and maps of all
+        # parts held at once kept nearly every page of the whole table's p in the task's
+        # resident set (0.29 GB on bio, 2 GB on bio-multi)
+        p_rev = np.zeros_like(p)
+        found = rev[a:b] >= 0
+        p_rev[found] = table.p_rows(rev[a:b][found])
+        cols = pair_features(ph, e1[a:b], e2[a:b], p, p_rev, n_pivots, pivots, form[a:b])
         ppdb2.append(score.predict_columns(names, cols))
         rel.append(per_mille(relations.probabilities_columns(
             names, cols, None if terms is None else (terms[0][ph.rows(e1[a:b])], terms[1][ph.rows(e2[a:b])]))))
-        del cols
+        del cols, p, p_rev, n_pivots, pivots
     ppdb2 = np.concatenate(ppdb2) if ppdb2 else np.zeros(0, np.float64)
     rel = np.concatenate(rel) if rel else np.zeros((0, len(RELATIONS)), np.uint16)
     save_bundle(out_path, form=form, ppdb2=ppdb2, rel=rel, relation=rel.argmax(axis=1).astype(np.uint8))
     return {"reused": False, "n_pairs": int(len(e1)), "cpu_seconds": round(time.process_time() - t0, 2)}
+
+
+def _slices(path, fields, a: int, b: int) -> list[np.ndarray]:
+    """Rows a:b of the named arrays of a bundle, copied (the map goes with the call)."""
+    with open_bundle(path) as z:
+        out = []
+        for f in fields:
+            m = z.memmap(f)
+            out.append(np.array(m[a:b]))
+            del m
+    return out
 
 
 def stage_params(recipe) -> dict:
