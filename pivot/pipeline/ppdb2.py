@@ -1246,11 +1246,13 @@ def _read_fields(path, label_path, fields) -> dict:
 FORM_ARRAYS = ("tokens", "content", "n_content", "content_class", "core_class", "surface", "bits", "lemma_ids")
 
 
-def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.ndarray, e_tokens: list[str],
+def build(tmp: Path, *, part_paths: list[Path], e_phrases, e_tokens: list[str],
           f_lang_of, models: list[str], params: dict, data_root: Path, engine, shard_paths=()) -> dict:
     """The stage: labels, fits, applies; writes ``x-NNNN.arrays`` per pivot part and
-    ``ppdb2.json`` (what the database's meta records). ``f_lang_of(ids)`` gives the language
-    index of foreign phrase ids; ``models``: the stored models, General first; ``shard_paths``:
+    ``ppdb2.json`` (what the database's meta records). ``e_phrases()`` gives the English
+    phrases' (token rows, counts) (read when the stage needs them and let go after its phrase
+    side: 92 MB on bio-multi, held through the stage beside the apply tasks when they were
+    arguments); ``f_lang_of(ids)`` gives the language index of foreign phrase ids; ``models``: the stored models, General first; ``shard_paths``:
     the encode stage's shards, whose English the relations' word vectors are trained on
     (pivot.pipeline.vectors; none: no vector features).
 
@@ -1258,7 +1260,7 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.
     per pivot part on the workers while this process reads the phrases' WordNet side; the
     relation classifier's fits on the workers while this process fits the score; then the apply
     tasks. In one process the same steps run one after another: the same bytes."""
-    return engine.run(_build_job(tmp, part_paths=part_paths, e_rows=e_rows, e_count=e_count, e_tokens=e_tokens,
+    return engine.run(_build_job(tmp, part_paths=part_paths, e_phrases=e_phrases, e_tokens=e_tokens,
                                  f_lang_of=f_lang_of, models=models, params=params, data_root=data_root,
                                  shard_paths=list(shard_paths)))[0]
 
@@ -1269,7 +1271,7 @@ def _here(fn, *args):
     yield  # unreachable: makes this a generator
 
 
-def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, models, params, data_root,
+def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models, params, data_root,
                shard_paths=()):
     from pivot.pipeline import wellformed
     from pivot.pipeline.encode import phrase_texts
@@ -1277,6 +1279,7 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
 
     t0 = time.perf_counter()
     table = PairTable.read(part_paths)
+    e_rows, e_count = e_phrases()
     n_e = len(e_rows)
     used = table.used_phrases(n_e)
     text_of = phrase_texts(e_rows, e_tokens, used)
@@ -1303,6 +1306,7 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
             phrases_path, shard_paths, len(e_tokens)))
     else:
         yield Together(labelled)
+    del e_rows, e_count
     for path in (texts_path, slot_path, forms_path):
         path.unlink()
     # the forms' counts, summed part by part
@@ -1837,7 +1841,6 @@ def run_stage(context) -> None:
     from pivot.pipeline.weights import read_models
 
     encode_dir, translation_dir = context.dir("encode"), context.dir("translation")
-    e_rows, e_count = translation.english_phrases(translation_dir)
     def f_lang_of(ids):
         # A foreign phrase's language is its first token's (ids are offset per language). The
         # foreign keys are mapped for the call only: held, they were 0.1 GB through the stage on
@@ -1847,8 +1850,8 @@ def run_stage(context) -> None:
         return f_lang_of_token[translation.foreign_rows(translation.part_paths(translation_dir, "f"),
                                                         np.asarray(f_keys[ids]))[:, 0]]
 
-    build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")), e_rows=e_rows, e_count=e_count,
-          e_tokens=Vocab.load(encode_dir / "vocab.en").tokens, f_lang_of=f_lang_of,
+    build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")),
+          e_phrases=lambda: translation.english_phrases(translation_dir), e_tokens=Vocab.load(encode_dir / "vocab.en").tokens, f_lang_of=f_lang_of,
           models=[m["name"] for m in read_models(context.dir("weights"))], params=context.params,
           data_root=context.data_root, engine=context.engine,
           shard_paths=[encode_dir / shard["file"] for shard in read_shards(encode_dir)["shards"]])
