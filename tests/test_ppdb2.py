@@ -556,6 +556,16 @@ def test_relation_tasks_are_fit_relations(tmp_path):
         assert json.dumps(got.to_json()) == json.dumps(want.to_json())
 
 
+def test_phrase_text_list_in_the_order_of_the_ids():
+    """The stage's texts (encode.phrase_text_list): each id's row of token ids joined by spaces,
+    in the ids' order (no dict of them); phrase_texts is the same as a dict."""
+    from pivot.pipeline.encode import phrase_text_list, phrase_texts
+
+    rows = np.array([[0, 1, -1], [2, -1, -1], [-1, -1, -1], [1, 0, 2]], np.int32)
+    assert phrase_text_list(rows, ["a", "b", "c"], np.array([3, 1, 0, 2])) == ["b a c", "c", "a b", ""]
+    assert phrase_texts(rows, ["a", "b", "c"], np.array([3, 1])) == {3: "b a c", 1: "c"}
+
+
 def test_read_texts_gives_the_split_of_the_whole_file(tmp_path):
     """forms_task reads its texts a line at a time: the texts "\n".join wrote, as str.split("\n")
     of the whole file gives them (an empty last text after a final newline; an empty file none)."""

@@ -1280,7 +1280,7 @@ def _here(fn, *args):
 def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models, params, data_root,
                shard_paths=()):
     from pivot.pipeline import wellformed
-    from pivot.pipeline.encode import phrase_texts
+    from pivot.pipeline.encode import phrase_text_list
     from pivot.pipeline.engine import Batch, Together
 
     t0 = time.perf_counter()
@@ -1288,9 +1288,7 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     e_rows, e_count = e_phrases()
     n_e = len(e_rows)
     used = table.used_phrases(n_e)
-    text_of = phrase_texts(e_rows, e_tokens, used)
-    texts = [text_of[i] for i in used.tolist()]
-    del text_of
+    texts = phrase_text_list(e_rows, e_tokens, used)
     # int32: the pairs' slots (e1's, e2's) are this array indexed by a part's e1 and e2
     slot = np.full(n_e, -1, np.int32)
     slot[used] = np.arange(len(used))
