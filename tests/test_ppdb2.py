@@ -765,3 +765,13 @@ def test_phrase_file_reads_the_rows_of_the_pairs_phrases(tmp_path):
     assert f.vectors(2, 4).tobytes() == whole.vec[2:4].tobytes()
     with pytest.raises(ValueError, match="without a row"):
         f.take([1, 6])
+    # the stage writes the vectors to a bundle of their own: the same rows from the two
+    fields = {k: getattr(whole, k) for k in whole.__dataclass_fields__}
+    save_bundle(tmp_path / "p.arrays", **{k: v for k, v in fields.items() if not k.startswith("vec")})
+    save_bundle(tmp_path / "v.arrays", vec=whole.vec, vec_has=whole.vec_has)
+    two = P.PhraseFile(tmp_path / "p.arrays", tmp_path / "v.arrays")
+    assert two.dim == 2 and two.vectors(2, 4).tobytes() == whole.vec[2:4].tobytes()
+    got = P.pair_features(two.take(np.concatenate([e1, e2])), e1, e2, *args)
+    assert [c.tobytes() for c in got] == [c.tobytes() for c in want]
+    loaded = P.Phrases.load(tmp_path / "p.arrays", tmp_path / "v.arrays", mmap=True)
+    assert all(np.asarray(getattr(loaded, k)).tobytes() == v.tobytes() for k, v in fields.items())

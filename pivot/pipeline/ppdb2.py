@@ -292,11 +292,16 @@ class Phrases:
         save_bundle(path, **{k: getattr(self, k) for k in self.__dataclass_fields__})
 
     @classmethod
-    def load(cls, path, mmap: bool = False) -> "Phrases":
-        """Read the arrays (mmap: map them, so a task touches only the pages of its pairs'
-        phrases and the workers share the page cache)."""
-        with open_bundle(path) as b:
-            return cls(**{k: b.memmap(k) if mmap else b[k] for k in cls.__dataclass_fields__})
+    def load(cls, *paths, mmap: bool = False) -> "Phrases":
+        """Read the arrays from the bundle(s) ``paths`` (each array from the first that holds
+        it; mmap: map them, so a task touches only the pages of its pairs' phrases and the
+        workers share the page cache)."""
+        found = {}
+        for path in paths:
+            with open_bundle(path) as b:
+                found.update((k, b.memmap(k) if mmap else b[k]) for k in cls.__dataclass_fields__
+                             if k in b and k not in found)
+        return cls(**found)
 
 
 #: The Phrases arrays with a row per phrase (PhraseFile.take gathers these rows).
@@ -312,14 +317,20 @@ class PhraseFile:
     fits and beside the label tasks' workers. A map kept open would keep every page a read
     touched in this process's resident set (as PairTable's reads)."""
 
-    def __init__(self, path):
-        self.path = Path(path)
-        with open_bundle(self.path) as b:
+    def __init__(self, *paths):
+        self.paths = [Path(p) for p in paths]
+        #: the bundle each array is read from (the first of ``paths`` that holds it)
+        self.where = {}
+        for path in self.paths:
+            with open_bundle(path) as b:
+                self.where.update((k, path) for k in Phrases.__dataclass_fields__ if k in b and k not in self.where)
+        with open_bundle(self.where["row_of"]) as b:
             self.row_of = b["row_of"]
             self.f_lang = b["f_lang"]
+            self.n = int(b.memmap("n_words").shape[0])
+        with open_bundle(self.where["vec"]) as b:
             vec = b.memmap("vec")
             self.dim = int(vec.shape[1]) if vec.ndim == 2 else 0
-            self.n = int(b.memmap("n_words").shape[0])
             del vec
 
     def take(self, ids) -> Phrases:
@@ -333,15 +344,16 @@ class PhraseFile:
         rows = np.unique(whole)
         row_of = np.full(len(self.row_of), -1, np.int32)
         row_of[ids] = np.searchsorted(rows, whole)
-        with open_bundle(self.path) as b:
-            part = {}
-            for k in PHRASE_ROW_ARRAYS:
+        part = {}
+        for k in PHRASE_ROW_ARRAYS:
+            with open_bundle(self.where[k]) as b:
                 if k in ("vec", "vec_has") and not self.dim:
                     part[k] = b[k]                                # a build without vectors: empty
                     continue
                 m = b.memmap(k)
                 part[k] = np.array(m[rows])
                 del m
+        with open_bundle(self.where["tri"]) as b:
             ptr, tri = b.memmap("tri_ptr"), b.memmap("tri")
             start, count = np.asarray(ptr[rows]), np.asarray(ptr[rows + 1] - ptr[rows])
             del ptr
@@ -355,7 +367,7 @@ class PhraseFile:
 
     def vectors(self, a: int, b: int) -> np.ndarray:
         """Rows a:b of the phrase vectors (a copy; the map goes with the call)."""
-        with open_bundle(self.path) as z:
+        with open_bundle(self.where["vec"]) as z:
             m = z.memmap("vec")
             out = np.array(m[a:b])
             del m
@@ -1296,7 +1308,8 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     # on the workers; meanwhile this process turns to what the fits need of the phrases (their
     # WordNet side, the features'). WordNet is read twice, once on each side (about a second).
     texts_path, slot_path, forms_path = tmp / ".texts.txt", tmp / ".slot.arrays", tmp / ".forms.arrays"
-    phrases_path = tmp / ".phrases.arrays"
+    # the Phrases' arrays, the vectors in a file of their own (written before the codes are made)
+    phrases_paths = (tmp / ".phrases.arrays", tmp / ".vectors.arrays")
     texts_path.write_bytes("\n".join(texts).encode("utf-8"))    # bytes: no newline translation
     save_bundle(slot_path, slot=slot)
     # the labels stay in their per-part files until the stage ends: the fits read the rows they
@@ -1307,7 +1320,7 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     if params["learn"]:
         _, (wn, ph, lex) = yield Together(labelled, _here(
             _phrase_side, table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params,
-            phrases_path, shard_paths, len(e_tokens)))
+            phrases_paths, shard_paths, len(e_tokens)))
     else:
         yield Together(labelled)
     del e_rows, e_count
@@ -1365,12 +1378,12 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     # (the list and lexicon features) goes before the tasks run beside it.
     del lex, ph, texts, slot, used
     release_heap()          # the fits' freed heap, before the apply tasks run beside this process
-    done = yield Batch(apply_range, [(part_paths, j, phrases_path, labels[j], fit_path, parts[j], terms_path)
+    done = yield Batch(apply_range, [(part_paths, j, phrases_paths, labels[j], fit_path, parts[j], terms_path)
                                      for j in range(len(part_paths))], name="ppdb2")
     log.info("ppdb2: applied to %d ranges, %.1f CPU s in the tasks", len(done),
              sum(d.get("cpu_seconds", 0.0) for d in done))
     sizes, size_pairs = size_cuts_parts(lambda: _scores_visible(parts))
-    for p in (fit_path, phrases_path, *labels, *([terms_path] if terms_path else [])):
+    for p in (fit_path, *phrases_paths, *labels, *([terms_path] if terms_path else [])):
         p.unlink()
     meta["ppdb2"] = {"learned": True, **fit["score"], "sizes": sizes, "size_pairs": size_pairs,
                      "n_pairs": int(sum(d["n_pairs"] for d in done))}
@@ -1397,12 +1410,12 @@ def _label_job(texts_path, slot_path, forms_path, label_paths, part_paths, data_
                                       for j in range(len(part_paths))], name="ppdb2-labels"))
 
 
-def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params, phrases_path,
+def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params, phrases_paths,
                  shard_paths=(), n_tokens=0):
     """(WordNet, PhraseFile, Lexical): what the features and the fits need of the phrases
     (with shard_paths: their word vectors, trained here on the shards' English); the Phrases
-    are written to ``phrases_path`` (the fits read their rows, the apply tasks map it) and not
-    held here."""
+    are written to ``phrases_paths`` (the vectors to the second; the fits read their rows, the
+    apply tasks map them) and not held here."""
     from pivot.pipeline import vectors
     from pivot.pipeline import wellformed
     from pivot.pipeline.wordnet import WordNet, wordnet_folder
@@ -1419,23 +1432,28 @@ def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root
     f_lang = np.full(int(f_used.max()) + 1 if len(f_used) else 0, -1, np.int16)
     f_lang[f_used] = f_lang_of(f_used)
     del f_used
-    extra = {}
+    phrases_path, vectors_path = phrases_paths
     if shard_paths:
-        # the vectors first: their training's temporaries go before the trigram codes are made
+        # the vectors first, written to their own file: the training's temporaries and the
+        # vectors (0.44 GiB on bio-multi) go before the trigram codes are made
         t0 = time.process_time()
         words = vectors.train(vectors.EnglishShards(shard_paths), n_tokens)
-        extra["vec"], extra["vec_has"] = vectors.phrase_vectors(tokens, words)
+        vec, vec_has = vectors.phrase_vectors(tokens, words)
         log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f CPU s", int(np.any(words != 0, axis=1).sum()),
                  words.shape[1], time.process_time() - t0)
         del words
+        save_bundle(vectors_path, vec=vec, vec_has=vec_has)
+        del vec, vec_has
         release_heap()      # the training's co-occurrence counts, before the codes are made
+    else:
+        save_bundle(vectors_path, vec=np.zeros((0, 0), np.float32), vec_has=np.zeros(0, bool))
     tri_ptr, tri = char_trigrams(texts)
-    Phrases(n_words, np.log1p(np.asarray(e_count[used], np.float64)), tokens, tri_ptr, tri, f_lang, slot,
-            **extra).save(phrases_path)
-    del tokens, n_words, tri_ptr, tri, f_lang, extra
+    save_bundle(phrases_path, n_words=n_words, log_count=np.log1p(np.asarray(e_count[used], np.float64)),
+                tokens=tokens, tri_ptr=tri_ptr, tri=tri, f_lang=f_lang, row_of=slot)
+    del tokens, n_words, tri_ptr, tri, f_lang
     release_heap()          # the vectors' and codes' temporaries, before the fits' own
     lex = _wordnet_phrases(texts, slot, wn, lemmatizer, params)
-    return wn, PhraseFile(phrases_path), lex
+    return wn, PhraseFile(*phrases_paths), lex
 
 
 def _score_side(table, ph, labels, lex, models, texts, used, params, data_root):
@@ -1763,6 +1781,7 @@ def smallest_by_hash(h, rows, limit: int) -> tuple[np.ndarray, np.ndarray]:
 
 @_heap_released
 def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path, terms_path=None) -> dict:
+    # phrases_path: the Phrases' bundle, or their bundles (Phrases.load)
     """One pivot part: features, score and relation probabilities of its pairs (a Dask task).
 
     Reads its own part and its labels (``label_path``: label_range's file of part j, the pairs'
@@ -1780,7 +1799,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     names = fit["names"]
     score = ScoreModel.from_json(fit["score"])
     relations = RelationModel.from_json(fit["relations"])
-    ph = Phrases.load(phrases_path, mmap=True)
+    ph = Phrases.load(*([phrases_path] if isinstance(phrases_path, (str, Path)) else phrases_path), mmap=True)
     terms = None
     if ph.dim:
         # the phrase vectors' terms, per row of the phrases (written next to them by the stage)
