@@ -1810,23 +1810,25 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
         e1, e2 = z["e1"], z["e2"]
     with open_bundle(label_path) as z:
         form, rev = z["form"], z["rev"]
-    table = PairTable.read(part_paths)
+    # p_m(e1|e2): the row of (e2, e1), read from the part that holds it, one part's map at a
+    # time (PairTable.p_rows): the reverses are spread over every part, and maps of all parts
+    # held at once kept nearly every page of the whole table's p in the task's resident set
+    # (0.29 GB on bio, 2 GB on bio-multi). Read for the whole part in one pass: a pass per
+    # block mapped every part again for each block (twice the apply tasks' CPU on bio-multi).
+    found = rev >= 0
+    p_rev_found = PairTable.read(part_paths).p_rows(rev[found])
+    at = np.cumsum(found) - 1                  # a found pair's row in p_rev_found
     # Blocks of APPLY_ROWS pairs: every feature, the score and the softmax are functions of one
     # row, so the blocks give the bytes of one pass over the part, and a task holds a block's
     # feature columns (~60 x 8 bytes a row) instead of its whole part's (0.7 GiB on bio), and
-    # a block's p, p_rev and pivots (the part's whole were ~0.15 GB a task on bio-multi, where
-    # the two workers' apply tasks beside this stage's process were its peak).
+    # a block's p and pivots (with the part's whole p_rev as well, ~0.15 GB a task on
+    # bio-multi, where two apply tasks beside this stage's process were the stage's peak).
     ppdb2, rel = [], []
     for a in range(0, len(e1), APPLY_ROWS):
         b = min(a + APPLY_ROWS, len(e1))
         p, n_pivots, pivots = _slices(part_paths[j], ("p", "n_pivots", "pivots"), a, b)
-        # p_m(e1|e2): the row of (e2, e1), read from the part that holds it, one part's map at
-        # a time (PairTable.p_rows): the reverses are spread over every part, and maps of all
-        # parts held at once kept nearly every page of the whole table's p in the task's
-        # resident set (0.29 GB on bio, 2 GB on bio-multi)
         p_rev = np.zeros_like(p)
-        found = rev[a:b] >= 0
-        p_rev[found] = table.p_rows(rev[a:b][found])
+        p_rev[found[a:b]] = p_rev_found[at[a:b][found[a:b]]]
         cols = pair_features(ph, e1[a:b], e2[a:b], p, p_rev, n_pivots, pivots, form[a:b])
         ppdb2.append(score.predict_columns(names, cols))
         rel.append(per_mille(relations.probabilities_columns(
