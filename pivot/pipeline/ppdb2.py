@@ -142,7 +142,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot.errors import InputError
-from pivot.pipeline.bundle import open_bundle, save_bundle
+from pivot.pipeline.bundle import Blocks, open_bundle, save_bundle
 from pivot.pipeline.engine import release_heap
 from pivot.pipeline.stage import Stage
 from pivot.pipeline.wordnet import LEXICON, RELATIONS
@@ -1437,13 +1437,22 @@ def _phrase_side(table, texts, slot, tokens, counts, f_lang_of, data_root, param
         # vectors (0.44 GiB on bio-multi) go before the trigram codes are made
         t0 = time.process_time()
         words = vectors.train(vectors.EnglishShards(shard_paths), n_tokens)
-        vec, vec_has = vectors.phrase_vectors(tokens, words)
+        release_heap()      # the training's co-occurrence counts, before the vectors are made
+        # the phrases' vectors written PHRASE_BLOCK rows at a time as they are made (a row's
+        # mean is its own: the same bytes), never held whole here
+        has = []
+
+        def blocks():
+            for a in range(0, len(tokens), vectors.PHRASE_BLOCK):
+                vec, vec_has = vectors.phrase_vectors(tokens[a:a + vectors.PHRASE_BLOCK], words)
+                has.append(vec_has)
+                yield vec
+        # (vec_has is written after vec, its blocks made by then)
+        save_bundle(vectors_path, vec=Blocks(np.float32, (len(tokens), words.shape[1]), blocks()),
+                    vec_has=Blocks(bool, (len(tokens),), has))
         log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f CPU s", int(np.any(words != 0, axis=1).sum()),
                  words.shape[1], time.process_time() - t0)
-        del words
-        save_bundle(vectors_path, vec=vec, vec_has=vec_has)
-        del vec, vec_has
-        release_heap()      # the training's co-occurrence counts, before the codes are made
+        del words, has
     else:
         save_bundle(vectors_path, vec=np.zeros((0, 0), np.float32), vec_has=np.zeros(0, bool))
     tri_ptr, tri = char_trigrams(texts)
