@@ -1132,14 +1132,21 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
 # ------------------------------------------------------------------------------ pair overlaps
 
 
-def pair_overlaps(const int32_t[:, ::1] tokens, const int64_t[::1] tri_ptr, const int64_t[::1] tri,
+ctypedef fused trigram_code:
+    uint32_t
+    int64_t
+
+
+def pair_overlaps(const int32_t[:, ::1] tokens, const int64_t[::1] tri_ptr, const trigram_code[::1] tri,
                   const int64_t[::1] e1, const int64_t[::1] e2):
     """(a_in_b, b_in_a, shared), int32 per pair i of phrases a = e1[i], b = e2[i]:
 
     a_in_b = #{positions p of a: tokens[a, p] >= 0 and tokens[a, p] in tokens[b, :]}, b_in_a
     the same the other way, shared = |T(a) & T(b)| with T(x) = tri[tri_ptr[x]:tri_ptr[x + 1]]
-    (ascending, distinct codes; a linear merge). The caller checks that every id is a row of
-    ``tokens`` and of ``tri_ptr`` (pivot.pipeline.ppdb2.string_overlaps).
+    (ascending, distinct codes; a linear merge). The codes are uint32 or int64
+    (pivot.pipeline.ppdb2.char_trigrams: uint32 when the texts' alphabet is small enough).
+    The caller checks that every id is a row of ``tokens`` and of ``tri_ptr``
+    (pivot.pipeline.ppdb2.string_overlaps).
     """
     cdef Py_ssize_t n = e1.shape[0], width = tokens.shape[1]
     cdef Py_ssize_t i, p, q

@@ -57,3 +57,29 @@ def test_clear_errors_name_the_file(tmp_path):
     np.savez(tmp_path / "z.npz", a=np.arange(3))
     with pytest.raises(ValueError, match=r"z\.npz: not a bundle \(no index at its end\)"):
         open_bundle(tmp_path / "z.npz")
+
+
+def test_blocks_member_is_the_whole_array(tmp_path):
+    """A Blocks member is written block by block (never held whole) and reads back as the
+    array its blocks make up, beside ordinary members; a block of other rows, or fewer rows
+    than declared, is an error."""
+    from pivot.pipeline.bundle import Blocks
+
+    whole = np.arange(14, dtype=np.float32).reshape(7, 2)
+    flags = []
+
+    def blocks():
+        for a in range(0, 7, 3):
+            flags.append(whole[a:a + 3, 0] > 4)
+            yield whole[a:a + 3]
+    # the second member's blocks are those the first one's made while it was written
+    save_bundle(tmp_path / "b.arrays", x=Blocks(np.float32, (7, 2), blocks()), flag=Blocks(bool, (7,), flags),
+                n=np.array([7]))
+    with open_bundle(tmp_path / "b.arrays") as b:
+        assert b["x"].tobytes() == whole.tobytes() and b.memmap("x").shape == (7, 2)
+        assert b["flag"].tolist() == [False, False, False, True, True, True, True] and b["n"].tolist() == [7]
+    with pytest.raises(ValueError, match="rows of"):
+        save_bundle(tmp_path / "c.arrays", x=Blocks(np.float32, (7, 2), [np.zeros((7, 3), np.float32)]))
+    with pytest.raises(ValueError, match="6 rows in its blocks, 7 declared"):
+        save_bundle(tmp_path / "c.arrays", x=Blocks(np.float32, (7, 2), [whole[:6]]))
+    assert not (tmp_path / "c.arrays").exists()

@@ -20,28 +20,68 @@ from pivot.store import write as W
 # ------------------------------------------------------------------------------ strings
 
 
-def _code(t):
-    return ord(t[0]) << 42 | ord(t[1]) << 21 | ord(t[2])
+def _code(t, alphabet="#abc"):
+    # r0 A^2 + r1 A + r2, r the rank of a character in the texts' alphabet ("#" = 35 first)
+    a = len(alphabet)
+    return (alphabet.index(t[0]) * a + alphabet.index(t[1])) * a + alphabet.index(t[2])
 
 
 def test_char_trigrams_of_padded_texts():
-    # "#ab#": #ab, ab#; "#abc#": #ab, abc, bc# ("#" = 35 sorts first, then letters)
+    # alphabet "#abc" (A = 4): "#ab#": #ab = 0*16 + 1*4 + 2 = 6, ab# = 16 + 8 + 0 = 24;
+    # "#abc#": #ab 6, abc = 16 + 8 + 3 = 27, bc# = 32 + 12 + 0 = 44
     ptr, tri = P.char_trigrams(["ab", "abc"])
     assert ptr.tolist() == [0, 2, 5]
-    assert tri.tolist() == [_code("#ab"), _code("ab#"), _code("#ab"), _code("abc"), _code("bc#")]
-    # a repeated trigram counts once: "#aaaa#" -> #aa, aaa, aa#
+    assert tri.tolist() == [6, 24, 6, 27, 44] == [_code("#ab"), _code("ab#"), _code("#ab"), _code("abc"),
+                                                  _code("bc#")]
+    assert tri.dtype == np.uint32
+    # a repeated trigram counts once: "#aaaa#" -> #aa, aaa, aa# (alphabet "#a": 0*4 + 2 + 1 = 3,
+    # 4 + 2 + 0 = 6, 4 + 2 + 1 = 7)
     ptr, tri = P.char_trigrams(["aaaa"])
-    assert ptr.tolist() == [0, 3] and sorted(tri.tolist()) == sorted([_code("#aa"), _code("aaa"), _code("aa#")])
+    assert ptr.tolist() == [0, 3] and tri.tolist() == [3, 6, 7]
 
 
 def test_char_trigrams_by_blocks(monkeypatch):
     # blocks of 2 texts, cut after "abc" and after "": "#ab#": #ab, ab#; "#abc#": #ab, abc, bc#;
     # "#aaaa#": #aa, aa#, aaa (ascending: "#" < "a" < "b" < "c"); "##": none; "#b#": #b#
+    # (the alphabet is every block's: "#abc")
     monkeypatch.setattr(P, "TRIGRAM_BLOCK", 2)
     ptr, tri = P.char_trigrams(["ab", "abc", "aaaa", "", "b"])
     assert ptr.tolist() == [0, 2, 5, 8, 8, 9]
     assert tri.tolist() == [_code("#ab"), _code("ab#"), _code("#ab"), _code("abc"), _code("bc#"),
                             _code("#aa"), _code("aa#"), _code("aaa"), _code("#b#")]
+
+
+def test_char_trigrams_narrow_codes_and_wide_alphabets():
+    """Codes are uint32 while A^3 <= 2^32 (A <= 1625 characters), int64 beyond; either way they
+    sort as the trigrams' code points and the pairs share the trigrams their strings share."""
+    assert 1625 ** 3 <= 1 << 32 < 1626 ** 3
+    # 1,625 characters: uint32, the largest code A^3 - 1 for the trigram of the last character
+    # three times; 1,626 characters: int64. Only the first TRIGRAM_CHARS - 2 = 38 characters
+    # of a text count, so the alphabet comes in texts of 38 characters.
+    for n_chars, dtype in ((1625, np.uint32), (1626, np.int64)):
+        chars = "#" + "".join(chr(0x4E00 + i) for i in range(n_chars - 1))
+        texts = [chars[1 + i:1 + i + 38] for i in range(0, n_chars - 1, 38)] + [chars[-1] * 3]
+        ptr, tri = P.char_trigrams(texts)
+        assert tri.dtype == dtype and int(tri.max()) == n_chars ** 3 - 1
+    # shared trigrams of the code points against the codes, in both widths: a wide alphabet of
+    # 1,700 extra characters in texts of their own, then the same pairs of short texts
+    short = ["cell count", "counts of cell", "cell", "célula", "cel", "-cell-", ""]
+    wide = ["".join(chr(0x4E00 + i) for i in range(k, k + 38)) for k in range(0, 1700, 38)]
+    for texts in (short, short + wide):
+        ph = _phrases(texts, f_lang=(0,))
+        assert ph.tri.dtype == (np.uint32 if texts is short else np.int64)
+        a, b = np.repeat(np.arange(7), 7), np.tile(np.arange(7), 7)
+        shared = P.string_overlaps(ph, a, b)[2]
+
+        def grams(t):
+            t = "#" + t[:38] + "#"
+            return {t[k:k + 3] for k in range(len(t) - 2)}
+        assert shared.tolist() == [len(grams(short[i]) & grams(short[j])) for i, j in zip(a.tolist(), b.tolist())]
+        for i in range(7):
+            row = ph.tri[ph.tri_ptr[i]:ph.tri_ptr[i + 1]]
+            assert np.all(np.diff(row.astype(np.int64)) > 0)
+            # ascending codes are the ascending trigrams (code points, first character first)
+            assert len(row) == len(grams(short[i]))
 
 
 def _phrases(texts, counts=None, f_lang=(0, 1)):
@@ -516,7 +556,25 @@ def test_relation_tasks_are_fit_relations(tmp_path):
         assert json.dumps(got.to_json()) == json.dumps(want.to_json())
 
 
-def test_labels_per_part_are_the_labels_of_the_whole(tmp_path):
+def test_phrase_text_list_in_the_order_of_the_ids():
+    """The stage's texts (encode.phrase_text_list): each id's row of token ids joined by spaces,
+    in the ids' order (no dict of them); phrase_texts is the same as a dict."""
+    from pivot.pipeline.encode import phrase_text_list, phrase_texts
+
+    rows = np.array([[0, 1, -1], [2, -1, -1], [-1, -1, -1], [1, 0, 2]], np.int32)
+    assert phrase_text_list(rows, ["a", "b", "c"], np.array([3, 1, 0, 2])) == ["b a c", "c", "a b", ""]
+    assert phrase_texts(rows, ["a", "b", "c"], np.array([3, 1])) == {3: "b a c", 1: "c"}
+
+
+def test_read_texts_gives_the_split_of_the_whole_file(tmp_path):
+    """forms_task reads its texts a line at a time: the texts "\n".join wrote, as str.split("\n")
+    of the whole file gives them (an empty last text after a final newline; an empty file none)."""
+    for text in ("", "a", "a\n", "\n", "a\n\nb", "é b\n c\r d\n", "x\u2028y\nz"):
+        (tmp_path / "t.txt").write_bytes(text.encode("utf-8"))
+        assert list(P.read_texts(tmp_path / "t.txt")) == (text.split("\n") if text else []), repr(text)
+
+
+def test_labels_per_part_are_the_labels_of_the_whole(tmp_path, monkeypatch):
     """forms_task + label_range per pivot part (the build's tasks) give PhraseForms.pair_labels of
     every pair at once, and each pair's reverse row as PairTable.find finds it."""
     texts = ["the cell", "cell", "cells", ", cell", "cell counts were", "cell counts", "kidney"]
@@ -532,10 +590,13 @@ def test_labels_per_part_are_the_labels_of_the_whole(tmp_path):
         save_bundle(parts[-1], e1=e1[lo:hi], e2=e2[lo:hi])
     (tmp_path / "texts.txt").write_bytes("\n".join(texts).encode())
     save_bundle(tmp_path / "slot.arrays", slot=slot)
+    # each task gives its worker's freed heap back to the system when it ends (release_heap)
+    released = []
+    monkeypatch.setattr(P, "release_heap", lambda: released.append(1))
     assert P.forms_task(tmp_path / "texts.txt", None, tmp_path / "forms.arrays") == {"reused": False, "n_phrases": 7}
     got = [P.label_range(tmp_path / "forms.arrays", tmp_path / "slot.arrays", parts, j, tmp_path / f"f-{j}.arrays")
            for j in range(3)]
-    assert [g["n_pairs"] for g in got] == [4, 1, 4]
+    assert [g["n_pairs"] for g in got] == [4, 1, 4] and len(released) == 4
     from pivot.pipeline.bundle import open_bundle
 
     form, rev = [], []
@@ -672,3 +733,45 @@ def test_phrases_keep_rows_for_the_stored_phrases_only():
     assert part.rows([5, 1]).tolist() == [2, 0]
     with pytest.raises(ValueError, match="without a row"):
         part.rows([1, 3])
+
+
+def test_phrase_file_reads_the_rows_of_the_pairs_phrases(tmp_path):
+    """The stage's process reads the Phrases from their file (PhraseFile): take(ids) holds the
+    rows of those ids alone (ascending rows, row_of renumbered) and gives their pairs the
+    feature columns of the whole arrays, to the byte; the file object itself holds no array
+    with a row per phrase, only row_of and f_lang; vectors(a, b) are rows a:b."""
+    texts = ["the", "cell", "of", "a", "cells", "kidney cell"]
+    whole = _phrases(texts, counts=[1, 9, 2, 3, 4, 5], f_lang=(0, 1, 1))
+    whole.vec = np.arange(12, dtype=np.float32).reshape(6, 2) - 3.0
+    whole.vec_has = np.array([1, 1, 0, 1, 1, 1], bool)
+    whole.row_of = np.array([0, 1, 2, 3, 4, 5, -1], np.int32)     # id 6: in no stored pair
+    whole.save(tmp_path / "phrases.arrays")
+    f = P.PhraseFile(tmp_path / "phrases.arrays")
+    assert f.dim == 2 and f.n == 6
+    assert {k for k, v in vars(f).items() if isinstance(v, np.ndarray)} == {"row_of", "f_lang"}
+    e1, e2 = np.array([1, 4, 5, 5]), np.array([4, 1, 1, 4])
+    part = f.take(np.concatenate([e1, e2]))
+    # ids 1, 4, 5: rows 0, 1, 2 of the part; "#cell#" has the trigrams #ce cel ell ll#, "#cells#"
+    # five, "#kidney cell#" eleven (#ki kid idn dne ney "ey " "y c" " ce" cel ell ll#)
+    assert part.row_of.tolist() == [-1, 0, -1, -1, 1, 2, -1] and len(part.tokens) == 3
+    assert part.tri_ptr.tolist() == [0, 4, 9, 20] and part.tri.dtype == np.uint32
+    assert part.tri.tobytes() == whole.tri[whole.tri_ptr[1]:whole.tri_ptr[2]].tobytes() + \
+        whole.tri[whole.tri_ptr[4]:whole.tri_ptr[6]].tobytes()
+    p, p_rev = np.array([[0.5], [0.2], [0.1], [0.0]]), np.array([[0.2], [0.5], [0.0], [0.3]])
+    args = (p, p_rev, [1, 2, 3, 4], np.array([[0, 1, -1], [2, -1, -1], [-1, -1, -1], [1, 2, 0]]), np.zeros(4, np.uint8))
+    want, got = P.pair_features(whole, e1, e2, *args), P.pair_features(part, e1, e2, *args)
+    assert [c.tobytes() for c in got] == [c.tobytes() for c in want]
+    assert P.phrase_columns(part, e1, e2).tobytes() == P.phrase_columns(whole, e1, e2).tobytes()
+    assert f.vectors(2, 4).tobytes() == whole.vec[2:4].tobytes()
+    with pytest.raises(ValueError, match="without a row"):
+        f.take([1, 6])
+    # the stage writes the vectors to a bundle of their own: the same rows from the two
+    fields = {k: getattr(whole, k) for k in whole.__dataclass_fields__}
+    save_bundle(tmp_path / "p.arrays", **{k: v for k, v in fields.items() if not k.startswith("vec")})
+    save_bundle(tmp_path / "v.arrays", vec=whole.vec, vec_has=whole.vec_has)
+    two = P.PhraseFile(tmp_path / "p.arrays", tmp_path / "v.arrays")
+    assert two.dim == 2 and two.vectors(2, 4).tobytes() == whole.vec[2:4].tobytes()
+    got = P.pair_features(two.take(np.concatenate([e1, e2])), e1, e2, *args)
+    assert [c.tobytes() for c in got] == [c.tobytes() for c in want]
+    loaded = P.Phrases.load(tmp_path / "p.arrays", tmp_path / "v.arrays", mmap=True)
+    assert all(np.asarray(getattr(loaded, k)).tobytes() == v.tobytes() for k, v in fields.items())

@@ -312,3 +312,46 @@ def test_wordnet_letters(wordnet):
              ("hepatitis a", "hepatitis", CONTAINMENT),
              ("days a", "days", FUNCTION_ONLY | DANGLING)]   # not a unit: the article of "twice a day"
     assert [int(m) for m in label(pairs, wordnet)] == [p[2] for p in pairs]
+
+
+def test_forms_split_in_blocks_are_one_pass(monkeypatch):
+    """from_texts splits FORM_BLOCK texts at a time, each block's new words numbered after the
+    earlier blocks': the ids of one pass by first occurrence, and every array the same."""
+    from pivot.pipeline import wellformed
+
+    # blocks of one text: "b a" -> b 0, a 1; "c" -> c 2; "a d" -> d 3
+    monkeypatch.setattr(wellformed, "FORM_BLOCK", 1)
+    forms = PhraseForms.from_texts(["b a", "c", "a d"], toy_lemmas)
+    assert forms.vocab == ["b", "a", "c", "d"]
+    assert forms.tokens.tolist() == [[0, 1], [2, -1], [1, 3]]
+    # the random texts of test_random_pairs_match_the_reference (units, the genitive) and the
+    # letters in units, cut into blocks of 7 against one block
+    rng = np.random.default_rng(7)
+    words = "cell cells leaf leaves get got rid the of with and 's by off , ) vitamin a i type diabetes".split()
+    texts = [" ".join(rng.choice(words, size=rng.integers(1, 6))) for _ in range(500)] + ["", "got rid of",
+                                                                                            "vitamin a"]
+
+    class Units:
+        units = frozenset({"get rid of", "vitamin a", "type i diabetes"})
+
+        def __call__(self, token):
+            return toy_lemmas(token)
+
+    monkeypatch.setattr(wellformed, "FORM_BLOCK", 7)
+    cut = PhraseForms.from_texts(texts, Units())
+    monkeypatch.setattr(wellformed, "FORM_BLOCK", 10_000)
+    whole = PhraseForms.from_texts(texts, Units())
+    assert cut.vocab == whole.vocab
+    for name in ("tokens", "content", "n_content", "content_class", "core_class", "surface", "bits", "lemma_ids"):
+        assert getattr(cut, name).tobytes() == getattr(whole, name).tobytes(), name
+    # the paths that read a phrase's words back from its ids: "got rid of" is a unit (its end
+    # "of" does not dangle), the letter of "vitamin a" is content
+    assert int(whole.bits[-2]) & (wf._P_END | wf._P_START) == 0 and int(whole.n_content[-1]) == 2
+
+
+def test_surfaces_are_the_texts_own():
+    """Equal texts share a surface, numbered by first occurrence; texts with the same words
+    but other spacing ("a  b", " a b") are other surfaces, though their tokens are equal."""
+    forms = PhraseForms.from_texts(iter(["a b", "a  b", "a b", " a b", "a  b", "b"]), toy_lemmas)
+    assert forms.surface.tolist() == [0, 1, 0, 2, 1, 3]
+    assert forms.tokens.tolist()[:5] == [[0, 1]] * 5

@@ -101,7 +101,7 @@ def svd_vectors(matrix, dim: int, eig: float = 0.5, seed: int = 0) -> np.ndarray
     if k < 1:
         raise InputError(f"too small a vocabulary ({min(matrix.shape)} words) for word vectors")
     v0 = np.random.default_rng(seed).standard_normal(min(matrix.shape))
-    u, s, _ = svds(matrix.astype(np.float64), k=k, v0=v0, solver="arpack")
+    u, s, _ = svds(matrix.astype(np.float64, copy=False), k=k, v0=v0, solver="arpack")   # no second copy
     order = np.argsort(-s, kind="stable")
     u, s = u[:, order], s[order]
     flip = np.sign(u[np.abs(u).argmax(axis=0), np.arange(u.shape[1])])

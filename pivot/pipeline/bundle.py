@@ -35,11 +35,41 @@ _TAG = b"PIVOTIDX"
 _ALIGN = 64
 
 
+class Blocks:
+    """A member given as its blocks of rows, in order (save_bundle writes each as it comes, so
+    the whole array is never held): ``dtype``, ``shape`` (the whole's), ``blocks`` (an iterable
+    of arrays of that dtype whose rows make up the shape's)."""
+
+    def __init__(self, dtype, shape, blocks):
+        self.dtype, self.shape, self.blocks = np.dtype(dtype), tuple(shape), blocks
+
+    def write(self, fh, path, name) -> None:
+        header = np.lib.format.header_data_from_array_1_0(np.empty((0, *self.shape[1:]), self.dtype))
+        header["shape"] = self.shape
+        np.lib.format.write_array_header_1_0(fh, header)
+        rows = 0
+        for block in self.blocks:
+            block = np.ascontiguousarray(block, dtype=self.dtype)
+            if block.shape[1:] != self.shape[1:]:
+                raise ValueError(f"{path}: member {name!r}: a block of shape {block.shape}, "
+                                 f"rows of {self.shape[1:]} expected")
+            fh.write(block.tobytes())
+            rows += len(block)
+        if rows != self.shape[0]:
+            raise ValueError(f"{path}: member {name!r}: {rows} rows in its blocks, {self.shape[0]} declared")
+
+
 def save_bundle(path, **arrays) -> None:
-    """Write ``arrays`` as one bundle at ``path``: under a temporary name, then renamed."""
+    """Write ``arrays`` as one bundle at ``path``: under a temporary name, then renamed. A
+    member may be :class:`Blocks` (written block by block)."""
     index = {}
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         for name, value in arrays.items():
+            if isinstance(value, Blocks):
+                fh.write(b"\0" * (-fh.tell() % _ALIGN))
+                index[name] = fh.tell()
+                value.write(fh, path, name)
+                continue
             value = np.asanyarray(value)
             if value.dtype.hasobject:
                 raise TypeError(f"{path}: member {name!r} holds Python objects")

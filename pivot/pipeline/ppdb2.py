@@ -118,14 +118,23 @@ fit per range of rows (:func:`apply_range`). Every number is a function of the i
 same bytes for any number of workers (each fit is the same arithmetic in whichever process runs
 it, and the applied sums run in a fixed order, one feature after another).
 
-Memory: this process holds arrays per phrase (a row per stored phrase, :class:`Phrases`) and the
-rows the fits select (rated, within-list, relation training and test rows), never one entry
-per stored pair: every pass over the pairs reads one pivot part at a time (:class:`PairTable`),
-the labels stay in their per-part files, and the size cuts are selected exactly over the parts'
-scores (:func:`size_cuts_parts`). A task holds its own part.
+Memory: this process holds the phrases' texts and WordNet side, and the rows the fits select
+(rated, within-list, relation training and test rows), never one entry per stored pair: every
+pass over the pairs reads one pivot part at a time (:class:`PairTable`), the labels stay in
+their per-part files, and the size cuts are selected exactly over the parts' scores
+(:func:`size_cuts_parts`). The per-phrase feature arrays (:class:`Phrases`: trigram codes,
+vectors, tokens) go to a file as soon as they are made; the fits read their pairs' phrases'
+rows from it (:class:`PhraseFile`) and the apply tasks map it, so the workers share its pages.
+The forms task reads the texts a block at a time, an apply task a block of its part at a time,
+and every task gives its freed heap back when it ends. On bio-multi (2.37M phrases, 32.4M
+pairs; the stage rerun beside lhs and combine, --workers 2) the peak summed over the processes
+went from 3.50 to 2.13 GiB PSS sampled every 0.5 s (a transient: sampled every 2 s, the
+forms task beside the phrase side went from 3.47 to 1.45 GiB, the apply tasks beside this
+process from 2.59 to 1.79).
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -136,12 +145,27 @@ from pathlib import Path
 import numpy as np
 
 from pivot.errors import InputError
-from pivot.pipeline.bundle import open_bundle, save_bundle
+from pivot.pipeline.bundle import Blocks, open_bundle, save_bundle
+from pivot.pipeline.engine import release_heap
 from pivot.pipeline.stage import Stage
 from pivot.pipeline.wordnet import LEXICON, RELATIONS
 from pivot.store.combined import FLOOR_LOG_P
 
 log = logging.getLogger("pivot")
+
+
+def _heap_released(task):
+    """The task, then its freed heap back to the system (release_heap). A worker runs the
+    stage's tasks one after another, and glibc keeps what a task freed resident in the
+    worker beside the next task (the forms task's ~0.4 GB beside the label tasks on bio-multi)."""
+    @functools.wraps(task)
+    def run(*args, **kwargs):
+        try:
+            return task(*args, **kwargs)
+        finally:
+            release_heap()
+    return run
+
 
 #: Characters of a phrase whose trigrams char3_jaccard compares (longer phrases are cut).
 TRIGRAM_CHARS = 40
@@ -248,7 +272,7 @@ class Phrases:
     log_count: np.ndarray    # (n,) float64: log(1 + bitext support)
     tokens: np.ndarray       # (n, L) int32 token ids, -1 padded
     tri_ptr: np.ndarray      # (n + 1,) int64: trigrams of row i are tri[tri_ptr[i]:tri_ptr[i+1]]
-    tri: np.ndarray          # int64 trigram codes, ascending and distinct within a phrase
+    tri: np.ndarray          # trigram codes (uint32, or int64: char_trigrams), ascending, distinct within a phrase
     f_lang: np.ndarray       # (n_f,) int16 language index of each foreign phrase id (-1: unknown)
     row_of: np.ndarray       # (n_e,) int32 the row of each English phrase id (-1: none)
     vec: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
@@ -271,11 +295,86 @@ class Phrases:
         save_bundle(path, **{k: getattr(self, k) for k in self.__dataclass_fields__})
 
     @classmethod
-    def load(cls, path, mmap: bool = False) -> "Phrases":
-        """Read the arrays (mmap: map them, so a task touches only the pages of its pairs'
-        phrases and the workers share the page cache)."""
-        with open_bundle(path) as b:
-            return cls(**{k: b.memmap(k) if mmap else b[k] for k in cls.__dataclass_fields__})
+    def load(cls, *paths, mmap: bool = False) -> "Phrases":
+        """Read the arrays from the bundle(s) ``paths`` (each array from the first that holds
+        it; mmap: map them, so a task touches only the pages of its pairs' phrases and the
+        workers share the page cache)."""
+        found = {}
+        for path in paths:
+            with open_bundle(path) as b:
+                found.update((k, b.memmap(k) if mmap else b[k]) for k in cls.__dataclass_fields__
+                             if k in b and k not in found)
+        return cls(**found)
+
+
+#: The Phrases arrays with a row per phrase (PhraseFile.take gathers these rows).
+PHRASE_ROW_ARRAYS = ("n_words", "log_count", "tokens", "vec", "vec_has")
+
+
+class PhraseFile:
+    """The stage's Phrases, in their file (Phrases.save), as this process reads them: the rows
+    of the phrases a fit's pairs hold (:meth:`take`), mapped for the read and unmapped after it.
+
+    The fits read a few hundred thousand pairs' phrases; held whole, the arrays (trigram codes,
+    vectors, tokens: 1.1 GiB on bio-multi's 2.37M phrases) stayed in this process through the
+    fits and beside the label tasks' workers. A map kept open would keep every page a read
+    touched in this process's resident set (as PairTable's reads)."""
+
+    def __init__(self, *paths):
+        self.paths = [Path(p) for p in paths]
+        #: the bundle each array is read from (the first of ``paths`` that holds it)
+        self.where = {}
+        for path in self.paths:
+            with open_bundle(path) as b:
+                self.where.update((k, path) for k in Phrases.__dataclass_fields__ if k in b and k not in self.where)
+        with open_bundle(self.where["row_of"]) as b:
+            self.row_of = b["row_of"]
+            self.f_lang = b["f_lang"]
+            self.n = int(b.memmap("n_words").shape[0])
+        with open_bundle(self.where["vec"]) as b:
+            vec = b.memmap("vec")
+            self.dim = int(vec.shape[1]) if vec.ndim == 2 else 0
+            del vec
+
+    def take(self, ids) -> Phrases:
+        """The Phrases of phrase ids ``ids`` alone: their rows (ascending), ``row_of`` renumbered
+        to them (-1 for every other id). A feature of a pair is a function of its two phrases'
+        rows, so it is the same computed on these as on the whole."""
+        ids = np.asarray(ids, np.int64)
+        whole = self.row_of[ids]
+        if len(whole) and whole.min() < 0:
+            raise ValueError("phrase ids without a row in the phrases' arrays")
+        rows = np.unique(whole)
+        row_of = np.full(len(self.row_of), -1, np.int32)
+        row_of[ids] = np.searchsorted(rows, whole)
+        part = {}
+        for k in PHRASE_ROW_ARRAYS:
+            with open_bundle(self.where[k]) as b:
+                if k in ("vec", "vec_has") and not self.dim:
+                    part[k] = b[k]                                # a build without vectors: empty
+                    continue
+                m = b.memmap(k)
+                part[k] = np.array(m[rows])
+                del m
+        with open_bundle(self.where["tri"]) as b:
+            ptr, tri = b.memmap("tri_ptr"), b.memmap("tri")
+            start, count = np.asarray(ptr[rows]), np.asarray(ptr[rows + 1] - ptr[rows])
+            del ptr
+            tri_ptr = np.zeros(len(rows) + 1, np.int64)
+            np.cumsum(count, out=tri_ptr[1:])
+            at = np.arange(int(tri_ptr[-1])) + np.repeat(start - tri_ptr[:-1], count)
+            part["tri"] = np.array(tri[at])
+            del tri
+        return Phrases(part["n_words"], part["log_count"], part["tokens"], tri_ptr, part["tri"], self.f_lang, row_of,
+                       part["vec"], part["vec_has"])
+
+    def vectors(self, a: int, b: int) -> np.ndarray:
+        """Rows a:b of the phrase vectors (a copy; the map goes with the call)."""
+        with open_bundle(self.where["vec"]) as z:
+            m = z.memmap("vec")
+            out = np.array(m[a:b])
+            del m
+        return out
 
 
 #: Texts per block of char_trigrams: its (texts x width) int64 temporaries are ~20 MB a block,
@@ -285,30 +384,47 @@ TRIGRAM_BLOCK = 65_536
 
 def char_trigrams(texts: list[str], width: int = TRIGRAM_CHARS) -> tuple[np.ndarray, np.ndarray]:
     """(ptr, codes): the distinct character trigrams of each "#text#" (text cut to width - 2
-    characters), CSR by text, ascending within a text; a trigram's code is
-    c0 * 2^42 + c1 * 2^21 + c2 (code points < 2^21), so equal trigrams have equal codes.
-    A text's trigrams depend on it alone: the texts go TRIGRAM_BLOCK at a time."""
+    characters), CSR by text, ascending within a text.
+
+    A trigram's code is r0 A^2 + r1 A + r2, r_k the rank of its k-th character among the A
+    distinct characters of the cut texts and "#" (by code point): equal trigrams have equal
+    codes, and the codes sort as the trigrams do (by code points, first character first), so
+    two phrases' sets meet in the same trigrams as with the code points themselves. uint32 when
+    A^3 <= 2^32 (A <= 1625; bio-multi's English vocabulary has 393 characters), else int64
+    (A <= 2^21 code points: A^3 < 2^63). On bio-multi's 2.37M phrases the codes were 0.65 GiB
+    as int64 (c0 2^42 + c1 2^21 + c2), held by the stage's process and mapped by every apply task.
+    A text's trigrams depend on it and the alphabet alone: the texts go TRIGRAM_BLOCK at a time."""
     n = len(texts)
     if n == 0:
-        return np.zeros(1, np.int64), np.zeros(0, np.int64)
-    counts, codes = [], []
+        return np.zeros(1, np.int64), np.zeros(0, np.uint32)
+    alphabet = np.array(sorted({"#"}.union(*(t[:width - 2] for t in texts))), dtype="<U1").view(np.uint32)
+    dtype = np.uint32 if len(alphabet) ** 3 <= 1 << 32 else np.int64
+    # the blocks' codes go straight into one array of room for width - 2 a text (the most a
+    # text has): pages past the last code are never touched, so never resident; the blocks
+    # kept and then concatenated held the codes twice
+    codes = np.empty(n * (width - 2), dtype)
+    counts, at = [], 0
     for a in range(0, n, TRIGRAM_BLOCK):
-        c, t = _char_trigrams_block(texts[a:a + TRIGRAM_BLOCK], width)
+        c, t = _char_trigrams_block(texts[a:a + TRIGRAM_BLOCK], width, alphabet)
         counts.append(c)
-        codes.append(t)
+        codes[at:at + len(t)] = t
+        at += len(t)
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.concatenate(counts), out=ptr[1:])
-    return ptr, np.concatenate(codes)
+    return ptr, codes[:at]
 
 
-def _char_trigrams_block(texts: list[str], width: int) -> tuple[np.ndarray, np.ndarray]:
-    """(trigrams per text, their codes in text order) of char_trigrams, for a non-empty list."""
+def _char_trigrams_block(texts: list[str], width: int, alphabet: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(trigrams per text, their int64 codes in text order) of char_trigrams, for a non-empty
+    list; ``alphabet``: the distinct characters' code points, ascending."""
     n = len(texts)
     padded = np.array(["#" + t[:width - 2] + "#" for t in texts], dtype=f"<U{width}")
-    codes = padded.view(np.uint32).reshape(n, width).astype(np.int64)
+    # each character's rank (the padding after a text's end gets some rank: it is cut below)
+    codes = np.searchsorted(alphabet, padded.view(np.uint32).reshape(n, width)).astype(np.int64)
     lens = np.char.str_len(padded)
     del padded
-    tri = codes[:, :-2] << 42 | codes[:, 1:-1] << 21 | codes[:, 2:]
+    size = len(alphabet)
+    tri = (codes[:, :-2] * size + codes[:, 1:-1]) * size + codes[:, 2:]
     del codes
     none = np.iinfo(np.int64).max
     tri[np.arange(width - 2)[None, :] >= (lens - 2)[:, None]] = none
@@ -332,9 +448,11 @@ def string_overlaps(ph: "Phrases", e1: np.ndarray, e2: np.ndarray):
             raise ValueError(f"phrase rows out of range 0..{n_e - 1}")
     if len(ph.tri_ptr) != n_e + 1 or (len(ph.tri) and ph.tri_ptr[-1] != len(ph.tri)):
         raise ValueError("trigram pointers do not match the phrases")
+    tri = np.ascontiguousarray(ph.tri)
+    if tri.dtype not in (np.uint32, np.int64):
+        raise ValueError(f"trigram codes must be uint32 or int64 (got {tri.dtype})")
     return _counts.pair_overlaps(np.ascontiguousarray(ph.tokens, dtype=np.int32),
-                                 np.ascontiguousarray(ph.tri_ptr, dtype=np.int64),
-                                 np.ascontiguousarray(ph.tri, dtype=np.int64), e1, e2)
+                                 np.ascontiguousarray(ph.tri_ptr, dtype=np.int64), tri, e1, e2)
 
 
 def n_distinct_languages(langs: np.ndarray) -> np.ndarray:
@@ -857,6 +975,7 @@ def relation_selection(scores: dict) -> tuple[tuple, dict]:
                            for (lam, beta), v in sorted(scores.items())]}
 
 
+@_heap_released
 def relation_task(path, columns, names, lam, beta, refit: bool):
     """One relation fit of the build (a task): the training rows of ``path`` (x, y, validation),
     the feature columns ``columns`` of x (None: all) named ``names``; refit: the model on every
@@ -1147,11 +1266,14 @@ def _read_fields(path, label_path, fields) -> dict:
 FORM_ARRAYS = ("tokens", "content", "n_content", "content_class", "core_class", "surface", "bits", "lemma_ids")
 
 
-def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.ndarray, e_tokens: list[str],
+def build(tmp: Path, *, part_paths: list[Path], e_phrases, e_tokens: list[str],
           f_lang_of, models: list[str], params: dict, data_root: Path, engine, shard_paths=()) -> dict:
     """The stage: labels, fits, applies; writes ``x-NNNN.arrays`` per pivot part and
-    ``ppdb2.json`` (what the database's meta records). ``f_lang_of(ids)`` gives the language
-    index of foreign phrase ids; ``models``: the stored models, General first; ``shard_paths``:
+    ``ppdb2.json`` (what the database's meta records). ``e_phrases()`` gives the English
+    phrases' (token rows, counts) (read when the stage needs them and let go after its phrase
+    side: 92 MB on bio-multi, held through the stage beside the apply tasks when they were
+    arguments); ``f_lang_of(ids)`` gives the language index of foreign phrase ids;
+    ``models``: the stored models, General first; ``shard_paths``:
     the encode stage's shards, whose English the relations' word vectors are trained on
     (pivot.pipeline.vectors; none: no vector features).
 
@@ -1159,7 +1281,7 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_count: np.
     per pivot part on the workers while this process reads the phrases' WordNet side; the
     relation classifier's fits on the workers while this process fits the score; then the apply
     tasks. In one process the same steps run one after another: the same bytes."""
-    return engine.run(_build_job(tmp, part_paths=part_paths, e_rows=e_rows, e_count=e_count, e_tokens=e_tokens,
+    return engine.run(_build_job(tmp, part_paths=part_paths, e_phrases=e_phrases, e_tokens=e_tokens,
                                  f_lang_of=f_lang_of, models=models, params=params, data_root=data_root,
                                  shard_paths=list(shard_paths)))[0]
 
@@ -1170,19 +1292,22 @@ def _here(fn, *args):
     yield  # unreachable: makes this a generator
 
 
-def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, models, params, data_root,
+def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models, params, data_root,
                shard_paths=()):
     from pivot.pipeline import wellformed
-    from pivot.pipeline.encode import phrase_texts
+    from pivot.pipeline.encode import phrase_text_list
     from pivot.pipeline.engine import Batch, Together
 
     t0 = time.perf_counter()
     table = PairTable.read(part_paths)
+    e_rows, e_count = e_phrases()
     n_e = len(e_rows)
     used = table.used_phrases(n_e)
-    text_of = phrase_texts(e_rows, e_tokens, used)
-    texts = [text_of[i] for i in used.tolist()]
-    del text_of
+    texts = phrase_text_list(e_rows, e_tokens, used)
+    # the stored phrases' rows of what the features need of the translation stage's phrases; the
+    # rest goes before the phrase side runs beside the forms task
+    tokens, counts = np.asarray(e_rows[used], np.int32), np.asarray(e_count[used], np.float64)
+    del e_rows, e_count
     # int32: the pairs' slots (e1's, e2's) are this array indexed by a part's e1 and e2
     slot = np.full(n_e, -1, np.int32)
     slot[used] = np.arange(len(used))
@@ -1190,6 +1315,8 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
     # on the workers; meanwhile this process turns to what the fits need of the phrases (their
     # WordNet side, the features'). WordNet is read twice, once on each side (about a second).
     texts_path, slot_path, forms_path = tmp / ".texts.txt", tmp / ".slot.arrays", tmp / ".forms.arrays"
+    # the Phrases' arrays, the vectors in a file of their own (written before the codes are made)
+    phrases_paths = (tmp / ".phrases.arrays", tmp / ".vectors.arrays")
     texts_path.write_bytes("\n".join(texts).encode("utf-8"))    # bytes: no newline translation
     save_bundle(slot_path, slot=slot)
     # the labels stay in their per-part files until the stage ends: the fits read the rows they
@@ -1199,10 +1326,11 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
                           str(data_root) if params["wordnet"] else None)
     if params["learn"]:
         _, (wn, ph, lex) = yield Together(labelled, _here(
-            _phrase_side, table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params, shard_paths,
-            len(e_tokens)))
+            _phrase_side, table, texts, slot, tokens, counts, f_lang_of, data_root, params,
+            phrases_paths, shard_paths, len(e_tokens)))
     else:
         yield Together(labelled)
+    del tokens, counts
     for path in (texts_path, slot_path, forms_path):
         path.unlink()
     # the forms' counts, summed part by part
@@ -1227,7 +1355,7 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
         (tmp / "ppdb2.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         return meta
 
-    fit_path, phrases_path = tmp / ".fit.json", tmp / ".phrases.arrays"
+    fit_path = tmp / ".fit.json"
     names = feature_names(models, ph.dim)
     fit = {"models": models, "features": names}
     # The relation classifier's fits on the workers, the score's here. WordNet is read by the
@@ -1242,23 +1370,27 @@ def _build_job(tmp: Path, *, part_paths, e_rows, e_count, e_tokens, f_lang_of, m
              fit["score"]["dev"]["spearman"], fit["relations"]["eval"]["full"]["macro_f1"])
     fit_path.write_text(json.dumps({"score": score.to_json(), "relations": relations.to_json(),
                                     "names": pair_feature_names(models, ph.dim)}))
-    ph.save(phrases_path)
     terms_path = tmp / ".terms.arrays" if ph.dim else None
     if ph.dim:
         # the phrase vectors' part of the relations' linear predictor, once per phrase (the
-        # apply tasks add t1[e1] + t2[e2] to the pair part's)
-        t1, t2 = relations.phrase_terms(ph.vec)
+        # apply tasks add t1[e1] + t2[e2] to the pair part's); APPLY_ROWS phrases' vectors read
+        # at a time (a phrase's terms are its own: the same bytes)
+        t1, t2 = (np.zeros((ph.n, len(RELATIONS))) for _ in range(2))
+        for a in range(0, ph.n, APPLY_ROWS):
+            b1, b2 = relations.phrase_terms(ph.vectors(a, a + APPLY_ROWS))
+            t1[a:a + len(b1)], t2[a:a + len(b2)] = b1, b2
         save_bundle(terms_path, t1=t1, t2=t2)
         del t1, t2
     # The apply tasks read all they need from these files: what the labels and fits held here
     # (the list and lexicon features) goes before the tasks run beside it.
     del lex, ph, texts, slot, used
-    done = yield Batch(apply_range, [(part_paths, j, phrases_path, labels[j], fit_path, parts[j], terms_path)
+    release_heap()          # the fits' freed heap, before the apply tasks run beside this process
+    done = yield Batch(apply_range, [(part_paths, j, phrases_paths, labels[j], fit_path, parts[j], terms_path)
                                      for j in range(len(part_paths))], name="ppdb2")
     log.info("ppdb2: applied to %d ranges, %.1f CPU s in the tasks", len(done),
              sum(d.get("cpu_seconds", 0.0) for d in done))
     sizes, size_pairs = size_cuts_parts(lambda: _scores_visible(parts))
-    for p in (fit_path, phrases_path, *labels, *([terms_path] if terms_path else [])):
+    for p in (fit_path, *phrases_paths, *labels, *([terms_path] if terms_path else [])):
         p.unlink()
     meta["ppdb2"] = {"learned": True, **fit["score"], "sizes": sizes, "size_pairs": size_pairs,
                      "n_pairs": int(sum(d["n_pairs"] for d in done))}
@@ -1285,36 +1417,59 @@ def _label_job(texts_path, slot_path, forms_path, label_paths, part_paths, data_
                                       for j in range(len(part_paths))], name="ppdb2-labels"))
 
 
-def _phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params, shard_paths=(),
-                 n_tokens=0):
-    """(WordNet, Phrases, Lexical): what the features and the fits need of the phrases
-    (with shard_paths: their word vectors, trained here on the shards' English)."""
+def _phrase_side(table, texts, slot, tokens, counts, f_lang_of, data_root, params, phrases_paths,
+                 shard_paths=(), n_tokens=0):
+    """(WordNet, PhraseFile, Lexical): what the features and the fits need of the phrases
+    (with shard_paths: their word vectors, trained here on the shards' English); the Phrases
+    are written to ``phrases_paths`` (the vectors to the second; the fits read their rows, the
+    apply tasks map them) and not held here."""
     from pivot.pipeline import vectors
     from pivot.pipeline import wellformed
     from pivot.pipeline.wordnet import WordNet, wordnet_folder
 
-    # One read of WordNet's files here serves the lemmatizer (the same lemmas as NLTK's morphy,
-    # a fraction of NLTK's start-up) and the relation labels.
-    wn = WordNet.read(wordnet_folder(data_root, LEXICON)) if params["wordnet"] else None
-    lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(wn) if wn is not None else identity_lemmas)
-    # Per-phrase feature inputs, shared with the apply tasks through a file: a row per stored
+    # Per-phrase feature inputs, shared with the apply tasks through files: a row per stored
     # phrase, in slot order (the rows of a phrase id are its slots)
-    tokens = np.asarray(e_rows[used], np.int32)
     n_words = (tokens >= 0).sum(axis=1).astype(np.int8)
-    tri_ptr, tri = char_trigrams(texts)
     f_used = table.pivot_ids()
     f_lang = np.full(int(f_used.max()) + 1 if len(f_used) else 0, -1, np.int16)
     f_lang[f_used] = f_lang_of(f_used)
-    ph = Phrases(n_words, np.log1p(np.asarray(e_count[used], np.float64)), tokens, tri_ptr, tri, f_lang, slot)
+    del f_used
+    phrases_path, vectors_path = phrases_paths
     if shard_paths:
+        # the vectors first, written to their own file: the training's temporaries and the
+        # vectors (0.44 GiB on bio-multi) go before the trigram codes are made
         t0 = time.process_time()
         words = vectors.train(vectors.EnglishShards(shard_paths), n_tokens)
-        ph.vec, ph.vec_has = vectors.phrase_vectors(tokens, words)
+        release_heap()      # the training's co-occurrence counts, before the vectors are made
+        # the phrases' vectors written PHRASE_BLOCK rows at a time as they are made (a row's
+        # mean is its own: the same bytes), never held whole here
+        has = []
+
+        def blocks():
+            for a in range(0, len(tokens), vectors.PHRASE_BLOCK):
+                vec, vec_has = vectors.phrase_vectors(tokens[a:a + vectors.PHRASE_BLOCK], words)
+                has.append(vec_has)
+                yield vec
+        # (vec_has is written after vec, its blocks made by then)
+        save_bundle(vectors_path, vec=Blocks(np.float32, (len(tokens), words.shape[1]), blocks()),
+                    vec_has=Blocks(bool, (len(tokens),), has))
         log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f CPU s", int(np.any(words != 0, axis=1).sum()),
                  words.shape[1], time.process_time() - t0)
-        del words
+        del words, has
+    else:
+        save_bundle(vectors_path, vec=np.zeros((0, 0), np.float32), vec_has=np.zeros(0, bool))
+    tri_ptr, tri = char_trigrams(texts)
+    save_bundle(phrases_path, n_words=n_words, log_count=np.log1p(counts), tokens=tokens, tri_ptr=tri_ptr, tri=tri,
+                f_lang=f_lang, row_of=slot)
+    del n_words, tri_ptr, tri, f_lang
+    release_heap()          # the vectors' and codes' temporaries, before the fits' own
+    # One read of WordNet's files here serves the lemmatizer (the same lemmas as NLTK's morphy,
+    # a fraction of NLTK's start-up) and the relation labels; read after the vectors' training
+    # (0.12 GB: the training's peak is the phrase side's, beside the forms task on a worker)
+    wn = WordNet.read(wordnet_folder(data_root, LEXICON)) if params["wordnet"] else None
+    lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(wn) if wn is not None else identity_lemmas)
     lex = _wordnet_phrases(texts, slot, wn, lemmatizer, params)
-    return wn, ph, lex
+    return wn, PhraseFile(*phrases_paths), lex
 
 
 def _score_side(table, ph, labels, lex, models, texts, used, params, data_root):
@@ -1324,6 +1479,7 @@ def _score_side(table, ph, labels, lex, models, texts, used, params, data_root):
     return _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists)
 
 
+@_heap_released
 def forms_task(texts_path, data_root, out_path) -> dict:
     """PhraseForms.from_texts of the phrases of ``texts_path`` (one a line, in slot order) with
     WordNet's lemmatizer of ``data_root`` (None: every token its own lemma), its FORM_ARRAYS
@@ -1334,15 +1490,26 @@ def forms_task(texts_path, data_root, out_path) -> dict:
     out_path = Path(out_path)
     if out_path.is_file():
         return {"reused": True}
-    text = Path(texts_path).read_bytes().decode("utf-8")
-    texts = text.split("\n") if text else []
     lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(WordNet.read(wordnet_folder(data_root, LEXICON)))
                               if data_root is not None else identity_lemmas)
-    forms = wellformed.PhraseForms.from_texts(texts, lemmatizer)
+    forms = wellformed.PhraseForms.from_texts(read_texts(texts_path), lemmatizer)
     save_bundle(out_path, **{k: getattr(forms, k) for k in FORM_ARRAYS})
-    return {"reused": False, "n_phrases": len(texts)}
+    return {"reused": False, "n_phrases": len(forms)}
 
 
+def read_texts(path):
+    """The texts of a file written as "\n".join(texts), one at a time, each as
+    str.split("\n") of the whole file gives it (an empty file: none), never the file whole."""
+    ended = False
+    with open(path, encoding="utf-8", newline="\n") as fh:
+        for line in fh:
+            ended = line.endswith("\n")
+            yield line[:-1] if ended else line
+    if ended:
+        yield ""
+
+
+@_heap_released
 def label_range(forms_path, slot_path, part_paths, j: int, out_path) -> dict:
     """The well-formedness mask of every pair of pivot part j (PhraseForms.pair_labels over the
     arrays in ``forms_path``, phrase ids through the ``slot`` of ``slot_path``), and the global
@@ -1364,11 +1531,13 @@ def label_range(forms_path, slot_path, part_paths, j: int, out_path) -> dict:
     return {"reused": False, "n_pairs": int(len(form))}
 
 
-def _rows_features(table: PairTable, ph: Phrases, labels, rows, phrases: bool = True) -> np.ndarray:
+def _rows_features(table: PairTable, ph, labels, rows, phrases: bool = True) -> np.ndarray:
     """The feature matrix of the global rows ``rows`` (their form from the label files
     ``labels``), feature_names(models, ph.dim) order (phrases = False: without the phrase-vector
-    columns, pair_feature_names order)."""
+    columns, pair_feature_names order). ph: Phrases, or a PhraseFile (the rows' phrases read)."""
     e1, e2, n_pivots, pivots, form = table.rows(rows, ("e1", "e2", "n_pivots", "pivots", "form"), labels)
+    if isinstance(ph, PhraseFile):
+        ph = ph.take(np.concatenate([e1, e2]))
     x = feature_matrix(pair_features(ph, e1, e2, table.p_rows(rows), table.reverse_p(e1, e2), n_pivots, pivots,
                                      form))
     return np.hstack([x, phrase_columns(ph, e1, e2)]) if ph.dim and phrases else x
@@ -1626,7 +1795,9 @@ def smallest_by_hash(h, rows, limit: int) -> tuple[np.ndarray, np.ndarray]:
     return h[keep], rows[keep]
 
 
+@_heap_released
 def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path, terms_path=None) -> dict:
+    # phrases_path: the Phrases' bundle, or their bundles (Phrases.load)
     """One pivot part: features, score and relation probabilities of its pairs (a Dask task).
 
     Reads its own part and its labels (``label_path``: label_range's file of part j, the pairs'
@@ -1644,7 +1815,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     names = fit["names"]
     score = ScoreModel.from_json(fit["score"])
     relations = RelationModel.from_json(fit["relations"])
-    ph = Phrases.load(phrases_path, mmap=True)
+    ph = Phrases.load(*([phrases_path] if isinstance(phrases_path, (str, Path)) else phrases_path), mmap=True)
     terms = None
     if ph.dim:
         # the phrase vectors' terms, per row of the phrases (written next to them by the stage)
@@ -1652,31 +1823,48 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
         with open_bundle(terms_path) as z:
             terms = (z.memmap("t1"), z.memmap("t2"))
     with open_bundle(part_paths[j]) as z:
-        e1, e2, p, n_pivots, pivots = (z[f] for f in ("e1", "e2", "p", "n_pivots", "pivots"))
+        e1, e2 = z["e1"], z["e2"]
     with open_bundle(label_path) as z:
         form, rev = z["form"], z["rev"]
     # p_m(e1|e2): the row of (e2, e1), read from the part that holds it, one part's map at a
     # time (PairTable.p_rows): the reverses are spread over every part, and maps of all parts
     # held at once kept nearly every page of the whole table's p in the task's resident set
-    # (0.29 GB on bio, 2 GB on bio-multi)
-    p_rev = np.zeros_like(p)
+    # (0.29 GB on bio, 2 GB on bio-multi). Read for the whole part in one pass: a pass per
+    # block mapped every part again for each block (twice the apply tasks' CPU on bio-multi).
     found = rev >= 0
-    p_rev[found] = PairTable.read(part_paths).p_rows(rev[found])
+    p_rev_found = PairTable.read(part_paths).p_rows(rev[found])
+    at = np.cumsum(found) - 1                  # a found pair's row in p_rev_found
     # Blocks of APPLY_ROWS pairs: every feature, the score and the softmax are functions of one
     # row, so the blocks give the bytes of one pass over the part, and a task holds a block's
-    # feature columns (~60 x 8 bytes a row) instead of its whole part's (0.7 GiB on bio).
+    # feature columns (~60 x 8 bytes a row) instead of its whole part's (0.7 GiB on bio), and
+    # a block's p and pivots (with the part's whole p_rev as well, ~0.15 GB a task on
+    # bio-multi, where two apply tasks beside this stage's process were the stage's peak).
     ppdb2, rel = [], []
     for a in range(0, len(e1), APPLY_ROWS):
         b = min(a + APPLY_ROWS, len(e1))
-        cols = pair_features(ph, e1[a:b], e2[a:b], p[a:b], p_rev[a:b], n_pivots[a:b], pivots[a:b], form[a:b])
+        p, n_pivots, pivots = _slices(part_paths[j], ("p", "n_pivots", "pivots"), a, b)
+        p_rev = np.zeros_like(p)
+        p_rev[found[a:b]] = p_rev_found[at[a:b][found[a:b]]]
+        cols = pair_features(ph, e1[a:b], e2[a:b], p, p_rev, n_pivots, pivots, form[a:b])
         ppdb2.append(score.predict_columns(names, cols))
         rel.append(per_mille(relations.probabilities_columns(
             names, cols, None if terms is None else (terms[0][ph.rows(e1[a:b])], terms[1][ph.rows(e2[a:b])]))))
-        del cols
+        del cols, p, p_rev, n_pivots, pivots
     ppdb2 = np.concatenate(ppdb2) if ppdb2 else np.zeros(0, np.float64)
     rel = np.concatenate(rel) if rel else np.zeros((0, len(RELATIONS)), np.uint16)
     save_bundle(out_path, form=form, ppdb2=ppdb2, rel=rel, relation=rel.argmax(axis=1).astype(np.uint8))
     return {"reused": False, "n_pairs": int(len(e1)), "cpu_seconds": round(time.process_time() - t0, 2)}
+
+
+def _slices(path, fields, a: int, b: int) -> list[np.ndarray]:
+    """Rows a:b of the named arrays of a bundle, copied (the map goes with the call)."""
+    with open_bundle(path) as z:
+        out = []
+        for f in fields:
+            m = z.memmap(f)
+            out.append(np.array(m[a:b]))
+            del m
+    return out
 
 
 def stage_params(recipe) -> dict:
@@ -1694,7 +1882,6 @@ def run_stage(context) -> None:
     from pivot.pipeline.weights import read_models
 
     encode_dir, translation_dir = context.dir("encode"), context.dir("translation")
-    e_rows, e_count = translation.english_phrases(translation_dir)
     def f_lang_of(ids):
         # A foreign phrase's language is its first token's (ids are offset per language). The
         # foreign keys are mapped for the call only: held, they were 0.1 GB through the stage on
@@ -1704,8 +1891,8 @@ def run_stage(context) -> None:
         return f_lang_of_token[translation.foreign_rows(translation.part_paths(translation_dir, "f"),
                                                         np.asarray(f_keys[ids]))[:, 0]]
 
-    build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")), e_rows=e_rows, e_count=e_count,
-          e_tokens=Vocab.load(encode_dir / "vocab.en").tokens, f_lang_of=f_lang_of,
+    build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")),
+          e_phrases=lambda: translation.english_phrases(translation_dir), e_tokens=Vocab.load(encode_dir / "vocab.en").tokens, f_lang_of=f_lang_of,
           models=[m["name"] for m in read_models(context.dir("weights"))], params=context.params,
           data_root=context.data_root, engine=context.engine,
           shard_paths=[encode_dir / shard["file"] for shard in read_shards(encode_dir)["shards"]])

@@ -107,6 +107,7 @@ def train(pieces, n_tokens: int, *, dim: int = DIM, window: int = WINDOW, min_co
         piece = cooccurrence(ids, sentence, word, window)
         cooc = piece if cooc is None else cooc + piece
     m = ppmi(cooc, cds)
+    del cooc                    # the counts go before the SVD's own memory
     if m.nnz == 0:
         return out
     with threadpool_limits(limits=1, user_api="blas"):

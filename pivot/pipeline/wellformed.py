@@ -95,9 +95,9 @@ from __future__ import annotations
 
 import gc
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from itertools import chain
+from itertools import chain, islice
 
 import numpy as np
 
@@ -270,6 +270,10 @@ def _padded_flat(flat: np.ndarray, lengths: np.ndarray, width: int) -> np.ndarra
     return out
 
 
+#: Phrases PhraseForms.from_texts splits into words at a time (their lists of word strings).
+FORM_BLOCK = 65_536
+
+
 # Per-phrase bits packed into one byte, so that a pair needs one gather per side.
 _P_EDGE = EDGE_PUNCT          # the first or last token is punctuation
 _P_END = 2                    # the end dangles (not a unit)
@@ -322,21 +326,44 @@ class PhraseForms:
         lemmatizer: token -> frozenset of lemmas (``wordnet_lemmatizer(data_root)``, or any
         function for tests); called once per distinct content token. If it has a ``units``
         attribute (multiword lemmas, space-separated), phrases found there do not dangle.
+        texts: any iterable, read FORM_BLOCK texts at a time (a generator over a file's lines is
+        never held whole).
         """
         with _collector_paused():
-            return cls._from_texts(list(texts), lemmatizer)
+            return cls._from_texts(iter(texts), lemmatizer)
 
     @classmethod
-    def _from_texts(cls, texts: list[str], lemmatizer) -> PhraseForms:
+    def _from_texts(cls, texts: Iterator[str], lemmatizer) -> PhraseForms:
         # Ids by first occurrence, looked up through C-level map() calls, not a Python loop per token.
-        text_ids = {t: i for i, t in enumerate(dict.fromkeys(texts))}
-        surface = np.fromiter(map(text_ids.__getitem__, texts), dtype=np.int32, count=len(texts))
-        rows = [t.split() for t in texts]
-        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-        flat_words = list(chain.from_iterable(rows))
-        words = list(dict.fromkeys(flat_words))
-        vocab = {w: i for i, w in enumerate(words)}
-        flat = np.fromiter(map(vocab.__getitem__, flat_words), dtype=np.int32, count=len(flat_words))
+        # The texts are read FORM_BLOCK at a time, each block's new words numbered after the
+        # earlier blocks' (the ids of one pass by first occurrence), and never held together:
+        # with a list of word strings per phrase for all of them at once, the texts and a dict
+        # of them, the forms task of bio-multi's 2.37M phrases took 2.09 GiB (max RSS), 0.70 so.
+        # A phrase's words are later read back from its token ids.
+        words: list[str] = []
+        vocab: dict[str, int] = {}
+        # A text is its words joined by single spaces ("canonical": every text a build makes),
+        # or not ("a  b", " a"): equal canonical texts are equal token rows; the others are
+        # numbered apart, so that the surfaces are those of the texts themselves.
+        odd: dict[str, int] = {}
+        flat_parts, length_parts, odd_parts = [], [], []
+        while block := list(islice(texts, FORM_BLOCK)):
+            rows = [t.split() for t in block]
+            length_parts.append(np.fromiter(map(len, rows), dtype=np.int64, count=len(rows)))
+            odd_parts.append(np.fromiter((-1 if t == " ".join(r) else odd.setdefault(t, len(odd))
+                                          for t, r in zip(block, rows)), dtype=np.int32, count=len(block)))
+            del block
+            flat_words = list(chain.from_iterable(rows))
+            del rows
+            new = [w for w in dict.fromkeys(flat_words) if w not in vocab]
+            vocab.update(zip(new, range(len(words), len(words) + len(new))))
+            words += new
+            flat_parts.append(np.fromiter(map(vocab.__getitem__, flat_words), dtype=np.int32, count=len(flat_words)))
+            del flat_words
+        lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
+        flat = np.concatenate(flat_parts) if flat_parts else np.zeros(0, np.int32)
+        odd_of = np.concatenate(odd_parts) if odd_parts else np.zeros(0, np.int32)
+        del length_parts, flat_parts, odd_parts, odd
         n_vocab = len(words)
         punct = np.fromiter((is_punctuation(w) for w in words), dtype=bool, count=n_vocab)
         function = np.fromiter((w in FUNCTION_WORDS for w in words), dtype=bool, count=n_vocab)
@@ -353,8 +380,15 @@ class PhraseForms:
         lemma_rows = [sorted(lemma_index.setdefault(x, len(lemma_index)) for x in s) for s in lemma_sets]
         lemma_ids = _padded(lemma_rows, max((len(s) for s in lemma_sets), default=1))
 
-        n = len(rows)
+        n = len(lengths)
         tokens = _padded_flat(flat, lengths, int(lengths.max()) if n else 1)
+        del flat
+        surface = _first_occurrence(_row_classes(np.column_stack([odd_of, tokens])))
+        del odd_of
+
+        def split(p: int) -> list[str]:
+            # phrase p's words (texts[p].split(), from its token ids)
+            return [words[i] for i in tokens[p, :lengths[p]].tolist()]
         present = tokens >= 0
         safe = np.where(present, tokens, 0)
         nonempty = lengths > 0
@@ -382,7 +416,7 @@ class PhraseForms:
                                   dtype=bool, count=n_vocab)
             maybe = (end | start) & first_ok[first] & last_ok[last] & np.isin(lengths, unit_lengths)
             for p in np.flatnonzero(maybe).tolist():
-                if _any_unit([lemma_sets[vocab[w]] or (w,) for w in rows[p]], units):
+                if _any_unit([lemma_sets[vocab[w]] or (w,) for w in split(p)], units):
                     end[p] = start[p] = False
 
         cmask = present & is_content[safe]
@@ -395,7 +429,7 @@ class PhraseForms:
             after_content[:, 1:] = present[:, 1:] & letter[safe[:, 1:]] & cmask[:, :-1]
             max_unit = int(unit_lengths.max())
             for p, j in zip(*(a.tolist() for a in np.nonzero(after_content))):
-                row = rows[p]
+                row = split(p)
                 choices = [lemma_sets[vocab[w]] or (w,) for w in row]
                 if any(_any_unit(choices[s:e], units) for s in range(max(0, j + 1 - max_unit), j)
                        for e in range(j + 1, min(len(row), s + max_unit) + 1)):
@@ -532,6 +566,17 @@ def _row_classes(matrix: np.ndarray) -> np.ndarray:
     out = np.empty(n, dtype=np.int32)
     out[order] = np.cumsum(new) - 1
     return out
+
+
+def _first_occurrence(classes: np.ndarray) -> np.ndarray:
+    """(n,) int32: the classes renumbered by first occurrence (the first row's class 0, the next
+    new class 1, ...), as ids given while reading the rows in order."""
+    if not len(classes):
+        return np.zeros(0, dtype=np.int32)
+    _, first = np.unique(classes, return_index=True)
+    rank = np.empty(len(first), dtype=np.int32)
+    rank[np.argsort(first)] = np.arange(len(first), dtype=np.int32)
+    return rank[classes]
 
 
 def _any_unit(choices: list, units) -> bool:
