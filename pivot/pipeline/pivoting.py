@@ -403,19 +403,19 @@ def npy_rows(path, idx: np.ndarray, window: int = GATHER_WINDOW) -> np.ndarray:
 
 
 def gather_rows(structure_dir, lo: int, hi: int) -> dict:
-    """The English rows lo <= e < hi of an assembled structure, with only the columns they reach,
-    renumbered, as private arrays of the task's size (pivot_rows' input; every name below is
-    an argument of _counts.pivot_product, the ids are the kernel's):
+    """The English rows lo <= e < hi of an assembled structure with only the columns they reach,
+    renumbered, as arrays of the task's size (pivot_rows' input: every name below but ``f`` is
+    an argument of _counts.pivot_product):
 
     - ``f``: the foreign ids the rows reach, ascending; column c of the gathered CSC is f[c];
-    - ``e``: the English ids the rows and those columns hold, ascending; kernel id i is e[i];
-    - row_ptr/row_f/p_fe: the CSR over the ``e`` ids (every row but the task's empty);
-    - col_ptr/col_e/p_ef: the CSC of the ``f`` columns, entries in the structure's order;
-    - row_lo/row_hi: the task's rows in kernel ids.
+    - row_ptr/row_f/p_fe: the CSR of the task's rows (every other row empty), row_f in column
+      numbers;
+    - col_ptr/col_e/p_ef: the CSC of the ``f`` columns, their entries in the structure's order.
 
-    Both renumberings are increasing, so each row's f, and each column's e, keep their order:
-    the kernel adds the same terms in the same order as over the whole structure (the same
-    bits), and its output mapped back through ``e`` and ``f`` is the whole structure's.
+    The renumbering of f is increasing, so each row's f keep their order: the kernel adds the
+    same terms in the same order as over the whole structure (the same bits), and its output,
+    pivots mapped back through ``f``, is the whole structure's. row_ptr is n_e + 1 long (English
+    ids stay the structure's), but zero up to the task's rows: those pages are never written.
     """
     folder = Path(structure_dir)
     rp = npy_slice(folder / "row_ptr.npy", lo, hi + 1)
@@ -424,8 +424,11 @@ def gather_rows(structure_dir, lo: int, hi: int) -> dict:
     p_fe = npy_slice(folder / "p_fe.npy", a0, a1)
     f, row_f = np.unique(rf, return_inverse=True)
     del rf
-    start = npy_rows(folder / "col_ptr.npy", f)
-    length = npy_rows(folder / "col_ptr.npy", f.astype(np.int64) + 1) - start
+    # col_ptr[f] and col_ptr[f + 1] in one pass: f ascending and distinct, so f0, f0 + 1, f1,
+    # f1 + 1, ... never decreases
+    bounds = npy_rows(folder / "col_ptr.npy", np.stack([f, f + 1], axis=1).ravel().astype(np.int64))
+    start, length = bounds[0::2], bounds[1::2] - bounds[0::2]
+    del bounds
     col_ptr = np.zeros(len(f) + 1, dtype=np.int64)
     np.cumsum(length, out=col_ptr[1:])
     # the entries of the columns, in the structure's (CSC) order
@@ -436,21 +439,11 @@ def gather_rows(structure_dir, lo: int, hi: int) -> dict:
     del entries
     with open(folder / "row_ptr.npy", "rb") as fh:
         n_e = _npy_header(fh)[1][0] - 1
-    seen = np.zeros(n_e, dtype=bool)
-    seen[lo:hi] = True
-    seen[col_e] = True
-    e = np.flatnonzero(seen).astype(np.int32)
-    rank = np.cumsum(seen, dtype=np.int32)
-    del seen
-    rank -= 1
-    col_e = rank[col_e]
-    row_lo = int(rank[lo]) if hi > lo else 0
-    del rank
-    row_ptr = np.full(len(e) + 1, a1 - a0, dtype=np.int64)
-    row_ptr[:row_lo + 1] = 0
-    row_ptr[row_lo:row_lo + hi - lo + 1] = rp - a0
-    return {"e": e, "f": f.astype(np.int32), "row_ptr": row_ptr, "row_f": row_f.astype(np.int32), "p_fe": p_fe,
-            "col_ptr": col_ptr, "col_e": col_e, "p_ef": p_ef, "row_lo": row_lo, "row_hi": row_lo + hi - lo}
+    row_ptr = np.zeros(n_e + 1, dtype=np.int64)
+    row_ptr[lo:hi + 1] = rp - a0
+    row_ptr[hi + 1:] = a1 - a0
+    return {"f": f.astype(np.int32), "row_ptr": row_ptr, "row_f": row_f.astype(np.int32), "p_fe": p_fe,
+            "col_ptr": col_ptr, "col_e": col_e, "p_ef": p_ef}
 
 
 def pivot_rows(structure_dir, lo: int, hi: int, top_n: int, out_path, n_threads: int = 1,
@@ -470,11 +463,10 @@ def pivot_rows(structure_dir, lo: int, hi: int, top_n: int, out_path, n_threads:
     g = gather_rows(structure_dir, lo, hi)
     e1, e2, p, n_pivots, pivots = _counts.pivot_product(
         g["row_ptr"], g["row_f"], g["p_fe"], g["col_ptr"], g["col_e"], g["p_ef"], int(top_n),
-        resolve_threads(n_threads), 0, g["row_lo"], g["row_hi"], float(min_p_e2_given_e1))
-    del g["row_ptr"], g["row_f"], g["p_fe"], g["col_ptr"], g["col_e"], g["p_ef"]
-    e, f = g["e"], g["f"]
-    # back to the structure's ids (pivots: -1 stays -1)
-    e1, e2 = e[e1], e[e2]
+        resolve_threads(n_threads), 0, int(lo), int(hi), float(min_p_e2_given_e1))
+    f = g["f"]
+    del g
+    # back to the structure's foreign ids (-1 stays -1)
     pivots = np.where(pivots >= 0, f[np.maximum(pivots, 0)], np.int32(-1))
     save_bundle(out_path, e1=e1, e2=e2, p=p, n_pivots=n_pivots, pivots=pivots)
     return {"reused": False, "n_pairs": int(len(e1))}
