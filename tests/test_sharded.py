@@ -354,6 +354,18 @@ def test_a_task_on_its_gathered_columns_gives_the_whole_structures_bytes(tmp_pat
     s, _, _ = sharded(tmp_path / "run", bitext, weights, shard_sentences=17, n_parts=3)
     monkeypatch.setattr(pivoting, "GATHER_WINDOW", 7)
     structure = tmp_path / "run" / "structure"
+    # every memory map a task makes: at most a window of rows (and the page before its first)
+    import mmap
+    lengths = []
+
+    class Recorded(mmap.mmap):
+        def __new__(cls, fileno, length, *args, **kw):
+            lengths.append(length)
+            return super().__new__(cls, fileno, length, *args, **kw)
+
+    monkeypatch.setattr(mmap, "mmap", Recorded)
+    window_bytes = mmap.ALLOCATIONGRANULARITY + 7 * 3 * 8  # p_ef's rows: 3 models, 8 bytes each
+    assert (structure / "p_ef.npy").stat().st_size > window_bytes
     ranges = pivoting.row_ranges(s["row_ptr"], s["col_ptr"], s["row_f"], 5)
     assert len(ranges) == 5
     n_pairs = 0
@@ -361,8 +373,10 @@ def test_a_task_on_its_gathered_columns_gives_the_whole_structures_bytes(tmp_pat
         want = _counts.pivot_product(s["row_ptr"], s["row_f"], s["p_fe"], s["col_ptr"], s["col_e"], s["p_ef"],
                                      top_n, 1, 0, lo, hi, floor)
         out = tmp_path / f"rows-{k}.arrays"
+        lengths.clear()
         done = pivoting.pivot_rows(structure, lo, hi, top_n, out, 2, floor)
         assert done == {"reused": False, "n_pairs": len(want[0])}
+        assert lengths and max(lengths) <= window_bytes  # never the whole p_ef mapped
         with open_bundle(out) as z:
             for name, a in zip(("e1", "e2", "p", "n_pivots", "pivots"), want):
                 assert z[name].dtype == a.dtype and z[name].tobytes() == a.tobytes(), (k, name)

@@ -366,7 +366,7 @@ def npy_slice(path, a: int, b: int) -> np.ndarray:
     return out.reshape((b - a,) + tuple(shape[1:]))
 
 
-def npy_rows(path, idx: np.ndarray, window: int = GATHER_WINDOW) -> np.ndarray:
+def npy_rows(path, idx: np.ndarray, window: int | None = None) -> np.ndarray:
     """Rows ``idx`` (ascending) of the .npy at ``path`` into a new array, read through memory
     maps of at most ``window`` rows, each unmapped before the next: however widely the rows
     are spread (a task's columns reach most pages of p_ef), the process maps one window of the
@@ -374,6 +374,7 @@ def npy_rows(path, idx: np.ndarray, window: int = GATHER_WINDOW) -> np.ndarray:
     import mmap
 
     idx = np.asarray(idx, dtype=np.int64)
+    window = GATHER_WINDOW if window is None else window
     with open(path, "rb") as fh:
         offset, shape, dtype = _npy_header(fh)
         out = np.empty((len(idx),) + tuple(shape[1:]), dtype=dtype)
