@@ -972,29 +972,33 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
 
     row_lo/row_hi restrict the work to the rows row_lo <= e1 < row_hi (-1: every row): a
     sharded build gives each task a range; a row's result does not depend on the range.
+    The CSC view need not hold the CSR's entries one for one: it may hold only the columns
+    the rows reach (a task's own gathered columns, pivot.pipeline.pivoting.pivot_rows), as
+    long as every f of row_f is one of its columns and col_e holds the rows' English ids.
     """
     cdef int64_t n_e = row_ptr.shape[0] - 1
     cdef int64_t n_f = col_ptr.shape[0] - 1
     cdef int K = <int>p_fe.shape[1]
     cdef int64_t n_kept = row_f.shape[0]
+    cdef int64_t n_csc = col_e.shape[0]
     if n_threads < 1:
         raise ValueError("n_threads must be >= 1")
     if top_n < 0:
         raise ValueError("top_n must be >= 0")
     if not min_p >= 0.0:
         raise ValueError("min_p must be >= 0")
-    if n_e < 0 or n_f < 0 or p_ef.shape[0] != n_kept or p_fe.shape[0] != n_kept \
-            or col_e.shape[0] != n_kept or p_ef.shape[1] != K or K < 1:
-        raise ValueError("CSR and CSC views must hold the same entries")
-    # The loops below trust every index: check the layouts once (O(n_e + n_f + n_kept)).
+    if n_e < 0 or n_f < 0 or p_fe.shape[0] != n_kept or p_ef.shape[0] != n_csc \
+            or p_ef.shape[1] != K or K < 1:
+        raise ValueError("CSR and CSC views must hold one probability row per entry, K columns each")
+    # The loops below trust every index: check the layouts once (O(n_e + n_f + n_kept + n_csc)).
     if not (_valid_layout(&row_ptr[0], n_e, &row_f[0] if n_kept else NULL, n_kept, n_f)
-            and _valid_layout(&col_ptr[0], n_f, &col_e[0] if n_kept else NULL, n_kept, n_e)):
+            and _valid_layout(&col_ptr[0], n_f, &col_e[0] if n_csc else NULL, n_csc, n_e)):
         raise ValueError("invalid CSR/CSC layout (pointers not monotone, or ids out of range)")
     if row_hi < 0:
         row_hi = n_e
     if not 0 <= row_lo <= row_hi <= n_e:
         raise ValueError(f"row range {row_lo}..{row_hi} outside 0..{n_e}")
-    if n_kept == 0 or n_e == 0 or row_lo == row_hi:
+    if n_kept == 0 or n_csc == 0 or n_e == 0 or row_lo == row_hi:
         return (np.empty(0, np.int32), np.empty(0, np.int32), np.empty((0, K), np.float64),
                 np.empty(0, np.int32), np.empty((0, 3), np.int32))
 

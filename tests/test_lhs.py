@@ -200,6 +200,11 @@ def test_stage_labels_every_used_phrase(tmp_path):
                      7: "[NP]", 8: "[VP]"}
     assert meta["tagger"] == "lexicon-suffix" and meta["version"] == labels.LEXICON_TAGGER_VERSION
     assert meta["n_phrases"] == 9
+    # as a function of the ids (the database write's, a block at a time): only those labelled
+    labels_of, _ = lhs.read_labels(out)
+    assert labels_of(np.array([1, 4, 8])) == {1: "[VB]", 4: "[NNS]", 8: "[VP]"}
+    assert labels_of(np.array([7, 9, 12])) == {7: "[NP]"}
+    assert labels_of(np.zeros(0, np.int64)) == {}
     assert meta["distribution"] == {"[VB]": 3, "[NNS]": 2, "[NP]": 1, "[PRP]": 1, "[VBP]": 1, "[VP]": 1}
     import hashlib
     assert meta["files"] == {str(p): hashlib.sha256((root / p).read_bytes()).hexdigest()

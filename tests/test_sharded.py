@@ -338,3 +338,76 @@ def test_workers_die_with_a_killed_build(tmp_path):
         alive = [p for p in pids if os.path.exists(f"/proc/{p}") and
                  open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
     assert alive == []
+
+
+@pytest.mark.parametrize("top_n,floor", [(0, 0.0), (2, 0.0), (0, 0.05)])
+def test_a_task_on_its_gathered_columns_gives_the_whole_structures_bytes(tmp_path, monkeypatch, top_n, floor):
+    """pivot_rows runs the kernel on the task's rows and only the columns they reach, both
+    renumbered (gather_rows): every range's file holds the same bytes as the kernel run on the
+    whole structure over that range (ids, values, pivots, ranked ties), with windows of 7 rows
+    so that the gather crosses many of them."""
+    from pivot._native import _counts
+
+    rng = np.random.default_rng(11)
+    bitext = random_bitext(rng, 120)
+    weights = np.column_stack([np.ones(120), rng.random(120), (rng.random(120) < 0.3) * 1.0])
+    s, _, _ = sharded(tmp_path / "run", bitext, weights, shard_sentences=17, n_parts=3)
+    monkeypatch.setattr(pivoting, "GATHER_WINDOW", 7)
+    structure = tmp_path / "run" / "structure"
+    # every memory map a task makes: at most a window of rows (and the page before its first)
+    import mmap
+    lengths = []
+
+    class Recorded(mmap.mmap):
+        def __new__(cls, fileno, length, *args, **kw):
+            lengths.append(length)
+            return super().__new__(cls, fileno, length, *args, **kw)
+
+    monkeypatch.setattr(mmap, "mmap", Recorded)
+    window_bytes = mmap.ALLOCATIONGRANULARITY + 7 * 3 * 8  # p_ef's rows: 3 models, 8 bytes each
+    assert (structure / "p_ef.npy").stat().st_size > window_bytes
+    ranges = pivoting.row_ranges(s["row_ptr"], s["col_ptr"], s["row_f"], 5)
+    assert len(ranges) == 5
+    n_pairs = 0
+    for k, (lo, hi) in enumerate(ranges):
+        want = _counts.pivot_product(s["row_ptr"], s["row_f"], s["p_fe"], s["col_ptr"], s["col_e"], s["p_ef"],
+                                     top_n, 1, 0, lo, hi, floor)
+        out = tmp_path / f"rows-{k}.arrays"
+        lengths.clear()
+        done = pivoting.pivot_rows(structure, lo, hi, top_n, out, 2, floor)
+        assert done == {"reused": False, "n_pairs": len(want[0])}
+        assert lengths and max(lengths) <= window_bytes  # never the whole p_ef mapped
+        with open_bundle(out) as z:
+            for name, a in zip(("e1", "e2", "p", "n_pivots", "pivots"), want):
+                assert z[name].dtype == a.dtype and z[name].tobytes() == a.tobytes(), (k, name)
+        n_pairs += len(want[0])
+        # the gathered columns are the task's, far fewer than the structure's
+        g = pivoting.gather_rows(structure, lo, hi)
+        assert len(g["f"]) == len(np.unique(s["row_f"][s["row_ptr"][lo]:s["row_ptr"][hi]]))
+        assert len(g["p_ef"]) == sum(int(s["col_ptr"][f + 1] - s["col_ptr"][f]) for f in g["f"])
+    assert n_pairs > 300
+
+
+def test_npy_rows_maps_one_window_at_a_time(tmp_path, monkeypatch):
+    """Rows 0, 1, 5, 6, 7, 20 of a (30, 2) array in windows of 4 rows: three mappings, of rows
+    0..1, 5..7 and 20 (each from the page holding its first row), the rows read exactly."""
+    import mmap
+
+    a = np.arange(60, dtype=np.float64).reshape(30, 2)
+    np.save(tmp_path / "a.npy", a)
+    maps = []
+
+    class Recorded(mmap.mmap):
+        def __new__(cls, fileno, length, **kw):
+            maps.append((length, kw["offset"]))
+            return super().__new__(cls, fileno, length, **kw)
+
+    monkeypatch.setattr(mmap, "mmap", Recorded)
+    idx = np.array([0, 1, 5, 6, 7, 20])
+    got = pivoting.npy_rows(tmp_path / "a.npy", idx, window=4)
+    assert got.tobytes() == a[idx].tobytes()
+    header = 128  # numpy's .npy header for this array: data starts at byte 128
+    assert maps == [(header + 2 * 16, 0), (header + 5 * 16 + 3 * 16, 0), (header + 20 * 16 + 16, 0)]
+    assert pivoting.npy_slice(tmp_path / "a.npy", 5, 8).tobytes() == a[5:8].tobytes()
+    with pytest.raises(ValueError, match="outside"):
+        pivoting.npy_rows(tmp_path / "a.npy", np.array([3, 30]))

@@ -166,3 +166,43 @@ def test_flat_inserts_cross_runs_of_statements():
     _insert_flat(conn, "t", 2, (v for i in range(n) for v in (i, f"x{i}")))
     rows = conn.execute("SELECT a, b FROM t ORDER BY rowid").fetchall()
     assert rows == [(i, f"x{i}") for i in range(n)]
+
+
+def test_texts_are_asked_for_a_block_of_ids_at_a_time_and_give_the_same_bytes(tmp_path, monkeypatch):
+    """Texts and labels given as functions of the ids: with TEXT_BLOCK = 4 the write asks for
+    the 6 phrases as ids 0..3 then 4..5, the 3 pivots as 0..2, and the file is the same bytes
+    as from the mappings themselves (and as with one block)."""
+    from tests.test_parts import FOREIGN, PHRASES
+
+    labels = {i: f"[L{i % 2}]" for i in range(len(PHRASES))}
+    asked = []
+
+    def function_of(name, mapping):
+        def texts(ids):
+            asked.append((name, ids.tolist()))
+            return {i: mapping[i] for i in ids.tolist()}
+        return texts
+
+    by_function = dict(phrases=function_of("phrases", PHRASES), foreign=function_of("foreign", FOREIGN),
+                       lhs=function_of("lhs", labels))
+    monkeypatch.setattr(W, "TEXT_BLOCK", 4)
+    a = write_database_chunks(tmp_path / "a.db", **{**_kwargs(), **by_function})
+    assert asked == [("phrases", [0, 1, 2, 3]), ("lhs", [0, 1, 2, 3]), ("phrases", [4, 5]), ("lhs", [4, 5]),
+                     ("foreign", [0, 1, 2])]
+    b = write_database_chunks(tmp_path / "b.db", **{**_kwargs(), "lhs": labels})
+    monkeypatch.setattr(W, "TEXT_BLOCK", 250_000)
+    c = write_database_chunks(tmp_path / "c.db", **{**_kwargs(), **by_function})
+    assert _sha256(a) == _sha256(b) == _sha256(c)
+    conn = sqlite3.connect(a)
+    assert conn.execute("SELECT id, text, lhs FROM phrase WHERE id IN (3, 4) ORDER BY id").fetchall() == \
+        [(3, "look after", "[L1]"), (4, "heal", "[L0]")]
+    assert conn.execute("SELECT text FROM foreign_phrase ORDER BY id").fetchall() == \
+        [("fr:traiter",), ("fr:soigner",), ("de:heilen",)]
+
+
+def test_a_pivot_without_text_fails_the_write(tmp_path, monkeypatch):
+    monkeypatch.setattr(W, "TEXT_BLOCK", 2)
+    with pytest.raises(ValueError, match="1 pivot id"):
+        write_database_chunks(tmp_path / "a.db", **{**_kwargs(), "foreign": lambda ids: {0: "fr:traiter",
+                                                                                           1: "fr:soigner"}})
+    assert not (tmp_path / "a.db").exists()

@@ -197,6 +197,28 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_tokens: li
 
 def read(folder) -> tuple[dict, dict]:
     """(labels by phrase id, meta) of a finished lhs stage; the meta holds its CPU seconds."""
+    labels_of, meta = read_labels(folder)
+    ids = labels_of.ids
+    return labels_of(ids), meta
+
+
+class Labels:
+    """The labels of an lhs stage as a function of phrase ids (ascending): ``labels_of(ids)`` is
+    {id: label} for those of the ids the stage labelled. The database write asks for one
+    block of ids at a time, so the labels of millions of phrases are never one dict."""
+
+    def __init__(self, ids: np.ndarray, code: np.ndarray, names: list):
+        self.ids, self.code, self.names = ids, code, np.array(names, dtype=object)
+
+    def __call__(self, ids) -> dict:
+        ids = np.asarray(ids, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.ids, ids), max(len(self.ids) - 1, 0))
+        found = self.ids[pos] == ids if len(self.ids) else np.zeros(len(ids), bool)
+        return dict(zip(ids[found].tolist(), self.names[self.code[pos[found]]].tolist()))
+
+
+def read_labels(folder) -> tuple[Labels, dict]:
+    """(labels as a function of the ids, meta) of a finished lhs stage (see :func:`read`)."""
     folder = Path(folder)
     meta = json.loads((folder / "lhs.json").read_text())
     timings = folder / "timings.json"
@@ -204,9 +226,9 @@ def read(folder) -> tuple[dict, dict]:
         meta["cpu_seconds"] = json.loads(timings.read_text())
     with open_bundle(folder / "lhs.arrays") as z:
         ids, code = z["ids"], z["code"]
-    names = meta.pop("names")
-    label_of = np.array(names, dtype=object)[code] if len(code) else np.zeros(0, object)
-    return dict(zip(ids.tolist(), label_of.tolist())), meta
+    if len(ids) and not (np.diff(ids) > 0).all():
+        raise ValueError(f"{folder / 'lhs.arrays'}: the phrase ids are not ascending")
+    return Labels(ids, code, meta.pop("names")), meta
 
 
 # ------------------------------------------------------------------------------ the stages

@@ -63,8 +63,10 @@ def run_stage(context) -> None:
                                       "model's p(e2|e1) and p(e1|e2), pivots, counts, strings and "
                                       "well-formedness (meta ppdb2)",
                        "params": {"meta": "ppdb2", "target": layer["ppdb2"]["target"]}})
-    e_vocab = corpus.Vocab.load(encode_dir / "vocab.en")
-    f_vocabs = [corpus.Vocab.load(encode_dir / f"vocab.{lang}") for lang in langs]
+    # The token lists only (a Vocab's token -> id dict doubles it: bio-multi's 158 vocabularies
+    # are 0.26 GB of Python objects as Vocabs)
+    e_tokens = corpus.Vocab.load(encode_dir / "vocab.en").tokens
+    f_tokens = [corpus.Vocab.load(encode_dir / f"vocab.{lang}").tokens for lang in langs]
     f_lang_of_token = np.load(encode_dir / "f_lang.npy")
     # Text only for the phrases the database stores (most phrases pivot to nothing): the
     # write finds which in its first pass over the row ranges and asks for their texts.
@@ -72,11 +74,11 @@ def run_stage(context) -> None:
     f_keys = np.load(translation_dir / "structure" / "f_key.npy")
 
     def e_text(e_used):
-        return phrase_texts(e_rows, e_vocab.tokens, e_used)
+        return phrase_texts(e_rows, e_tokens, e_used)
 
     def f_text(f_used):
         rows = translation.foreign_rows(translation.part_paths(translation_dir, "f"), f_keys[f_used])
-        return dict(zip(f_used.tolist(), foreign_phrase_texts(rows, f_vocabs, langs, f_lang_of_token)))
+        return dict(zip(f_used.tolist(), foreign_phrase_texts(rows, f_tokens, langs, f_lang_of_token)))
     tstats = json.loads((translation_dir / "translation.json").read_text())
     shards = read_shards(encode_dir)
     shard_sentences, shard_tokens = int(rec["extract"]["shard_sentences"]), int(rec["extract"]["shard_tokens"])
@@ -134,9 +136,10 @@ def run_stage(context) -> None:
     # phrase.lhs: the lhs stage's labels (the lexicon tagger: pivot.store.labels' perceptron
     # would cost 65 s of training and 67 CPU s for bio's 448k phrases), or [X] for every phrase
     if context.has("lhs"):
-        from pivot.pipeline.lhs import read as read_lhs
+        from pivot.pipeline.lhs import read_labels
 
-        phrase_lhs, meta["lhs"] = read_lhs(context.dir("lhs"))
+        # a function of the ids: the write asks for a block of labels at a time
+        phrase_lhs, meta["lhs"] = read_labels(context.dir("lhs"))
     else:
         phrase_lhs = None
         meta["lhs"] = {"labels": "[X] for every phrase", "tagger": None,
@@ -185,14 +188,15 @@ class StoreChunks:
             yield PairChunk(**fields, **extra)
 
 
-def foreign_phrase_texts(phrases, vocabs, langs, f_lang_of_token) -> list[str]:
-    """Foreign phrases as 'lang:text' (ids are offset per language, see pivot.pipeline.encode)."""
-    starts = np.cumsum([0] + [len(v) for v in vocabs])
+def foreign_phrase_texts(phrases, tokens, langs, f_lang_of_token) -> list[str]:
+    """Foreign phrases as 'lang:text' (ids are offset per language, see pivot.pipeline.encode;
+    ``tokens``: each language's token list)."""
+    starts = np.cumsum([0] + [len(v) for v in tokens])
     out = []
     for row in phrases.tolist():
         toks = [t for t in row if t >= 0]
         li = int(f_lang_of_token[toks[0]])
-        vocab = vocabs[li].tokens
+        vocab = tokens[li]
         out.append(langs[li] + ":" + " ".join(vocab[t - starts[li]] for t in toks))
     return out
 

@@ -371,22 +371,25 @@ def _rows_by_key(paths: list, keys: np.ndarray, key_name: str, rows_name: str, c
     from bundles whose member ``key_name`` is sorted and which cover disjoint key ranges in
     order (the partitions). A key inside a bundle's range but missing from it is a KeyError."""
     rows, counts = None, np.zeros(len(keys), dtype=np.int64)
+    # Memory maps: a caller asking for a few keys (the database write, a block of phrases at
+    # a time) reads the pages that hold them, not every partition's members.
     for path in paths:
         with open_bundle(path) as z:
-            k = z[key_name]
+            k = z.memmap(key_name)
             if not len(k):
                 continue
             lo, hi = np.searchsorted(keys, k[0], side="left"), np.searchsorted(keys, k[-1], side="right")
             want = keys[lo:hi]
             pos = np.searchsorted(k, want)
+            member = z.memmap(rows_name)
             if rows is None:
-                rows = np.full((len(keys), z[rows_name].shape[1]), -1, dtype=np.int32)
+                rows = np.full((len(keys), member.shape[1]), -1, dtype=np.int32)
             found = (pos < len(k)) & (k[np.minimum(pos, len(k) - 1)] == want)
             if not found.all():
                 raise KeyError(f"{path}: a phrase key missing from the merged counts")
-            rows[lo:hi] = z[rows_name][pos]
+            rows[lo:hi] = member[pos]
             if count_name is not None:
-                counts[lo:hi] = z[count_name][pos]
+                counts[lo:hi] = z.memmap(count_name)[pos]
     if rows is None:
         rows = np.zeros((len(keys), 1), dtype=np.int32)
     return rows, counts

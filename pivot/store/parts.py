@@ -224,9 +224,10 @@ def add_reverse(folder, k: int, n_parts: int, record: dict, n_stored: int, key: 
     return out
 
 
-def _write_index(path, texts, phrase_counts, used: np.ndarray, meta: dict) -> None:
+def _write_index(path, survey, phrases, foreign, lhs, phrase_counts, meta: dict) -> None:
     """``phrases.db``: the English phrases (the single file's `phrase` rows), the foreign
-    phrases, the text index and the search's FTS5 index."""
+    phrases, the text index and the search's FTS5 index; the texts built a block of ids at a
+    time (pivot.store.write.Survey.phrase_rows)."""
     with atomic_path(path) as tmp:
         tmp.unlink(missing_ok=True)
         conn = sqlite3.connect(tmp, isolation_level=None)
@@ -242,9 +243,8 @@ CREATE TABLE foreign_phrase (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
 """)
             conn.execute("BEGIN")
             conn.executemany("INSERT INTO phrase VALUES (?, ?, ?, ?, ?)",
-                             ((i, *texts.phrase_row(i, phrase_counts)) for i in used.tolist()))
-            conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)",
-                             ((int(f), texts.foreign[f]) for f in sorted(texts.foreign)))
+                             survey.phrase_rows(phrases, lhs, phrase_counts))
+            conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)", survey.foreign_rows(foreign))
             conn.executemany("INSERT INTO meta VALUES (?, ?)", ((k, json.dumps(v, sort_keys=True)) for k, v in
                                                                 {"signature": meta.get("signature"),
                                                                  "role": "the phrase index of a database in parts",
@@ -277,8 +277,6 @@ def write_database_parts(path, n_parts: int, *, phrases, phrase_counts, chunks, 
     stored, learned = check_models(models)
     survey = survey_chunks(chunks, stored, learned)
     t1 = time.perf_counter()
-    texts = survey.texts(phrases, foreign, lhs)
-    t2 = time.perf_counter()
     ranges = cut_ranges(survey.e1_pairs, n_parts)
     meta_all = full_meta(models, meta)
     key = hashlib.sha256(json.dumps({"format": [FORMAT, FORMAT_VERSION], "meta": meta_all, "models": models,
@@ -292,7 +290,7 @@ def write_database_parts(path, n_parts: int, *, phrases, phrase_counts, chunks, 
     index_path = staging / INDEX
     index_done = staging / "phrases.json"
     if not (index_path.is_file() and index_done.is_file() and json.loads(index_done.read_text()).get("key") == key):
-        _write_index(index_path, texts, phrase_counts, survey.used, meta_all)
+        _write_index(index_path, survey, phrases, foreign, lhs, phrase_counts, meta_all)
         write_text_atomic(index_done, json.dumps({"key": key}))
     t3 = time.perf_counter()
     tasks = [(staging, k, lo, hi, chunks, index_path, models, meta, survey.n_piv_cols, key, batch_rows)
@@ -308,13 +306,13 @@ def write_database_parts(path, n_parts: int, *, phrases, phrase_counts, chunks, 
     else:
         records = engine.map(add_reverse, tasks, name="store-reverse", cost=cost)
     t4 = time.perf_counter()
-    log.info("database in %d parts: survey %.1f s, texts %.1f s, phrase index %.1f s, parts %.1f s", n_parts,
-             t1 - t0, t2 - t1, t3 - t2, t4 - t3)
+    log.info("database in %d parts: survey %.1f s, phrase index (with its texts) %.1f s, parts %.1f s", n_parts,
+             t1 - t0, t3 - t1, t4 - t3)
     column_of = {m["name"]: j for j, m in enumerate(stored)}
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "signature": meta_all.get("signature"),
         "n_parts": n_parts, "n_pairs": survey.n, "n_phrases": len(survey.used),
-        "n_foreign": len(texts.foreign), "pair_columns": _pair_columns(n_stored=len(stored),
+        "n_foreign": len(survey.used_f) if callable(foreign) else len(foreign), "pair_columns": _pair_columns(n_stored=len(stored),
                                                                       n_piv_cols=survey.n_piv_cols),
         "models": [{"name": m["name"], "kind": m["kind"], "description": m.get("description", ""),
                     "params": m.get("params", {}),

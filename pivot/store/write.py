@@ -309,10 +309,10 @@ def _block_pieces(chunks, start: int, stop: int):
 
 
 def _insert_texts(conn, survey: Survey, phrases, foreign, lhs, phrase_counts) -> None:
-    """The phrase and foreign_phrase rows (the load's first transaction, begun by begin_load)."""
-    texts = survey.texts(phrases, foreign, lhs)
-    _insert_flat(conn, "phrase", 5, (v for i in survey.used.tolist() for v in (i, *texts.phrase_row(i, phrase_counts))))
-    _insert_flat(conn, "foreign_phrase", 2, (v for f in sorted(texts.foreign) for v in (int(f), texts.foreign[f])))
+    """The phrase and foreign_phrase rows (the load's first transaction, begun by begin_load),
+    their texts built a block of ids at a time (:meth:`Survey.phrase_rows`)."""
+    _insert_flat(conn, "phrase", 5, chain.from_iterable(survey.phrase_rows(phrases, lhs, phrase_counts)))
+    _insert_flat(conn, "foreign_phrase", 2, chain.from_iterable(survey.foreign_rows(foreign)))
     conn.execute("COMMIT")
 
 
@@ -469,18 +469,40 @@ class Survey:
     e1_pairs: np.ndarray
     chunk_rows: list  # the rows of each chunk, in order (where the pair load is cut among workers)
 
-    def texts(self, phrases, foreign, lhs) -> Texts:
-        """The texts of the ids used (``phrases``, ``foreign``, ``lhs`` as write_database_chunks takes them)."""
-        if callable(phrases):
-            phrases = phrases(self.used)
-        if callable(foreign):
-            foreign = foreign(self.used_f)
-        missing = [f for f in self.used_f.tolist() if f not in foreign]
-        if missing:
-            raise ValueError(f"{len(missing)} pivot id(s) have no text in `foreign`, e.g. {missing[:5]}")
-        if callable(lhs):
-            lhs = lhs(self.used)
-        return Texts(phrases, foreign, lhs)
+    def phrase_rows(self, phrases, lhs, phrase_counts):
+        """The `phrase` rows (id, text, n_words, count, lhs) of the ids used, in id order, their
+        texts asked for TEXT_BLOCK ids at a time when ``phrases`` and ``lhs`` are functions of
+        the ids: the rows are the same as from :meth:`texts`, and no more than a block of
+        texts is held (a bio-multi database stores 2.4M phrases and 3.1M foreign ones; all
+        their texts at once were 1.3 GB of Python strings and dicts)."""
+        for a in range(0, len(self.used), TEXT_BLOCK):
+            ids = self.used[a:a + TEXT_BLOCK]
+            texts = Texts(phrases(ids) if callable(phrases) else phrases, None, lhs(ids) if callable(lhs) else lhs)
+            for i in ids.tolist():
+                yield (i, *texts.phrase_row(i, phrase_counts))
+
+    def foreign_rows(self, foreign):
+        """The `foreign_phrase` rows (id, text) in id order: every entry of a mapping ``foreign``,
+        or the pivots used, asked for TEXT_BLOCK ids at a time of a function ``foreign``."""
+        if not callable(foreign):
+            _check_foreign(self.used_f, foreign)
+            yield from ((int(f), foreign[f]) for f in sorted(foreign))
+            return
+        for a in range(0, len(self.used_f), TEXT_BLOCK):
+            ids = self.used_f[a:a + TEXT_BLOCK]
+            texts = foreign(ids)
+            _check_foreign(ids, texts)
+            yield from ((f, texts[f]) for f in ids.tolist())
+
+
+#: Phrase ids whose texts are built at a time by the database write (Survey.phrase_rows).
+TEXT_BLOCK = 250_000
+
+
+def _check_foreign(used_f: np.ndarray, foreign) -> None:
+    missing = [f for f in used_f.tolist() if f not in foreign]
+    if missing:
+        raise ValueError(f"{len(missing)} pivot id(s) have no text in `foreign`, e.g. {missing[:5]}")
 
 
 def survey_chunks(chunks, stored: list[dict], learned: list[dict]) -> Survey:
