@@ -171,7 +171,12 @@ def _running(state: dict) -> str:
     "between" when none is)."""
     if state.get("stage") == "store":
         return "store"
-    return "+".join(sorted(state.get("running", ()))) or "between"
+    # one entry per family of per-language stages: "align.*(165)", not 165 names
+    families: dict[str, list] = {}
+    for name in state.get("running", ()):
+        families.setdefault(name.split(".", 1)[0], []).append(name)
+    return "+".join(names[0] if len(names) == 1 else f"{family}.*({len(names)})"
+                    for family, names in sorted(families.items())) or "between"
 
 
 def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
