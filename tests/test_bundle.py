@@ -5,7 +5,7 @@ import struct
 import numpy as np
 import pytest
 
-from pivot.pipeline.bundle import open_bundle, save_bundle
+from pivot.pipeline.bundle import open_bundle, read_npy_header, save_bundle
 
 
 def test_members_come_back_exactly_in_order(tmp_path):
@@ -83,3 +83,26 @@ def test_blocks_member_is_the_whole_array(tmp_path):
     with pytest.raises(ValueError, match="6 rows in its blocks, 7 declared"):
         save_bundle(tmp_path / "c.arrays", x=Blocks(np.float32, (7, 2), [whole[:6]]))
     assert not (tmp_path / "c.arrays").exists()
+
+
+def test_take_copies_the_rows_asked_for(tmp_path):
+    a = np.arange(24, dtype=np.int32).reshape(8, 3)
+    save_bundle(tmp_path / "b.arrays", a=a)
+    with open_bundle(tmp_path / "b.arrays") as z:
+        rows = z.take("a", np.array([1, 4, 7]))
+        block = z.take("a", slice(2, 5))
+    assert rows.tolist() == [[3, 4, 5], [12, 13, 14], [21, 22, 23]]
+    assert block.tolist() == [[6, 7, 8], [9, 10, 11], [12, 13, 14]]
+    # copies, not views of a map: writable, owning their memory
+    assert rows.flags.owndata and block.flags.owndata and not isinstance(block, np.memmap)
+
+
+def test_read_npy_header_reads_both_formats(tmp_path):
+    a = np.zeros((5, 2), dtype="<f4")
+    for version in ((1, 0), (2, 0)):
+        path = tmp_path / f"v{version[0]}.npy"
+        with open(path, "wb") as fh:
+            np.lib.format.write_array(fh, a, version=version)
+        with open(path, "rb") as fh:
+            assert read_npy_header(fh) == ((5, 2), False, np.dtype("<f4"))
+            assert len(fh.read()) == a.nbytes      # left at the data

@@ -124,14 +124,19 @@ class Bundle:
         except KeyError:
             raise KeyError(f"{self.path}: no member {name!r}") from None
         self._fh.seek(offset)
-        version = np.lib.format.read_magic(self._fh)
-        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                       else np.lib.format.read_array_header_2_0)
-        shape, fortran, dtype = read_header(self._fh)
+        shape, fortran, dtype = read_npy_header(self._fh)
         if not shape or 0 in shape:
             return np.zeros(shape, dtype=dtype)
         return np.memmap(self.path, dtype=dtype, mode="r", offset=self._fh.tell(), shape=shape,
                          order="F" if fortran else "C")
+
+    def take(self, name, index) -> np.ndarray:
+        """``member[index]`` as a new array, read through a memory map that goes with the call
+        (a map kept open keeps every page a read touched in the process's resident set)."""
+        m = self.memmap(name)
+        out = np.array(m[index])
+        del m
+        return out
 
     def close(self) -> None:
         self._fh.close()
@@ -141,6 +146,15 @@ class Bundle:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def read_npy_header(fh) -> tuple[tuple, bool, np.dtype]:
+    """(shape, fortran order, dtype) of the .npy array at ``fh``'s position (format 1.0 or
+    2.0); ``fh`` is left at the array's data."""
+    version = np.lib.format.read_magic(fh)
+    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                   else np.lib.format.read_array_header_2_0)
+    return read_header(fh)
 
 
 def open_bundle(path) -> Bundle:

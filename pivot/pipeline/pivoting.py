@@ -62,7 +62,7 @@ import numpy as np
 from pivot._native import _counts
 from pivot.atomic import save_npz
 from pivot.locking import resolve_threads
-from pivot.pipeline.bundle import open_bundle, save_bundle
+from pivot.pipeline.bundle import open_bundle, read_npy_header, save_bundle
 from pivot.pipeline.extract import PhraseTable
 from pivot.pipeline.pruning import keep_entries
 from pivot.pipeline.stage import Stage
@@ -345,10 +345,7 @@ GATHER_WINDOW = 1 << 20
 
 def _npy_header(fh) -> tuple[int, tuple, np.dtype]:
     """(data offset, shape, dtype) of the C-order .npy open in ``fh``."""
-    version = np.lib.format.read_magic(fh)
-    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                   else np.lib.format.read_array_header_2_0)
-    shape, fortran, dtype = read_header(fh)
+    shape, fortran, dtype = read_npy_header(fh)
     if fortran:
         raise ValueError(f"{fh.name}: a Fortran-order array, the structure's are C order")
     return fh.tell(), shape, dtype

@@ -353,9 +353,7 @@ class PhraseFile:
                 if k in ("vec", "vec_has") and not self.dim:
                     part[k] = b[k]                                # a build without vectors: empty
                     continue
-                m = b.memmap(k)
-                part[k] = np.array(m[rows])
-                del m
+                part[k] = b.take(k, rows)
         with open_bundle(self.where["tri"]) as b:
             ptr, tri = b.memmap("tri_ptr"), b.memmap("tri")
             start, count = np.asarray(ptr[rows]), np.asarray(ptr[rows + 1] - ptr[rows])
@@ -371,10 +369,7 @@ class PhraseFile:
     def vectors(self, a: int, b: int) -> np.ndarray:
         """Rows a:b of the phrase vectors (a copy; the map goes with the call)."""
         with open_bundle(self.where["vec"]) as z:
-            m = z.memmap("vec")
-            out = np.array(m[a:b])
-            del m
-        return out
+            return z.take("vec", slice(a, b))
 
 
 #: Texts per block of char_trigrams: its (texts x width) int64 temporaries are ~20 MB a block,
@@ -1797,8 +1792,8 @@ def smallest_by_hash(h, rows, limit: int) -> tuple[np.ndarray, np.ndarray]:
 
 @_heap_released
 def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path, terms_path=None) -> dict:
-    # phrases_path: the Phrases' bundle, or their bundles (Phrases.load)
     """One pivot part: features, score and relation probabilities of its pairs (a Dask task).
+    ``phrases_path``: the Phrases' bundle, or their bundles (Phrases.load).
 
     Reads its own part and its labels (``label_path``: label_range's file of part j, the pairs'
     form and their reverses' global rows), the reverses' probabilities from their parts (and,
@@ -1842,7 +1837,8 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     ppdb2, rel = [], []
     for a in range(0, len(e1), APPLY_ROWS):
         b = min(a + APPLY_ROWS, len(e1))
-        p, n_pivots, pivots = _slices(part_paths[j], ("p", "n_pivots", "pivots"), a, b)
+        with open_bundle(part_paths[j]) as z:
+            p, n_pivots, pivots = (z.take(f, slice(a, b)) for f in ("p", "n_pivots", "pivots"))
         p_rev = np.zeros_like(p)
         p_rev[found[a:b]] = p_rev_found[at[a:b][found[a:b]]]
         cols = pair_features(ph, e1[a:b], e2[a:b], p, p_rev, n_pivots, pivots, form[a:b])
@@ -1854,17 +1850,6 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     rel = np.concatenate(rel) if rel else np.zeros((0, len(RELATIONS)), np.uint16)
     save_bundle(out_path, form=form, ppdb2=ppdb2, rel=rel, relation=rel.argmax(axis=1).astype(np.uint8))
     return {"reused": False, "n_pairs": int(len(e1)), "cpu_seconds": round(time.process_time() - t0, 2)}
-
-
-def _slices(path, fields, a: int, b: int) -> list[np.ndarray]:
-    """Rows a:b of the named arrays of a bundle, copied (the map goes with the call)."""
-    with open_bundle(path) as z:
-        out = []
-        for f in fields:
-            m = z.memmap(f)
-            out.append(np.array(m[a:b]))
-            del m
-    return out
 
 
 def stage_params(recipe) -> dict:

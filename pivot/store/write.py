@@ -472,8 +472,8 @@ class Survey:
     def phrase_rows(self, phrases, lhs, phrase_counts):
         """The `phrase` rows (id, text, n_words, count, lhs) of the ids used, in id order, their
         texts asked for TEXT_BLOCK ids at a time when ``phrases`` and ``lhs`` are functions of
-        the ids: the rows are the same as from :meth:`texts`, and no more than a block of
-        texts is held (a bio-multi database stores 2.4M phrases and 3.1M foreign ones; all
+        the ids: the rows are the same as from every text at once, and no more than a block
+        of texts is held (a bio-multi database stores 2.4M phrases and 3.1M foreign ones; all
         their texts at once were 1.3 GB of Python strings and dicts)."""
         for a in range(0, len(self.used), TEXT_BLOCK):
             ids = self.used[a:a + TEXT_BLOCK]
