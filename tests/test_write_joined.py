@@ -206,3 +206,34 @@ def test_a_pivot_without_text_fails_the_write(tmp_path, monkeypatch):
         write_database_chunks(tmp_path / "a.db", **{**_kwargs(), "foreign": lambda ids: {0: "fr:traiter",
                                                                                            1: "fr:soigner"}})
     assert not (tmp_path / "a.db").exists()
+
+
+def test_phrase_rows_from_an_array_of_counts_are_the_rows_of_phrase_row(monkeypatch):
+    """Survey.phrase_rows builds a block's rows a column at a time when the counts are an array;
+    they are the rows Texts.phrase_row gives one id at a time (the path a list of counts takes):
+    (id, text, words, count, label), e.g. (3, "look after", 2, 2, "[L1]")."""
+    from tests.test_parts import COUNTS, PHRASES
+
+    monkeypatch.setattr(W, "TEXT_BLOCK", 2)
+    survey = W.Survey(n=0, n_piv_cols=3, n_pairs=[], used=np.array([0, 3, 5]), used_f=np.zeros(0, np.int64),
+                      e1_pairs=np.zeros(0, np.int64), chunk_rows=[])
+    labels = {i: f"[L{i % 2}]" for i in range(len(PHRASES))}
+    expected = [(0, "treat", 1, 10, "[L0]"), (3, "look after", 2, 2, "[L1]"), (5, "remedy", 1, 3, "[L1]")]
+    assert list(survey.phrase_rows(PHRASES, labels, COUNTS)) == expected
+    assert list(survey.phrase_rows(PHRASES, labels, COUNTS.tolist())) == expected
+    assert [r[-1] for r in survey.phrase_rows(PHRASES, None, COUNTS)] == ["[X]"] * 3
+
+
+def test_foreign_phrase_texts_prefix_the_language_of_the_first_token():
+    """Token ids are offset per language (fr 0..1, de 2..3 here); a phrase's language is its
+    first token's; rows are -1 padded at the end."""
+    from pivot.pipeline.store import foreign_phrase_texts
+
+    tokens, langs, f_lang = [["le", "chat"], ["die", "katze"]], ["fr", "de"], np.array([0, 0, 1, 1])
+    rows = np.array([[0, 1, -1], [3, -1, -1], [2, 3, -1], [1, -1, -1]], dtype=np.int32)
+    assert foreign_phrase_texts(rows, tokens, langs, f_lang) == ["fr:le chat", "de:katze", "de:die katze", "fr:chat"]
+    assert foreign_phrase_texts(rows[:0], tokens, langs, f_lang) == []
+    with pytest.raises(ValueError, match="padding after"):
+        foreign_phrase_texts(np.array([[0, -1, 1]]), tokens, langs, f_lang)
+    with pytest.raises(ValueError, match="no token"):
+        foreign_phrase_texts(np.array([[-1, -1, -1]]), tokens, langs, f_lang)

@@ -190,15 +190,31 @@ class StoreChunks:
 
 def foreign_phrase_texts(phrases, tokens, langs, f_lang_of_token) -> list[str]:
     """Foreign phrases as 'lang:text' (ids are offset per language, see pivot.pipeline.encode;
-    ``tokens``: each language's token list)."""
-    starts = np.cumsum([0] + [len(v) for v in tokens])
-    out = []
-    for row in phrases.tolist():
-        toks = [t for t in row if t >= 0]
-        li = int(f_lang_of_token[toks[0]])
-        vocab = tokens[li]
-        out.append(langs[li] + ":" + " ".join(vocab[t - starts[li]] for t in toks))
-    return out
+    ``tokens``: each language's token list, so a token id indexes their concatenation).
+
+    Rows of one length are joined together, as encode.phrase_text_list does: the write asks
+    for a bio build's ~1M pivots' texts, 4.5 s token by token in Python, ~1 s so.
+    """
+    rows = np.asarray(phrases)
+    present = rows >= 0
+    if len(rows) and not present[:, 0].all():
+        raise ValueError("a foreign phrase row holds no token")
+    if rows.shape[1] > 1 and (present[:, 1:] & ~present[:, :-1]).any():
+        raise ValueError("foreign phrase rows must hold their tokens first and the -1 padding after them")
+    words = np.array([t for vocab in tokens for t in vocab], dtype=object)
+    # a phrase's language is its first token's: that token is written with the "lang:" prefix
+    # (made for the block's distinct first tokens only, not for every token of every language)
+    heads, head_of = np.unique(rows[:, 0], return_inverse=True)
+    first = np.array([f"{langs[li]}:{t}" for li, t in zip(np.asarray(f_lang_of_token)[heads].tolist(),
+                                                         words[heads].tolist())], dtype=object)
+    lengths = present.sum(axis=1)
+    texts = np.empty(len(rows), dtype=object)
+    for n in np.unique(lengths).tolist():
+        sel = lengths == n
+        cells = words[rows[sel, :n]]
+        cells[:, 0] = first[head_of[sel]]
+        texts[sel] = list(map(" ".join, cells.tolist()))
+    return texts.tolist()
 
 
 def _versions() -> dict:

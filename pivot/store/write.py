@@ -29,7 +29,7 @@ import os
 import sqlite3
 import time
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
 from pathlib import Path
 
 import numpy as np
@@ -475,11 +475,19 @@ class Survey:
         the ids: the rows are the same as from every text at once, and no more than a block
         of texts is held (a bio-multi database stores 2.4M phrases and 3.1M foreign ones; all
         their texts at once were 1.3 GB of Python strings and dicts)."""
+        counts = phrase_counts if isinstance(phrase_counts, np.ndarray) else None
         for a in range(0, len(self.used), TEXT_BLOCK):
             ids = self.used[a:a + TEXT_BLOCK]
             texts = Texts(phrases(ids) if callable(phrases) else phrases, None, lhs(ids) if callable(lhs) else lhs)
-            for i in ids.tolist():
-                yield (i, *texts.phrase_row(i, phrase_counts))
+            if counts is None:
+                for i in ids.tolist():
+                    yield (i, *texts.phrase_row(i, phrase_counts))
+                continue
+            # the same rows as phrase_row's, a column at a time (a bio build stores 448k phrases)
+            keys = ids.tolist()
+            text = [texts.phrases[i] for i in keys]
+            labels = repeat("[X]") if texts.lhs is None else [texts.lhs[i] for i in keys]
+            yield from zip(keys, text, [t.count(" ") + 1 for t in text], counts[ids].astype(np.int64).tolist(), labels)
 
     def foreign_rows(self, foreign):
         """The `foreign_phrase` rows (id, text) in id order: every entry of a mapping ``foreign``,
