@@ -389,13 +389,16 @@ def fit_job(shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch, *, iteratio
                               name=f"{name}-{d}-em{it + 1}", cost=cost)
         # The M-step: every shard's partial counts into the model's table, in shard order.
         # The probabilities are read back from the file the E-step tasks read (np.save's bytes:
-        # the same float64 values), updated and written as the next table.
+        # the same float64 values), updated and written as the next table. np.add.at adds in
+        # one pass where counts[positions] += part gathers, adds and scatters (half the time:
+        # 0.14 s against 0.25-0.31 s for bio fr's 23 shards, 12.4M entries); a shard's positions
+        # are distinct, so both add the same integers.
         row_ptr, prob = np.load(paths.row_ptr), np.load(prob_path)
         counts = np.zeros(n_entries, dtype=np.int64)
         for k in range(n_shards):
             part = paths.counts(prob_path, k)
             with open_bundle(part) as z:
-                counts[np.load(paths.positions(k))] += z["counts"]
+                np.add.at(counts, np.load(paths.positions(k)), z["counts"])
             part.unlink()
         history.append(float(sum(logliks)))
         _align.m_step(row_ptr, counts, prob, n_threads)
