@@ -330,11 +330,17 @@ class PhraseFile:
         with open_bundle(self.where["row_of"]) as b:
             self.row_of = b["row_of"]
             self.f_lang = b["f_lang"]
-            self.n = int(b.memmap("n_words").shape[0])
+            self.n = int(b.shape("n_words")[0])
         with open_bundle(self.where["vec"]) as b:
-            vec = b.memmap("vec")
-            self.dim = int(vec.shape[1]) if vec.ndim == 2 else 0
-            del vec
+            shape = b.shape("vec")
+            self.dim = int(shape[1]) if len(shape) == 2 else 0
+
+    def rows(self, ids) -> np.ndarray:
+        """The rows of phrase ids (int64); an id without a row is an error."""
+        rows = self.row_of[np.asarray(ids, np.int64)].astype(np.int64)
+        if len(rows) and rows.min() < 0:
+            raise ValueError("phrase ids without a row in the phrases' arrays")
+        return rows
 
     def take(self, ids) -> Phrases:
         """The Phrases of phrase ids ``ids`` alone: their rows (ascending), ``row_of`` renumbered
@@ -347,24 +353,40 @@ class PhraseFile:
         rows = np.unique(whole)
         row_of = np.full(len(self.row_of), -1, np.int32)
         row_of[ids] = np.searchsorted(rows, whole)
+        part = self.gather(rows)
+        part.row_of = row_of
+        return part
+
+    def gather(self, rows) -> Phrases:
+        """The Phrases of rows ``rows`` (ascending, distinct) of the file alone, numbered 0..n-1
+        in that order (``row_of``: the identity; pair features then take these numbers as phrase
+        ids). Each array's rows are read through bounded windows of the file (Bundle.rows), so
+        however widely the rows are spread, this process never maps the whole file: an apply
+        task's blocks reach most rows of every array (each block's e2 is anywhere), and with
+        the file mapped whole each worker's resident set held most of its pages (1.1 GB
+        shared on bio-multi, the build's peak: both workers' maps at once)."""
+        rows = np.asarray(rows, np.int64)
+        if len(rows) and (rows[0] < 0 or rows[-1] >= self.n or np.any(rows[1:] <= rows[:-1])):
+            raise ValueError(f"phrase rows must be distinct, ascending and in 0..{self.n - 1}")
         part = {}
         for k in PHRASE_ROW_ARRAYS:
             with open_bundle(self.where[k]) as b:
                 if k in ("vec", "vec_has") and not self.dim:
                     part[k] = b[k]                                # a build without vectors: empty
                     continue
-                part[k] = b.take(k, rows)
+                part[k] = b.rows(k, rows)
         with open_bundle(self.where["tri"]) as b:
-            ptr, tri = b.memmap("tri_ptr"), b.memmap("tri")
-            start, count = np.asarray(ptr[rows]), np.asarray(ptr[rows + 1] - ptr[rows])
-            del ptr
+            # ptr[r] and ptr[r + 1] of each row r in one ascending pass (r0, r0 + 1, r1, r1 + 1, ...)
+            bounds = b.rows("tri_ptr", np.stack([rows, rows + 1], axis=1).ravel())
+            start, count = bounds[0::2], bounds[1::2] - bounds[0::2]
+            del bounds
             tri_ptr = np.zeros(len(rows) + 1, np.int64)
             np.cumsum(count, out=tri_ptr[1:])
-            at = np.arange(int(tri_ptr[-1])) + np.repeat(start - tri_ptr[:-1], count)
-            part["tri"] = np.array(tri[at])
-            del tri
-        return Phrases(part["n_words"], part["log_count"], part["tokens"], tri_ptr, part["tri"], self.f_lang, row_of,
-                       part["vec"], part["vec_has"])
+            # the codes of the rows, in row order (ascending positions of the file's codes)
+            at = np.arange(int(tri_ptr[-1]), dtype=np.int64) + np.repeat(start - tri_ptr[:-1], count)
+            tri = b.rows("tri", at)
+        return Phrases(part["n_words"], part["log_count"], part["tokens"], tri_ptr, tri, self.f_lang,
+                       np.arange(len(rows), dtype=np.int32), part["vec"], part["vec_has"])
 
     def vectors(self, a: int, b: int) -> np.ndarray:
         """Rows a:b of the phrase vectors (a copy; the map goes with the call)."""
@@ -566,6 +588,27 @@ def linear(z: list[np.ndarray], intercept: float, coef) -> np.ndarray:
     return out
 
 
+def standardised_sums(std: "Standardiser", names, cols, intercepts, coefs) -> list[np.ndarray]:
+    """[linear(std.columns(names, cols), intercepts[k], coefs[k]) for every k], computed column
+    by column: each standardised column z_j = (x_j - mean_j) / sd_j is made once, in one buffer,
+    and c_kj z_j added to every sum k before the next column. The same operations in the same
+    order for every element (the same bytes), without every z_j held at once: an apply block's
+    ~60 columns of 2 x APPLY_ROWS floats (30 MB) made and read again per model, where one
+    column's 0.5 MB stays in the cache."""
+    n = len(cols[0]) if len(cols) else 0
+    sums = [np.full(n, float(b)) for b in np.asarray(intercepts, np.float64).tolist()]
+    coefs = [np.asarray(c, np.float64).tolist() for c in coefs]
+    z, term = np.empty(n), np.empty(n)
+    for j, (name, m, sd) in enumerate(zip(std.names, std.mean.tolist(), std.sd.tolist())):
+        np.subtract(cols[names.index(name)], m, out=z)
+        np.divide(z, sd, out=z)
+        for out, c in zip(sums, coefs):
+            if j < len(c):
+                np.multiply(c[j], z, out=term)
+                out += term
+    return sums
+
+
 def ridge_fit(z: np.ndarray, y: np.ndarray, penalty: np.ndarray) -> tuple[float, np.ndarray]:
     """argmin_b sum (y - b0 - z b)^2 + sum_j penalty_j b_j^2 on centred columns: b0 = mean(y),
     b = (Z'Z + diag(penalty))^-1 Z'(y - mean(y)) (z is standardised on the same rows)."""
@@ -680,7 +723,7 @@ class ScoreModel:
         return self.predict_columns(names, [x[:, j] for j in range(x.shape[1])])
 
     def predict_columns(self, names, cols) -> np.ndarray:
-        return linear(self.std.columns(names, cols), self.intercept, self.coef)
+        return standardised_sums(self.std, names, cols, [self.intercept], [self.coef])[0]
 
     def to_json(self) -> dict:
         return {"features": self.std.names, "mean": self.std.mean.tolist(), "sd": self.std.sd.tolist(),
@@ -708,8 +751,7 @@ class RelationModel:
     def probabilities_columns(self, names, cols, phrase_terms=None) -> np.ndarray:
         """P(relation | pair) from the pair's columns; phrase_terms: (t1[e1], t2[e2]) of
         :meth:`phrase_terms` when the model is the :meth:`pair_part` of one with phrase columns."""
-        z = self.std.columns(names, cols)
-        eta = np.column_stack([linear(z, self.W[c, 0], self.W[c, 1:]) for c in range(self.W.shape[0])])
+        eta = np.column_stack(standardised_sums(self.std, names, cols, self.W[:, 0], self.W[:, 1:]))
         if phrase_terms is not None:
             eta += phrase_terms[0]
             eta += phrase_terms[1]
@@ -1790,16 +1832,32 @@ def smallest_by_hash(h, rows, limit: int) -> tuple[np.ndarray, np.ndarray]:
     return h[keep], rows[keep]
 
 
+def distinct_rows(r, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, local) of row numbers ``r`` in 0..n-1: their distinct values ascending and each
+    one's index among them (np.unique(r, return_inverse=True)), by a mark per row instead of a
+    sort (an apply block's 2 x APPLY_ROWS rows: a third of the sort's time on bio)."""
+    r = np.asarray(r, np.int64)
+    mark = np.zeros(n, bool)
+    mark[r] = True
+    number = np.cumsum(mark, dtype=np.int64) - 1
+    return np.flatnonzero(mark), number[r]
+
+
 @_heap_released
 def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path, terms_path=None) -> dict:
     """One pivot part: features, score and relation probabilities of its pairs (a Dask task).
-    ``phrases_path``: the Phrases' bundle, or their bundles (Phrases.load).
+    ``phrases_path``: the Phrases' bundle, or their bundles (PhraseFile).
 
     Reads its own part and its labels (``label_path``: label_range's file of part j, the pairs'
     form and their reverses' global rows), the reverses' probabilities from their parts (and,
     with word vectors, the relations' per-phrase terms t1, t2 of
     ``terms_path``, RelationModel.phrase_terms); writes ``form``, ``ppdb2``, ``rel`` (per-mille, RELATIONS order) and
     ``relation`` (argmax, ties to the lower index) atomically.
+
+    A block's phrases are read as the rows it needs alone (PhraseFile.gather, through bounded
+    windows of the files; the terms likewise), never as maps of the whole phrase files: with the
+    files mapped, each worker touched most of their pages (a block's e2 are anywhere), 1.1 GB on
+    bio-multi in each of the two workers' resident sets at the stage's peak.
     """
     out_path = Path(out_path)
     if out_path.is_file():
@@ -1810,13 +1868,10 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     names = fit["names"]
     score = ScoreModel.from_json(fit["score"])
     relations = RelationModel.from_json(fit["relations"])
-    ph = Phrases.load(*([phrases_path] if isinstance(phrases_path, (str, Path)) else phrases_path), mmap=True)
-    terms = None
-    if ph.dim:
+    phrases = PhraseFile(*([phrases_path] if isinstance(phrases_path, (str, Path)) else phrases_path))
+    if phrases.dim:
         # the phrase vectors' terms, per row of the phrases (written next to them by the stage)
         relations = relations.pair_part()
-        with open_bundle(terms_path) as z:
-            terms = (z.memmap("t1"), z.memmap("t2"))
     with open_bundle(part_paths[j]) as z:
         e1, e2 = z["e1"], z["e2"]
     with open_bundle(label_path) as z:
@@ -1841,11 +1896,22 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
             p, n_pivots, pivots = (z.take(f, slice(a, b)) for f in ("p", "n_pivots", "pivots"))
         p_rev = np.zeros_like(p)
         p_rev[found[a:b]] = p_rev_found[at[a:b][found[a:b]]]
-        cols = pair_features(ph, e1[a:b], e2[a:b], p, p_rev, n_pivots, pivots, form[a:b])
+        # the block's phrases, numbered 0..n-1 in row order: l1, l2 are each pair's numbers
+        r1, r2 = phrases.rows(e1[a:b]), phrases.rows(e2[a:b])
+        rows, local = distinct_rows(np.concatenate([r1, r2]), phrases.n)
+        l1, l2 = local[:b - a], local[b - a:]
+        ph = phrases.gather(rows)
+        cols = pair_features(ph, l1, l2, p, p_rev, n_pivots, pivots, form[a:b])
+        del ph, rows, local, l1, l2
         ppdb2.append(score.predict_columns(names, cols))
-        rel.append(per_mille(relations.probabilities_columns(
-            names, cols, None if terms is None else (terms[0][ph.rows(e1[a:b])], terms[1][ph.rows(e2[a:b])]))))
-        del cols, p, p_rev, n_pivots, pivots
+        terms = None
+        if phrases.dim:
+            # t1 of the e1 rows, t2 of the e2 rows (each side's distinct rows alone)
+            with open_bundle(terms_path) as z:
+                terms = tuple(z.rows(t, rows)[local] for t, rows, local in
+                              (("t1", *distinct_rows(r1, phrases.n)), ("t2", *distinct_rows(r2, phrases.n))))
+        rel.append(per_mille(relations.probabilities_columns(names, cols, terms)))
+        del cols, p, p_rev, n_pivots, pivots, terms, r1, r2
     ppdb2 = np.concatenate(ppdb2) if ppdb2 else np.zeros(0, np.float64)
     rel = np.concatenate(rel) if rel else np.zeros((0, len(RELATIONS)), np.uint16)
     save_bundle(out_path, form=form, ppdb2=ppdb2, rel=rel, relation=rel.argmax(axis=1).astype(np.uint8))
