@@ -112,7 +112,8 @@ L 1/8, XL 1/4, XXL 1/2; a pair is in size X iff score >= cut[X]; XXXL's cut is t
 of all, so it holds every pair.
 
 The stage labels the pairs per range of the pivot stage's rows (:func:`label_range`, Dask
-tasks) while this process reads the phrases' WordNet side; fits the relation classifier's grid
+tasks) while this process reads the phrases' WordNet side and a task trains the word vectors
+(:func:`vectors_task`); fits the relation classifier's grid
 and refits as tasks (:func:`relation_task`) while this process fits the score; and applies the
 fit per range of rows (:func:`apply_range`). Every number is a function of the inputs only: the
 same bytes for any number of workers (each fit is the same arithmetic in whichever process runs
@@ -124,7 +125,9 @@ pass over the pairs reads one pivot part at a time (:class:`PairTable`), the lab
 their per-part files, and the size cuts are selected exactly over the parts' scores
 (:func:`size_cuts_parts`). The per-phrase feature arrays (:class:`Phrases`: trigram codes,
 vectors, tokens) go to a file as soon as they are made; the fits read their pairs' phrases'
-rows from it (:class:`PhraseFile`) and the apply tasks map it, so the workers share its pages.
+rows from it (:class:`PhraseFile`), and an apply task each block's phrases' rows, through maps
+of a bounded window of the file (PhraseFile.gather): mapped whole, each worker's resident set
+held most of the file's pages (a block's e2 are anywhere; 1.1 GB on bio-multi).
 The forms task reads the texts a block at a time, an apply task a block of its part at a time,
 and every task gives its freed heap back when it ends. On bio-multi (2.37M phrases, 32.4M
 pairs; the stage rerun beside lhs and combine, --workers 2) the peak summed over the processes
@@ -1362,9 +1365,19 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     labelled = _label_job(texts_path, slot_path, forms_path, labels, part_paths,
                           str(data_root) if params["wordnet"] else None)
     if params["learn"]:
-        _, (wn, ph, lex) = yield Together(labelled, _here(
-            _phrase_side, table, texts, slot, tokens, counts, f_lang_of, data_root, params,
-            phrases_paths, shard_paths, len(e_tokens)))
+        # the word vectors on a worker too (vectors_task), beside the forms task and this
+        # process's phrase side; the phrases' token rows go to it through a file
+        tokens_path = tmp / ".tokens.arrays"
+        jobs = [labelled]
+        if shard_paths:
+            save_bundle(tokens_path, tokens=tokens)
+            jobs.append(_vectors_job(shard_paths, len(e_tokens), tokens_path, phrases_paths[1]))
+        done = yield Together(*jobs, _here(_phrase_side, table, texts, slot, tokens, counts, f_lang_of, data_root,
+                                           params, phrases_paths, bool(shard_paths)))
+        wn, lex = done[-1]
+        del done
+        tokens_path.unlink(missing_ok=True)
+        ph = PhraseFile(*phrases_paths)
     else:
         yield Together(labelled)
     del tokens, counts
@@ -1455,12 +1468,11 @@ def _label_job(texts_path, slot_path, forms_path, label_paths, part_paths, data_
 
 
 def _phrase_side(table, texts, slot, tokens, counts, f_lang_of, data_root, params, phrases_paths,
-                 shard_paths=(), n_tokens=0):
-    """(WordNet, PhraseFile, Lexical): what the features and the fits need of the phrases
-    (with shard_paths: their word vectors, trained here on the shards' English); the Phrases
-    are written to ``phrases_paths`` (the vectors to the second; the fits read their rows, the
-    apply tasks map them) and not held here."""
-    from pivot.pipeline import vectors
+                 with_vectors: bool = False):
+    """(WordNet, Lexical): what the fits need of the phrases' WordNet side; the Phrases but
+    their vectors are written to ``phrases_paths[0]`` (the fits read their rows, the apply
+    tasks gather theirs) and not held here. The vectors go to ``phrases_paths[1]``: written by
+    vectors_task (with_vectors), else empty here."""
     from pivot.pipeline import wellformed
     from pivot.pipeline.wordnet import WordNet, wordnet_folder
 
@@ -1472,41 +1484,67 @@ def _phrase_side(table, texts, slot, tokens, counts, f_lang_of, data_root, param
     f_lang[f_used] = f_lang_of(f_used)
     del f_used
     phrases_path, vectors_path = phrases_paths
-    if shard_paths:
-        # the vectors first, written to their own file: the training's temporaries and the
-        # vectors (0.44 GiB on bio-multi) go before the trigram codes are made
-        t0 = time.process_time()
-        words = vectors.train(vectors.EnglishShards(shard_paths), n_tokens)
-        release_heap()      # the training's co-occurrence counts, before the vectors are made
-        # the phrases' vectors written PHRASE_BLOCK rows at a time as they are made (a row's
-        # mean is its own: the same bytes), never held whole here
-        has = []
-
-        def blocks():
-            for a in range(0, len(tokens), vectors.PHRASE_BLOCK):
-                vec, vec_has = vectors.phrase_vectors(tokens[a:a + vectors.PHRASE_BLOCK], words)
-                has.append(vec_has)
-                yield vec
-        # (vec_has is written after vec, its blocks made by then)
-        save_bundle(vectors_path, vec=Blocks(np.float32, (len(tokens), words.shape[1]), blocks()),
-                    vec_has=Blocks(bool, (len(tokens),), has))
-        log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f CPU s", int(np.any(words != 0, axis=1).sum()),
-                 words.shape[1], time.process_time() - t0)
-        del words, has
-    else:
+    if not with_vectors:
         save_bundle(vectors_path, vec=np.zeros((0, 0), np.float32), vec_has=np.zeros(0, bool))
     tri_ptr, tri = char_trigrams(texts)
     save_bundle(phrases_path, n_words=n_words, log_count=np.log1p(counts), tokens=tokens, tri_ptr=tri_ptr, tri=tri,
                 f_lang=f_lang, row_of=slot)
     del n_words, tri_ptr, tri, f_lang
-    release_heap()          # the vectors' and codes' temporaries, before the fits' own
+    release_heap()          # the codes' temporaries, before the fits' own
     # One read of WordNet's files here serves the lemmatizer (the same lemmas as NLTK's morphy,
-    # a fraction of NLTK's start-up) and the relation labels; read after the vectors' training
-    # (0.12 GB: the training's peak is the phrase side's, beside the forms task on a worker)
+    # a fraction of NLTK's start-up) and the relation labels (0.12 GB)
     wn = WordNet.read(wordnet_folder(data_root, LEXICON)) if params["wordnet"] else None
     lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(wn) if wn is not None else identity_lemmas)
     lex = _wordnet_phrases(texts, slot, wn, lemmatizer, params)
-    return wn, PhraseFile(*phrases_paths), lex
+    return wn, lex
+
+
+@_heap_released
+def vectors_task(shard_paths, n_tokens: int, tokens_path, out_path) -> dict:
+    """The stored phrases' word vectors (a task): the words' (vectors.train on the English of
+    the encode stage's shards ``shard_paths``, ``n_tokens`` token ids), then each phrase's mean
+    of its words' (vectors.phrase_vectors; the phrases' token rows: ``tokens`` of
+    ``tokens_path``), written to ``out_path`` as ``vec`` and ``vec_has``.
+
+    A task, not a step of the stage's process: it runs on a worker beside the forms task and
+    the phrase side (a third of the phrase side's CPU on bio, in the process that also runs the
+    lhs and combine stages' own code in a build). The same bytes in either: the training's BLAS
+    runs on one thread (vectors.train) and the rest is numpy's fixed-order sums."""
+    from pivot.pipeline import vectors
+
+    out_path = Path(out_path)
+    if out_path.is_file():
+        return {"reused": True}
+    t0 = time.process_time()
+    words = vectors.train(vectors.EnglishShards(shard_paths), n_tokens)
+    release_heap()      # the training's co-occurrence counts, before the vectors are made
+    with open_bundle(tokens_path) as z:
+        tokens = z["tokens"]
+    # the phrases' vectors written PHRASE_BLOCK rows at a time as they are made (a row's mean
+    # is its own: the same bytes), never held whole
+    has = []
+
+    def blocks():
+        for a in range(0, len(tokens), vectors.PHRASE_BLOCK):
+            vec, vec_has = vectors.phrase_vectors(tokens[a:a + vectors.PHRASE_BLOCK], words)
+            has.append(vec_has)
+            yield vec
+    # (vec_has is written after vec, its blocks made by then)
+    save_bundle(out_path, vec=Blocks(np.float32, (len(tokens), words.shape[1]), blocks()),
+                vec_has=Blocks(bool, (len(tokens),), has))
+    return {"reused": False, "words": int(np.any(words != 0, axis=1).sum()), "dim": int(words.shape[1]),
+            "cpu_seconds": round(time.process_time() - t0, 2)}
+
+
+def _vectors_job(shard_paths, n_tokens, tokens_path, out_path):
+    """A job of Engine.run: vectors_task, one task; logs what it trained."""
+    from pivot.pipeline.engine import Batch
+
+    done, = yield Batch(vectors_task, [(list(map(str, shard_paths)), n_tokens, tokens_path, out_path)],
+                        name="ppdb2-vectors")
+    if not done["reused"]:
+        log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f CPU s", done["words"], done["dim"],
+                 done["cpu_seconds"])
 
 
 def _score_side(table, ph, labels, lex, models, texts, used, params, data_root):
