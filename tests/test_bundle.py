@@ -106,3 +106,35 @@ def test_read_npy_header_reads_both_formats(tmp_path):
         with open(path, "rb") as fh:
             assert read_npy_header(fh) == ((5, 2), False, np.dtype("<f4"))
             assert len(fh.read()) == a.nbytes      # left at the data
+
+
+def test_rows_maps_one_window_of_the_member_at_a_time(tmp_path, monkeypatch):
+    """Bundle.rows reads rows 0, 1, 5, 6, 7, 20 of a (30, 2) float64 member (16-byte rows) in
+    windows of 64 bytes (4 rows): three maps, of rows 0..1, 5..7 and 20, each from the start of
+    the page that holds its first row; the rows are read exactly; shape() reads the header alone."""
+    import mmap
+
+    a = np.arange(60, dtype=np.float64).reshape(30, 2)
+    save_bundle(tmp_path / "b.arrays", pad=np.zeros(3, np.int8), a=a)
+    maps = []
+
+    class Recorded(mmap.mmap):
+        def __new__(cls, fileno, length, **kw):
+            maps.append((length, kw["offset"]))
+            return super().__new__(cls, fileno, length, **kw)
+
+    monkeypatch.setattr(mmap, "mmap", Recorded)
+    idx = np.array([0, 1, 5, 6, 7, 20])
+    with open_bundle(tmp_path / "b.arrays") as b:
+        assert b.shape("a") == (30, 2) and maps == []
+        got = b.rows("a", idx, window_bytes=64)
+        # member a starts at byte 192 (pad: a 128-byte header and 3 bytes, then 64-byte
+        # alignment), its data 128 bytes later, at 320
+        assert got.tobytes() == a[idx].tobytes() and got.shape == (6, 2)
+        assert maps == [(320 + 2 * 16, 0), (320 + 5 * 16 + 3 * 16, 0), (320 + 20 * 16 + 16, 0)]
+        # a window smaller than a row still reads one row a map
+        maps.clear()
+        assert b.rows("a", np.array([3, 4]), window_bytes=1).tobytes() == a[[3, 4]].tobytes() and len(maps) == 2
+        assert b.rows("a", np.zeros(0, np.int64)).shape == (0, 2)
+        with pytest.raises(ValueError, match="outside"):
+            b.rows("a", np.array([3, 30]))

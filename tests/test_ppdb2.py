@@ -453,6 +453,103 @@ def test_apply_in_blocks_writes_the_bytes_of_one_pass(tmp_path, monkeypatch):
             assert runs[rows][f].tobytes() == runs[1 << 16][f].tobytes(), (rows, f)
 
 
+
+def test_apply_reads_its_phrases_rows_alone_never_a_map_of_the_files(tmp_path, monkeypatch):
+    """An apply task reads each block's phrases as their rows (Bundle.rows: bounded windows),
+    never a map of a whole phrase-file member (Bundle.memmap, Bundle.take: with those, each
+    worker's resident set held most of the phrase files on bio-multi). Blocks of 2 pairs over
+    rows 0..5 of _table(): pairs (0,1) (0,2) | (1,0) (1,2) | (2,3) (3,2) read phrase rows
+    [0, 1, 2], [0, 1, 2], [2, 3] from each row array, and the output is one block's bytes."""
+    from pivot.pipeline.bundle import Bundle
+
+    whole = _apply(tmp_path, [(0, 6)])
+    reads = []
+    for method in ("memmap", "take", "rows"):
+        def recorded(self, name, *args, _orig=getattr(Bundle, method), _m=method, **kw):
+            if self.path.name == "ph.arrays":
+                reads.append((_m, name, np.asarray(args[0]).tolist() if _m == "rows" else None))
+            return _orig(self, name, *args, **kw)
+        monkeypatch.setattr(Bundle, method, recorded)
+    monkeypatch.setattr(P, "APPLY_ROWS", 2)
+    d = tmp_path / "blocks"
+    d.mkdir()
+    got = _apply(d, [(0, 6)])
+    assert {m for m, _, _ in reads} == {"rows"}
+    assert [r for m, n, r in reads if n == "tokens"] == [[0, 1, 2], [0, 1, 2], [2, 3]]
+    # the trigram pointers: rows r and r + 1 of each, one ascending pass
+    assert [r for m, n, r in reads if n == "tri_ptr"][2] == [2, 3, 3, 4]
+    for f in whole:
+        assert got[f].tobytes() == whole[f].tobytes(), f
+
+
+def test_phrase_file_gathers_rows_as_the_whole_arrays_hold_them(tmp_path, monkeypatch):
+    """PhraseFile.gather(rows) holds exactly those rows of every per-phrase array (row_of the
+    identity on them), read in windows of one row (GATHER_BYTES = 1), and the pair features of
+    their local numbers are the whole arrays' features of the phrase ids, to the byte."""
+    from pivot.pipeline import bundle
+
+    texts = ["the", "cell", "of", "a", "cells", "kidney cell"]
+    whole = _phrases(texts, counts=[1, 9, 2, 3, 4, 5], f_lang=(0, 1, 1))
+    whole.vec = np.arange(12, dtype=np.float32).reshape(6, 2) - 3.0
+    whole.vec_has = np.array([1, 1, 0, 1, 1, 1], bool)
+    whole.row_of = np.array([0, 1, 2, 3, 4, 5, -1], np.int32)
+    whole.save(tmp_path / "phrases.arrays")
+    monkeypatch.setattr(bundle, "GATHER_BYTES", 1)
+    f = P.PhraseFile(tmp_path / "phrases.arrays")
+    g = f.gather(np.array([1, 4, 5]))
+    for k in P.PHRASE_ROW_ARRAYS:
+        assert getattr(g, k).tobytes() == getattr(whole, k)[[1, 4, 5]].tobytes(), k
+    assert g.row_of.tolist() == [0, 1, 2] and g.f_lang.tolist() == [0, 1, 1]
+    # "#cell#" 4 trigrams, "#cells#" 5, "#kidney cell#" 11: whole's codes of rows 1, 4, 5
+    assert g.tri_ptr.tolist() == [0, 4, 9, 20]
+    assert g.tri.tobytes() == np.concatenate([whole.tri[whole.tri_ptr[r]:whole.tri_ptr[r + 1]]
+                                              for r in (1, 4, 5)]).tobytes()
+    e1, e2 = np.array([1, 4, 5, 5]), np.array([4, 1, 1, 4])
+    l1, l2 = np.array([0, 1, 2, 2]), np.array([1, 0, 0, 1])
+    args = ([[0.5], [0.2], [0.1], [0.0]], [[0.2], [0.5], [0.0], [0.3]], [1, 2, 3, 4],
+            np.array([[0, 1, -1], [2, -1, -1], [-1, -1, -1], [1, 2, 0]]), np.zeros(4, np.uint8))
+    want, got = P.pair_features(whole, e1, e2, *args), P.pair_features(g, l1, l2, *args)
+    assert [c.tobytes() for c in got] == [c.tobytes() for c in want]
+    assert f.rows([5, 1]).tolist() == [5, 1] and len(f.gather(np.zeros(0, np.int64)).tokens) == 0
+    for bad in ([4, 1], [1, 1], [6]):
+        with pytest.raises(ValueError, match="ascending"):
+            f.gather(np.array(bad))
+    with pytest.raises(ValueError, match="without a row"):
+        f.rows([1, 6])
+
+
+
+def test_standardised_sums_are_linear_over_the_standardised_columns_to_the_byte():
+    """The score's and the softmax's linear predictors, one column at a time (standardised_sums),
+    give the bytes of linear() over Standardiser.columns; by hand, with mean (1, 10) and sd
+    (2, 4): rows x = (3, 14) and (0, 2) have z = (1, 1) and (-0.5, -2), and 1 + 2 z1 - z2 is 2 and 2."""
+    std = P.Standardiser(["a", "b"], np.array([1.0, 10.0]), np.array([2.0, 4.0]), [])
+    cols = [np.array([14.0, 2.0]), np.array([7.0, 7.0]), np.array([3.0, 0.0])]      # b, x (unused), a
+    names = ["b", "x", "a"]
+    got = P.standardised_sums(std, names, cols, [1.0, 0.0], [[2.0, -1.0], [0.5, 0.25]])
+    assert got[0].tolist() == [2.0, 2.0] and got[1].tolist() == [0.75, -0.75]
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1000, 7)) * rng.uniform(0.1, 30, 7) + rng.uniform(-5, 5, 7)
+    names = [f"f{j}" for j in range(7)]
+    std = P.Standardiser.fit(names[:6], x[:, :6])
+    coefs = rng.standard_normal((3, 6))
+    cols = [x[:, j] for j in range(7)]
+    got = P.standardised_sums(std, names, cols, [0.3, -1.0, 2.0], coefs)
+    z = std.columns(names, cols)
+    assert [g.tobytes() for g in got] == [P.linear(z, b, c).tobytes() for b, c in zip([0.3, -1.0, 2.0], coefs)]
+
+
+def test_distinct_rows_are_numpy_unique_with_the_inverse():
+    """distinct_rows(r, n): the distinct rows ascending and each one's index among them."""
+    rows, local = P.distinct_rows(np.array([5, 1, 5, 3, 1]), 7)
+    assert rows.tolist() == [1, 3, 5] and local.tolist() == [2, 0, 2, 1, 0]
+    r = np.random.default_rng(2).integers(0, 500, 2000)
+    want = np.unique(r, return_inverse=True)
+    got = P.distinct_rows(r, 500)
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+    assert [a.tolist() for a in P.distinct_rows(np.zeros(0, np.int64), 4)] == [[], []]
+
+
 # ------------------------------------------------------------------------------ the database
 
 

@@ -230,3 +230,26 @@ def test_vector_pair_columns_are_the_same_however_the_rows_are_cut():
         assert np.concatenate(parts).tobytes() == whole.tobytes(), cut
     v1, v2 = ph.vec[e1].astype(np.float64), ph.vec[e2].astype(np.float64)
     assert whole == pytest.approx((v1 * v2).sum(1) / np.sqrt((v1 * v1).sum(1) * (v2 * v2).sum(1)), abs=1e-6)
+
+
+def test_vectors_task_writes_the_phrase_vectors_of_the_trained_words(tmp_path, monkeypatch):
+    """The stage's vectors task (a worker's, beside the forms task): the words trained on the
+    shards' English, each phrase's mean of its words', as the bytes train and phrase_vectors
+    give in this process, PHRASE_BLOCK rows at a time; an output already written is reused."""
+    from pivot.pipeline.bundle import open_bundle, save_bundle
+
+    sentences = [[0, 1, 2, 3], [1, 2, 3, 4], [0, 2, 4, 1], [3, 4, 0, 5], [2, 1, 0, 4]] * 2
+    shards = [_shard(tmp_path / "a.npz", sentences[:6]), _shard(tmp_path / "b.npz", sentences[6:])]
+    tokens = np.array([[0, 1, -1], [5, -1, -1], [4, 2, 3], [-1, -1, -1], [6, 0, -1]], np.int32)
+    save_bundle(tmp_path / "tokens.arrays", tokens=tokens)
+    words = V.train(V.EnglishShards(shards), 7)
+    # tokens 0..4 occur 8 times each (min_count 5), 5 twice, 6 never: 5 words, 4 dimensions
+    assert words[:5, :4].any() and not words[5:].any() and not words[:, 4:].any()
+    want_vec, want_has = V.phrase_vectors(tokens, words)
+    assert want_has.tolist() == [True, False, True, False, True]
+    monkeypatch.setattr(V, "PHRASE_BLOCK", 2)
+    done = P.vectors_task([str(s) for s in shards], 7, tmp_path / "tokens.arrays", tmp_path / "v.arrays")
+    assert done["words"] == 5 and done["dim"] == 50 and not done["reused"]
+    with open_bundle(tmp_path / "v.arrays") as z:
+        assert z["vec"].tobytes() == want_vec.tobytes() and z["vec_has"].tobytes() == want_has.tobytes()
+    assert P.vectors_task(shards, 7, tmp_path / "tokens.arrays", tmp_path / "v.arrays") == {"reused": True}

@@ -117,6 +117,15 @@ class Bundle:
         self._fh.seek(offset)
         return np.lib.format.read_array(self._fh, allow_pickle=False)
 
+    def shape(self, name) -> tuple:
+        """The member's shape, from its header alone."""
+        try:
+            offset = self._index[name]
+        except KeyError:
+            raise KeyError(f"{self.path}: no member {name!r}") from None
+        self._fh.seek(offset)
+        return tuple(read_npy_header(self._fh)[0])
+
     def memmap(self, name) -> np.ndarray:
         """The member as a read-only memory map of the file (nothing is read until used)."""
         try:
@@ -129,6 +138,23 @@ class Bundle:
             return np.zeros(shape, dtype=dtype)
         return np.memmap(self.path, dtype=dtype, mode="r", offset=self._fh.tell(), shape=shape,
                          order="F" if fortran else "C")
+
+    def rows(self, name, idx, window_bytes: int | None = None) -> np.ndarray:
+        """Rows ``idx`` (ascending) of the member into a new array, read through maps of at most
+        ``window_bytes`` of its rows (GATHER_BYTES; at least one row), each unmapped before the
+        next (:func:`read_rows`): rows spread over the whole member never have all of its pages
+        in this process's resident set at once, as one map of the whole (:meth:`take`) has."""
+        try:
+            offset = self._index[name]
+        except KeyError:
+            raise KeyError(f"{self.path}: no member {name!r}") from None
+        self._fh.seek(offset)
+        shape, fortran, dtype = read_npy_header(self._fh)
+        if fortran and len(shape) > 1:
+            raise ValueError(f"{self.path}: member {name!r} is in Fortran order (rows are read from C order)")
+        row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        window = max(1, (GATHER_BYTES if window_bytes is None else window_bytes) // max(row_bytes, 1))
+        return read_rows(self._fh, self._fh.tell(), shape, dtype, idx, window)
 
     def take(self, name, index) -> np.ndarray:
         """``member[index]`` as a new array, read through a memory map that goes with the call
@@ -146,6 +172,49 @@ class Bundle:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+#: Bytes of a member's rows Bundle.rows maps at once: the pages of one window are mapped, read
+#: and unmapped before the next (pivot.pipeline.pivoting.GATHER_WINDOW's 64 MiB of p_ef).
+GATHER_BYTES = 64 << 20
+
+
+def read_rows(fh, offset: int, shape: tuple, dtype, idx, window: int) -> np.ndarray:
+    """Rows ``idx`` (ascending) of the C-order array of ``shape`` and ``dtype`` at byte
+    ``offset`` of the open file ``fh``, into a new array, read through memory maps of at most
+    ``window`` rows (from the first row a map reads to the last), each unmapped before the next:
+    however widely the rows are spread, the process maps one window of the file at a time, not
+    every page it reads."""
+    import mmap
+
+    idx = np.asarray(idx, dtype=np.int64)
+    dtype = np.dtype(dtype)
+    out = np.empty((len(idx),) + tuple(shape[1:]), dtype=dtype)
+    if not len(idx):
+        return out
+    if idx[0] < 0 or idx[-1] >= shape[0]:
+        raise ValueError(f"{fh.name}: rows {idx[0]}..{idx[-1]} outside its {shape[0]} rows")
+    width = int(np.prod(shape[1:], dtype=np.int64))
+    row_bytes = width * dtype.itemsize
+    if row_bytes == 0:
+        return out
+    a = 0
+    while a < len(idx):
+        r0 = int(idx[a])
+        b = int(np.searchsorted(idx, r0 + window, side="left"))
+        r1 = int(idx[b - 1]) + 1
+        start = offset + r0 * row_bytes
+        aligned = start - start % mmap.ALLOCATIONGRANULARITY
+        mm = mmap.mmap(fh.fileno(), start - aligned + (r1 - r0) * row_bytes, access=mmap.ACCESS_READ,
+                       offset=aligned)
+        try:
+            rows = np.frombuffer(mm, dtype=dtype, count=(r1 - r0) * width, offset=start - aligned)
+            out[a:b] = rows.reshape((r1 - r0,) + tuple(shape[1:]))[idx[a:b] - r0]
+            del rows
+        finally:
+            mm.close()
+        a = b
+    return out
 
 
 def read_npy_header(fh) -> tuple[tuple, bool, np.dtype]:

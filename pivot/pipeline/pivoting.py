@@ -62,7 +62,7 @@ import numpy as np
 from pivot._native import _counts
 from pivot.atomic import save_npz
 from pivot.locking import resolve_threads
-from pivot.pipeline.bundle import open_bundle, read_npy_header, save_bundle
+from pivot.pipeline.bundle import open_bundle, read_npy_header, read_rows, save_bundle
 from pivot.pipeline.extract import PhraseTable
 from pivot.pipeline.pruning import keep_entries
 from pivot.pipeline.stage import Stage
@@ -365,39 +365,12 @@ def npy_slice(path, a: int, b: int) -> np.ndarray:
 
 def npy_rows(path, idx: np.ndarray, window: int | None = None) -> np.ndarray:
     """Rows ``idx`` (ascending) of the .npy at ``path`` into a new array, read through memory
-    maps of at most ``window`` rows, each unmapped before the next: however widely the rows
-    are spread (a task's columns reach most pages of p_ef), the process maps one window of the
-    file at a time, not every page it reads."""
-    import mmap
-
-    idx = np.asarray(idx, dtype=np.int64)
-    window = GATHER_WINDOW if window is None else window
+    maps of at most ``window`` rows, each unmapped before the next (bundle.read_rows): however
+    widely the rows are spread (a task's columns reach most pages of p_ef), the process maps one
+    window of the file at a time, not every page it reads."""
     with open(path, "rb") as fh:
         offset, shape, dtype = _npy_header(fh)
-        out = np.empty((len(idx),) + tuple(shape[1:]), dtype=dtype)
-        if not len(idx):
-            return out
-        if idx[0] < 0 or idx[-1] >= shape[0]:
-            raise ValueError(f"{path}: rows {idx[0]}..{idx[-1]} outside its {shape[0]} rows")
-        width = int(np.prod(shape[1:], dtype=np.int64))
-        row_bytes = width * dtype.itemsize
-        a = 0
-        while a < len(idx):
-            r0 = int(idx[a])
-            b = int(np.searchsorted(idx, r0 + window, side="left"))
-            r1 = int(idx[b - 1]) + 1
-            start = offset + r0 * row_bytes
-            aligned = start - start % mmap.ALLOCATIONGRANULARITY
-            mm = mmap.mmap(fh.fileno(), start - aligned + (r1 - r0) * row_bytes, access=mmap.ACCESS_READ,
-                           offset=aligned)
-            try:
-                rows = np.frombuffer(mm, dtype=dtype, count=(r1 - r0) * width, offset=start - aligned)
-                out[a:b] = rows.reshape((r1 - r0,) + tuple(shape[1:]))[idx[a:b] - r0]
-                del rows
-            finally:
-                mm.close()
-            a = b
-    return out
+        return read_rows(fh, offset, shape, dtype, idx, GATHER_WINDOW if window is None else window)
 
 
 def gather_rows(structure_dir, lo: int, hi: int) -> dict:

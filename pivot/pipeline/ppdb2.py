@@ -112,7 +112,8 @@ L 1/8, XL 1/4, XXL 1/2; a pair is in size X iff score >= cut[X]; XXXL's cut is t
 of all, so it holds every pair.
 
 The stage labels the pairs per range of the pivot stage's rows (:func:`label_range`, Dask
-tasks) while this process reads the phrases' WordNet side; fits the relation classifier's grid
+tasks) while this process reads the phrases' WordNet side and a task trains the word vectors
+(:func:`vectors_task`); fits the relation classifier's grid
 and refits as tasks (:func:`relation_task`) while this process fits the score; and applies the
 fit per range of rows (:func:`apply_range`). Every number is a function of the inputs only: the
 same bytes for any number of workers (each fit is the same arithmetic in whichever process runs
@@ -124,7 +125,9 @@ pass over the pairs reads one pivot part at a time (:class:`PairTable`), the lab
 their per-part files, and the size cuts are selected exactly over the parts' scores
 (:func:`size_cuts_parts`). The per-phrase feature arrays (:class:`Phrases`: trigram codes,
 vectors, tokens) go to a file as soon as they are made; the fits read their pairs' phrases'
-rows from it (:class:`PhraseFile`) and the apply tasks map it, so the workers share its pages.
+rows from it (:class:`PhraseFile`), and an apply task each block's phrases' rows, through maps
+of a bounded window of the file (PhraseFile.gather): mapped whole, each worker's resident set
+held most of the file's pages (a block's e2 are anywhere; 1.1 GB on bio-multi).
 The forms task reads the texts a block at a time, an apply task a block of its part at a time,
 and every task gives its freed heap back when it ends. On bio-multi (2.37M phrases, 32.4M
 pairs; the stage rerun beside lhs and combine, --workers 2) the peak summed over the processes
@@ -330,11 +333,17 @@ class PhraseFile:
         with open_bundle(self.where["row_of"]) as b:
             self.row_of = b["row_of"]
             self.f_lang = b["f_lang"]
-            self.n = int(b.memmap("n_words").shape[0])
+            self.n = int(b.shape("n_words")[0])
         with open_bundle(self.where["vec"]) as b:
-            vec = b.memmap("vec")
-            self.dim = int(vec.shape[1]) if vec.ndim == 2 else 0
-            del vec
+            shape = b.shape("vec")
+            self.dim = int(shape[1]) if len(shape) == 2 else 0
+
+    def rows(self, ids) -> np.ndarray:
+        """The rows of phrase ids (int64); an id without a row is an error."""
+        rows = self.row_of[np.asarray(ids, np.int64)].astype(np.int64)
+        if len(rows) and rows.min() < 0:
+            raise ValueError("phrase ids without a row in the phrases' arrays")
+        return rows
 
     def take(self, ids) -> Phrases:
         """The Phrases of phrase ids ``ids`` alone: their rows (ascending), ``row_of`` renumbered
@@ -347,24 +356,40 @@ class PhraseFile:
         rows = np.unique(whole)
         row_of = np.full(len(self.row_of), -1, np.int32)
         row_of[ids] = np.searchsorted(rows, whole)
+        part = self.gather(rows)
+        part.row_of = row_of
+        return part
+
+    def gather(self, rows) -> Phrases:
+        """The Phrases of rows ``rows`` (ascending, distinct) of the file alone, numbered 0..n-1
+        in that order (``row_of``: the identity; pair features then take these numbers as phrase
+        ids). Each array's rows are read through bounded windows of the file (Bundle.rows), so
+        however widely the rows are spread, this process never maps the whole file: an apply
+        task's blocks reach most rows of every array (each block's e2 is anywhere), and with
+        the file mapped whole each worker's resident set held most of its pages (1.1 GB
+        shared on bio-multi, the build's peak: both workers' maps at once)."""
+        rows = np.asarray(rows, np.int64)
+        if len(rows) and (rows[0] < 0 or rows[-1] >= self.n or np.any(rows[1:] <= rows[:-1])):
+            raise ValueError(f"phrase rows must be distinct, ascending and in 0..{self.n - 1}")
         part = {}
         for k in PHRASE_ROW_ARRAYS:
             with open_bundle(self.where[k]) as b:
                 if k in ("vec", "vec_has") and not self.dim:
                     part[k] = b[k]                                # a build without vectors: empty
                     continue
-                part[k] = b.take(k, rows)
+                part[k] = b.rows(k, rows)
         with open_bundle(self.where["tri"]) as b:
-            ptr, tri = b.memmap("tri_ptr"), b.memmap("tri")
-            start, count = np.asarray(ptr[rows]), np.asarray(ptr[rows + 1] - ptr[rows])
-            del ptr
+            # ptr[r] and ptr[r + 1] of each row r in one ascending pass (r0, r0 + 1, r1, r1 + 1, ...)
+            bounds = b.rows("tri_ptr", np.stack([rows, rows + 1], axis=1).ravel())
+            start, count = bounds[0::2], bounds[1::2] - bounds[0::2]
+            del bounds
             tri_ptr = np.zeros(len(rows) + 1, np.int64)
             np.cumsum(count, out=tri_ptr[1:])
-            at = np.arange(int(tri_ptr[-1])) + np.repeat(start - tri_ptr[:-1], count)
-            part["tri"] = np.array(tri[at])
-            del tri
-        return Phrases(part["n_words"], part["log_count"], part["tokens"], tri_ptr, part["tri"], self.f_lang, row_of,
-                       part["vec"], part["vec_has"])
+            # the codes of the rows, in row order (ascending positions of the file's codes)
+            at = np.arange(int(tri_ptr[-1]), dtype=np.int64) + np.repeat(start - tri_ptr[:-1], count)
+            tri = b.rows("tri", at)
+        return Phrases(part["n_words"], part["log_count"], part["tokens"], tri_ptr, tri, self.f_lang,
+                       np.arange(len(rows), dtype=np.int32), part["vec"], part["vec_has"])
 
     def vectors(self, a: int, b: int) -> np.ndarray:
         """Rows a:b of the phrase vectors (a copy; the map goes with the call)."""
@@ -566,6 +591,27 @@ def linear(z: list[np.ndarray], intercept: float, coef) -> np.ndarray:
     return out
 
 
+def standardised_sums(std: "Standardiser", names, cols, intercepts, coefs) -> list[np.ndarray]:
+    """[linear(std.columns(names, cols), intercepts[k], coefs[k]) for every k], computed column
+    by column: each standardised column z_j = (x_j - mean_j) / sd_j is made once, in one buffer,
+    and c_kj z_j added to every sum k before the next column. The same operations in the same
+    order for every element (the same bytes), without every z_j held at once: an apply block's
+    ~60 columns of 2 x APPLY_ROWS floats (30 MB) made and read again per model, where one
+    column's 0.5 MB stays in the cache."""
+    n = len(cols[0]) if len(cols) else 0
+    sums = [np.full(n, float(b)) for b in np.asarray(intercepts, np.float64).tolist()]
+    coefs = [np.asarray(c, np.float64).tolist() for c in coefs]
+    z, term = np.empty(n), np.empty(n)
+    for j, (name, m, sd) in enumerate(zip(std.names, std.mean.tolist(), std.sd.tolist())):
+        np.subtract(cols[names.index(name)], m, out=z)
+        np.divide(z, sd, out=z)
+        for out, c in zip(sums, coefs):
+            if j < len(c):
+                np.multiply(c[j], z, out=term)
+                out += term
+    return sums
+
+
 def ridge_fit(z: np.ndarray, y: np.ndarray, penalty: np.ndarray) -> tuple[float, np.ndarray]:
     """argmin_b sum (y - b0 - z b)^2 + sum_j penalty_j b_j^2 on centred columns: b0 = mean(y),
     b = (Z'Z + diag(penalty))^-1 Z'(y - mean(y)) (z is standardised on the same rows)."""
@@ -680,7 +726,7 @@ class ScoreModel:
         return self.predict_columns(names, [x[:, j] for j in range(x.shape[1])])
 
     def predict_columns(self, names, cols) -> np.ndarray:
-        return linear(self.std.columns(names, cols), self.intercept, self.coef)
+        return standardised_sums(self.std, names, cols, [self.intercept], [self.coef])[0]
 
     def to_json(self) -> dict:
         return {"features": self.std.names, "mean": self.std.mean.tolist(), "sd": self.std.sd.tolist(),
@@ -708,8 +754,7 @@ class RelationModel:
     def probabilities_columns(self, names, cols, phrase_terms=None) -> np.ndarray:
         """P(relation | pair) from the pair's columns; phrase_terms: (t1[e1], t2[e2]) of
         :meth:`phrase_terms` when the model is the :meth:`pair_part` of one with phrase columns."""
-        z = self.std.columns(names, cols)
-        eta = np.column_stack([linear(z, self.W[c, 0], self.W[c, 1:]) for c in range(self.W.shape[0])])
+        eta = np.column_stack(standardised_sums(self.std, names, cols, self.W[:, 0], self.W[:, 1:]))
         if phrase_terms is not None:
             eta += phrase_terms[0]
             eta += phrase_terms[1]
@@ -1320,9 +1365,19 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     labelled = _label_job(texts_path, slot_path, forms_path, labels, part_paths,
                           str(data_root) if params["wordnet"] else None)
     if params["learn"]:
-        _, (wn, ph, lex) = yield Together(labelled, _here(
-            _phrase_side, table, texts, slot, tokens, counts, f_lang_of, data_root, params,
-            phrases_paths, shard_paths, len(e_tokens)))
+        # the word vectors on a worker too (vectors_task), beside the forms task and this
+        # process's phrase side; the phrases' token rows go to it through a file
+        tokens_path = tmp / ".tokens.arrays"
+        jobs = [labelled]
+        if shard_paths:
+            save_bundle(tokens_path, tokens=tokens)
+            jobs.append(_vectors_job(shard_paths, len(e_tokens), tokens_path, phrases_paths[1]))
+        done = yield Together(*jobs, _here(_phrase_side, table, texts, slot, tokens, counts, f_lang_of, data_root,
+                                           params, phrases_paths, bool(shard_paths)))
+        wn, lex = done[-1]
+        del done
+        tokens_path.unlink(missing_ok=True)
+        ph = PhraseFile(*phrases_paths)
     else:
         yield Together(labelled)
     del tokens, counts
@@ -1413,12 +1468,11 @@ def _label_job(texts_path, slot_path, forms_path, label_paths, part_paths, data_
 
 
 def _phrase_side(table, texts, slot, tokens, counts, f_lang_of, data_root, params, phrases_paths,
-                 shard_paths=(), n_tokens=0):
-    """(WordNet, PhraseFile, Lexical): what the features and the fits need of the phrases
-    (with shard_paths: their word vectors, trained here on the shards' English); the Phrases
-    are written to ``phrases_paths`` (the vectors to the second; the fits read their rows, the
-    apply tasks map them) and not held here."""
-    from pivot.pipeline import vectors
+                 with_vectors: bool = False):
+    """(WordNet, Lexical): what the fits need of the phrases' WordNet side; the Phrases but
+    their vectors are written to ``phrases_paths[0]`` (the fits read their rows, the apply
+    tasks gather theirs) and not held here. The vectors go to ``phrases_paths[1]``: written by
+    vectors_task (with_vectors), else empty here."""
     from pivot.pipeline import wellformed
     from pivot.pipeline.wordnet import WordNet, wordnet_folder
 
@@ -1430,41 +1484,67 @@ def _phrase_side(table, texts, slot, tokens, counts, f_lang_of, data_root, param
     f_lang[f_used] = f_lang_of(f_used)
     del f_used
     phrases_path, vectors_path = phrases_paths
-    if shard_paths:
-        # the vectors first, written to their own file: the training's temporaries and the
-        # vectors (0.44 GiB on bio-multi) go before the trigram codes are made
-        t0 = time.process_time()
-        words = vectors.train(vectors.EnglishShards(shard_paths), n_tokens)
-        release_heap()      # the training's co-occurrence counts, before the vectors are made
-        # the phrases' vectors written PHRASE_BLOCK rows at a time as they are made (a row's
-        # mean is its own: the same bytes), never held whole here
-        has = []
-
-        def blocks():
-            for a in range(0, len(tokens), vectors.PHRASE_BLOCK):
-                vec, vec_has = vectors.phrase_vectors(tokens[a:a + vectors.PHRASE_BLOCK], words)
-                has.append(vec_has)
-                yield vec
-        # (vec_has is written after vec, its blocks made by then)
-        save_bundle(vectors_path, vec=Blocks(np.float32, (len(tokens), words.shape[1]), blocks()),
-                    vec_has=Blocks(bool, (len(tokens),), has))
-        log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f CPU s", int(np.any(words != 0, axis=1).sum()),
-                 words.shape[1], time.process_time() - t0)
-        del words, has
-    else:
+    if not with_vectors:
         save_bundle(vectors_path, vec=np.zeros((0, 0), np.float32), vec_has=np.zeros(0, bool))
     tri_ptr, tri = char_trigrams(texts)
     save_bundle(phrases_path, n_words=n_words, log_count=np.log1p(counts), tokens=tokens, tri_ptr=tri_ptr, tri=tri,
                 f_lang=f_lang, row_of=slot)
     del n_words, tri_ptr, tri, f_lang
-    release_heap()          # the vectors' and codes' temporaries, before the fits' own
+    release_heap()          # the codes' temporaries, before the fits' own
     # One read of WordNet's files here serves the lemmatizer (the same lemmas as NLTK's morphy,
-    # a fraction of NLTK's start-up) and the relation labels; read after the vectors' training
-    # (0.12 GB: the training's peak is the phrase side's, beside the forms task on a worker)
+    # a fraction of NLTK's start-up) and the relation labels (0.12 GB)
     wn = WordNet.read(wordnet_folder(data_root, LEXICON)) if params["wordnet"] else None
     lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(wn) if wn is not None else identity_lemmas)
     lex = _wordnet_phrases(texts, slot, wn, lemmatizer, params)
-    return wn, PhraseFile(*phrases_paths), lex
+    return wn, lex
+
+
+@_heap_released
+def vectors_task(shard_paths, n_tokens: int, tokens_path, out_path) -> dict:
+    """The stored phrases' word vectors (a task): the words' (vectors.train on the English of
+    the encode stage's shards ``shard_paths``, ``n_tokens`` token ids), then each phrase's mean
+    of its words' (vectors.phrase_vectors; the phrases' token rows: ``tokens`` of
+    ``tokens_path``), written to ``out_path`` as ``vec`` and ``vec_has``.
+
+    A task, not a step of the stage's process: it runs on a worker beside the forms task and
+    the phrase side (a third of the phrase side's CPU on bio, in the process that also runs the
+    lhs and combine stages' own code in a build). The same bytes in either: the training's BLAS
+    runs on one thread (vectors.train) and the rest is numpy's fixed-order sums."""
+    from pivot.pipeline import vectors
+
+    out_path = Path(out_path)
+    if out_path.is_file():
+        return {"reused": True}
+    t0 = time.process_time()
+    words = vectors.train(vectors.EnglishShards(shard_paths), n_tokens)
+    release_heap()      # the training's co-occurrence counts, before the vectors are made
+    with open_bundle(tokens_path) as z:
+        tokens = z["tokens"]
+    # the phrases' vectors written PHRASE_BLOCK rows at a time as they are made (a row's mean
+    # is its own: the same bytes), never held whole
+    has = []
+
+    def blocks():
+        for a in range(0, len(tokens), vectors.PHRASE_BLOCK):
+            vec, vec_has = vectors.phrase_vectors(tokens[a:a + vectors.PHRASE_BLOCK], words)
+            has.append(vec_has)
+            yield vec
+    # (vec_has is written after vec, its blocks made by then)
+    save_bundle(out_path, vec=Blocks(np.float32, (len(tokens), words.shape[1]), blocks()),
+                vec_has=Blocks(bool, (len(tokens),), has))
+    return {"reused": False, "words": int(np.any(words != 0, axis=1).sum()), "dim": int(words.shape[1]),
+            "cpu_seconds": round(time.process_time() - t0, 2)}
+
+
+def _vectors_job(shard_paths, n_tokens, tokens_path, out_path):
+    """A job of Engine.run: vectors_task, one task; logs what it trained."""
+    from pivot.pipeline.engine import Batch
+
+    done, = yield Batch(vectors_task, [(list(map(str, shard_paths)), n_tokens, tokens_path, out_path)],
+                        name="ppdb2-vectors")
+    if not done["reused"]:
+        log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f CPU s", done["words"], done["dim"],
+                 done["cpu_seconds"])
 
 
 def _score_side(table, ph, labels, lex, models, texts, used, params, data_root):
@@ -1790,16 +1870,32 @@ def smallest_by_hash(h, rows, limit: int) -> tuple[np.ndarray, np.ndarray]:
     return h[keep], rows[keep]
 
 
+def distinct_rows(r, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, local) of row numbers ``r`` in 0..n-1: their distinct values ascending and each
+    one's index among them (np.unique(r, return_inverse=True)), by a mark per row instead of a
+    sort (an apply block's 2 x APPLY_ROWS rows: a third of the sort's time on bio)."""
+    r = np.asarray(r, np.int64)
+    mark = np.zeros(n, bool)
+    mark[r] = True
+    number = np.cumsum(mark, dtype=np.int64) - 1
+    return np.flatnonzero(mark), number[r]
+
+
 @_heap_released
 def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path, terms_path=None) -> dict:
     """One pivot part: features, score and relation probabilities of its pairs (a Dask task).
-    ``phrases_path``: the Phrases' bundle, or their bundles (Phrases.load).
+    ``phrases_path``: the Phrases' bundle, or their bundles (PhraseFile).
 
     Reads its own part and its labels (``label_path``: label_range's file of part j, the pairs'
     form and their reverses' global rows), the reverses' probabilities from their parts (and,
     with word vectors, the relations' per-phrase terms t1, t2 of
     ``terms_path``, RelationModel.phrase_terms); writes ``form``, ``ppdb2``, ``rel`` (per-mille, RELATIONS order) and
     ``relation`` (argmax, ties to the lower index) atomically.
+
+    A block's phrases are read as the rows it needs alone (PhraseFile.gather, through bounded
+    windows of the files; the terms likewise), never as maps of the whole phrase files: with the
+    files mapped, each worker touched most of their pages (a block's e2 are anywhere), 1.1 GB on
+    bio-multi in each of the two workers' resident sets at the stage's peak.
     """
     out_path = Path(out_path)
     if out_path.is_file():
@@ -1810,13 +1906,10 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     names = fit["names"]
     score = ScoreModel.from_json(fit["score"])
     relations = RelationModel.from_json(fit["relations"])
-    ph = Phrases.load(*([phrases_path] if isinstance(phrases_path, (str, Path)) else phrases_path), mmap=True)
-    terms = None
-    if ph.dim:
+    phrases = PhraseFile(*([phrases_path] if isinstance(phrases_path, (str, Path)) else phrases_path))
+    if phrases.dim:
         # the phrase vectors' terms, per row of the phrases (written next to them by the stage)
         relations = relations.pair_part()
-        with open_bundle(terms_path) as z:
-            terms = (z.memmap("t1"), z.memmap("t2"))
     with open_bundle(part_paths[j]) as z:
         e1, e2 = z["e1"], z["e2"]
     with open_bundle(label_path) as z:
@@ -1841,11 +1934,22 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
             p, n_pivots, pivots = (z.take(f, slice(a, b)) for f in ("p", "n_pivots", "pivots"))
         p_rev = np.zeros_like(p)
         p_rev[found[a:b]] = p_rev_found[at[a:b][found[a:b]]]
-        cols = pair_features(ph, e1[a:b], e2[a:b], p, p_rev, n_pivots, pivots, form[a:b])
+        # the block's phrases, numbered 0..n-1 in row order: l1, l2 are each pair's numbers
+        r1, r2 = phrases.rows(e1[a:b]), phrases.rows(e2[a:b])
+        rows, local = distinct_rows(np.concatenate([r1, r2]), phrases.n)
+        l1, l2 = local[:b - a], local[b - a:]
+        ph = phrases.gather(rows)
+        cols = pair_features(ph, l1, l2, p, p_rev, n_pivots, pivots, form[a:b])
+        del ph, rows, local, l1, l2
         ppdb2.append(score.predict_columns(names, cols))
-        rel.append(per_mille(relations.probabilities_columns(
-            names, cols, None if terms is None else (terms[0][ph.rows(e1[a:b])], terms[1][ph.rows(e2[a:b])]))))
-        del cols, p, p_rev, n_pivots, pivots
+        terms = None
+        if phrases.dim:
+            # t1 of the e1 rows, t2 of the e2 rows (each side's distinct rows alone)
+            with open_bundle(terms_path) as z:
+                terms = tuple(z.rows(t, rows)[local] for t, rows, local in
+                              (("t1", *distinct_rows(r1, phrases.n)), ("t2", *distinct_rows(r2, phrases.n))))
+        rel.append(per_mille(relations.probabilities_columns(names, cols, terms)))
+        del cols, p, p_rev, n_pivots, pivots, terms, r1, r2
     ppdb2 = np.concatenate(ppdb2) if ppdb2 else np.zeros(0, np.float64)
     rel = np.concatenate(rel) if rel else np.zeros((0, len(RELATIONS)), np.uint16)
     save_bundle(out_path, form=form, ppdb2=ppdb2, rel=rel, relation=rel.argmax(axis=1).astype(np.uint8))
