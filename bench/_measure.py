@@ -329,3 +329,27 @@ def write_json(path, data) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {path}", flush=True)
+
+
+def speed_probe(repeats: int = 3) -> float:
+    """CPU seconds of one fixed single-threaded workload (a stable sort of 2M seeded integers
+    and 1M interpreted additions), the least of ``repeats`` runs.
+
+    This machine is a virtual one whose speed drifts: the same build's CPU seconds have differed
+    by 40 % an hour apart with nothing else running and no steal time reported. A benchmark
+    that compares two builds runs the probe before and after each, so that a ratio of walls
+    can be read against the speed each build had."""
+    import time
+
+    import numpy as np
+
+    values = np.random.default_rng(0).integers(0, 1 << 62, 2_000_000)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.process_time()
+        np.sort(values, kind="stable")
+        total = 0
+        for i in range(1_000_000):
+            total += i
+        best = min(best, time.process_time() - t0)
+    return round(best, 4)

@@ -13,7 +13,10 @@ largest process. Then every stored and combined model is exported with ``pivot e
 --scale S builds the bio recipe with every bitext source listed S times (bench_scale.py's scaled
 recipe: distinct copies, nothing deduplicated, the count floor times S, so S times the data and
 what 1x keeps). The whole-build ratio of the workers counts is reported as the first build at
-``--workers 1``'s wall over the first at a larger count (the issue's "same run" comparison).
+``--workers 1``'s wall over the first at a larger count (the issue's "same run" comparison), and
+for every ``--workers 1`` build that follows one at another count (``--workers 2 1 2 1``: two
+pairs, the spread of the ratio). Before and after each build a fixed single-threaded workload's
+CPU seconds (``probe_s_before`` / ``_after``, _measure.speed_probe) say how fast the machine was.
 """
 import argparse
 import json
@@ -23,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import db_meta, exports, run_measured, store_seconds  # noqa: E402
+from _measure import db_meta, exports, run_measured, speed_probe, store_seconds  # noqa: E402
 from bench_scale import scaled_recipe  # noqa: E402
 
 
@@ -52,8 +55,9 @@ def main():
             d.mkdir()
             cmd = [sys.executable, "-m", "pivot", "build", *recipe, "--data", args.data,
                    "--work", str(d / "work"), "--out", str(d / "out.db"), "--workers", str(workers)]
+            probe_before = speed_probe()
             figures = run_measured(cmd, d / "build.log")
-            result = {"workers": workers, **figures, "signature": db_meta(d / "out.db", "signature"),
+            result = {"workers": workers, **figures, "probe_s_before": probe_before, "probe_s_after": speed_probe(), "signature": db_meta(d / "out.db", "signature"),
                       "stage_seconds": db_meta(d / "out.db", "stage_seconds"), "store_s": store_seconds(d / "build.log"),
                       "export_sha256": None if args.no_exports else exports(d / "out.db", d)}
             print(json.dumps({k: v for k, v in result.items() if k != "export_sha256"}), flush=True)
@@ -72,6 +76,9 @@ def main():
         "domain": args.domain, "scale": args.scale, "builds": builds,
         **({f"wall_ratio_workers_1_over_{w}": round(walls[1] / walls[w], 3) for w in walls if w != 1}
            if 1 in walls else {}),
+        # each --workers 1 build against the build just before it (--workers 2 1 2 1: two pairs)
+        "wall_ratios_paired": [{"workers": a["workers"], "ratio": round(b["wall_s"] / a["wall_s"], 3)}
+                               for a, b in zip(builds, builds[1:]) if b["workers"] == 1 and a["workers"] != 1],
         "all_exports_identical": None if args.no_exports else all(b["export_sha256"] == first["export_sha256"] for b in builds),
         "all_signatures_equal": all(b["signature"] == first["signature"] for b in builds),
     }
