@@ -108,14 +108,10 @@ def test_read_npy_header_reads_both_formats(tmp_path):
             assert len(fh.read()) == a.nbytes      # left at the data
 
 
-def test_rows_maps_one_window_of_the_member_at_a_time(tmp_path, monkeypatch):
-    """Bundle.rows reads rows 0, 1, 5, 6, 7, 20 of a (30, 2) float64 member (16-byte rows) in
-    windows of 64 bytes (4 rows): three maps, of rows 0..1, 5..7 and 20, each from the start of
-    the page that holds its first row; the rows are read exactly; shape() reads the header alone."""
+def recorded_maps(monkeypatch) -> list:
+    """(length, offset) of every mmap.mmap made from now on in this test, in order."""
     import mmap
 
-    a = np.arange(60, dtype=np.float64).reshape(30, 2)
-    save_bundle(tmp_path / "b.arrays", pad=np.zeros(3, np.int8), a=a)
     maps = []
 
     class Recorded(mmap.mmap):
@@ -124,6 +120,16 @@ def test_rows_maps_one_window_of_the_member_at_a_time(tmp_path, monkeypatch):
             return super().__new__(cls, fileno, length, **kw)
 
     monkeypatch.setattr(mmap, "mmap", Recorded)
+    return maps
+
+
+def test_rows_maps_one_window_of_the_member_at_a_time(tmp_path, monkeypatch):
+    """Bundle.rows reads rows 0, 1, 5, 6, 7, 20 of a (30, 2) float64 member (16-byte rows) in
+    windows of 64 bytes (4 rows): three maps, of rows 0..1, 5..7 and 20, each from the start of
+    the page that holds its first row; the rows are read exactly; shape() reads the header alone."""
+    a = np.arange(60, dtype=np.float64).reshape(30, 2)
+    save_bundle(tmp_path / "b.arrays", pad=np.zeros(3, np.int8), a=a)
+    maps = recorded_maps(monkeypatch)
     idx = np.array([0, 1, 5, 6, 7, 20])
     with open_bundle(tmp_path / "b.arrays") as b:
         assert b.shape("a") == (30, 2) and maps == []

@@ -391,18 +391,11 @@ def test_a_task_on_its_gathered_columns_gives_the_whole_structures_bytes(tmp_pat
 def test_npy_rows_maps_one_window_at_a_time(tmp_path, monkeypatch):
     """Rows 0, 1, 5, 6, 7, 20 of a (30, 2) array in windows of 4 rows: three mappings, of rows
     0..1, 5..7 and 20 (each from the page holding its first row), the rows read exactly."""
-    import mmap
+    from tests.test_bundle import recorded_maps
 
     a = np.arange(60, dtype=np.float64).reshape(30, 2)
     np.save(tmp_path / "a.npy", a)
-    maps = []
-
-    class Recorded(mmap.mmap):
-        def __new__(cls, fileno, length, **kw):
-            maps.append((length, kw["offset"]))
-            return super().__new__(cls, fileno, length, **kw)
-
-    monkeypatch.setattr(mmap, "mmap", Recorded)
+    maps = recorded_maps(monkeypatch)
     idx = np.array([0, 1, 5, 6, 7, 20])
     got = pivoting.npy_rows(tmp_path / "a.npy", idx, window=4)
     assert got.tobytes() == a[idx].tobytes()

@@ -109,30 +109,26 @@ class Bundle:
     def __contains__(self, name) -> bool:
         return name in self._index
 
-    def __getitem__(self, name) -> np.ndarray:
+    def _seek(self, name) -> None:
+        """The file positioned at the member's .npy header; KeyError naming the bundle if none."""
         try:
             offset = self._index[name]
         except KeyError:
             raise KeyError(f"{self.path}: no member {name!r}") from None
         self._fh.seek(offset)
+
+    def __getitem__(self, name) -> np.ndarray:
+        self._seek(name)
         return np.lib.format.read_array(self._fh, allow_pickle=False)
 
     def shape(self, name) -> tuple:
         """The member's shape, from its header alone."""
-        try:
-            offset = self._index[name]
-        except KeyError:
-            raise KeyError(f"{self.path}: no member {name!r}") from None
-        self._fh.seek(offset)
+        self._seek(name)
         return tuple(read_npy_header(self._fh)[0])
 
     def memmap(self, name) -> np.ndarray:
         """The member as a read-only memory map of the file (nothing is read until used)."""
-        try:
-            offset = self._index[name]
-        except KeyError:
-            raise KeyError(f"{self.path}: no member {name!r}") from None
-        self._fh.seek(offset)
+        self._seek(name)
         shape, fortran, dtype = read_npy_header(self._fh)
         if not shape or 0 in shape:
             return np.zeros(shape, dtype=dtype)
@@ -144,11 +140,7 @@ class Bundle:
         ``window_bytes`` of its rows (GATHER_BYTES; at least one row), each unmapped before the
         next (:func:`read_rows`): rows spread over the whole member never have all of its pages
         in this process's resident set at once, as one map of the whole (:meth:`take`) has."""
-        try:
-            offset = self._index[name]
-        except KeyError:
-            raise KeyError(f"{self.path}: no member {name!r}") from None
-        self._fh.seek(offset)
+        self._seek(name)
         shape, fortran, dtype = read_npy_header(self._fh)
         if fortran and len(shape) > 1:
             raise ValueError(f"{self.path}: member {name!r} is in Fortran order (rows are read from C order)")
