@@ -335,10 +335,10 @@ def speed_probe(repeats: int = 3) -> float:
     """CPU seconds of one fixed single-threaded workload (a stable sort of 2M seeded integers
     and 1M interpreted additions), the least of ``repeats`` runs.
 
-    This machine is a virtual one whose speed drifts: the same build's CPU seconds have differed
-    by 40 % an hour apart with nothing else running and no steal time reported. A benchmark
-    that compares two builds runs the probe before and after each, so that a ratio of walls
-    can be read against the speed each build had."""
+    This machine is a virtual one (2 vCPUs) whose speed is not constant: builds of nearly the
+    same code at --workers 2 spent 205 and 283 CPU s half an hour apart, with little steal time
+    reported. A benchmark that compares two builds runs the probe before and after each, so
+    that a ratio of walls can be read against the speed each build had."""
     import time
 
     import numpy as np
