@@ -350,9 +350,7 @@ class PhraseFile:
         to them (-1 for every other id). A feature of a pair is a function of its two phrases'
         rows, so it is the same computed on these as on the whole."""
         ids = np.asarray(ids, np.int64)
-        whole = self.row_of[ids]
-        if len(whole) and whole.min() < 0:
-            raise ValueError("phrase ids without a row in the phrases' arrays")
+        whole = self.rows(ids)
         rows = np.unique(whole)
         row_of = np.full(len(self.row_of), -1, np.int32)
         row_of[ids] = np.searchsorted(rows, whole)
