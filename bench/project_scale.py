@@ -7,7 +7,8 @@ on this code, and the memory of each process kind at that size.
         --builds bench/results/determinism-session9.json bench/results/determinism-pair-session9.json \
                  bench/results/determinism-x2-session10.json bench/results/determinism-x4-session9.json \
         --pair bench/results/determinism-x4-session9.json --multi bench/results/bio-multi-session9.json \
-        --sizes bench/results/sizes-session10.json --fit-seconds F --store-serial-seconds S \
+        --sizes bench/results/sizes-session10.json \
+        --roles bench/results/roles-bio-session10.json bench/results/roles-bio-multi-session10.json \
         --json bench/results/projection-session10.json
 
 Inputs (all measured, kept in bench/results/):
@@ -30,42 +31,44 @@ Inputs (all measured, kept in bench/results/):
   ``--workers 1`` over 2 x their wall seconds at ``--workers 2`` (these three run alone, one
   after another, on a cluster too), so a task's own overhead on a worker counts against it.
 * ``--multi``: the bio-multi build (``--workers 2``): its largest one-process RSS by stage.
-* ``--fit-seconds``: the part of the ppdb2 stage's CPU that runs in the build's process at
-  1x (its phrase side and the score's fit; from a rerun's log, see docs/scaling.md);
-  ``--store-serial-seconds``: the part of the database write that runs in the build's process
-  with ``--parts N`` (the survey of every pair and the phrase index with its texts; the log
-  line "database in N parts: survey S s, phrase index (with its texts) I s").
+* ``--roles``: reruns of the late stages and the write of bio and of bio-multi on hard-link
+  copies of their work folders (``--workers 2 --parts 4``), every process sampled by role
+  (bench/measure_roles.py): the CPU seconds the build's own process and the workers spent in
+  ppdb2, lhs and combine (side by side) and in the write (late_split), and each role's largest
+  RSS there.
 
 The model, stated so that it can be argued with:
 
 * **growth** (the target is ``--sentences`` / bio's sentence pairs times bio, 268x):
   a stage that reads the bitext grows as the copies measured it (its copies exponent);
   translation merges the extracted occurrences, which grow as the bitext (linear, an
-  assumption: copies repeat pairs, so their exponent would be too kind); pivot, the ppdb2
-  labels and apply, and the database's parts grow as the distinct pairs (bio -> bio-multi);
-  lhs and the in-process part of ppdb2 grow as the stored phrases; the serial part of the
-  write as the distinct pairs (its survey reads every pair; an upper bound for its phrase
-  index, which grows as the stored phrases); preflight reads every input (linear); the
-  tagger and the combination's fit are constant. **Assumption**: the target's distinct pairs
-  and phrases grow as bio -> bio-multi's did, 65x beyond the largest corpus measured, and
-  bio-multi's 165 languages make more distinct foreign phrases per sentence than 20 would.
+  assumption: copies repeat pairs, so their exponent would be too kind); pivot grows as the
+  distinct pairs (bio -> bio-multi); the late stages and the write, each side (the build's
+  process, the workers), as measured from the bio rerun to the bio-multi one (the exponent of
+  its CPU over the sentences); preflight reads every input (linear); the tagger is constant.
+  **Assumption**: the target's distinct pairs and phrases grow as bio -> bio-multi's did, 65x
+  beyond the largest corpus measured (bio-multi's 165 languages make more distinct foreign
+  phrases per sentence than 20 would).
 * **where it runs** (this code, ``pivot build --graph``): tasks on every worker of every node
   at the measured efficiency: align (by shard), score (by LM and range), extract,
-  translation, pivot, ppdb2's labels and apply, the database's parts (``--parts N``); the
-  corpus stage one task per language (at most ``--languages`` at once); on one core (the
-  build's process, or a single task): preflight, encode, lmtext, lm (a task per model: two),
-  weights, the tagger, lhs, the ppdb2 stage's in-process part, the combination's fit, the
-  write's survey and phrase index. **Assumption**: the two-worker efficiency holds on
-  ``nodes x cores`` workers (no serial part inside a sharded stage grows to matter).
+  translation, pivot, ppdb2's labels, relation fits and apply, the database's parts
+  (``--parts N``); the corpus stage one task per language (at most ``--languages`` at once);
+  on one core (the build's process, or a single task): preflight, encode, lmtext, lm (a task
+  per model: two), weights, the tagger, ppdb2's phrase side and score fit with lhs and
+  combine (threads of one process: added up), the write's survey and phrase index.
+  **Assumption**: the two-worker efficiency holds on ``nodes x cores`` workers (no serial
+  part inside a sharded stage grows to matter). The rows "if cut into tasks" (WOULD_MOVE)
+  say what the build would take were the largest one-core parts tasks too: not this code.
 * **critical path**: as the runner starts stages (pivot/pipeline/run.py): the aligner beside
-  the LM branch (lmtext, lm, score), the longer counts; ppdb2 beside lhs (+ the tagger,
-  counted here though it runs beside the aligner) and combine; the rest one after another.
-* **memory of one process** at the target: each stage's largest one-process RSS at 1x, 2x,
-  4x (``--workers 1``: every stage in the build's process) and at bio and bio-multi
-  (``--workers 2``), grown by the law its holder follows (MEMORY below, from reading the
-  code): ``bitext`` the slope over the copies times the target's copies; ``n_e``,
-  ``stored`` (phrases), ``entries`` or ``pairs``: the slope from bio to bio-multi per unit,
-  times the target's count of that unit; ``constant``: the largest measured.
+  the LM branch (lmtext, lm, score), the longer counts; the late stages' workers' and
+  process's parts added (ppdb2's apply tasks wait for its fit); the rest one after another.
+* **memory of one process** at the target: for each process kind in each stage (MEMORY, what
+  it holds read from the code), its largest RSS at 1x, 2x, 4x (``--workers 1``: every stage in
+  the build's process), at bio and bio-multi (the per-role reruns, else the ``--workers 2``
+  builds' largest one process), grown by the count its holder follows: the sentences by the
+  slope over the copies; n_e, n_f, the kept entries or the stored phrases by the slope from bio
+  to bio-multi, times that count at the target (its bio -> bio-multi exponent); constant: the
+  largest measured.
 """
 import argparse
 import json
