@@ -29,7 +29,9 @@ Inputs (all measured, kept in bench/results/):
 * ``--pair``: a result with a ``--workers 2`` and a ``--workers 1`` build of one size (4x). The
   **efficiency** of the sharded stages is extract + translation + pivot's CPU seconds at
   ``--workers 1`` over 2 x their wall seconds at ``--workers 2`` (these three run alone, one
-  after another, on a cluster too), so a task's own overhead on a worker counts against it.
+  after another, on a cluster too), so a task's own overhead on a worker counts against it;
+  their CPU at ``--workers 2`` over the same is the **utilisation**, which divides the costs
+  measured on the workers (the late stages' tasks, the database's parts).
 * ``--multi``: the bio-multi build (``--workers 2``): its largest one-process RSS by stage.
 * ``--roles``: reruns of the late stages and the write of bio and of bio-multi on hard-link
   copies of their work folders (``--workers 2 --parts 4``), every process sampled by role
@@ -228,13 +230,16 @@ def copies_curves(builds) -> tuple[dict, dict]:
     return at1, exponents
 
 
-def efficiency(pair: dict) -> float:
-    """EFFICIENCY_STAGES' CPU seconds at --workers 1 over 2 x their wall at --workers 2."""
+def efficiency(pair: dict) -> tuple[float, float]:
+    """(efficiency, utilisation): EFFICIENCY_STAGES' CPU seconds at --workers 1, and at
+    --workers 2, over 2 x their wall at --workers 2. The first divides a cost measured in one
+    process (it counts the tasks' own overhead against them), the second a cost measured on
+    the workers (which holds that overhead already)."""
     w1 = next(b for b in pair["builds"] if b["workers"] == 1 and b.get("threads") in (None, 0))
     w2 = next(b for b in pair["builds"] if b["workers"] == 2)
-    cpu1 = by_family(w1["cpu_s_by_stage"])
-    wall2 = by_family(w2["stage_seconds"])
-    return sum(cpu1[n] for n in EFFICIENCY_STAGES) / (2 * sum(wall2[n] for n in EFFICIENCY_STAGES))
+    cpu1, cpu2 = by_family(w1["cpu_s_by_stage"]), by_family(w2["cpu_s_by_stage"])
+    wall2 = 2 * sum(by_family(w2["stage_seconds"])[n] for n in EFFICIENCY_STAGES)
+    return sum(cpu1[n] for n in EFFICIENCY_STAGES) / wall2, sum(cpu2[n] for n in EFFICIENCY_STAGES) / wall2
 
 
 def size_exponents(sizes: dict) -> dict:
@@ -278,9 +283,12 @@ def grow(cpu1: dict, exponents: dict, size_exp: dict, scale: float, measured: di
     return out
 
 
-def wall_hours(target_cpu: dict, nodes: int, cores: int, eff: float, languages: int, as_tasks=()) -> dict:
+def wall_hours(target_cpu: dict, nodes: int, cores: int, eff: float, languages: int, as_tasks=(),
+               util: float | None = None) -> dict:
     """The critical path (docstring) on ``nodes`` nodes of ``cores`` cores, in hours; the stages
-    named in ``as_tasks`` run as tasks (what the build would take if they were cut so)."""
+    named in ``as_tasks`` run as tasks (what the build would take if they were cut so). A task
+    stage's CPU measured in one process is divided by ``eff``, one measured on the workers (the
+    MEASURED stages) by ``util`` (efficiency: default ``eff``)."""
     slots = nodes * cores
 
     def where_of(name):
@@ -289,7 +297,8 @@ def wall_hours(target_cpu: dict, nodes: int, cores: int, eff: float, languages: 
     def seconds(name):
         where = where_of(name)
         if where == TASKS:
-            return target_cpu[name] / (slots * eff)
+            on_workers = STAGES[name] == (MEASURED, TASKS) and util is not None
+            return target_cpu[name] / (slots * (util if on_workers else eff))
         if where == LANGUAGES:
             return target_cpu[name] / min(languages, slots)
         return target_cpu[name]
@@ -439,11 +448,12 @@ def main():
     size_exp = size_exponents(sizes)
     scale = args.sentences / sizes["bio"]["n_sentences"]
     pair = json.loads(args.pair.read_text())
-    eff = efficiency(pair)
+    eff, util = efficiency(pair)
     target = grow(cpu1, exponents, size_exp, scale, measured)
-    rows = [wall_hours(target, n, args.cores, eff, args.languages) for n in args.nodes]
+    rows = [wall_hours(target, n, args.cores, eff, args.languages, util=util) for n in args.nodes]
     # what the build would take with the largest one-core parts cut into tasks (not this code)
-    moved = [wall_hours(target, n, args.cores, eff, args.languages, as_tasks=WOULD_MOVE) for n in args.nodes]
+    moved = [wall_hours(target, n, args.cores, eff, args.languages, as_tasks=WOULD_MOVE, util=util)
+             for n in args.nodes]
 
     bio_w2 = [b for p in args.builds for b in json.loads(p.read_text())["builds"]
               if b["workers"] == 2 and json.loads(p.read_text()).get("scale", 1) == 1]
@@ -459,7 +469,7 @@ def main():
            "cpu_s_1x_workers1": {k: round(v, 1) for k, v in cpu1.items()},
            "copies_exponents": {k: round(v, 3) for k, v in exponents.items()},
            "size_exponents_bio_to_multi": {k: round(v, 3) for k, v in size_exp.items()},
-           "parallel_efficiency_2_workers": round(eff, 3),
+           "parallel_efficiency_2_workers": round(eff, 3), "utilisation_2_workers": round(util, 3),
            "roles": [str(p) for p in args.roles],
            "late_and_store_cpu_s": {"bio": split_bio, "bio-multi": split_multi},
            "measured_exponents_bio_to_multi": {k: round(v, 3) for k, v in measured.items()},
@@ -472,7 +482,7 @@ def main():
     args.json.write_text(json.dumps(out, indent=1) + "\n")
 
     print(f"Target: {args.sentences:,.0f} sentence pairs = {scale:.0f}x bio, over {args.languages} pivot languages; "
-          f"nodes of {args.cores} cores; efficiency {eff:.3f}; distinct pairs ^{size_exp['n_pairs']:.2f}, "
+          f"nodes of {args.cores} cores; efficiency {eff:.3f} (utilisation {util:.3f}); distinct pairs ^{size_exp['n_pairs']:.2f}, "
           f"stored phrases ^{size_exp['n_stored_phrases']:.2f}.\n")
     print("| stage | CPU s at 1x | law | where | CPU h at the target |")
     print("|---|---:|---|---|---:|")

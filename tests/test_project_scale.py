@@ -60,11 +60,12 @@ def test_one_worker_builds_take_the_default_threads_only(tmp_path):
 
 def test_efficiency_is_one_worker_cpu_over_two_workers_wall():
     pair = {"builds": [
-        build(2, {}, stage_seconds={"extract": 20.0, "translation": 25.0, "pivot": 5.0, "align.fr": 99.0}),
+        build(2, {"extract": 40.0, "translation": 45.0, "pivot": 5.0, "align.fr": 9.0},
+              stage_seconds={"extract": 20.0, "translation": 25.0, "pivot": 5.0, "align.fr": 99.0}),
         build(1, {"extract": 30.0, "translation": 40.0, "pivot": 10.0, "align.fr": 1.0}),
     ]}
-    # (30 + 40 + 10) / (2 x (20 + 25 + 5)) = 80 / 100
-    assert ps.efficiency(pair) == pytest.approx(0.8)
+    # efficiency (30 + 40 + 10) / (2 x (20 + 25 + 5)) = 80 / 100; utilisation (40 + 45 + 5) / 100
+    assert ps.efficiency(pair) == (pytest.approx(0.8), pytest.approx(0.9))
 
 
 def test_size_exponents_from_bio_to_bio_multi():
@@ -124,6 +125,11 @@ def test_wall_hours_follow_the_critical_path():
     assert moved["total_h"] == pytest.approx(37800 / 3600)
     assert moved["one_core_h"] == pytest.approx(10800 / 3600)
     assert moved["spread_h"] == pytest.approx(34200 / 3600)
+    # the late tasks and the parts measured on the workers: divided by the utilisation (0.75), the
+    # others by the efficiency: late-tasks 7200 / 3 = 2400, store 3600 / 3 = 1200 (3600, 1800 above)
+    util = ps.wall_hours(cpu, nodes=2, cores=2, eff=0.5, languages=20, util=0.75)
+    assert util["total_h"] == pytest.approx((39600 - 1200 - 600) / 3600)
+    assert util["spread_h"] == pytest.approx((32400 - 1200 - 600) / 3600)
 
 
 def test_measure_sizes_counts_the_stored_phrases(tmp_path):
