@@ -138,7 +138,10 @@ MEMORY = [
      "w1": [], "w2": ["after tagger", "corpus.*", "after align.*", "align.*", "lmtext", "lm", "after lm", "score",
                       "after score"],
      "holds": "a shard's E-step or Viterbi (fixed cells); an LM's counts (the LM text: fixed by the "
-              "in-domain text, copied with the copies); 1M sentences' scores"},
+              "in-domain text, an assumption; the copies copy it); 1M sentences' scores"},
+    {"row": "score's join (a task)", "process": "task", "law": SENTENCES, "w1": ["score"], "w2": ["score"],
+     "holds": "every sentence's cross-entropies, sigma and their order (about 50 B a sentence); in one "
+              "process also the LMs scored with (the copies copy the in-domain text: an upper bound)"},
     {"row": "extract (tasks)", "process": "task", "law": CONSTANT, "w1": [], "w2": ["extract"],
      "holds": "one shard's phrase pairs (a fixed number of sentences and tokens)"},
     {"row": "translation", "process": "build", "law": N_F, "w1": ["translation"], "w2": ["translation"],
