@@ -1,43 +1,76 @@
-"""Project the build to PPDB scale (100M sentence pairs) on N nodes from measured per-stage curves.
+"""Project the build to PPDB scale (100M sentence pairs) on N nodes, from per-stage curves measured
+on this code, and the memory of each process kind at that size.
 
-    python bench/project_scale.py --build bench/results/determinism-session5.json \
-        [--sentences 100e6] [--languages 20] [--cores 2] [--nodes 1 8 32 128]
+    python bench/project_scale.py --sizes-from bio=WORK_BIO bio-multi=WORK_MULTI \
+        --sizes bench/results/sizes-session10.json          # once: the corpora's counts
+    python bench/project_scale.py \
+        --builds bench/results/determinism-session9.json bench/results/determinism-pair-session9.json \
+                 bench/results/determinism-x2-session10.json bench/results/determinism-x4-session9.json \
+        --pair bench/results/determinism-x4-session9.json --multi bench/results/bio-multi-session9.json \
+        --sizes bench/results/sizes-session10.json \
+        --roles bench/results/roles-bio-session10.json bench/results/roles-bio-multi-session10.json \
+        --json bench/results/projection-session10.json
 
-Inputs (all measured by the benchmark scripts, kept in bench/results/):
+Inputs (all measured, kept in bench/results/):
 
-* ``--build``: a bench_determinism.py result of this code with a ``--workers 1`` build. Its
-  ``cpu_s_by_stage`` (CPU seconds of the process tree, sampled every 0.2 s and charged to the
-  stage the log says is running; in one process the stages run one after another, so the
-  split is clean) is each stage's cost at 1x, bio: 374k sentence pairs;
-* scale.json: the bio bitext at 1x..8x (copies), whose stage seconds give each bitext-bound
-  stage's growth (the fitted exponent of its seconds over the copies), and whose
-  ``workers_x4`` block gives the parallel efficiency of two workers against one on the sharded
-  stages (4x the bitext, median of 3 alternating rounds);
-* scale-multi.json: bio-multi (4.1x the sentence pairs, 165 languages): how the *distinct*
-  paraphrase pairs grow with the sentences (copies add none), the law of every stage whose
-  work is the pairs.
+* ``--builds``: bench_determinism.py results of the bio recipe at 1x, 2x, 4x ... the bitext
+  (``--scale S``: every bitext source listed S times, the count floor times S), each with a
+  ``--workers 1`` build. Its ``cpu_s_by_stage`` (the process tree's CPU seconds, sampled every
+  0.2 s and charged to the stage the log says is running; in one process the stages run one
+  after another, so the split is clean) is each stage's cost at that many copies. A stage's
+  cost at 1x is the mean of the 1x builds; its **copies exponent** b is the least-squares slope
+  of log CPU over log copies through every build, clipped to [0, 1].
+* ``--sizes``: the sentence pairs, distinct paraphrase pairs, English phrases of the translation
+  table (n_e), foreign phrases (n_f), kept translation entries and stored (English, foreign)
+  phrases of bio and bio-multi, read from their finished work folders (``--sizes-from``).
+  bio-multi has 4.1x bio's sentence pairs over 165 languages: the exponent of each count over
+  the sentences from bio to bio-multi (count ratio = sentence ratio ^ exponent) is that count's
+  growth law (copies add no distinct pair or phrase: they cannot measure it).
+* ``--pair``: a result with a ``--workers 2`` and a ``--workers 1`` build of one size (4x). The
+  **efficiency** of the sharded stages is extract + translation + pivot's CPU seconds at
+  ``--workers 1`` over 2 x their wall seconds at ``--workers 2`` (these three run alone, one
+  after another, on a cluster too), so a task's own overhead on a worker counts against it;
+  their CPU at ``--workers 2`` over the same is the **utilisation**, which divides the costs
+  measured on the workers (the late stages' tasks, the database's parts).
+* ``--multi``: the bio-multi build (``--workers 2``): its largest one-process RSS by stage.
+* ``--roles``: reruns of the late stages and the write of bio and of bio-multi on hard-link
+  copies of their work folders (``--workers 2 --parts 4``), every process sampled by role
+  (bench/measure_roles.py): the CPU seconds the build's own process and the workers spent in
+  ppdb2, lhs and combine (side by side) and in the write (late_split), and each role's largest
+  RSS there.
 
 The model, stated so that it can be argued with:
 
-* **growth**: a stage that reads the bitext grows as the copies measured it (corpus, align,
-  encode, score, weights, extract: about linearly; lmtext and lm less, as the in-domain text
-  fixes the LMs' size); translation merges the extracted phrase-pair occurrences, which grow as
-  the bitext (linear; the copies' exponent, 0.35, would be too kind: copies repeat pairs); lhs
-  labels the distinct phrases, at most as many as the tokens (linear, an upper bound); the
-  stages whose work is the distinct paraphrase pairs (pivot, ppdb2, the database write) grow as
-  they do, sentences^b with b from bio -> bio-multi (about 1.4, faster than the bitext: pivoting
-  is quadratic in a foreign phrase's degree); preflight reads every input (linear); the
-  tagger, the combination's fit and the ppdb2 fit (its share of the ppdb2 stage's CPU at 1x,
-  ``--fit-seconds``, from the build's log line "ppdb2: fitted in") are constant.
-* **where it runs** (this code): tasks on every worker of every node at the measured
-  efficiency: align (by shard), score (by LM and range), extract, translation, pivot, the
-  ppdb2 labels and apply, the database write with ``--parts`` (a part per key range, written
-  by the workers: at this size one file is not a sensible output); the corpus stage one task
-  per language (at most ``--languages`` at once); in the build's own process, one core:
-  preflight, encode, lmtext, weights, lhs, the ppdb2 fit, the combination.
-* **critical path**: the stages run as soon as what they need is done, so the aligner and the
-  LM branch (lmtext, lm, score) overlap; ppdb2, lhs and combine overlap; the rest follow one
-  another.
+* **growth** (the target is ``--sentences`` / bio's sentence pairs times bio, 268x):
+  a stage that reads the bitext grows as the copies measured it (its copies exponent);
+  translation merges the extracted occurrences, which grow as the bitext (linear, an
+  assumption: copies repeat pairs, so their exponent would be too kind); pivot grows as the
+  distinct pairs (bio -> bio-multi); the late stages and the write, each side (the build's
+  process, the workers), as measured from the bio rerun to the bio-multi one (the exponent of
+  its CPU over the sentences); preflight reads every input (linear); the tagger is constant.
+  **Assumption**: the target's distinct pairs and phrases grow as bio -> bio-multi's did, 65x
+  beyond the largest corpus measured (bio-multi's 165 languages make more distinct foreign
+  phrases per sentence than 20 would).
+* **where it runs** (this code, ``pivot build --graph``): tasks on every worker of every node
+  at the measured efficiency: align (by shard), score (by LM and range), extract,
+  translation, pivot, ppdb2's labels, relation fits and apply, the database's parts
+  (``--parts N``); the corpus stage one task per language (at most ``--languages`` at once);
+  on one core (the build's process, or a single task): preflight, encode, lmtext, lm (a task
+  per model: two), weights, the tagger, ppdb2's phrase side and score fit with lhs and
+  combine (threads of one process: added up), the write's survey and phrase index.
+  **Assumption**: the two-worker efficiency holds on ``nodes x cores`` workers (no serial
+  part inside a sharded stage grows to matter). The rows "if cut into tasks" (WOULD_MOVE)
+  say what the build would take were the largest one-core parts tasks too: not this code.
+* **critical path**: as the runner starts stages (pivot/pipeline/run.py): the aligner beside
+  the LM branch (lmtext, lm, score), the longer counts; the late stages' workers' and
+  process's parts added (ppdb2's apply tasks wait for its fit); the rest one after another.
+* **memory of one process** at the target: for each process kind in each stage (MEMORY, what
+  it holds read from the code), its largest RSS at 1x, 2x, 4x (``--workers 1``: every stage in
+  the build's process), at bio and bio-multi (the per-role reruns, else the ``--workers 2``
+  builds' largest one process), grown by the count its holder follows: the sentences by the
+  slope over the copies; n_e, n_f, the kept entries or the stored phrases by the slope from bio
+  to bio-multi, times that count at the target (its bio -> bio-multi exponent); constant: the
+  largest measured.
 """
 import argparse
 import json
@@ -46,28 +79,93 @@ from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
 #: Each stage's growth law and where it runs at the target (see the docstring).
-BITEXT, PAIRS, CONSTANT, LINEAR = "bitext (copies)", "distinct pairs", "constant", "linear"
+COPIES, LINEAR, PAIRS, STORED, CONSTANT = "copies", "linear", "pairs", "stored phrases", "constant"
+MEASURED = "bio -> bio-multi"
+TASKS, LANGUAGES, SERIAL = "tasks", "languages", "one core"
 STAGES = {
-    "start": (LINEAR, "process"),        # preflight reads every input
-    "corpus": (BITEXT, "languages"),
-    "align": (BITEXT, "tasks"),
-    "encode": (BITEXT, "process"),
-    "lmtext": (BITEXT, "process"),
-    "lm": (BITEXT, "process"),
-    "score": (BITEXT, "tasks"),
-    "weights": (BITEXT, "process"),
-    "extract": (BITEXT, "tasks"),
-    "translation": (LINEAR, "tasks"),
-    "pivot": (PAIRS, "tasks"),
-    "ppdb2": (PAIRS, "tasks"),           # its fit is split off as a constant (ppdb2-fit)
-    "ppdb2-fit": (CONSTANT, "process"),
-    "tagger": (CONSTANT, "process"),
-    "lhs": (LINEAR, "process"),
-    "combine": (CONSTANT, "process"),
-    "store": (PAIRS, "tasks"),
+    "start": (LINEAR, SERIAL),           # preflight reads every input
+    "corpus": (COPIES, LANGUAGES),
+    "align": (COPIES, TASKS),
+    "encode": (COPIES, SERIAL),
+    "lmtext": (COPIES, SERIAL),
+    "lm": (COPIES, SERIAL),
+    "score": (COPIES, TASKS),
+    "weights": (COPIES, SERIAL),
+    "extract": (COPIES, TASKS),
+    "translation": (LINEAR, TASKS),
+    "pivot": (PAIRS, TASKS),
+    "tagger": (CONSTANT, SERIAL),
+    # ppdb2, lhs and combine (side by side): the workers' CPU (ppdb2's labels, relation fits and
+    # apply) and the build's process's (ppdb2's phrase side and score fit, lhs, combine: threads of
+    # one process, so added up), each grown as measured from bio to bio-multi
+    "late-tasks": (MEASURED, TASKS),
+    "late-serial": (MEASURED, SERIAL),
+    # the database in parts: the parts on the workers; the survey and the phrase index here
+    "store": (MEASURED, TASKS),
+    "store-serial": (MEASURED, SERIAL),
 }
 OVERLAP = [("align",), ("lmtext", "lm", "score")]       # side by side: the longer counts
-TOGETHER = [("ppdb2", "ppdb2-fit"), ("lhs", "tagger"), ("combine",)]
+#: ppdb2's tasks, its in-process part, lhs and combine: their sum (the apply tasks wait for the fit)
+TOGETHER = [("late-tasks", "late-serial", "tagger")]
+CHAIN = ("encode", "weights", "extract", "translation", "pivot")
+#: The one-core parts that grow fastest: the write's phrase index (and survey), ppdb2's phrase side and
+#: fit (with lhs), preflight's reads. The projection also says what the build would take were they tasks.
+WOULD_MOVE = ("store-serial", "late-serial", "start")
+#: The stage families of the late group, and the keys of a per-role rerun that are the write's.
+LATE = ("ppdb2", "lhs", "combine")
+#: The build's stages as its log names them (pivot build --graph).
+FAMILIES = {"start", "corpus", "align", "encode", "lmtext", "lm", "score", "weights", "extract", "translation",
+            "pivot", "ppdb2", "tagger", "lhs", "combine", "store"}
+#: The stages whose --workers 1 CPU over 2 x their --workers 2 wall is the efficiency.
+EFFICIENCY_STAGES = ("extract", "translation", "pivot")
+
+#: Memory of one process: each row a process kind in a stage, what it holds at its peak (read
+#: from the code; docs/scaling.md says where), the count that grows it, and where it is measured:
+#: ``w1``, the stage families whose largest one-process RSS in the --workers 1 builds (1x, 2x,
+#: 4x: every stage in the build's process) it is; ``w2``, the keys of the --workers 2 builds' (bio,
+#: bio-multi) largest one-process RSS by stage; ``roles``, the stage|role keys of the reruns that
+#: sample each process by role (bench/measure_roles.py), which replace ``w2`` when given.
+SENTENCES, N_E, N_F, ENTRIES = "n_sentences", "n_e", "n_f", "n_entries"
+STORED_U, PAIRS_U = "n_stored_phrases", "n_pairs"
+MEMORY = [
+    {"row": "preflight", "process": "build", "law": CONSTANT, "w1": ["start"], "w2": ["start"],
+     "holds": "one input file's reader at a time"},
+    {"row": "encode", "process": "build", "law": CONSTANT, "w1": ["encode"], "w2": ["encode"],
+     "holds": "streaming: a shard of sentence pairs, the vocabularies"},
+    {"row": "weights", "process": "build", "law": SENTENCES, "w1": ["weights"], "w2": ["weights"],
+     "holds": "every sentence's Moore-Lewis scores and weight columns (8 B x models each) and their sorts"},
+    {"row": "align, LM branch (tasks)", "process": "task", "law": CONSTANT,
+     "w1": [], "w2": ["after tagger", "corpus.*", "after align.*", "align.*", "lmtext", "lm", "after lm", "score",
+                      "after score"],
+     "holds": "a shard's E-step or Viterbi (fixed cells); an LM's counts (the LM text: fixed by the "
+              "in-domain text, an assumption; the copies copy it); 1M sentences' scores"},
+    {"row": "score's join (a task)", "process": "task", "law": SENTENCES, "w1": ["score"], "w2": ["score"],
+     "holds": "every sentence's cross-entropies, sigma and their order (about 50 B a sentence); in one "
+              "process also the LMs scored with (the copies copy the in-domain text: an upper bound)"},
+    {"row": "extract (tasks)", "process": "task", "law": CONSTANT, "w1": [], "w2": ["extract"],
+     "holds": "one shard's phrase pairs (a fixed number of sentences and tokens)"},
+    {"row": "translation", "process": "build", "law": N_F, "w1": ["translation"], "w2": ["translation"],
+     "holds": "assemble: every partition's kept English keys (np.unique) and every foreign key "
+              "(8 B an f); a task: one partition"},
+    {"row": "pivot", "process": "build", "law": ENTRIES, "w1": ["pivot"], "w2": ["pivot"],
+     "holds": "the row ranges' cut: each kept entry's f degree (8 B an entry) and every row's work; "
+              "a task: its rows' columns and an n_e + 1 row_ptr"},
+    {"row": "ppdb2, lhs, combine", "process": "build", "law": STORED_U, "w1": ["ppdb2", "lhs", "combine", "tagger"],
+     "w2": ["ppdb2", "after ppdb2", "lhs", "after lhs", "combine", "after combine"],
+     "roles": ['ppdb2|build', 'after ppdb2|build', 'lhs|build', 'after lhs|build', 'combine|build', 'after combine|build'],
+     "holds": "ppdb2's phrase side and score fit: every stored phrase's text, trigrams, tokens and "
+              "WordNet features, an n_e slot array; lhs: every English phrase's token rows (28 B)"},
+    {"row": "ppdb2 (tasks)", "process": "task", "law": N_E, "w1": [], "w2": [],
+     "roles": ['ppdb2|worker', 'after ppdb2|worker', 'lhs|worker', 'after lhs|worker', 'combine|worker', 'after combine|worker'],
+     "holds": "a pivot part's pairs (labels, apply) with the per-phrase files it reads (an n_e slot "
+              "array); a relation fit's rated rows"},
+    {"row": "store", "process": "build", "law": N_E, "w1": ["store"], "w2": ["store"], "roles": ["store|build"],
+     "holds": "the survey's per-id arrays (e1 pair counts over n_e, used ids), the labels, a block of "
+              "texts; before session 10 also every English phrase's rows and counts (28 B) and "
+              "every foreign key (8 B)"},
+    {"row": "store (tasks)", "process": "task", "law": N_E, "w1": [], "w2": [], "roles": ["store|worker"],
+     "holds": "a part's rows, a chunk at a time, its used-id masks (1 B an English phrase), SQLite's cache"},
+]
 
 
 def fit_power(xs, ys):
@@ -78,102 +176,337 @@ def fit_power(xs, ys):
     return math.exp(my - b * mx), b
 
 
+def fit_line(xs, ys):
+    """Least-squares a, k of y = a + k * x."""
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    k = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return my - k * mx, k
+
+
 def stage_of(key: str) -> str | None:
     """The stage family of a cpu_s_by_stage key ("align.fr" -> "align"; "after X" -> X)."""
     key = key.removeprefix("after ")
     name = key.split(".")[0]
-    return name if name in STAGES else None
+    return name if name in FAMILIES else None
+
+
+def by_family(values: dict, combine=sum) -> dict:
+    """A build's per-stage figures (cpu_s_by_stage, peak_one_process_rss_gib_by_stage) by stage
+    family: CPU seconds summed, peaks by their largest (``combine=max``)."""
+    out: dict[str, list] = {}
+    for key, v in values.items():
+        name = stage_of(key)
+        if name is not None:
+            out.setdefault(name, []).append(v)
+    return {k: combine(v) for k, v in out.items()}
+
+
+def one_worker_builds(paths) -> list[tuple[int, dict]]:
+    """(copies, --workers 1 build) of each result file, every --workers 1 build of it."""
+    out = []
+    for path in paths:
+        det = json.loads(Path(path).read_text())
+        ones = [b for b in det["builds"] if b["workers"] == 1 and b.get("threads") in (None, 0)]
+        if not ones:
+            raise SystemExit(f"{path}: no --workers 1 build (at the default threads)")
+        for b in ones:
+            if "cpu_s_by_stage" not in b:
+                raise SystemExit(f"{path}: a --workers 1 build without cpu_s_by_stage (bench/_measure.py records it)")
+            out.append((int(det.get("scale", 1)), b))
+    if 1 not in {s for s, _ in out}:
+        raise SystemExit("--builds: no build at 1x (the costs are grown from 1x)")
+    return out
+
+
+def copies_curves(builds) -> tuple[dict, dict]:
+    """(CPU seconds at 1x, copies exponent) of each stage family over the builds: the mean of
+    the 1x builds, and the slope of log CPU on log copies through every build, in [0, 1]."""
+    cpu = [(s, by_family(b["cpu_s_by_stage"])) for s, b in builds]
+    names = sorted({n for _, c in cpu for n in c})
+    at1, exponents = {}, {}
+    for n in names:
+        ones = [c.get(n, 0.0) for s, c in cpu if s == 1]
+        at1[n] = sum(ones) / len(ones)
+        pts = [(s, c[n]) for s, c in cpu if c.get(n, 0.0) > 0]
+        if len({s for s, _ in pts}) >= 2:
+            exponents[n] = min(1.0, max(0.0, fit_power([s for s, _ in pts], [y for _, y in pts])[1]))
+    return at1, exponents
+
+
+def efficiency(pair: dict) -> tuple[float, float]:
+    """(efficiency, utilisation): EFFICIENCY_STAGES' CPU seconds at --workers 1, and at
+    --workers 2, over 2 x their wall at --workers 2. The first divides a cost measured in one
+    process (it counts the tasks' own overhead against them), the second a cost measured on
+    the workers (which holds that overhead already)."""
+    w1 = next(b for b in pair["builds"] if b["workers"] == 1 and b.get("threads") in (None, 0))
+    w2 = next(b for b in pair["builds"] if b["workers"] == 2)
+    cpu1, cpu2 = by_family(w1["cpu_s_by_stage"]), by_family(w2["cpu_s_by_stage"])
+    wall2 = 2 * sum(by_family(w2["stage_seconds"])[n] for n in EFFICIENCY_STAGES)
+    return sum(cpu1[n] for n in EFFICIENCY_STAGES) / wall2, sum(cpu2[n] for n in EFFICIENCY_STAGES) / wall2
+
+
+def size_exponents(sizes: dict) -> dict:
+    """Each count's exponent over the sentences from bio to bio-multi."""
+    bio, multi = sizes["bio"], sizes["bio-multi"]
+    r = math.log(multi["n_sentences"] / bio["n_sentences"])
+    return {k: math.log(multi[k] / bio[k]) / r for k in bio if k != "n_sentences"}
+
+
+def late_split(measured: dict) -> dict:
+    """A per-role rerun's (bench/measure_roles.py) CPU seconds of the late stages (LATE, side by
+    side) and of the write, in the build's process and in the workers: {"late-serial",
+    "late-tasks", "store-serial", "store"}."""
+    out = dict.fromkeys(("late-serial", "late-tasks", "store-serial", "store"), 0.0)
+    for key, sec in measured["cpu_s_by_stage_role"].items():
+        stage, role = key.rsplit("|", 1)
+        if role not in ("build", "worker"):
+            continue
+        group = "store" if stage == "store" else "late" if stage_of(stage) in LATE else None
+        if group is not None:
+            name = {("store", "build"): "store-serial", ("store", "worker"): "store",
+                    ("late", "build"): "late-serial", ("late", "worker"): "late-tasks"}[group, role]
+            out[name] += sec
+    return out
+
+
+def measured_exponents(bio: dict, multi: dict, sizes: dict) -> dict:
+    """Each split's exponent over the sentences from bio to bio-multi (late_split of each)."""
+    r = math.log(sizes["bio-multi"]["n_sentences"] / sizes["bio"]["n_sentences"])
+    return {k: math.log(multi[k] / bio[k]) / r for k in bio if bio[k] > 0 and multi.get(k, 0) > 0}
+
+
+def grow(cpu1: dict, exponents: dict, size_exp: dict, scale: float, measured: dict | None = None) -> dict:
+    """Each stage's CPU seconds at ``scale`` times bio, by its law (STAGES); ``measured``: the
+    exponents of the MEASURED stages (measured_exponents)."""
+    out = {}
+    for name, (law, _) in STAGES.items():
+        b = {CONSTANT: 0.0, LINEAR: 1.0, PAIRS: size_exp.get("n_pairs"), STORED: size_exp.get("n_stored_phrases"),
+             COPIES: exponents.get(name, 1.0), MEASURED: (measured or {}).get(name)}[law]
+        out[name] = cpu1.get(name, 0.0) * scale ** b if cpu1.get(name) else 0.0
+    return out
+
+
+def wall_hours(target_cpu: dict, nodes: int, cores: int, eff: float, languages: int, as_tasks=(),
+               util: float | None = None) -> dict:
+    """The critical path (docstring) on ``nodes`` nodes of ``cores`` cores, in hours; the stages
+    named in ``as_tasks`` run as tasks (what the build would take if they were cut so). A task
+    stage's CPU measured in one process is divided by ``eff``, one measured on the workers (the
+    MEASURED stages) by ``util`` (efficiency: default ``eff``)."""
+    slots = nodes * cores
+
+    def where_of(name):
+        return TASKS if name in as_tasks else STAGES[name][1]
+
+    def seconds(name):
+        where = where_of(name)
+        if where == TASKS:
+            on_workers = STAGES[name] == (MEASURED, TASKS) and util is not None
+            return target_cpu[name] / (slots * (util if on_workers else eff))
+        if where == LANGUAGES:
+            return target_cpu[name] / min(languages, slots)
+        return target_cpu[name]
+
+    wall = seconds("start") + seconds("corpus")
+    wall += max(sum(seconds(s) for s in chain) for chain in OVERLAP)
+    wall += sum(seconds(s) for s in CHAIN)
+    wall += max(sum(seconds(s) for s in group) for group in TOGETHER)
+    wall += seconds("store-serial") + seconds("store")
+    serial = sum(seconds(s) for s in STAGES if where_of(s) == SERIAL)
+    return {"nodes": nodes, "total_h": wall / 3600, "one_core_h": serial / 3600,
+            "spread_h": sum(seconds(s) for s in STAGES if where_of(s) != SERIAL) / 3600}
+
+
+def by_stage_role(measured: dict) -> dict:
+    """A per-role rerun's (bench/measure_roles.py) largest RSS by "stage|role"."""
+    return {k: v["rss"] for k, v in measured["peak_gib_by_stage_role"].items()}
+
+
+def target_units(sizes: dict, scale: float, sentences: float) -> dict:
+    """Each count at the target: the sentences given, the rest grown from bio by their exponent
+    (size_exponents); the stored phrases at most the phrases of the table (n_e)."""
+    exps, bio = size_exponents(sizes), sizes["bio"]
+    out = {k: bio[k] * scale ** exps[k] for k in exps}
+    out[SENTENCES] = sentences
+    if STORED_U in out and N_E in out:
+        out[STORED_U] = min(out[STORED_U], out[N_E])
+    return out
+
+
+def _peak(values: dict, keys) -> float | None:
+    """The largest of ``values`` (a build's RSS by stage key) over ``keys`` ("corpus.*": any
+    key of that family, "after align.*" likewise)."""
+    found = [v for k, v in values.items()
+             if any(k == pat or (pat.endswith(".*") and k.startswith(pat[:-1])) for pat in keys)]
+    return max(found) if found else None
+
+
+def memory_rows(builds, bio_w2: list, multi_w2: dict, sizes: dict, units: dict, roles=None) -> dict:
+    """Each MEMORY row measured and grown to the target (``units``, target_units): a law of the
+    sentences by the slope of the --workers 1 builds' RSS over the copies (x = copies x bio's
+    sentences); a law of another count by the slope from bio to bio-multi (the per-role reruns'
+    when ``roles`` = {"bio": {...}, "bio-multi": {...}} holds the row's keys, else the --workers 2
+    builds'), RSS = bio's + slope x (target count - bio's); constant: the largest measured.
+    ``builds``: (copies, --workers 1 build); ``bio_w2``: bio's --workers 2 builds."""
+    bio = sizes["bio"]
+    rows = {}
+    for spec in MEMORY:
+        w1 = [(s, _peak(by_family(b["peak_one_process_rss_gib_by_stage"], max), spec["w1"])) for s, b in builds]
+        w1 = [(s, v) for s, v in w1 if v is not None]
+        if roles and spec.get("roles"):
+            pb, pm = (_peak(roles[n], spec["roles"]) for n in ("bio", "bio-multi"))
+            source = "per-role reruns"
+        else:
+            pb = max((v for v in (_peak(b["peak_one_process_rss_gib_by_stage"], spec["w2"]) for b in bio_w2)
+                      if v is not None), default=None)
+            pm = _peak(multi_w2["peak_one_process_rss_gib_by_stage"], spec["w2"])
+            source = "--workers 2 builds"
+        law = spec["law"]
+        row = {"process": spec["process"], "law": law, "holds": spec["holds"],
+               "w1_gib_by_copies": {str(s): max(v for t, v in w1 if t == s) for s in sorted({s for s, _ in w1})},
+               "bio_gib": pb, "bio_multi_gib": pm, "bio_source": source}
+        if law == SENTENCES:
+            xs = [s * bio[SENTENCES] for s, _ in w1]
+            a, k = fit_line(xs, [v for _, v in w1])
+            row["bytes_per_unit"] = round(k * 2**30, 1)
+            row["target_gib"] = round(a + max(k, 0.0) * units[SENTENCES], 2)
+        elif law == CONSTANT:
+            row["target_gib"] = round(max([v for _, v in w1] + [v for v in (pb, pm) if v is not None]), 2)
+        else:
+            k = (pm - pb) / (sizes["bio-multi"][law] - bio[law])
+            row["bytes_per_unit"] = round(k * 2**30, 1)
+            row["target_unit"] = round(units[law])
+            row["target_gib"] = round(pb + max(k, 0.0) * (units[law] - bio[law]), 2)
+        rows[spec["row"]] = row
+    return rows
+
+
+def measure_sizes(work: Path) -> dict:
+    """The counts of a finished work folder (the sentences, the translation table's phrases and
+    entries, the pivot stage's pairs, the stored English and foreign phrases)."""
+    import numpy as np
+
+    def one(pattern):
+        found = sorted(Path(work).glob(pattern))
+        if len(found) != 1:
+            raise SystemExit(f"{work}: expected one {pattern}, found {len(found)}")
+        return found[0]
+
+    sys_path = Path(__file__).resolve().parent.parent
+    import sys
+    sys.path.insert(0, str(sys_path))
+    from pivot.pipeline.bundle import open_bundle
+
+    shards = json.loads(one("encode-*/shards.json").read_text())
+    trans = json.loads(one("translation-*/translation.json").read_text())
+    pivot_dir = one("pivot-*/paraphrases.json").parent
+    index = json.loads((pivot_dir / "paraphrases.json").read_text())
+    seen_e = np.zeros(trans["n_e"], bool)
+    seen_f = np.zeros(trans["n_f"], bool)
+    for name in index["parts"]:
+        with open_bundle(pivot_dir / name) as z:
+            seen_e[z["e1"]] = True
+            seen_e[z["e2"]] = True
+            piv = z["pivots"]
+            seen_f[piv[piv >= 0]] = True
+    return {"n_sentences": int(shards["n_sentences"]), "n_pairs": int(sum(index["n_pairs"])),
+            "n_e": int(trans["n_e"]), "n_f": int(trans["n_f"]), "n_entries": int(trans["n_kept"]),
+            "n_stored_phrases": int(seen_e.sum()), "n_stored_foreign": int(seen_f.sum())}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", type=Path, required=True, help="a bench_determinism.py result with a --workers 1 build")
-    ap.add_argument("--fit-seconds", type=float, default=0.0,
-                    help="the ppdb2 fit's seconds at 1x (its log line 'ppdb2: fitted in'): constant, not grown")
+    ap.add_argument("--sizes-from", nargs="+", metavar="NAME=WORK",
+                    help="measure the counts of these finished work folders into --sizes, and stop")
+    ap.add_argument("--builds", type=Path, nargs="+", help="bench_determinism.py results with --workers 1 builds")
+    ap.add_argument("--pair", type=Path, help="a result with a --workers 2 and a --workers 1 build (the efficiency)")
+    ap.add_argument("--multi", type=Path, help="the bio-multi build's result (--workers 2)")
+    ap.add_argument("--sizes", type=Path, default=RESULTS / "sizes-session10.json")
+    ap.add_argument("--roles", type=Path, nargs=2, metavar=("BIO", "BIO_MULTI"),
+                    help="per-role reruns of the late stages and the write (bench/measure_roles.py) of bio and bio-multi")
     ap.add_argument("--sentences", type=float, default=100e6)
     ap.add_argument("--languages", type=int, default=20, help="pivot languages the target bitext is spread over")
     ap.add_argument("--cores", type=int, default=2, help="cores per node")
     ap.add_argument("--nodes", type=int, nargs="*", default=[1, 8, 32, 128])
-    ap.add_argument("--json", type=Path, default=RESULTS / "projection.json")
+    ap.add_argument("--json", type=Path, default=RESULTS / "projection-session10.json")
     args = ap.parse_args()
 
-    det = json.loads(args.build.read_text())
-    one = next(b for b in det["builds"] if b["workers"] == 1)
-    if "cpu_s_by_stage" not in one:
-        raise SystemExit(f"{args.build}: its --workers 1 build has no cpu_s_by_stage (bench/_measure.py records it)")
-    cpu1: dict[str, float] = {}
-    for key, sec in one["cpu_s_by_stage"].items():
-        name = stage_of(key)
-        if name is not None:
-            cpu1[name] = cpu1.get(name, 0.0) + sec
-    fit_share = min(args.fit_seconds, cpu1.get("ppdb2", 0.0))
-    cpu1["ppdb2-fit"] = fit_share
-    cpu1["ppdb2"] = cpu1.get("ppdb2", 0.0) - fit_share
+    if args.sizes_from:
+        sizes = {}
+        for item in args.sizes_from:
+            name, _, work = item.partition("=")
+            sizes[name] = measure_sizes(Path(work))
+        args.sizes.write_text(json.dumps(sizes, indent=1, sort_keys=True) + "\n")
+        print(json.dumps(sizes, indent=1))
+        return
+    if not (args.builds and args.pair and args.multi and args.roles):
+        ap.error("--builds, --pair, --multi and --roles are needed (or --sizes-from)")
 
-    scale = json.loads((RESULTS / "scale.json").read_text())
-    multi = json.loads((RESULTS / "scale-multi.json").read_text())
-    builds = {int(s): b for s, b in scale["scales"].items()}
-    n1 = builds[1]["n_sentences"]
-    s_target = args.sentences / n1
-    copies = sorted(builds)
-    exponents = {}
-    for name in ("corpus", "align", "encode", "lmtext", "lm", "score", "weights", "extract"):
-        ys = [sum(v for k, v in builds[s]["stage_seconds"].items() if k.split(".")[0] == name) for s in copies]
-        exponents[name] = round(min(1.0, fit_power(copies, ys)[1]), 3) if all(ys) else 1.0
-    r_sent = multi["n_sentences"] / n1
-    b_pairs = math.log(multi["n_pairs"] / builds[1]["n_pairs"]) / math.log(r_sent)
-    w = scale["workers_x4"]
-    efficiency = w["speedup_extract_pivot"] / 2
+    builds = one_worker_builds(args.builds)
+    cpu1, exponents = copies_curves(builds)
+    roles_runs = [json.loads(Path(p).read_text()) for p in args.roles]
+    split_bio, split_multi = (late_split(r) for r in roles_runs)
+    sizes = json.loads(args.sizes.read_text())
+    measured = measured_exponents(split_bio, split_multi, sizes)
+    cpu1.update(split_bio)       # the late stages and the write, as this code runs them on workers
+    size_exp = size_exponents(sizes)
+    scale = args.sentences / sizes["bio"]["n_sentences"]
+    pair = json.loads(args.pair.read_text())
+    eff, util = efficiency(pair)
+    target = grow(cpu1, exponents, size_exp, scale, measured)
+    rows = [wall_hours(target, n, args.cores, eff, args.languages, util=util) for n in args.nodes]
+    # what the build would take with the largest one-core parts cut into tasks (not this code)
+    moved = [wall_hours(target, n, args.cores, eff, args.languages, as_tasks=WOULD_MOVE, util=util)
+             for n in args.nodes]
 
-    def grown(name):
-        law = STAGES[name][0]
-        if law == CONSTANT:
-            return cpu1.get(name, 0.0)
-        b = 1.0 if law == LINEAR else b_pairs if law == PAIRS else exponents[name]
-        return cpu1.get(name, 0.0) * s_target ** b
+    bio_w2 = [b for p in args.builds for b in json.loads(p.read_text())["builds"]
+              if b["workers"] == 2 and json.loads(p.read_text()).get("scale", 1) == 1]
+    multi = next(b for b in json.loads(args.multi.read_text())["builds"] if b["workers"] == 2)
+    units = target_units(sizes, scale, args.sentences)
+    roles = {name: by_stage_role(r) for name, r in zip(("bio", "bio-multi"), roles_runs)}
+    memory = memory_rows(builds, bio_w2, multi, sizes, units, roles)
+    largest = max(memory, key=lambda n: memory[n]["target_gib"])
 
-    target_cpu = {name: grown(name) for name in STAGES}
-    rows = []
-    for n in args.nodes:
-        slots = n * args.cores
-
-        def seconds(name, slots=slots):
-            where = STAGES[name][1]
-            if where == "tasks":
-                return target_cpu[name] / (slots * efficiency)
-            if where == "languages":
-                return target_cpu[name] / min(args.languages, slots)
-            return target_cpu[name]
-
-        wall = seconds("start") + seconds("corpus")
-        wall += max(sum(seconds(s) for s in chain) for chain in OVERLAP)
-        for name in ("encode", "weights", "extract", "translation", "pivot"):
-            wall += seconds(name)
-        wall += max(sum(seconds(s) for s in group) for group in TOGETHER)
-        wall += seconds("store")
-        serial = sum(seconds(s) for s in STAGES if STAGES[s][1] == "process")
-        rows.append({"nodes": n, "total_h": wall / 3600, "in_process_h": serial / 3600,
-                     "tasks_h": sum(seconds(s) for s in STAGES if STAGES[s][1] != "process") / 3600})
-
-    out = {"build": str(args.build), "target_sentences": args.sentences, "scale_vs_bio": round(s_target, 1),
+    out = {"builds": [str(p) for p in args.builds], "pair": str(args.pair), "multi": str(args.multi),
+           "sizes": sizes, "target_sentences": args.sentences, "scale_vs_bio": round(scale, 1),
            "languages": args.languages, "cores_per_node": args.cores,
            "cpu_s_1x_workers1": {k: round(v, 1) for k, v in cpu1.items()},
-           "growth_exponents_over_copies": exponents, "pairs_exponent_bio_to_multi": round(b_pairs, 3),
-           "parallel_efficiency_2_workers": round(efficiency, 3),
-           "cpu_h_at_target": {k: round(v / 3600, 2) for k, v in target_cpu.items()},
+           "copies_exponents": {k: round(v, 3) for k, v in exponents.items()},
+           "size_exponents_bio_to_multi": {k: round(v, 3) for k, v in size_exp.items()},
+           "parallel_efficiency_2_workers": round(eff, 3), "utilisation_2_workers": round(util, 3),
+           "roles": [str(p) for p in args.roles],
+           "late_and_store_cpu_s": {"bio": split_bio, "bio-multi": split_multi},
+           "measured_exponents_bio_to_multi": {k: round(v, 3) for k, v in measured.items()},
+           "cpu_h_at_target": {k: round(v / 3600, 2) for k, v in target.items()},
            "rows": [{k: round(v, 2) for k, v in r.items()} for r in rows],
-           "largest_one_process_rss_gib_1x": {
-               f"workers {b['workers']}": max((b.get("peak_one_process_rss_gib_by_stage") or {"?": None}).values())
-               for b in det["builds"]}}
+           "rows_if_cut_into_tasks": {"stages": list(WOULD_MOVE),
+                                      "rows": [{k: round(v, 2) for k, v in r.items()} for r in moved]},
+           "memory_one_process": memory,
+           "largest_one_process_at_target": {"stage": largest, **memory[largest]}}
     args.json.write_text(json.dumps(out, indent=1) + "\n")
 
-    print(f"Target: {args.sentences:,.0f} sentence pairs = {s_target:.0f}x bio, over {args.languages} pivot "
-          f"languages; nodes of {args.cores} cores; distinct pairs grow as sentences^{b_pairs:.2f}.\n")
-    print("| nodes | total (h) | of it in the build's process (h) | tasks (h) |")
+    print(f"Target: {args.sentences:,.0f} sentence pairs = {scale:.0f}x bio, over {args.languages} pivot languages; "
+          f"nodes of {args.cores} cores; efficiency {eff:.3f} (utilisation {util:.3f}); distinct pairs ^{size_exp['n_pairs']:.2f}, "
+          f"stored phrases ^{size_exp['n_stored_phrases']:.2f}.\n")
+    print("| stage | CPU s at 1x | law | where | CPU h at the target |")
+    print("|---|---:|---|---|---:|")
+    for name, (law, where) in STAGES.items():
+        b = exponents.get(name) if law == COPIES else measured.get(name) if law == MEASURED else None
+        shown = f"{law} ^{b:.2f}" if b is not None else law
+        print(f"| {name} | {cpu1.get(name, 0.0):.1f} | {shown} | {where} | {target[name] / 3600:.2f} |")
+    print("\n| nodes | total (h) | on one core (h) | spread over the workers (h) |")
     print("|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['nodes']} | {r['total_h']:.2f} | {r['in_process_h']:.2f} | {r['tasks_h']:.2f} |")
-    print("\nCPU hours at the target by stage:", json.dumps(out["cpu_h_at_target"]))
+        print(f"| {r['nodes']} | {r['total_h']:.2f} | {r['one_core_h']:.2f} | {r['spread_h']:.2f} |")
+    print(f"\nWith {', '.join(WOULD_MOVE)} cut into tasks (not this code):")
+    for r in moved:
+        print(f"| {r['nodes']} | {r['total_h']:.2f} | {r['one_core_h']:.2f} | {r['spread_h']:.2f} |")
+    print("\n| stage | process | law | --workers 1 at 1x, 2x, 4x (GiB) | bio / bio-multi (GiB) | B a unit "
+          "| at the target (GiB) |")
+    print("|---|---|---|---|---|---:|---:|")
+    for name, r in memory.items():
+        w1 = ", ".join(f"{v:.2f}" for v in r["w1_gib_by_copies"].values()) or "-"
+        print(f"| {name} | {r['process']} | {r['law']} | {w1} | {r['bio_gib']} / {r['bio_multi_gib']} "
+              f"| {r.get('bytes_per_unit', '-')} | {r['target_gib']} |")
 
 
 if __name__ == "__main__":

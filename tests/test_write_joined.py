@@ -222,6 +222,44 @@ def test_phrase_rows_from_an_array_of_counts_are_the_rows_of_phrase_row(monkeypa
     assert list(survey.phrase_rows(PHRASES, labels, COUNTS)) == expected
     assert list(survey.phrase_rows(PHRASES, labels, COUNTS.tolist())) == expected
     assert [r[-1] for r in survey.phrase_rows(PHRASES, None, COUNTS)] == ["[X]"] * 3
+    # counts as a function of each block's ids (asked for ids 0, 3 then 5): the same rows
+    asked = []
+
+    def counts_of(ids):
+        asked.append(ids.tolist())
+        return COUNTS[ids]
+    assert list(survey.phrase_rows(PHRASES, labels, counts_of)) == expected
+    assert asked == [[0, 3], [5]]
+    with pytest.raises(ValueError, match="1 phrase counts for a block of 2 ids"):
+        list(survey.phrase_rows(PHRASES, labels, lambda ids: COUNTS[ids][:1]))
+
+
+def test_the_store_reads_a_blocks_texts_and_counts_from_the_translation_files(tmp_path):
+    """pivot.pipeline.store.EnglishBlocks gives a block's texts and counts from the translation
+    stage's key file and partitions (read by the block's keys), the same as every phrase's rows
+    read at once (translation.english_phrases) and indexed by the ids. Two partitions hold keys
+    10, 20, 30 and 40, 50 (30 and 50 are not phrases of the table: ids are ranks of e_key)."""
+    from pivot.pipeline import translation
+    from pivot.pipeline.bundle import save_bundle
+    from pivot.pipeline.store import EnglishBlocks
+
+    (tmp_path / "structure").mkdir()
+    np.save(tmp_path / "structure" / "e_key.npy", np.array([10, 20, 40], np.int64))
+    save_bundle(tmp_path / "e-0000.arrays", e_key=np.array([10, 20, 30], np.int64),
+                e_rows=np.array([[0, -1], [1, 2], [2, -1]], np.int32), e_count=np.array([7, 5, 9], np.int64))
+    save_bundle(tmp_path / "e-0001.arrays", e_key=np.array([40, 50], np.int64),
+                e_rows=np.array([[3, 0], [1, -1]], np.int32), e_count=np.array([2, 4], np.int64))
+    tokens = ["treat", "look", "after", "heal"]
+    blocks = EnglishBlocks(tmp_path, tokens)
+    ids = np.array([1, 2], np.int64)
+    # id 1 is key 20 (tokens 1, 2), id 2 key 40 (tokens 3, 0)
+    assert blocks.texts(ids) == {1: "look after", 2: "heal treat"}
+    assert blocks.counts(ids).tolist() == [5, 2]
+    rows, counts = translation.english_phrases(tmp_path)
+    from pivot.pipeline.encode import phrase_texts
+    every = np.arange(3)
+    assert EnglishBlocks(tmp_path, tokens).texts(every) == phrase_texts(rows, tokens, every)
+    assert EnglishBlocks(tmp_path, tokens).counts(every).tolist() == counts.tolist() == [7, 5, 2]
 
 
 def test_foreign_phrase_texts_prefix_the_language_of_the_first_token():

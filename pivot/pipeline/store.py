@@ -31,7 +31,8 @@ def stage_params(recipe) -> dict:
 
 def run_stage(context) -> None:
     from pivot.pipeline import corpus, pivoting, translation
-    from pivot.pipeline.encode import phrase_texts, read_shards
+    from pivot.pipeline.encode import read_shards
+    from pivot.pipeline.pivoting import npy_rows
     from pivot.pipeline.weights import read_models
     from pivot.store.write import write_database_chunks
 
@@ -69,15 +70,13 @@ def run_stage(context) -> None:
     f_tokens = [corpus.Vocab.load(encode_dir / f"vocab.{lang}").tokens for lang in langs]
     f_lang_of_token = np.load(encode_dir / "f_lang.npy")
     # Text only for the phrases the database stores (most phrases pivot to nothing): the
-    # write finds which in its first pass over the row ranges and asks for their texts.
-    e_rows, e_count = translation.english_phrases(translation_dir)
-    f_keys = np.load(translation_dir / "structure" / "f_key.npy")
-
-    def e_text(e_used):
-        return phrase_texts(e_rows, e_tokens, e_used)
+    # write finds which in its first pass over the row ranges and asks for their texts and
+    # counts a block of ids at a time, read from the translation stage's files (EnglishBlocks).
+    english = EnglishBlocks(translation_dir, e_tokens)
+    f_key_path = translation_dir / "structure" / "f_key.npy"
 
     def f_text(f_used):
-        rows = translation.foreign_rows(translation.part_paths(translation_dir, "f"), f_keys[f_used])
+        rows = translation.foreign_rows(translation.part_paths(translation_dir, "f"), npy_rows(f_key_path, f_used))
         return dict(zip(f_used.tolist(), foreign_phrase_texts(rows, f_tokens, langs, f_lang_of_token)))
     tstats = json.loads((translation_dir / "translation.json").read_text())
     shards = read_shards(encode_dir)
@@ -149,18 +148,57 @@ def run_stage(context) -> None:
     chunks = StoreChunks(pivot_dir, ppdb2_dir, len(index["parts"]))
     if record["parts"] == 1:
         write_database_chunks(
-            out_path, phrases=e_text, phrase_counts=e_count, chunks=chunks, foreign=f_text,
+            out_path, phrases=english.texts, phrase_counts=english.counts, chunks=chunks, foreign=f_text,
             models=models, meta=meta, progress=not context.quiet and sys.stderr.isatty(), lhs=phrase_lhs,
             engine=context.engine, scratch=record["work"],
         )
     else:
         from pivot.store.parts import write_database_parts
 
-        write_database_parts(out_path, record["parts"], phrases=e_text, phrase_counts=e_count, chunks=chunks,
+        write_database_parts(out_path, record["parts"], phrases=english.texts, phrase_counts=english.counts,
+                             chunks=chunks,
                              foreign=f_text, models=models, meta=meta, lhs=phrase_lhs,
                              engine=None if context.engine.in_process else context.engine)
     log.info("wrote %s (%d pairs, %d models) in %.1f s; signature %s", out_path, n_pairs_out,
              len(models), time.perf_counter() - record["started"], signature)
+
+
+class EnglishBlocks:
+    """The stored English phrases' texts and bitext counts, a block of ids at a time (the
+    write's Survey.phrase_rows asks for the texts of a block, then its counts): each block's
+    keys read from the translation stage's ``structure/e_key.npy`` and its rows and counts
+    from its ``e-*.arrays`` partitions, through memory maps let go after the block.
+
+    This process never holds a row per phrase of the translation table (its token rows and
+    counts: 28 bytes a phrase, 0.1 GB for bio-multi's 3.5M, ~7 GB at 100M sentence pairs),
+    only a block's: the same texts and counts as from every row at once."""
+
+    def __init__(self, translation_dir, tokens: list[str]):
+        from pivot.pipeline import translation
+
+        self.paths = translation.part_paths(translation_dir, "e")
+        self.key_path = Path(translation_dir) / "structure" / "e_key.npy"
+        self.tokens = tokens
+        self._block = (None, None, None)  # (ids, rows, counts) of the block last read
+
+    def _read(self, ids: np.ndarray):
+        if self._block[0] is not ids:
+            from pivot.pipeline import translation
+            from pivot.pipeline.pivoting import npy_rows
+
+            # ids ascending are ranks of the keys: their keys ascending, as phrase_rows needs
+            rows, counts = translation.phrase_rows(self.paths, npy_rows(self.key_path, np.asarray(ids, np.int64)))
+            self._block = (ids, rows, counts)
+        return self._block[1], self._block[2]
+
+    def texts(self, ids) -> dict[int, str]:
+        from pivot.pipeline.encode import phrase_text_list
+
+        rows, _ = self._read(ids)
+        return dict(zip(np.asarray(ids).tolist(), phrase_text_list(rows, self.tokens, np.arange(len(rows)))))
+
+    def counts(self, ids) -> np.ndarray:
+        return self._read(ids)[1]
 
 
 class StoreChunks:

@@ -210,7 +210,7 @@ def write_database_chunks(
     path,
     *,
     phrases,
-    phrase_counts: np.ndarray,
+    phrase_counts,
     chunks,
     foreign: dict,
     models: list[dict],
@@ -224,9 +224,9 @@ def write_database_chunks(
     """:func:`write_database` for a table too large to hold at once: ``chunks()`` returns a fresh
     iterable of :class:`PairChunk` (or objects with the same fields), each sorted by (e1, e2)
     and following the previous one in that order. It is read twice (ids and counts, then rows),
-    so the write holds one chunk of pairs, never the table. ``phrases`` and ``foreign`` may
-    also be functions of the ids the pairs use (ascending), called after the first pass, so
-    that a caller builds texts only for the phrases stored. ``lhs`` gives each stored phrase's
+    so the write holds one chunk of pairs, never the table. ``phrases``, ``phrase_counts`` and
+    ``foreign`` may also be functions of the ids the pairs use (ascending, a block at a time),
+    called after the first pass, so that a caller builds texts only for the phrases stored. ``lhs`` gives each stored phrase's
     PPDB label (a mapping id -> "[NN]", or a function of the ids returning one); None: "[X]".
 
     The chunks' PPDB 2.0 fields (PairChunk) must be given in every chunk or in none. A model of
@@ -474,20 +474,28 @@ class Survey:
         texts asked for TEXT_BLOCK ids at a time when ``phrases`` and ``lhs`` are functions of
         the ids: the rows are the same as from every text at once, and no more than a block
         of texts is held (a bio-multi database stores 2.4M phrases and 3.1M foreign ones; all
-        their texts at once were 1.3 GB of Python strings and dicts)."""
-        counts = phrase_counts if isinstance(phrase_counts, np.ndarray) else None
+        their texts at once were 1.3 GB of Python strings and dicts). ``phrase_counts`` is an
+        array by id, a mapping, or a function of a block's ids giving their counts in order
+        (called after ``phrases`` with the same ids: the build reads a block's texts and
+        counts from the same rows)."""
         for a in range(0, len(self.used), TEXT_BLOCK):
             ids = self.used[a:a + TEXT_BLOCK]
             texts = Texts(phrases(ids) if callable(phrases) else phrases, None, lhs(ids) if callable(lhs) else lhs)
-            if counts is None:
+            if callable(phrase_counts):
+                counts = np.asarray(phrase_counts(ids))
+            elif isinstance(phrase_counts, np.ndarray):
+                counts = phrase_counts[ids]
+            else:
                 for i in ids.tolist():
                     yield (i, *texts.phrase_row(i, phrase_counts))
                 continue
+            if counts.shape != ids.shape:
+                raise ValueError(f"{counts.shape[0] if counts.ndim else 0} phrase counts for a block of {len(ids)} ids")
             # the same rows as phrase_row's, a column at a time (a bio build stores 448k phrases)
             keys = ids.tolist()
             text = [texts.phrases[i] for i in keys]
             labels = repeat("[X]") if texts.lhs is None else [texts.lhs[i] for i in keys]
-            yield from zip(keys, text, [t.count(" ") + 1 for t in text], counts[ids].astype(np.int64).tolist(), labels)
+            yield from zip(keys, text, [t.count(" ") + 1 for t in text], counts.astype(np.int64).tolist(), labels)
 
     def foreign_rows(self, foreign):
         """The `foreign_phrase` rows (id, text) in id order: every entry of a mapping ``foreign``,

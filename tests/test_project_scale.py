@@ -1,0 +1,156 @@
+"""bench/project_scale.py's arithmetic on tiny hand-made inputs (every expected value worked out
+by hand in the comments)."""
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pivot.pipeline.bundle import save_bundle
+
+_PATH = Path(__file__).resolve().parent.parent / "bench" / "project_scale.py"
+_spec = importlib.util.spec_from_file_location("project_scale", _PATH)
+ps = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ps)
+
+
+def build(workers, cpu, threads=None, **more):
+    return {"workers": workers, "threads": threads, "cpu_s_by_stage": cpu, **more}
+
+
+def test_stage_keys_fold_into_their_family():
+    assert ps.stage_of("align.fr") == "align"
+    assert ps.stage_of("after align.de") == "align"
+    assert ps.stage_of("after combine") == "combine"
+    assert ps.stage_of("between") is None
+    # CPU seconds add up; peaks take the largest
+    assert ps.by_family({"align.de": 3.0, "after align.de": 1.5, "encode": 2.0, "between": 9.0}) == \
+        {"align": 4.5, "encode": 2.0}
+    assert ps.by_family({"lm": 0.2, "after lm": 0.5}, max) == {"lm": 0.5}
+
+
+def test_copies_curves_mean_at_1x_and_the_clipped_slope():
+    builds = [
+        # weights: 1x 2 and 8, 4x 16. On log axes x = 0, 0, ln 4; y = ln 2, ln 8, ln 16 = 1, 3, 4 (x ln 2):
+        # slope = sum (x - mx)(y - my) / sum (x - mx)^2 = (12 ln4 ln2 / 9) / (6 ln4^2 / 9) = 2 ln2 / ln4 = 1
+        (1, build(1, {"weights": 2.0, "lm": 10.0, "score": 8.0, "tagger": 3.0})),
+        (1, build(1, {"weights": 8.0, "lm": 10.0, "score": 8.0, "tagger": 5.0})),
+        # lm: 10 -> 80 at 4x is 4^1.5: clipped to 1; score: 8 -> 4 is 4^-0.5: clipped to 0
+        (4, build(1, {"weights": 16.0, "lm": 80.0, "score": 4.0})),
+    ]
+    at1, b = ps.copies_curves(builds)
+    assert at1 == {"weights": 5.0, "lm": 10.0, "score": 8.0, "tagger": 4.0}
+    assert b["weights"] == pytest.approx(1.0, abs=1e-12)
+    assert b["lm"] == 1.0 and b["score"] == 0.0
+    assert "tagger" not in b          # measured at one size only: no slope
+
+
+def test_one_worker_builds_take_the_default_threads_only(tmp_path):
+    a, c = tmp_path / "a.json", tmp_path / "c.json"
+    a.write_text(json.dumps({"scale": 1, "builds": [build(2, {"pivot": 1.0}), build(1, {"pivot": 2.0}),
+                                                    build(1, {"pivot": 9.0}, threads=1)]}))
+    c.write_text(json.dumps({"scale": 4, "builds": [build(1, {"pivot": 3.0})]}))
+    got = ps.one_worker_builds([a, c])
+    assert [(s, b["cpu_s_by_stage"]["pivot"]) for s, b in got] == [(1, 2.0), (4, 3.0)]
+    with pytest.raises(SystemExit, match="no build at 1x"):
+        ps.one_worker_builds([c])
+
+
+def test_efficiency_is_one_worker_cpu_over_two_workers_wall():
+    pair = {"builds": [
+        build(2, {"extract": 40.0, "translation": 45.0, "pivot": 5.0, "align.fr": 9.0},
+              stage_seconds={"extract": 20.0, "translation": 25.0, "pivot": 5.0, "align.fr": 99.0}),
+        build(1, {"extract": 30.0, "translation": 40.0, "pivot": 10.0, "align.fr": 1.0}),
+    ]}
+    # efficiency (30 + 40 + 10) / (2 x (20 + 25 + 5)) = 80 / 100; utilisation (40 + 45 + 5) / 100
+    assert ps.efficiency(pair) == (pytest.approx(0.8), pytest.approx(0.9))
+
+
+def test_size_exponents_from_bio_to_bio_multi():
+    sizes = {"bio": {"n_sentences": 100, "n_pairs": 1000, "n_stored_phrases": 100},
+             "bio-multi": {"n_sentences": 400, "n_pairs": 16000, "n_stored_phrases": 200}}
+    # 16x the pairs for 4x the sentences: ^2; 2x the phrases: ^0.5
+    assert ps.size_exponents(sizes) == pytest.approx({"n_pairs": 2.0, "n_stored_phrases": 0.5})
+
+
+def test_grow_applies_each_stage_law():
+    cpu1 = {"align": 10.0, "translation": 2.0, "pivot": 3.0, "tagger": 5.0, "late-serial": 6.0}
+    got = ps.grow(cpu1, {"align": 0.5}, {"n_pairs": 2.0}, 4.0, {"late-serial": 1.5})
+    # align copies ^0.5: 10 x 2; translation linear: 2 x 4; pivot pairs ^2: 3 x 16; tagger constant;
+    # late-serial measured ^1.5: 6 x 8; a stage not measured costs nothing
+    assert got["align"] == pytest.approx(20.0)
+    assert got["translation"] == pytest.approx(8.0)
+    assert got["pivot"] == pytest.approx(48.0)
+    assert got["tagger"] == 5.0
+    assert got["late-serial"] == pytest.approx(48.0)
+    assert got["encode"] == 0.0 and got["store"] == 0.0
+    assert set(got) == set(ps.STAGES)
+
+
+def test_late_split_adds_each_roles_cpu_of_the_late_stages_and_the_write():
+    measured = {"cpu_s_by_stage_role": {
+        "start|build": 9.0, "start|worker": 2.0,
+        "ppdb2|build": 4.0, "ppdb2|worker": 1.5, "after lhs|build": 13.5, "after lhs|worker": 37.5,
+        "combine|build": 1.0, "after ppdb2|python": 7.0,
+        "store|build": 17.0, "store|worker": 67.0}}
+    # late: build 4 + 13.5 + 1, workers 1.5 + 37.5; start and a tool ("python") are no one's
+    assert ps.late_split(measured) == {"late-serial": 18.5, "late-tasks": 39.0, "store-serial": 17.0, "store": 67.0}
+
+
+def test_measured_exponents_from_bio_to_bio_multi():
+    sizes = {"bio": {"n_sentences": 100}, "bio-multi": {"n_sentences": 400}}
+    # 8x for 4x the sentences: ^1.5; 2x: ^0.5; a split absent at bio has no exponent
+    got = ps.measured_exponents({"store": 10.0, "late-serial": 3.0, "late-tasks": 0.0},
+                                {"store": 80.0, "late-serial": 6.0, "late-tasks": 5.0}, sizes)
+    assert got == pytest.approx({"store": 1.5, "late-serial": 0.5})
+
+
+def test_wall_hours_follow_the_critical_path():
+    cpu = dict.fromkeys(ps.STAGES, 0.0)
+    cpu.update({"start": 3600, "corpus": 7200, "align": 36000, "lmtext": 3600, "score": 7200, "extract": 7200,
+                "late-tasks": 7200, "late-serial": 3600, "tagger": 1800, "store": 3600, "store-serial": 1800})
+    row = ps.wall_hours(cpu, nodes=2, cores=2, eff=0.5, languages=20)
+    # 4 slots at 0.5: a task stage's CPU / 2; corpus / min(20, 4).
+    # start 3600 + corpus 1800 + max(align 18000, lmtext 3600 + score 3600) + extract 3600
+    # + (late-tasks 3600 + late-serial 3600 + tagger 1800) + store-serial 1800 + store 1800 = 39600 s
+    assert row["total_h"] == pytest.approx(39600 / 3600)
+    # one core: start, lmtext, late-serial, tagger, store-serial = 3600 + 3600 + 3600 + 1800 + 1800
+    assert row["one_core_h"] == pytest.approx(14400 / 3600)
+    # spread: corpus 1800 + align 18000 + score 3600 + extract 3600 + late-tasks 3600 + store 1800
+    assert row["spread_h"] == pytest.approx(32400 / 3600)
+    # preflight cut into tasks: 3600 / 2 on the workers, not 3600 on one core
+    moved = ps.wall_hours(cpu, nodes=2, cores=2, eff=0.5, languages=20, as_tasks=("start",))
+    assert moved["total_h"] == pytest.approx(37800 / 3600)
+    assert moved["one_core_h"] == pytest.approx(10800 / 3600)
+    assert moved["spread_h"] == pytest.approx(34200 / 3600)
+    # the late tasks and the parts measured on the workers: divided by the utilisation (0.75), the
+    # others by the efficiency: late-tasks 7200 / 3 = 2400, store 3600 / 3 = 1200 (3600, 1800 above)
+    util = ps.wall_hours(cpu, nodes=2, cores=2, eff=0.5, languages=20, util=0.75)
+    assert util["total_h"] == pytest.approx((39600 - 1200 - 600) / 3600)
+    assert util["spread_h"] == pytest.approx((32400 - 1200 - 600) / 3600)
+
+
+def test_measure_sizes_counts_the_stored_phrases(tmp_path):
+    for folder, name, data in (("encode-k", "shards.json", {"n_sentences": 7}),
+                               ("translation-k", "translation.json", {"n_e": 6, "n_f": 5, "n_kept": 11}),
+                               ("pivot-k", "paraphrases.json", {"parts": ["rows-0000.arrays", "rows-0001.arrays"],
+                                                                "n_pairs": [2, 1]})):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / name).write_text(json.dumps(data))
+    i32 = np.int32
+    save_bundle(tmp_path / "pivot-k" / "rows-0000.arrays", e1=np.array([0, 0], i32), e2=np.array([2, 3], i32),
+                pivots=np.array([[1, -1, -1], [1, 4, -1]], i32))
+    save_bundle(tmp_path / "pivot-k" / "rows-0001.arrays", e1=np.array([3], i32), e2=np.array([0], i32),
+                pivots=np.array([[4, -1, -1]], i32))
+    # phrases 0, 2, 3 are stored (1, 4 and 5 are not); pivots 1 and 4
+    assert ps.measure_sizes(tmp_path) == {"n_sentences": 7, "n_pairs": 3, "n_e": 6, "n_f": 5, "n_entries": 11,
+                                          "n_stored_phrases": 3, "n_stored_foreign": 2}
+
+
+def test_fit_line_and_fit_power_on_exact_points():
+    assert ps.fit_line([1, 2, 4], [0.5, 0.75, 1.25]) == pytest.approx((0.25, 0.25))
+    a, b = ps.fit_power([1, 2, 8], [3, 6, 24])
+    assert (a, b) == (pytest.approx(3.0), pytest.approx(1.0))
+    assert math.isfinite(a)
