@@ -147,6 +147,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pivot.arrays import unique
 from pivot.errors import InputError
 from pivot.pipeline.bundle import Blocks, open_bundle, save_bundle
 from pivot.pipeline.engine import release_heap
@@ -351,7 +352,7 @@ class PhraseFile:
         rows, so it is the same computed on these as on the whole."""
         ids = np.asarray(ids, np.int64)
         whole = self.rows(ids)
-        rows = np.unique(whole)
+        rows = unique(whole)
         row_of = np.full(len(self.row_of), -1, np.int32)
         row_of[ids] = np.searchsorted(rows, whole)
         part = self.gather(rows)
@@ -1640,7 +1641,7 @@ class Lexical:
             ids = np.fromiter((x for s in self.synsets for x in s), np.int64, count=int(n.sum()))
             ptr = np.zeros(len(n) + 1, np.int64)
             np.cumsum(n, out=ptr[1:])
-            member = self.__dict__["_member"] = (ptr, ids, np.unique(np.repeat(np.arange(len(n)), n) << 32 | ids))
+            member = self.__dict__["_member"] = (ptr, ids, unique(np.repeat(np.arange(len(n)), n) << 32 | ids))
         ptr, ids, keys = member
         count = ptr[a + 1] - ptr[a]
         pair = np.repeat(np.arange(len(a)), count)
@@ -1808,7 +1809,7 @@ def _relations_job(table, ph, labels, names, texts, wn, lex: Lexical, params, da
     # the slots (s1, s2) of the selected rows' phrases
     train_slots, test_slots = (lex.slots(*table.rows(rows, ("e1", "e2"))) for rows in (train_rows, test_rows))
     profiles = {}
-    for i in np.unique(np.concatenate([*train_slots, *test_slots])).tolist():
+    for i in unique(np.concatenate([*train_slots, *test_slots])).tolist():
         profiles[i] = wn.profile(synsets[i])
     del wn   # the caller holds it no more (_build_job): it goes before the fits
 

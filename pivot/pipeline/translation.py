@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pivot.arrays import unique
 from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.pipeline.extract import partition_of
 from pivot.pipeline.pruning import keep_entries
@@ -218,7 +219,7 @@ def merge_by_f(e_paths: list, part_paths: list, q: int, out_path, *, min_p_f_giv
         by_e[f"r{p}_e_key"], by_e[f"r{p}_f_key"], by_e[f"r{p}_p_fe"] = kept_e[mine], kept_f[mine], kept_p_fe[mine]
     save_bundle(out_path, e_key=kept_e, f_key=kept_f, p_ef=p_ef[kept], **by_e,
                     r_counts=np.bincount(e_part, minlength=n_parts).astype(np.int64),
-                    e_kept=np.unique(kept_e), f_dict_key=used, f_rows=rows[pos], stats=stats)
+                    e_kept=unique(kept_e), f_dict_key=used, f_rows=rows[pos], stats=stats)
     return {**{k: int(v) for k, v in zip(_STAT_NAMES, stats[:len(_STAT_NAMES)])},
             "n_kept_by_model": n_kept_by_model}
 
@@ -258,7 +259,7 @@ def assemble(f_paths: list, out_dir, engine=None) -> dict:
     col_off = np.cumsum([0] + n_entries)
     f_off = np.cumsum([0] + [len(k) for k in f_keys])
     row_off = np.cumsum(np.concatenate([[0], np.sum(r_counts, axis=0)]))
-    e_keys, f_keys = np.unique(np.concatenate(e_kept)), np.concatenate(f_keys)
+    e_keys, f_keys = unique(np.concatenate(e_kept)), np.concatenate(f_keys)
     del e_kept
     n_e, n_f, n_kept = len(e_keys), len(f_keys), int(col_off[-1])
     e_lo = np.searchsorted(partition_of(e_keys, n_parts), np.arange(n_parts + 1))
