@@ -84,16 +84,23 @@ def join_parts(folder, out) -> float:
     n_piv = sum(c.startswith("pivot") for c in m["pair_columns"])
     conn = sqlite3.connect(out.resolve().as_uri(), uri=True, isolation_level=None)
     ro = "?mode=ro"  # the folder is only read
-    conn.execute("ATTACH DATABASE ? AS ix", ((folder / m["index"]["file"]).resolve().as_uri() + ro,))
+    shards = m["index"]["shards"]
+    # (SQLite attaches at most 10 files: this prototype joins up to 5 parts)
+    for j, shard in enumerate(shards):
+        conn.execute(f"ATTACH DATABASE ? AS s{j}", ((folder / shard["file"]).resolve().as_uri() + ro,))
     for k, part in enumerate(m["parts"]):
         conn.execute(f"ATTACH DATABASE ? AS p{k}", ((folder / part["file"]).resolve().as_uri() + ro,))
     begin_load(conn, len(stored), n_piv)
-    conn.execute("INSERT INTO main.phrase SELECT id, text, n_words, count, lhs FROM ix.phrase ORDER BY id")
-    conn.execute("INSERT INTO main.foreign_phrase SELECT id, text FROM ix.foreign_phrase ORDER BY id")
+    every = " UNION ALL ".join(f"SELECT id, text, n_words, count, lhs FROM s{j}.phrase" for j in range(len(shards)))
+    conn.execute(f"INSERT INTO main.phrase SELECT * FROM ({every}) ORDER BY id")
+    # the foreign phrases: each part holds those its pairs name
+    every = " UNION ".join(f"SELECT id, text FROM p{k}.foreign_phrase" for k in range(len(m["parts"])))
+    conn.execute(f"INSERT INTO main.foreign_phrase SELECT * FROM ({every}) ORDER BY id")
     for k in range(len(m["parts"])):  # consecutive e1 ranges: appended in key order
         conn.execute(f"INSERT INTO main.pair SELECT * FROM p{k}.pair ORDER BY e1, e2")
     conn.execute("COMMIT")
-    conn.execute("DETACH DATABASE ix")
+    for j in range(len(shards)):
+        conn.execute(f"DETACH DATABASE s{j}")
     for k in range(len(m["parts"])):
         conn.execute(f"DETACH DATABASE p{k}")
     conn.execute("BEGIN")

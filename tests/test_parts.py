@@ -38,6 +38,9 @@ MODELS = [{"name": "general", "kind": "pivot", "description": "all", "params": {
           {"name": "general+dom", "kind": "combined", "description": "both",
            "params": {"base": "general", "other": "dom", "fit": FIT}},
           {"name": "ppdb2", "kind": "learned", "description": "learned", "params": {}}]
+#: The files of the 3-part folder: the manifest, the parts, the phrase index's shards.
+FILES_3 = [MANIFEST, "part-0000.db", "part-0001.db", "part-0002.db", "phrases-0000.db", "phrases-0001.db",
+           "phrases-0002.db"]
 META = {"signature": "test-sig", "normalization": {"lang": "en"}, "ppdb2": {"learned": True},
         "relations": {"classified": True}}
 
@@ -85,8 +88,47 @@ def test_manifest_lists_each_part_with_its_range_and_rows(built):
     assert [p["n_reverse"] for p in parts] == [2, 2, 2]
     # general proposes all 10 pairs, dom the 8 with a positive score, learned all 10
     assert {x["name"]: x["n_pairs"] for x in m["models"]} == {"general": 10, "dom": 8, "general+dom": 10, "ppdb2": 10}
-    assert sorted(os.listdir(folder)) == [MANIFEST, "part-0000.db", "part-0001.db", "part-0002.db", "phrases.db"]
+    assert sorted(os.listdir(folder)) == FILES_3
     assert not [p for p in os.listdir(folder.parent) if p.startswith(".")]  # no staging folder left
+
+
+def test_the_phrase_index_is_sharded_by_the_crc32_of_the_text(built):
+    import sqlite3
+    import zlib
+
+    _, folder = built
+    # zlib.crc32 % 3 (the reference): treat 1859403533 -> 2, cure 2050794473 -> 2, handle 2441093337 -> 0,
+    # look after 1664865439 -> 1, heal 2838003374 -> 2, remedy 165852282 -> 0
+    assert [zlib.crc32(p.encode()) % 3 for p in PHRASES] == [2, 2, 0, 1, 2, 0]
+    want = {0: [(2, "handle", 1, 7), (5, "remedy", 1, 3)], 1: [(3, "look after", 2, 2)],
+            2: [(0, "treat", 1, 10), (1, "cure", 1, 4), (4, "heal", 1, 5)]}
+    m = json.loads((folder / MANIFEST).read_text())
+    assert m["index"]["n_shards"] == 3 and m["index"]["hash"] == "zlib.crc32(UTF-8 text) % n_shards"
+    assert [(s["file"], s["n_phrases"]) for s in m["index"]["shards"]] == [
+        ("phrases-0000.db", 2), ("phrases-0001.db", 1), ("phrases-0002.db", 3)]
+    for j, rows in want.items():
+        conn = sqlite3.connect(folder / f"phrases-{j:04d}.db")
+        assert conn.execute("SELECT id, text, n_words, count FROM phrase ORDER BY rowid").fetchall() == rows
+        meta = dict(conn.execute("SELECT key, value FROM meta"))
+        assert json.loads(meta["shard"]) == {"index": j, "n_shards": 3, "hash": m["index"]["hash"]}
+        assert json.loads(meta["signature"]) == "test-sig"
+        # the search's FTS5 index over the shard's own phrases
+        assert conn.execute("SELECT rowid FROM phrase_fts WHERE phrase_fts MATCH 'heal OR handle' ORDER BY rowid"
+                            ).fetchall() == [(i,) for i, t, *_ in rows if t in ("heal", "handle")]
+        conn.close()
+    with ParaphraseDB(folder) as db:
+        assert db.phrase_id("look after") == 3 and list(db._shards) == [1]  # one shard opened: its text's
+        assert db.phrase_ids(["heal", "remedy", "nothing"]) == {"heal": 4, "remedy": 5}
+        assert sorted(db._shards) == [0, 1, 2]
+
+
+def test_an_older_folder_format_is_refused_with_a_rebuild_hint(built):
+    _, folder = built
+    m = json.loads((folder / MANIFEST).read_text())
+    m["format_version"] = 1
+    (folder / MANIFEST).write_text(json.dumps(m))
+    with pytest.raises(InputError, match="version 1, this pivot reads 'pivot-parts' version 2: rebuild it"):
+        ParaphraseDB(folder)
 
 
 def test_every_lookup_score_and_export_equals_the_single_file(built):
@@ -150,7 +192,7 @@ def test_rewrite_gives_the_same_bytes_and_replaces_a_previous_folder(tmp_path):
     for name in os.listdir(a):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     write_database_parts(a, 2, **_kwargs())  # over the previous database in parts
-    assert sorted(os.listdir(a)) == [MANIFEST, "part-0000.db", "part-0001.db", "phrases.db"]
+    assert sorted(os.listdir(a)) == [MANIFEST, "part-0000.db", "part-0001.db", "phrases-0000.db", "phrases-0001.db"]
 
 
 def test_an_interrupted_write_resumes_with_the_parts_it_finished(tmp_path, monkeypatch):
@@ -172,7 +214,10 @@ def test_an_interrupted_write_resumes_with_the_parts_it_finished(tmp_path, monke
     assert len(staging) == 1
     assert sorted(x.name for x in staging[0].glob("part-*.db")) == [
         "part-0000.db", "part-0000.pairs.db", "part-0001.db", "part-0001.pairs.db", "part-0002.pairs.db"]
-    before = {x.name: x.stat().st_mtime_ns for x in staging[0].glob("part-000[01].db")}
+    assert sorted(x.name for x in staging[0].glob("phrases-*.db")) == ["phrases-0000.db", "phrases-0001.db",
+                                                                        "phrases-0002.db"]
+    before = {x.name: x.stat().st_mtime_ns for x in [*staging[0].glob("part-000[01].db"),
+                                                     *staging[0].glob("phrases-*.db")]}
     write_database_parts(tmp_path / "db", 3, **_kwargs())
     assert {n: (tmp_path / "db" / n).stat().st_mtime_ns for n in before} == before  # kept, not written again
     assert not staging[0].exists()
@@ -218,6 +263,21 @@ def test_an_altered_part_is_one_line_naming_it(built):
     path.write_bytes(bytes(data) + b"\0")
     with pytest.raises(InputError, match=r"part-0002.db.*bytes, the manifest says"):
         ParaphraseDB(folder)
+
+
+def test_an_altered_shard_of_the_phrase_index_is_one_line_naming_it(built):
+    _, folder = built
+    path = folder / "phrases-0001.db"
+    data = bytearray(path.read_bytes())
+    at = data.index(b"look after")
+    data[at:at + 4] = b"LOOK"
+    path.write_bytes(bytes(data))
+    with ParaphraseDB(folder) as db:
+        assert db.phrase_id("heal") == 4  # shard 2 is intact
+        with pytest.raises(InputError, match=r"phrases-0001.db.*sha256.*altered"):
+            db.lookup("look after")
+    r = _cli("lookup", str(folder), "look after")
+    assert r.returncode == 2 and "phrases-0001.db" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_the_output_guard_replaces_only_a_database_in_parts(built, tmp_path):
@@ -293,7 +353,8 @@ def test_serve_a_folder_serves_its_parts_with_their_reverse_rows(built):
             want = db.lookup(phrase, k=100, model="general", all=True)
             assert [(r["paraphrase"], r["score"], r["p_rev"]) for r in got] == [(p.paraphrase, p.score, p.p_rev)
                                                                                  for p in want]
-    assert [r["text"] for r in asyncio.run(get("/three-phrases/phrase.json?_shape=array&_sort=id"))] == PHRASES
+    rows = [r for j in range(3) for r in asyncio.run(get(f"/three-phrases-{j:04d}/phrase.json?_shape=array"))]
+    assert [r["text"] for r in sorted(rows, key=lambda r: r["id"])] == PHRASES
 
 
 def test_no_output_goes_inside_a_folder_database(built):
@@ -302,7 +363,7 @@ def test_no_output_goes_inside_a_folder_database(built):
     assert r.returncode == 2 and "is an input" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = _cli("export", str(folder), "-o", str(folder / "x.ppdb"))
     assert r.returncode == 2 and "is an input" in r.stderr
-    assert sorted(os.listdir(folder)) == [MANIFEST, "part-0000.db", "part-0001.db", "part-0002.db", "phrases.db"]
+    assert sorted(os.listdir(folder)) == FILES_3
 
 
 def test_a_tiny_build_in_parts_on_workers_equals_the_single_file(tmp_path):

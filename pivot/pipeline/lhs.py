@@ -210,6 +210,13 @@ class Labels:
     def __init__(self, ids: np.ndarray, code: np.ndarray, names: list):
         self.ids, self.code, self.names = ids, code, np.array(names, dtype=object)
 
+    def within(self, lo: int, hi: int) -> Labels:
+        """The labels of ids lo <= id < hi only (what a task of the write is handed for its block)."""
+        a, b = np.searchsorted(self.ids, [lo, hi])
+        out = Labels(self.ids[a:b], self.code[a:b], [])
+        out.names = self.names
+        return out
+
     def __call__(self, ids) -> dict:
         ids = np.asarray(ids, dtype=np.int64)
         pos = np.minimum(np.searchsorted(self.ids, ids), max(len(self.ids) - 1, 0))

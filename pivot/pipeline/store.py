@@ -30,9 +30,8 @@ def stage_params(recipe) -> dict:
 
 
 def run_stage(context) -> None:
-    from pivot.pipeline import corpus, pivoting, translation
+    from pivot.pipeline import corpus, pivoting
     from pivot.pipeline.encode import read_shards
-    from pivot.pipeline.pivoting import npy_rows
     from pivot.pipeline.weights import read_models
     from pivot.store.write import write_database_chunks
 
@@ -73,11 +72,7 @@ def run_stage(context) -> None:
     # write finds which in its first pass over the row ranges and asks for their texts and
     # counts a block of ids at a time, read from the translation stage's files (EnglishBlocks).
     english = EnglishBlocks(translation_dir, e_tokens)
-    f_key_path = translation_dir / "structure" / "f_key.npy"
-
-    def f_text(f_used):
-        rows = translation.foreign_rows(translation.part_paths(translation_dir, "f"), npy_rows(f_key_path, f_used))
-        return dict(zip(f_used.tolist(), foreign_phrase_texts(rows, f_tokens, langs, f_lang_of_token)))
+    f_text = ForeignBlocks(translation_dir, f_tokens, langs, f_lang_of_token)
     tstats = json.loads((translation_dir / "translation.json").read_text())
     shards = read_shards(encode_dir)
     shard_sentences, shard_tokens = int(rec["extract"]["shard_sentences"]), int(rec["extract"]["shard_tokens"])
@@ -155,6 +150,9 @@ def run_stage(context) -> None:
     else:
         from pivot.store.parts import write_database_parts
 
+        # the workers build the texts (a task per block of ids): the sources go by their paths
+        english = EnglishBlocks(translation_dir, encode_dir / "vocab.en")
+        f_text = ForeignBlocks(translation_dir, encode_dir, langs)
         write_database_parts(out_path, record["parts"], phrases=english.texts, phrase_counts=english.counts,
                              chunks=chunks,
                              foreign=f_text, models=models, meta=meta, lhs=phrase_lhs,
@@ -173,13 +171,24 @@ class EnglishBlocks:
     counts: 28 bytes a phrase, 0.1 GB for bio-multi's 3.5M, ~7 GB at 100M sentence pairs),
     only a block's: the same texts and counts as from every row at once."""
 
-    def __init__(self, translation_dir, tokens: list[str]):
+    def __init__(self, translation_dir, tokens):
+        """``tokens``: the English token list, or the path of encode's ``vocab.en`` (read on first
+        use: what a task of the write is handed, so that no token list is pickled per task)."""
         from pivot.pipeline import translation
 
         self.paths = translation.part_paths(translation_dir, "e")
         self.key_path = Path(translation_dir) / "structure" / "e_key.npy"
-        self.tokens = tokens
+        self._tokens = tokens
         self._block = (None, None, None)  # (ids, rows, counts) of the block last read
+
+    @property
+    def tokens(self) -> list[str]:
+        if isinstance(self._tokens, (str, Path)):
+            self._tokens = _vocab_tokens(Path(self._tokens))
+        return self._tokens
+
+    def __getstate__(self):
+        return {**self.__dict__, "_block": (None, None, None)}
 
     def _read(self, ids: np.ndarray):
         if self._block[0] is not ids:
@@ -199,6 +208,50 @@ class EnglishBlocks:
 
     def counts(self, ids) -> np.ndarray:
         return self._read(ids)[1]
+
+
+def _vocab_tokens(path: Path) -> list[str]:
+    """The token list of an encode vocabulary, read once per process (a worker writes several
+    blocks of the same build)."""
+    key = (str(path), path.stat().st_mtime_ns)
+    if key not in _VOCABS:
+        from pivot.pipeline import corpus
+
+        if len(_VOCABS) > 400:  # another build's (bio-multi has 159 vocabularies)
+            _VOCABS.clear()
+        _VOCABS[key] = corpus.Vocab.load(path).tokens
+    return _VOCABS[key]
+
+
+_VOCABS: dict = {}
+
+
+class ForeignBlocks:
+    """The stored foreign phrases' texts ('lang:text'), a block of ids at a time: a function of
+    the ids read from the translation stage's ``f-*.arrays`` partitions (foreign_phrase_texts).
+
+    Given the encode folder instead of the token lists and languages' map, each is read on first
+    use (a task of the write is handed this object: nothing per token is pickled)."""
+
+    def __init__(self, translation_dir, tokens, langs: list[str], f_lang_of_token=None):
+        from pivot.pipeline import translation
+
+        self.paths = translation.part_paths(translation_dir, "f")
+        self.key_path = Path(translation_dir) / "structure" / "f_key.npy"
+        self.langs = langs
+        self._tokens, self._f_lang = tokens, f_lang_of_token
+
+    def __call__(self, f_used) -> dict[int, str]:
+        from pivot.pipeline import translation
+        from pivot.pipeline.pivoting import npy_rows
+
+        if isinstance(self._tokens, (str, Path)):
+            encode_dir = Path(self._tokens)
+            self._tokens = [_vocab_tokens(encode_dir / f"vocab.{lang}") for lang in self.langs]
+            self._f_lang = np.load(encode_dir / "f_lang.npy")
+        rows = translation.foreign_rows(self.paths, npy_rows(self.key_path, np.asarray(f_used, np.int64)))
+        return dict(zip(np.asarray(f_used).tolist(), foreign_phrase_texts(rows, self._tokens, self.langs,
+                                                                           self._f_lang)))
 
 
 class StoreChunks:

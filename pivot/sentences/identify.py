@@ -267,14 +267,9 @@ class ParaphraseAligner:
         """Phrase ids of every span of the sentences (one query per 500 spans)."""
         todo = list(dict.fromkeys(" ".join(t[i:j]) for t in sentences for i, j in self._spans(t)
                                   if " ".join(t[i:j]) not in self._ids))
-        conn = self.db._conn
-        for x in range(0, len(todo), 500):
-            chunk = todo[x:x + 500]
-            for s in chunk:
-                self._ids[s] = None
-            q = "SELECT id, text FROM phrase WHERE text IN (%s)" % ",".join("?" * len(chunk))
-            for pid, text in conn.execute(q, chunk):
-                self._ids[text] = pid
+        found = self.db.phrase_ids(todo)
+        for s in todo:
+            self._ids[s] = found.get(s)
 
     def links(self, a, b) -> list:
         """Candidate links (p, i, j, k, l): a[i:j] and b[k:l] a DB paraphrase pair with score p."""
@@ -289,9 +284,9 @@ class ParaphraseAligner:
             return []
         qa, qb = ",".join(map(str, pos_a)), ",".join(map(str, pos_b))
         col = self._column
-        rows = self.db._conn.execute(
-            f"SELECT e1, e2, {col} FROM pair WHERE {col} IS NOT NULL AND "
-            f"((e1 IN ({qa}) AND e2 IN ({qb})) OR (e1 IN ({qb}) AND e2 IN ({qa})))").fetchall()
+        sql = (f"SELECT e1, e2, {col} FROM pair WHERE {col} IS NOT NULL AND "
+               f"((e1 IN ({qa}) AND e2 IN ({qb})) OR (e1 IN ({qb}) AND e2 IN ({qa})))")
+        rows = [r for conn in self.db._part_conns() for r in conn.execute(sql).fetchall()]
         if self._combined:
             text = {v: k for k, v in self._ids.items() if v is not None}
             scores = self.db.scores([(text[e1], text[e2]) for e1, e2, _ in rows], self.model, normalize=False)

@@ -116,12 +116,7 @@ class PhraseTable:
         todo = [s for s in dict.fromkeys(spans) if s not in self._cache]
         if not todo:
             return
-        known = set()
-        conn = self.db._conn
-        for i in range(0, len(todo), 500):
-            chunk = todo[i:i + 500]
-            q = "SELECT text FROM phrase WHERE text IN (%s)" % ",".join("?" * len(chunk))
-            known.update(r[0] for r in conn.execute(q, chunk))
+        known = set(self.db.phrase_ids(todo))
         for s in todo:
             if s not in known or all(_PUNCT.match(w) for w in s.split()) or (
                     self.content_only and all(w in FUNCTION_WORDS for w in s.split())):

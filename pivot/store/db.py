@@ -188,31 +188,61 @@ class ParaphraseDB:
             raise InputError(f"{DAMAGED}: {exc}", path) from exc
 
     def _open_parts(self):
-        """A folder: the manifest (every file present at its size), the phrase index open; the
-        parts are opened when a query needs them (:meth:`_pairs`)."""
+        """A folder: the manifest (every file present at its size); the phrase index's shards
+        and the parts are opened when a query needs them (:meth:`_index`, :meth:`_pairs`)."""
         from pivot.store.parts import Manifest
 
         self.manifest = Manifest(self.path)
-        index = self.manifest.index_path()
-        self._conn = sqlite3.connect(index.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
+        self._conn = None  # no one file: a shard of the phrase index per text, a part per e1
+        self._shards: dict[int, sqlite3.Connection] = {}
         try:
             self.meta = self.manifest.data["meta"]
             if not isinstance(self.meta, dict):
                 raise TypeError("the manifest's meta is not a JSON object")
-            self._conn.execute("SELECT id, text, count FROM phrase LIMIT 1").fetchall()
             models = [(i, m["name"], m["kind"], m["description"], json.dumps(m["params"]), m["score_column"],
                        m["n_pairs"]) for i, m in enumerate(self.manifest.data["models"])]
             self._setup(list(self.manifest.data["pair_columns"]), models)
-        except InputError:
-            self._conn.close()
-            raise
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise InputError(f"{DAMAGED}: {exc}", index) from exc
         except (KeyError, TypeError, ValueError) as exc:
-            self._conn.close()
+            self.close()
             raise InputError(f"{DAMAGED}: unreadable manifest values ({type(exc).__name__}: {exc})",
                              self.path / "manifest.json") from None
+
+    def _index(self, text: str) -> sqlite3.Connection:
+        """The connection holding the phrase ``text`` if it is stored: the file, or the shard of
+        the phrase index its hash names."""
+        return self._conn if self.manifest is None else self._shard(self.manifest.shard_of(text))
+
+    def _shard(self, j: int) -> sqlite3.Connection:
+        """Shard j of the phrase index (opened on first use, its sha256, schema and meta checked)."""
+        conn = self._shards.get(j)
+        if conn is not None:
+            return conn
+        path = self.manifest.index_path(j)
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
+        try:
+            conn.execute("SELECT id, text, count FROM phrase LIMIT 1").fetchall()
+            meta = read_meta(conn, path)
+            shard = meta.get("shard") if isinstance(meta.get("shard"), dict) else {}
+            if shard.get("index") != j or meta.get("signature") != self.meta.get("signature"):
+                raise InputError(f"{DAMAGED}: the shard's meta says shard {shard.get('index')} of signature "
+                                 f"{meta.get('signature')!r}, the manifest shard {j} of "
+                                 f"{self.meta.get('signature')!r}", path)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise InputError(f"{DAMAGED}: {exc}", path) from exc
+        except BaseException:
+            conn.close()
+            raise
+        self._shards[j] = conn
+        return conn
+
+    def _index_conns(self):
+        """Every connection holding phrases: the file, or the phrase index's shards in turn."""
+        if self.manifest is None:
+            yield self._conn
+        else:
+            for j in range(len(self.manifest.shards)):
+                yield self._shard(j)
 
     def _pairs(self, e1: int) -> sqlite3.Connection | None:
         """The connection holding the pairs of phrase id e1: the file, or the one part whose range
@@ -283,13 +313,13 @@ class ParaphraseDB:
             pruning = self.meta.get("pruning") or {}
             self.default_k = int(pruning.get("lookup_top_n") or DEFAULT_K)
         except InputError:
-            self._conn.close()
+            self.close()
             raise
         except sqlite3.DatabaseError as exc:
-            self._conn.close()
+            self.close()
             raise InputError(f"{DAMAGED}: {exc}", path) from exc
         except (AttributeError, TypeError, ValueError) as exc:  # a meta value of the wrong shape
-            self._conn.close()
+            self.close()
             raise InputError(f"{DAMAGED}: unreadable meta or model values ({type(exc).__name__}: {exc})",
                              path) from None
         pivots = [c for c in pair_columns if c.startswith("pivot") and c[5:].isdigit()]
@@ -305,10 +335,11 @@ class ParaphraseDB:
         self.default_model = default if default in self._models else next(iter(self._models), None)
 
     def close(self):
-        self._conn.close()
-        for conn in self._parts.values():
+        if self._conn is not None:
+            self._conn.close()
+        for conn in [*self._parts.values(), *getattr(self, "_shards", {}).values()]:
             conn.close()
-        self._parts = {}
+        self._parts, self._shards = {}, {}
 
     def __enter__(self):
         return self
@@ -360,8 +391,23 @@ class ParaphraseDB:
 
     def phrase_id(self, phrase: str, *, normalize: bool = True) -> int | None:
         text = self.normalize(phrase) if normalize else phrase
-        row = self._conn.execute("SELECT id FROM phrase WHERE text = ?", (text,)).fetchone()
+        row = self._index(text).execute("SELECT id FROM phrase WHERE text = ?", (text,)).fetchone()
         return None if row is None else row[0]
+
+    def phrase_ids(self, texts) -> dict[str, int]:
+        """{text: id} of those of ``texts`` (normalised already) the database stores; one query
+        per 500 texts of a file or of a shard of the phrase index."""
+        by_conn: dict[int, tuple] = {}
+        for t in dict.fromkeys(texts):
+            conn = self._index(t)
+            by_conn.setdefault(id(conn), (conn, []))[1].append(t)
+        out = {}
+        for conn, todo in by_conn.values():
+            for x in range(0, len(todo), 500):
+                chunk = todo[x:x + 500]
+                q = "SELECT text, id FROM phrase WHERE text IN (%s)" % ",".join("?" * len(chunk))
+                out.update(conn.execute(q, chunk))
+        return out
 
     # -- queries
 
@@ -504,7 +550,7 @@ class ParaphraseDB:
         def phrase(text):
             if text not in ids:
                 t = self.normalize(text) if normalize else text
-                ids[text] = self._conn.execute("SELECT id, count FROM phrase WHERE text = ?", (t,)).fetchone()
+                ids[text] = self._index(t).execute("SELECT id, count FROM phrase WHERE text = ?", (t,)).fetchone()
             return ids[text]
 
         for i, (a, b) in enumerate(pairs):
@@ -527,7 +573,7 @@ class ParaphraseDB:
         return self._model(model)["n_pairs"]
 
     def n_phrases(self) -> int:
-        return self._conn.execute("SELECT count(*) FROM phrase").fetchone()[0]
+        return sum(conn.execute("SELECT count(*) FROM phrase").fetchone()[0] for conn in self._index_conns())
 
     def iter_pairs(self, model: str = "general"):
         """Every (e1, e2, p, p_rev, n_pivots, pivots) of a model, grouped by e1, best first.

@@ -139,6 +139,26 @@ def _offsets_by_id(ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return out
 
 
+def _in_order(pieces, order: np.ndarray, rows_at_once: int = 1 << 20) -> tuple[bytes, np.ndarray]:
+    """(buffer, offsets) of the strings of ``pieces`` (each a (buffer, offsets) of back-to-back
+    strings) concatenated, taken in ``order``: a byte gather, ``rows_at_once`` strings at a time
+    (its index is 8 bytes per byte of text)."""
+    bufs = [np.frombuffer(b, np.uint8) for b, _ in pieces]
+    base = np.cumsum([0, *(len(b) for b in bufs[:-1])])
+    starts = np.concatenate([np.asarray(off[:-1], np.int64) + b0 for (_, off), b0 in zip(pieces, base)])
+    lengths = np.concatenate([np.diff(np.asarray(off, np.int64)) for _, off in pieces])
+    buf = np.concatenate(bufs)
+    s, n = starts[order], lengths[order]
+    out_off = np.zeros(len(n) + 1, np.int64)
+    np.cumsum(n, out=out_off[1:])
+    out = np.empty(int(out_off[-1]), np.uint8)
+    for a in range(0, len(n), rows_at_once):
+        b = min(a + rows_at_once, len(n))
+        lo, hi = int(out_off[a]), int(out_off[b])
+        out[lo:hi] = buf[np.repeat(s[a:b] - out_off[a:b], n[a:b]) + np.arange(lo, hi)]
+    return out.tobytes(), out_off
+
+
 class _Phrases:
     """Phrase texts and LHS labels, one buffer each, with offsets by phrase id."""
 
@@ -150,6 +170,20 @@ class _Phrases:
         """Every phrase of the database (one scan)."""
         ids, (text, off), (lhs, lhs_off) = table.scan("SELECT id, text, lhs FROM phrase ORDER BY id", (), "Itt")
         return cls(text, _offsets_by_id(ids, off), lhs, _offsets_by_id(ids, lhs_off))
+
+    @classmethod
+    def read_shards(cls, tables) -> _Phrases:
+        """Every phrase of the shards of a database in parts' phrase index (one scan of each),
+        the texts put back in id order (each shard holds ascending ids of its own)."""
+        if len(tables) == 1:
+            return cls.read(tables[0])
+        scans = [t.scan("SELECT id, text, lhs FROM phrase ORDER BY id", (), "Itt") for t in tables]
+        ids = np.concatenate([s[0] for s in scans])
+        order = np.argsort(ids, kind="stable")
+        text, text_off = _in_order([s[1] for s in scans], order)
+        lhs, lhs_off = _in_order([s[2] for s in scans], order)
+        ids = ids[order]
+        return cls(text, _offsets_by_id(ids, text_off), lhs, _offsets_by_id(ids, lhs_off))
 
     @property
     def n_ids(self) -> int:
@@ -562,7 +596,7 @@ def _export_parts(db, plan, sql: str, params: tuple, agree: bool, show_all: bool
                   chunk_rows: int, prefetch: bool) -> None:
     """export_ppdb of a database in parts (pivot.store.parts): the same lines, the same bytes.
 
-    The phrases come from the phrase index, the probability model's (e1, e2, p) columns from
+    The phrases come from the phrase index's shards, the probability model's (e1, e2, p) columns from
     every part in turn (their ranges are consecutive, so the concatenation is the single file's
     scan), and each chunk of the single file's bounds is read from the part(s) its e1 range
     meets: a chunk cut at a part's start still holds whole e1 runs, which is all the ordering
@@ -572,16 +606,17 @@ def _export_parts(db, plan, sql: str, params: tuple, agree: bool, show_all: bool
 
     m = db.manifest
     ranges = [(int(p["e1_range"][0]), int(p["e1_range"][1])) for p in m.parts]
-    index = _export.Table(m.index_path().resolve().as_uri() + "?mode=ro")
+    index = []
     tables = []
     try:
+        index = [_export.Table(m.index_path(j).resolve().as_uri() + "?mode=ro") for j in range(len(m.shards))]
         tables = [[_export.Table(m.part_path(k).resolve().as_uri() + "?mode=ro") for _ in range(2 if prefetch else 1)]
                   for k in range(len(ranges))]
         with _read_checked(db.path):
-            for t in [index, *(t for ts in tables for t in ts)]:
+            for t in [*index, *(t for ts in tables for t in ts)]:
                 t.scan(f"PRAGMA mmap_size = {MMAP_BYTES}", (), "I")
                 t.scan("BEGIN", (), "")
-            phrases = _Phrases.read(index)
+            phrases = _Phrases.read_shards(index)
             classes = phrases.label_classes() if agree else None
             writer = plan.writer(_writer(out), phrases)
             scans = [ts[0].scan(f"SELECT e1, e2, {plan.pcol} FROM pair WHERE e1 >= ?1 AND e1 < ?2 AND "
@@ -594,10 +629,11 @@ def _export_parts(db, plan, sql: str, params: tuple, agree: bool, show_all: bool
                       for k, (a, b) in enumerate(ranges) if max(lo, a) < min(hi, b)]
             with contextlib.closing(_prefetched_pieces(tables, sql, params, plan.kinds, pieces, prefetch)) as chunks:
                 _write_chunks(chunks, plan, writer, classes, (ptr, e2_all, p_all), counts)
-            for t in [index, *(t for ts in tables for t in ts)]:
+            for t in [*index, *(t for ts in tables for t in ts)]:
                 t.scan("COMMIT", (), "")
     finally:
-        index.close()
+        for t in index:
+            t.close()
         for ts in tables:
             for t in ts:
                 t.close()

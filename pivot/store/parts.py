@@ -2,12 +2,14 @@
 
 ``pivot build --parts N`` writes ``OUT`` as a folder::
 
-    OUT/manifest.json      format, signature, meta, the models (with their total pair counts) and,
-                           per part: file name, e1 id range [lo, hi), first and last phrase (id,
+    OUT/manifest.json      format, signature, meta, the models (with their total pair counts), per
+                           phrase-index shard its file, sha256, bytes and phrase count, and per
+                           part: file name, e1 id range [lo, hi), first and last phrase (id,
                            text), sha256, bytes and row counts
-    OUT/phrases.db         every stored English phrase (the single file's `phrase` table, with its
-                           text index and the search's FTS5 index) and every foreign phrase: the
-                           text -> id map a lookup routes by
+    OUT/phrases-0000.db .. the phrase index in N shards: every stored English phrase (the single
+                           file's `phrase` rows, with the text index and the search's FTS5
+                           index) in the shard crc32(UTF-8 text) mod N says: the text -> id
+                           map a lookup routes by
     OUT/part-0000.db ...   one schema-3 database per range: the pairs whose e1 lies in the range, the
                            phrase and foreign rows they name, the models (pair counts of this part),
                            the meta (the build's, plus "part": its index and range), and `reverse`
@@ -18,18 +20,31 @@ export of the single file byte for byte. They are balanced by pair count: part k
 first e1 whose preceding pairs reach k/N of the table (a phrase's pairs are never split).
 
 Phrase ids are ranks of token-id keys, not of texts, so a phrase's text does not say its range:
-a lookup finds the id in ``phrases.db`` (one probe of its text index), the part by a binary
-search on the ranges' starts, and then reads that part only. ``reverse`` holds, for each pair
-(a, b) of the part whose reverse (b, a) lies in another part, that reverse row's model columns
-(keyed (b, a), as in `pair`): p(e1|e2) of a lookup is then read from the same file.
+a lookup hashes the text to its index shard (zlib's CRC-32, the same on every platform, unlike
+Python's hash()), finds the id there (one probe of the shard's text index), the part by a
+binary search on the ranges' starts, and then reads that part only. ``reverse`` holds, for each
+pair (a, b) of the part whose reverse (b, a) lies in another part, that reverse row's model
+columns (keyed (b, a), as in `pair`): p(e1|e2) of a lookup is then read from the same file.
 
-Written by the build's workers at once (pivot.pipeline.engine), in two rounds of one task per
-part: the pairs of its range with their texts, models and meta (``part-k.pairs.db``); then the
-part itself, a copy of that file with `reverse` filled inside SQLite from the other parts'
-first-round files (ATTACH, INSERT ... SELECT; no Python value per row). Every file is written
+Written by the build's workers at once (pivot.pipeline.engine), in three rounds of tasks:
+
+1. the texts: one task per block of TEXT_BLOCK stored phrase ids (and its share of the foreign
+   ids) writes ``texts-b.db``, the block's `phrase` rows with each text's shard, and its
+   `foreign_phrase` rows;
+2. one task per index shard copies its phrases from every block's file, in id order, and builds
+   the text index and the FTS5 index (``phrases-j.db``); beside them, one task per part writes
+   the pairs of its range with their texts (copied from the blocks), models and meta
+   (``part-k.pairs.db``);
+3. one task per part: the part itself, a copy of its round-2 file with `reverse` filled inside
+   SQLite from the other parts' round-2 files.
+
+Every copy is made inside SQLite (ATTACH, INSERT ... SELECT; no Python value per row), and the
+build's own process only surveys the pairs and cuts the ranges: no step holds or writes every
+phrase in one process (the phrase index of a PPDB-scale build has hundreds of millions of
+texts; its one-file version was the write's longest step on one core). Every file is written
 under a temporary name and renamed when complete, all of them inside a temporary sibling folder
 ``.OUT.parts-KEY`` renamed to ``OUT`` at the end: a reader never sees half a database, and an
-interrupted write resumes with the parts it finished (KEY hashes everything the parts hold).
+interrupted write resumes with the files it finished (KEY hashes everything the parts hold).
 """
 from __future__ import annotations
 
@@ -41,6 +56,7 @@ import os
 import shutil
 import sqlite3
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -48,13 +64,16 @@ import numpy as np
 from pivot.atomic import atomic_path
 from pivot.atomic import write_text as write_text_atomic
 from pivot.errors import InputError
-from pivot.store.write import (FTS_SQL, FTS_TABLE, PairChunk, _integers, _used_ids, _write_failed, begin_load, check_models,
-                               finish_load, full_meta, insert_pairs, model_column, survey_chunks)
+from pivot.store.write import (FTS_SQL, FTS_TABLE, TEXT_BLOCK, PairChunk, _check_foreign, _integers, _used_ids, _write_failed,
+                               begin_load, check_models, finish_load, foreign_rows, full_meta, insert_pairs,
+                               model_column, phrase_rows, survey_chunks)
 
 MANIFEST = "manifest.json"
-INDEX = "phrases.db"
 FORMAT = "pivot-parts"
-FORMAT_VERSION = 1
+#: 2: the phrase index in shards by text hash (1 was one phrases.db, written by the build's process)
+FORMAT_VERSION = 2
+#: How a phrase's text names its index shard (the manifest records it).
+SHARD_HASH = "zlib.crc32(UTF-8 text) % n_shards"
 log = logging.getLogger("pivot")
 
 #: What a reader says of a folder whose manifest or parts do not agree.
@@ -63,6 +82,19 @@ BROKEN = "a damaged database in parts"
 
 def part_name(k: int) -> str:
     return f"part-{k:04d}.db"
+
+
+def index_name(j: int) -> str:
+    return f"phrases-{j:04d}.db"
+
+
+def _texts_name(b: int) -> str:
+    return f"texts-{b:04d}.db"
+
+
+def shard_of(text: str, n_shards: int) -> int:
+    """The phrase-index shard of an English phrase (SHARD_HASH)."""
+    return zlib.crc32(text.encode("utf-8")) % n_shards
 
 
 def sha256_file(path) -> str:
@@ -109,21 +141,161 @@ def _pairs_name(k: int) -> str:
     return f"part-{k:04d}.pairs.db"
 
 
-def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, index_path, models: list[dict], meta: dict,
-                     n_piv_cols: int, key: str, batch_rows: int = 200_000) -> dict:
-    """Phase 1 of part k: the pairs with lo <= e1 < hi, their phrase and foreign rows, the models
-    and meta, as ``folder/part-k.pairs.db``; returns its counts.
+class TextBlock:
+    """One block of the texts round: its file and the English and foreign id ranges it holds
+    ([lo, hi) each: a part copies from it the texts of its ids in those ranges)."""
 
-    A task of the build's engine: it reads the chunks (the e1 column of each, and every column
-    of its own rows only: the build hands them over as memory maps), the texts from
-    ``index_path``. A file already written under the same ``key`` (an interrupted write) is kept.
-    """
-    folder = Path(folder)
-    path, done = folder / _pairs_name(k), folder / f"part-{k:04d}.pairs.json"
+    def __init__(self, b: int, ids: np.ndarray, f_ids: np.ndarray):
+        self.b, self.ids, self.f_ids = b, ids, f_ids
+        self.e_range = (int(ids[0]), int(ids[-1]) + 1) if len(ids) else (0, 0)
+        self.f_range = (int(f_ids[0]), int(f_ids[-1]) + 1) if len(f_ids) else (0, 0)
+
+    @property
+    def file(self) -> str:
+        return _texts_name(self.b)
+
+    def ranges(self) -> tuple:
+        """What a part task needs of the block (not its ids)."""
+        return self.file, self.e_range, self.f_range
+
+
+def text_blocks(used: np.ndarray, used_f: np.ndarray) -> list[TextBlock]:
+    """The texts round's blocks: TEXT_BLOCK English ids each, the foreign ids cut into as many
+    blocks (at least one block; the cut depends on the data only, never on the workers)."""
+    n = max(1, -(-len(used) // TEXT_BLOCK))
+    e_cuts = [len(used) * i // n for i in range(n + 1)]
+    f_cuts = [len(used_f) * i // n for i in range(n + 1)]
+    return [TextBlock(i, used[e_cuts[i]:e_cuts[i + 1]], used_f[f_cuts[i]:f_cuts[i + 1]]) for i in range(n)]
+
+
+def _reused(done: Path, path: Path, key: str) -> dict | None:
+    """The record of a file an interrupted write finished under the same key, else None."""
     if done.is_file() and path.is_file():
         record = json.loads(done.read_text())
         if record.get("key") == key:
             return record
+    return None
+
+
+def write_text_block(folder, block: TextBlock, n_shards: int, phrases, phrase_counts, lhs, foreign,
+                     key: str) -> dict:
+    """Round 1: ``folder/texts-b.db``, the block's `phrase` rows (id, text, n_words, count, lhs)
+    with each text's index shard, and its `foreign_phrase` rows; returns the phrases per shard.
+
+    A task of the build's engine: ``phrases``, ``lhs`` and ``foreign`` are functions of a block's
+    ids (or mappings), ``phrase_counts`` a function or an array by id (Survey.phrase_rows)."""
+    folder = Path(folder)
+    path = folder / block.file
+    done = path.with_suffix(".json")
+    old = _reused(done, path, key)
+    if old is not None:
+        return old
+    per_shard = np.zeros(n_shards, np.int64)
+    with atomic_path(path) as tmp:
+        tmp.unlink(missing_ok=True)
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+            conn.executescript("""
+CREATE TABLE phrase (
+    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL,
+    lhs TEXT NOT NULL, shard INTEGER NOT NULL);
+CREATE TABLE foreign_phrase (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
+""")
+            conn.execute("BEGIN")
+
+            def rows():
+                for row in phrase_rows(block.ids, phrases, lhs, phrase_counts):
+                    j = shard_of(row[1], n_shards)
+                    per_shard[j] += 1
+                    yield (*row, j)
+            conn.executemany("INSERT INTO phrase VALUES (?, ?, ?, ?, ?, ?)", rows())
+            if callable(foreign):
+                f_rows = foreign_rows(block.f_ids, foreign)
+            else:  # a mapping (a caller's, not the build's): the block's entries only
+                _check_foreign(block.f_ids, foreign)
+                f_rows = ((f, foreign[f]) for f in block.f_ids.tolist())
+            conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)", f_rows)
+            # what each index shard reads of the block: its rows, in id order
+            conn.execute("CREATE INDEX phrase_shard ON phrase(shard, id)")
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            raise _write_failed(exc, path) from exc
+        finally:
+            conn.close()
+    record = {"per_shard": per_shard.tolist(), "key": key}
+    write_text_atomic(done, json.dumps(record))
+    return record
+
+
+def write_index_shard(folder, j: int, n_shards: int, block_files: list[str], signature, key: str) -> dict:
+    """Round 2: ``folder/phrases-j.db``, the English phrases whose text hashes to shard j, copied
+    from every block's file in id order, with the unique text index, the search's FTS5 index and
+    ANALYZE's statistics; returns its record (file, sha256, bytes, n_phrases)."""
+    folder = Path(folder)
+    path = folder / index_name(j)
+    done = path.with_suffix(".json")
+    old = _reused(done, path, key)
+    if old is not None and old.get("bytes") == path.stat().st_size:
+        return old
+    with atomic_path(path) as tmp:
+        tmp.unlink(missing_ok=True)
+        conn = sqlite3.connect(tmp.resolve().as_uri(), uri=True, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+            conn.executescript("""
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE phrase (
+    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL,
+    lhs TEXT NOT NULL);
+""")
+            for name in block_files:  # in id order: every insert appends to the b-tree
+                # one at a time, outside a transaction (ATTACH is refused inside one)
+                conn.execute("ATTACH DATABASE ? AS blk", (_read_only(folder / name),))
+                conn.execute("INSERT INTO main.phrase SELECT id, text, n_words, count, lhs FROM blk.phrase "
+                             "WHERE shard = ? ORDER BY id", (j,))
+                conn.execute("DETACH DATABASE blk")
+            conn.execute("BEGIN")
+            conn.executemany("INSERT INTO meta VALUES (?, ?)", ((k, json.dumps(v, sort_keys=True)) for k, v in
+                                                                {"signature": signature,
+                                                                 "role": "a shard of the phrase index of a "
+                                                                         "database in parts",
+                                                                 "format": FORMAT,
+                                                                 "shard": {"index": j, "n_shards": n_shards,
+                                                                           "hash": SHARD_HASH}}.items()))
+            conn.execute("CREATE UNIQUE INDEX phrase_text ON phrase(text)")
+            conn.execute(FTS_SQL)
+            conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
+            conn.execute("COMMIT")
+            conn.execute("ANALYZE")
+            n = conn.execute("SELECT count(*) FROM phrase").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            raise _write_failed(exc, path) from exc
+        finally:
+            conn.close()
+    record = {"file": index_name(j), "n_phrases": n, "sha256": sha256_file(path), "bytes": path.stat().st_size,
+              "key": key}
+    write_text_atomic(done, json.dumps(record, indent=1, sort_keys=True))
+    return record
+
+
+def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, blocks: list[tuple], models: list[dict],
+                     meta: dict, n_piv_cols: int, key: str, batch_rows: int = 200_000) -> dict:
+    """Round 2 of part k: the pairs with lo <= e1 < hi, their phrase and foreign rows, the models
+    and meta, as ``folder/part-k.pairs.db``; returns its counts.
+
+    A task of the build's engine: it reads the chunks (the e1 column of each, and every column
+    of its own rows only: the build hands them over as memory maps), the texts from the texts
+    round's files (``blocks``: TextBlock.ranges of each). A file already written under the same
+    ``key`` (an interrupted write) is kept.
+    """
+    folder = Path(folder)
+    path, done = folder / _pairs_name(k), folder / f"part-{k:04d}.pairs.json"
+    old = _reused(done, path, key)
+    if old is not None:
+        return old
     stored, _ = check_models(models)
     n_stored = len(stored)
     n_pairs, n = np.zeros(n_stored, np.int64), 0
@@ -133,10 +305,8 @@ def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, index_path, model
         tmp.unlink(missing_ok=True)
         conn = sqlite3.connect(tmp.resolve().as_uri(), uri=True, isolation_level=None)
         try:
-            # read-only (ATTACH is refused inside a transaction)
-            conn.execute("ATTACH DATABASE ? AS st", (_read_only(index_path),))
             begin_load(conn, n_stored, n_piv_cols)
-            conn.execute(_reverse_sql(n_stored))  # filled in phase 2 (add_reverse)
+            conn.execute(_reverse_sql(n_stored))  # filled in round 3 (add_reverse)
             for c in chunks():
                 e1 = _integers(c.e1)
                 a, b = int(np.searchsorted(e1, lo)), int(np.searchsorted(e1, hi))  # chunks are sorted by e1
@@ -154,18 +324,23 @@ def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, index_path, model
                 used_f = _used_ids(used_f, piv[piv >= 0])
                 first = int(e1[a]) if first is None else first
                 last = int(e1[b - 1])
-            # The texts the part's pairs name, copied from the phrase index in id order.
             conn.execute("CREATE TEMP TABLE used_e (id INTEGER PRIMARY KEY)")
             conn.executemany("INSERT INTO used_e VALUES (?)", ((i,) for i in used.tolist()))
             conn.execute("CREATE TEMP TABLE used_f (id INTEGER PRIMARY KEY)")
             conn.executemany("INSERT INTO used_f VALUES (?)", ((i,) for i in used_f.tolist()))
-            conn.execute("INSERT INTO main.phrase SELECT p.id, p.text, p.n_words, p.count, p.lhs FROM st.phrase p "
-                         "JOIN temp.used_e u ON u.id = p.id ORDER BY p.id")
-            conn.execute("INSERT INTO main.foreign_phrase SELECT f.id, f.text FROM st.foreign_phrase f "
-                         "JOIN temp.used_f u ON u.id = f.id ORDER BY f.id")
-            texts = dict(conn.execute("SELECT id, text FROM main.phrase WHERE id IN (?, ?)", (first, last)))
             conn.execute("COMMIT")
-            conn.execute("DETACH DATABASE st")
+            # The texts the part's pairs name, copied from the blocks in id order (the blocks'
+            # ranges ascend), each ATTACHed in turn outside a transaction.
+            for name, (e_lo, e_hi), (f_lo, f_hi) in blocks:
+                conn.execute("ATTACH DATABASE ? AS blk", (_read_only(folder / name),))
+                conn.execute("INSERT INTO main.phrase SELECT p.id, p.text, p.n_words, p.count, p.lhs "
+                             "FROM temp.used_e u JOIN blk.phrase p ON p.id = u.id "
+                             "WHERE u.id >= ? AND u.id < ? ORDER BY u.id", (e_lo, e_hi))
+                conn.execute("INSERT INTO main.foreign_phrase SELECT f.id, f.text "
+                             "FROM temp.used_f u JOIN blk.foreign_phrase f ON f.id = u.id "
+                             "WHERE u.id >= ? AND u.id < ? ORDER BY u.id", (f_lo, f_hi))
+                conn.execute("DETACH DATABASE blk")
+            texts = dict(conn.execute("SELECT id, text FROM main.phrase WHERE id IN (?, ?)", (first, last)))
             conn.execute("BEGIN")
             part_meta = {**meta, "part": {"index": k, "e1_range": [lo, hi], "format": FORMAT}}
             finish_load(conn, models, n_pairs.tolist(), n, part_meta)
@@ -178,6 +353,12 @@ def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, index_path, model
               "n_foreign": len(used_f), "key": key}
     write_text_atomic(done, json.dumps(record, indent=1, sort_keys=True))
     return record
+
+
+def _round_two(kind: str, *args) -> dict:
+    """A task of the second round: an index shard or a part's pairs (submitted together, so that
+    neither kind waits for the other)."""
+    return write_index_shard(*args) if kind == "index" else write_part_pairs(*args)
 
 
 def add_reverse(folder, k: int, n_parts: int, record: dict, n_stored: int, key: str) -> dict:
@@ -224,42 +405,6 @@ def add_reverse(folder, k: int, n_parts: int, record: dict, n_stored: int, key: 
     return out
 
 
-def _write_index(path, survey, phrases, foreign, lhs, phrase_counts, meta: dict) -> None:
-    """``phrases.db``: the English phrases (the single file's `phrase` rows), the foreign
-    phrases, the text index and the search's FTS5 index; the texts built a block of ids at a
-    time (pivot.store.write.Survey.phrase_rows)."""
-    with atomic_path(path) as tmp:
-        tmp.unlink(missing_ok=True)
-        conn = sqlite3.connect(tmp, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode=OFF")
-            conn.execute("PRAGMA synchronous=OFF")
-            conn.executescript("""
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE phrase (
-    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL,
-    lhs TEXT NOT NULL);
-CREATE TABLE foreign_phrase (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
-""")
-            conn.execute("BEGIN")
-            conn.executemany("INSERT INTO phrase VALUES (?, ?, ?, ?, ?)",
-                             survey.phrase_rows(phrases, lhs, phrase_counts))
-            conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)", survey.foreign_rows(foreign))
-            conn.executemany("INSERT INTO meta VALUES (?, ?)", ((k, json.dumps(v, sort_keys=True)) for k, v in
-                                                                {"signature": meta.get("signature"),
-                                                                 "role": "the phrase index of a database in parts",
-                                                                 "format": FORMAT}.items()))
-            conn.execute("CREATE UNIQUE INDEX phrase_text ON phrase(text)")
-            conn.execute(FTS_SQL)
-            conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
-            conn.execute("COMMIT")
-            conn.execute("ANALYZE")
-        except sqlite3.OperationalError as exc:
-            raise _write_failed(exc, Path(path)) from exc
-        finally:
-            conn.close()
-
-
 def staging_folder(path: Path, key: str) -> Path:
     """The temporary sibling a database in parts is written in (kept for resume until renamed)."""
     return path.with_name(f".{path.name}.parts-{key}")
@@ -287,27 +432,37 @@ def write_database_parts(path, n_parts: int, *, phrases, phrase_counts, chunks, 
         if other != staging and other.is_dir():
             shutil.rmtree(other, ignore_errors=True)
     staging.mkdir(parents=True, exist_ok=True)
-    index_path = staging / INDEX
-    index_done = staging / "phrases.json"
-    if not (index_path.is_file() and index_done.is_file() and json.loads(index_done.read_text()).get("key") == key):
-        _write_index(index_path, survey, phrases, foreign, lhs, phrase_counts, meta_all)
-        write_text_atomic(index_done, json.dumps({"key": key}))
+
+    def run(fn, tasks, name, cost):
+        if engine is None:
+            return [fn(*t) for t in tasks]
+        return engine.map(fn, tasks, name=name, cost=cost)
+
+    blocks = text_blocks(survey.used, survey.used_f)
+    t2 = time.perf_counter()
+    # a task is handed its block's labels only (pivot.pipeline.lhs.Labels), not every phrase's
+    tasks = [(staging, blk, n_parts, phrases, phrase_counts, lhs.within(*blk.e_range) if hasattr(lhs, "within") else lhs,
+              foreign, key) for blk in blocks]
+    cost = [len(blk.ids) for blk in blocks]
+    texts = run(write_text_block, tasks, "store-texts", cost)
+    per_shard = np.sum([t["per_shard"] for t in texts], axis=0).tolist()
+    del tasks
     t3 = time.perf_counter()
-    tasks = [(staging, k, lo, hi, chunks, index_path, models, meta, survey.n_piv_cols, key, batch_rows)
+    block_files, block_ranges = [blk.file for blk in blocks], [blk.ranges() for blk in blocks]
+    # every part and every index shard at once, the largest first (pairs and phrases: a pair
+    # row and a phrase row cost about the same to copy, the indexes aside)
+    tasks = [("pairs", staging, k, lo, hi, chunks, block_ranges, models, meta, survey.n_piv_cols, key, batch_rows)
              for k, (lo, hi) in enumerate(ranges)]
-    cost = [hi - lo for lo, hi in ranges]
-    if engine is None:
-        pairs = [write_part_pairs(*t) for t in tasks]
-    else:
-        pairs = engine.map(write_part_pairs, tasks, name="store-pairs", cost=cost)
+    tasks += [("index", staging, j, n_parts, block_files, meta_all.get("signature"), key) for j in range(n_parts)]
+    pairs_in = np.add.reduceat(survey.e1_pairs, [lo for lo, _ in ranges]).tolist() if len(survey.e1_pairs) else \
+        [0] * n_parts
+    done = run(_round_two, tasks, "store-pairs-and-index", [*pairs_in, *per_shard])
+    pairs, shards = done[:n_parts], done[n_parts:]
     tasks = [(staging, k, n_parts, r, len(stored), key) for k, r in enumerate(pairs)]
-    if engine is None:
-        records = [add_reverse(*t) for t in tasks]
-    else:
-        records = engine.map(add_reverse, tasks, name="store-reverse", cost=cost)
+    records = run(add_reverse, tasks, "store-reverse", pairs_in)
     t4 = time.perf_counter()
-    log.info("database in %d parts: survey %.1f s, phrase index (with its texts) %.1f s, parts %.1f s", n_parts,
-             t1 - t0, t3 - t1, t4 - t3)
+    log.info("database in %d parts: survey %.1f s, texts (%d blocks) %.1f s, index shards and parts %.1f s",
+             n_parts, t1 - t0, len(blocks), t3 - t2, t4 - t3)
     column_of = {m["name"]: j for j, m in enumerate(stored)}
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "signature": meta_all.get("signature"),
@@ -318,15 +473,18 @@ def write_database_parts(path, n_parts: int, *, phrases, phrase_counts, chunks, 
                     "params": m.get("params", {}),
                     **dict(zip(("score_column", "n_pairs"), model_column(m, column_of, survey.n_pairs, survey.n)))}
                    for m in models],
-        "index": {"file": INDEX, "sha256": sha256_file(index_path), "bytes": index_path.stat().st_size},
+        "index": {"hash": SHARD_HASH, "n_shards": n_parts,
+                  "shards": [{k: v for k, v in r.items() if k != "key"} for r in shards]},
         "parts": [{k: v for k, v in r.items() if k != "key"} for r in records],
         "meta": meta_all,
     }
     write_text_atomic(staging / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str) + "\n")
     for k in range(n_parts):
-        for leftover in (f"part-{k:04d}.json", f"part-{k:04d}.pairs.json", _pairs_name(k)):
+        for leftover in (f"part-{k:04d}.json", f"part-{k:04d}.pairs.json", _pairs_name(k), f"phrases-{k:04d}.json"):
             (staging / leftover).unlink(missing_ok=True)
-    index_done.unlink(missing_ok=True)
+    for blk in blocks:
+        (staging / blk.file).unlink(missing_ok=True)
+        (staging / blk.file).with_suffix(".json").unlink(missing_ok=True)
     _swap_into_place(staging, path)
     return path
 
@@ -372,13 +530,20 @@ def check_replaceable(path: Path, option: str = "--out") -> None:
                          "refusing to replace it (choose another --out)")
     try:
         m = json.loads(manifest.read_text(encoding="utf-8"))
-        ours = {MANIFEST, m["index"]["file"], *(p["file"] for p in m["parts"])}
+        ours = {MANIFEST, *_index_files(m), *(p["file"] for p in m["parts"])}
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{option} {path}: its {MANIFEST} is unreadable ({exc}); refusing to replace the folder")
     others = sorted(set(os.listdir(path)) - ours)
     if others:
         raise InputError(f"{option} {path}: holds files its {MANIFEST} does not name ({', '.join(others[:3])}); "
                          "refusing to replace the folder")
+
+
+def _index_files(m: dict) -> list[str]:
+    """The phrase index's files a manifest names: its shards (format 2), or format 1's one file
+    (a folder of an older pivot may still be replaced by a new build)."""
+    index = m["index"]
+    return [index["file"]] if "file" in index else [s["file"] for s in index["shards"]]
 
 
 class Manifest:
@@ -395,12 +560,17 @@ class Manifest:
             m = json.loads(path.read_text(encoding="utf-8"))
             if m.get("format") != FORMAT or m.get("format_version") != FORMAT_VERSION:
                 raise InputError(f"{BROKEN}: format {m.get('format')!r} version {m.get('format_version')!r}, this "
-                                 f"pivot reads {FORMAT!r} version {FORMAT_VERSION}", path)
+                                 f"pivot reads {FORMAT!r} version {FORMAT_VERSION}: rebuild it with `pivot build`", path)
             self.data = m
             self.parts = m["parts"]
             self.starts = [int(p["e1_range"][0]) for p in self.parts]
             self.ends = [int(p["e1_range"][1]) for p in self.parts]
-            files = [m["index"], *self.parts]
+            self.shards = m["index"]["shards"]
+            if m["index"].get("hash") != SHARD_HASH or len(self.shards) != int(m["index"]["n_shards"]) or \
+                    not self.shards:
+                raise InputError(f"{BROKEN}: its phrase index is not {m['index'].get('n_shards')!r} shards by "
+                                 f"{SHARD_HASH!r}", path)
+            files = [*self.shards, *self.parts]
             names = [f["file"] for f in files]
             sizes = [int(f["bytes"]) for f in files]
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -436,8 +606,13 @@ class Manifest:
             self._verified.add(name)
         return f
 
-    def index_path(self) -> Path:
-        return self.verified(self.data["index"]["file"], self.data["index"]["sha256"])
+    def shard_of(self, text: str) -> int:
+        """The phrase-index shard that holds the phrase ``text``, if the database stores it."""
+        return shard_of(text, len(self.shards))
+
+    def index_path(self, j: int) -> Path:
+        """Shard j of the phrase index, its sha256 checked."""
+        return self.verified(self.shards[j]["file"], self.shards[j]["sha256"])
 
     def part_path(self, k: int) -> Path:
         return self.verified(self.parts[k]["file"], self.parts[k]["sha256"])

@@ -266,7 +266,8 @@ def _phrase_hits(conn, compiled) -> list[tuple]:
 
 def _search_parts(path: Path, pattern: str, *, model: str, limit: int | None, whole: bool) -> SearchResult:
     """:func:`search` of a database in parts: the phrases (and their FTS5 index, built with the
-    folder) are in its phrase index; a match's paraphrases are counted in the part of its id."""
+    folder) are in the shards of its phrase index, each searched, their matches merged in the
+    same order; a match's paraphrases are counted in the part of its id."""
     from pivot.store.db import ParaphraseDB
 
     with ParaphraseDB(path) as db:
@@ -274,9 +275,9 @@ def _search_parts(path: Path, pattern: str, *, model: str, limit: int | None, wh
                                    lowercase=bool((db.meta.get("normalization") or {}).get("lowercase", True)))
         info = db.model_info(model)
         column = db.model_info(info["params"]["base"])["column"] if info["kind"] == "combined" else info["column"]
-        conn = db._conn
         try:
-            hits = _phrase_hits(conn, compiled)
+            hits = sorted((h for conn in db._index_conns() for h in _phrase_hits(conn, compiled)),
+                          key=lambda r: (-r[2], r[1]))
             shown = hits if limit is None else hits[:limit]
             count_sql = f"SELECT count(*) FROM pair WHERE e1 = ? AND {column} IS NOT NULL"
             matches = []

@@ -275,12 +275,15 @@ def _datasette_parts(Datasette, folder: Path, settings: dict | None):
             meta = part_meta
         else:
             meta["databases"].update(part_meta["databases"])
-    index = Path(tmp.name) / f"{stem}-phrases.db"
-    index.symlink_to(m.index_path().resolve())
-    served.append(str(index))
+    for j, shard in enumerate(m.shards):
+        index = Path(tmp.name) / f"{stem}-{Path(shard['file']).stem}.db"
+        index.symlink_to(m.index_path(j).resolve())
+        served.append(str(index))
+        meta["databases"][index.stem] = {
+            "description_html": f"<p>Shard {j + 1} of {len(m.shards)} of the phrase index: the English phrases "
+                                "whose text hashes here (phrase.id is pair.e1 and pair.e2 of the parts; a "
+                                "part's own phrase and foreign_phrase tables name the phrases of its pairs).</p>"}
     meta["title"] = f"pivot paraphrase database in {len(m.parts)} parts: {stem}"
-    meta["databases"][index.stem] = {"description_html": "<p>Every English and foreign phrase of the database "
-                                                          "(phrase.id is pair.e1 and pair.e2 of the parts).</p>"}
     ds = Datasette(immutables=served, metadata=meta,
                    settings={"default_page_size": PAGE_SIZE, "suggest_facets": False, **(settings or {})})
     ds._pivot_tmp = tmp

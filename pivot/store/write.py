@@ -470,45 +470,55 @@ class Survey:
     chunk_rows: list  # the rows of each chunk, in order (where the pair load is cut among workers)
 
     def phrase_rows(self, phrases, lhs, phrase_counts):
-        """The `phrase` rows (id, text, n_words, count, lhs) of the ids used, in id order, their
-        texts asked for TEXT_BLOCK ids at a time when ``phrases`` and ``lhs`` are functions of
-        the ids: the rows are the same as from every text at once, and no more than a block
-        of texts is held (a bio-multi database stores 2.4M phrases and 3.1M foreign ones; all
-        their texts at once were 1.3 GB of Python strings and dicts). ``phrase_counts`` is an
-        array by id, a mapping, or a function of a block's ids giving their counts in order
-        (called after ``phrases`` with the same ids: the build reads a block's texts and
-        counts from the same rows)."""
-        for a in range(0, len(self.used), TEXT_BLOCK):
-            ids = self.used[a:a + TEXT_BLOCK]
-            texts = Texts(phrases(ids) if callable(phrases) else phrases, None, lhs(ids) if callable(lhs) else lhs)
-            if callable(phrase_counts):
-                counts = np.asarray(phrase_counts(ids))
-            elif isinstance(phrase_counts, np.ndarray):
-                counts = phrase_counts[ids]
-            else:
-                for i in ids.tolist():
-                    yield (i, *texts.phrase_row(i, phrase_counts))
-                continue
-            if counts.shape != ids.shape:
-                raise ValueError(f"{counts.shape[0] if counts.ndim else 0} phrase counts for a block of {len(ids)} ids")
-            # the same rows as phrase_row's, a column at a time (a bio build stores 448k phrases)
-            keys = ids.tolist()
-            text = [texts.phrases[i] for i in keys]
-            labels = repeat("[X]") if texts.lhs is None else [texts.lhs[i] for i in keys]
-            yield from zip(keys, text, [t.count(" ") + 1 for t in text], counts.astype(np.int64).tolist(), labels)
+        """The `phrase` rows of the ids used (:func:`phrase_rows`)."""
+        return phrase_rows(self.used, phrases, lhs, phrase_counts)
 
     def foreign_rows(self, foreign):
-        """The `foreign_phrase` rows (id, text) in id order: every entry of a mapping ``foreign``,
-        or the pivots used, asked for TEXT_BLOCK ids at a time of a function ``foreign``."""
-        if not callable(foreign):
-            _check_foreign(self.used_f, foreign)
-            yield from ((int(f), foreign[f]) for f in sorted(foreign))
-            return
-        for a in range(0, len(self.used_f), TEXT_BLOCK):
-            ids = self.used_f[a:a + TEXT_BLOCK]
-            texts = foreign(ids)
-            _check_foreign(ids, texts)
-            yield from ((f, texts[f]) for f in ids.tolist())
+        """The `foreign_phrase` rows of the pivots used (:func:`foreign_rows`)."""
+        return foreign_rows(self.used_f, foreign)
+
+
+def phrase_rows(used: np.ndarray, phrases, lhs, phrase_counts):
+    """The `phrase` rows (id, text, n_words, count, lhs) of the ids ``used``, in id order, their
+    texts asked for TEXT_BLOCK ids at a time when ``phrases`` and ``lhs`` are functions of
+    the ids: the rows are the same as from every text at once, and no more than a block
+    of texts is held (a bio-multi database stores 2.4M phrases and 3.1M foreign ones; all
+    their texts at once were 1.3 GB of Python strings and dicts). ``phrase_counts`` is an
+    array by id, a mapping, or a function of a block's ids giving their counts in order
+    (called after ``phrases`` with the same ids: the build reads a block's texts and
+    counts from the same rows)."""
+    for a in range(0, len(used), TEXT_BLOCK):
+        ids = used[a:a + TEXT_BLOCK]
+        texts = Texts(phrases(ids) if callable(phrases) else phrases, None, lhs(ids) if callable(lhs) else lhs)
+        if callable(phrase_counts):
+            counts = np.asarray(phrase_counts(ids))
+        elif isinstance(phrase_counts, np.ndarray):
+            counts = phrase_counts[ids]
+        else:
+            for i in ids.tolist():
+                yield (i, *texts.phrase_row(i, phrase_counts))
+            continue
+        if counts.shape != ids.shape:
+            raise ValueError(f"{counts.shape[0] if counts.ndim else 0} phrase counts for a block of {len(ids)} ids")
+        # the same rows as phrase_row's, a column at a time (a bio build stores 448k phrases)
+        keys = ids.tolist()
+        text = [texts.phrases[i] for i in keys]
+        labels = repeat("[X]") if texts.lhs is None else [texts.lhs[i] for i in keys]
+        yield from zip(keys, text, [t.count(" ") + 1 for t in text], counts.astype(np.int64).tolist(), labels)
+
+
+def foreign_rows(used_f: np.ndarray, foreign):
+    """The `foreign_phrase` rows (id, text) in id order: every entry of a mapping ``foreign``,
+    or the pivots ``used_f``, asked for TEXT_BLOCK ids at a time of a function ``foreign``."""
+    if not callable(foreign):
+        _check_foreign(used_f, foreign)
+        yield from ((int(f), foreign[f]) for f in sorted(foreign))
+        return
+    for a in range(0, len(used_f), TEXT_BLOCK):
+        ids = used_f[a:a + TEXT_BLOCK]
+        texts = foreign(ids)
+        _check_foreign(ids, texts)
+        yield from ((f, texts[f]) for f in ids.tolist())
 
 
 #: Phrase ids whose texts are built at a time by the database write (Survey.phrase_rows).
