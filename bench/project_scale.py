@@ -57,7 +57,8 @@ The model, stated so that it can be argued with:
   (``--parts N``); the corpus stage one task per language (at most ``--languages`` at once);
   on one core (the build's process, or a single task): preflight, encode, lmtext, lm (a task
   per model: two), weights, the tagger, ppdb2's phrase side and score fit with lhs and
-  combine (threads of one process: added up), the write's survey and phrase index.
+  combine (threads of one process: added up), the write's survey (since session 11 the
+  phrase index is tasks: its texts by block of ids, its shards beside the parts).
   **Assumption**: the two-worker efficiency holds on ``nodes x cores`` workers (no serial
   part inside a sharded stage grows to matter). The rows "if cut into tasks" (WOULD_MOVE)
   say what the build would take were the largest one-core parts tasks too: not this code.
@@ -100,7 +101,8 @@ STAGES = {
     # one process, so added up), each grown as measured from bio to bio-multi
     "late-tasks": (MEASURED, TASKS),
     "late-serial": (MEASURED, SERIAL),
-    # the database in parts: the parts on the workers; the survey and the phrase index here
+    # the database in parts: the texts, the phrase index's shards and the parts on the workers;
+    # the survey and the ranges' cut here
     "store": (MEASURED, TASKS),
     "store-serial": (MEASURED, SERIAL),
 }
@@ -108,7 +110,7 @@ OVERLAP = [("align",), ("lmtext", "lm", "score")]       # side by side: the long
 #: ppdb2's tasks, its in-process part, lhs and combine: their sum (the apply tasks wait for the fit)
 TOGETHER = [("late-tasks", "late-serial", "tagger")]
 CHAIN = ("encode", "weights", "extract", "translation", "pivot")
-#: The one-core parts that grow fastest: the write's phrase index (and survey), ppdb2's phrase side and
+#: The one-core parts that grow fastest: the write's survey (its phrase index until session 10), ppdb2's phrase side and
 #: fit (with lhs), preflight's reads. The projection also says what the build would take were they tasks.
 WOULD_MOVE = ("store-serial", "late-serial", "start")
 #: The stage families of the late group, and the keys of a per-role rerun that are the write's.
@@ -160,11 +162,12 @@ MEMORY = [
      "holds": "a pivot part's pairs (labels, apply) with the per-phrase files it reads (an n_e slot "
               "array); a relation fit's rated rows"},
     {"row": "store", "process": "build", "law": N_E, "w1": ["store"], "w2": ["store"], "roles": ["store|build"],
-     "holds": "the survey's per-id arrays (e1 pair counts over n_e, used ids), the labels, a block of "
-              "texts; before session 10 also every English phrase's rows and counts (28 B) and "
-              "every foreign key (8 B)"},
+     "holds": "the survey's per-id arrays (e1 pair counts over n_e, used ids), the labels; in session 10 "
+              "also a block of texts (the phrase index, now tasks), before it every English phrase's rows "
+              "and counts (28 B) and every foreign key (8 B)"},
     {"row": "store (tasks)", "process": "task", "law": N_E, "w1": [], "w2": [], "roles": ["store|worker"],
-     "holds": "a part's rows, a chunk at a time, its used-id masks (1 B an English phrase), SQLite's cache"},
+     "holds": "a part's rows, a chunk at a time, its used-id masks (1 B an English phrase), SQLite's cache; "
+              "a block of 250k texts; an index shard's text sort (SQLite's, in temporary files)"},
 ]
 
 

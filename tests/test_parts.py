@@ -74,6 +74,39 @@ def test_ranges_are_cut_by_pair_count_at_phrase_boundaries():
         cut_ranges(np.bincount(E1), 7)  # six first phrases cannot fill seven parts
 
 
+def test_the_survey_of_chunks_one_at_a_time_is_the_survey_of_all():
+    from pivot.store.parts import survey_task
+    from pivot.store.write import merge_surveys, survey_chunk, survey_chunks
+
+    stored = MODELS[:2]
+    whole = survey_chunks(_chunks, stored, MODELS[3:])
+
+    class Counted:  # the build's StoreChunks says how many chunks a call yields
+        n_chunks = 3
+
+        def __call__(self):
+            return iter(_chunks())
+    pieces = [survey_task(Counted(), j, 2) for j in range(3)]
+    merged = merge_surveys(pieces, 2, MODELS[3:])
+    # by hand: 10 pairs, e1 pairs 3, 2, 1, 1, 2, 1; general proposes all, dom 8; every phrase
+    # and pivot used; the chunks' rows 4, 4, 2
+    assert (merged.n, merged.n_piv_cols, merged.n_pairs) == (whole.n, whole.n_piv_cols, whole.n_pairs) == (10, 3, [10, 8])
+    assert merged.e1_pairs.tolist() == whole.e1_pairs.tolist() == [3, 2, 1, 1, 2, 1]
+    assert merged.used.tolist() == whole.used.tolist() == [0, 1, 2, 3, 4, 5]
+    assert merged.used_f.tolist() == whole.used_f.tolist() == [0, 1, 2]
+    assert merged.chunk_rows == whole.chunk_rows == [4, 4, 2]
+    # chunk 1 alone (rows 4..7): e1 1, 2, 3, 4 (one pair each from e1 = 1 on), e2 4, 0, 5, 1
+    assert pieces[1]["e1_lo"] == 1 and pieces[1]["e1_pairs"].tolist() == [1, 1, 1, 1]
+    assert (pieces[1]["first"], pieces[1]["last"]) == (1 << 32 | 4, 4 << 32 | 1)
+    with pytest.raises(ValueError, match="each after the previous one"):
+        merge_surveys([pieces[1], pieces[0], pieces[2]], 2, MODELS[3:])
+    with pytest.raises(ValueError, match="fewer than 4"):
+        survey_task(Counted(), 3, 2)
+    c = _chunks()[0]
+    with pytest.raises(ValueError, match=r"scores has shape \(4, 2\), expected \(4, 3\)"):
+        survey_chunk(c, 3)
+
+
 def test_manifest_lists_each_part_with_its_range_and_rows(built):
     _, folder = built
     m = json.loads((folder / MANIFEST).read_text())

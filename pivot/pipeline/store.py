@@ -262,6 +262,11 @@ class StoreChunks:
     def __init__(self, pivot_dir, ppdb2_dir, n_parts: int):
         self.pivot_dir, self.ppdb2_dir, self.n_parts = Path(pivot_dir), Path(ppdb2_dir), n_parts
 
+    @property
+    def n_chunks(self) -> int:
+        """How many chunks a call yields (the write of a database in parts surveys them as tasks)."""
+        return self.n_parts
+
     def __call__(self):
         from pivot.pipeline.bundle import open_bundle
         from pivot.pipeline.pivoting import Paraphrases

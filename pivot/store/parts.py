@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -66,7 +67,7 @@ from pivot.atomic import write_text as write_text_atomic
 from pivot.errors import InputError
 from pivot.store.write import (FTS_SQL, FTS_TABLE, TEXT_BLOCK, PairChunk, _check_foreign, _integers, _used_ids, _write_failed,
                                begin_load, check_models, finish_load, foreign_rows, full_meta, insert_pairs,
-                               model_column, phrase_rows, survey_chunks)
+                               merge_surveys, model_column, phrase_rows, survey_chunk, survey_chunks)
 
 MANIFEST = "manifest.json"
 FORMAT = "pivot-parts"
@@ -355,6 +356,15 @@ def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, blocks: list[tupl
     return record
 
 
+def survey_task(chunks, j: int, n_stored: int) -> dict:
+    """pivot.store.write.survey_chunk of chunk j of ``chunks()`` (a task: the chunks before it are
+    opened as memory maps, never read)."""
+    c = next(itertools.islice(chunks(), j, None), None)
+    if c is None:
+        raise ValueError(f"the chunks are fewer than {j + 1}, as their n_chunks said")
+    return survey_chunk(c, n_stored)
+
+
 def _round_two(kind: str, *args) -> dict:
     """A task of the second round: an index shard or a part's pairs (submitted together, so that
     neither kind waits for the other)."""
@@ -420,7 +430,12 @@ def write_database_parts(path, n_parts: int, *, phrases, phrase_counts, chunks, 
     path = Path(path)
     t0 = time.perf_counter()
     stored, learned = check_models(models)
-    survey = survey_chunks(chunks, stored, learned)
+    n_chunks = getattr(chunks, "n_chunks", None)
+    if engine is None or n_chunks is None:
+        survey = survey_chunks(chunks, stored, learned)
+    else:  # a task per chunk (the build's StoreChunks says how many), merged here in order
+        survey = merge_surveys(engine.map(survey_task, [(chunks, j, len(stored)) for j in range(n_chunks)],
+                                          name="store-survey"), len(stored), learned)
     t1 = time.perf_counter()
     ranges = cut_ranges(survey.e1_pairs, n_parts)
     meta_all = full_meta(models, meta)

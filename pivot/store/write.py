@@ -534,54 +534,75 @@ def _check_foreign(used_f: np.ndarray, foreign) -> None:
 def survey_chunks(chunks, stored: list[dict], learned: list[dict]) -> Survey:
     """Pass 1 over ``chunks()``: shapes, key order, the phrases and pivots used, each model's
     pair count; ValueError for a chunk out of order or of the wrong shape."""
-    n, n_piv_cols = 0, None
-    n_pairs = np.zeros(len(stored), dtype=np.int64)
-    used, used_f, last = np.zeros(0, np.int64), np.zeros(0, np.int64), None
-    e1_pairs = np.zeros(0, np.int64)
-    chunk_rows = []
-    given = None  # which PPDB 2.0 fields the chunks carry
+    return merge_surveys([survey_chunk(c, len(stored)) for c in chunks()], len(stored), learned)
+
+
+def survey_chunk(c, n_stored: int) -> dict:
+    """What the survey finds in one chunk (checked alone; :func:`merge_surveys` checks the
+    chunks against each other): its rows, pivot columns, each model's pairs, the ids it uses,
+    its e1 pair counts from its first e1 on, its first and last key, which PPDB 2.0 fields it
+    carries. A task of the write of a database in parts (pivot.store.parts), one per chunk."""
     # Integer arrays keep their dtype (the pipeline's are int32): a copy per column would cost
     # hundreds of MB at a real build's size, and .tolist() gives Python ints either way.
-    for c in chunks():
-        e1, e2, n_piv, piv, sc = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots),
-                                  np.asarray(c.p, dtype=np.float64))
-        m = len(e1)
-        if piv.ndim == 1 and m == 0:
-            piv = piv.reshape(0, 3 if n_piv_cols is None else n_piv_cols)
-        if sc.shape != (m, len(stored)):
-            raise ValueError(f"scores has shape {sc.shape}, expected ({m}, {len(stored)})")
-        if len(e2) != m or len(n_piv) != m or piv.ndim != 2 or len(piv) != m:
-            raise ValueError(f"e2 {e2.shape}, n_pivots {n_piv.shape} and pivots {piv.shape} must have {m} rows")
-        if n_piv_cols is None:
-            n_piv_cols = piv.shape[1]
-        elif piv.shape[1] != n_piv_cols:
-            raise ValueError(f"pivots have {piv.shape[1]} columns in one chunk and {n_piv_cols} in another")
-        have = tuple(getattr(c, f, None) is not None for f in ("form", "ppdb2", "rel"))
-        if given is not None and have != given:
+    e1, e2, n_piv, piv, sc = (_integers(c.e1), _integers(c.e2), _integers(c.n_pivots), _integers(c.pivots),
+                              np.asarray(c.p, dtype=np.float64))
+    m = len(e1)
+    if piv.ndim == 1 and m == 0:
+        piv = piv.reshape(0, 3)
+    if sc.shape != (m, n_stored):
+        raise ValueError(f"scores has shape {sc.shape}, expected ({m}, {n_stored})")
+    if len(e2) != m or len(n_piv) != m or piv.ndim != 2 or len(piv) != m:
+        raise ValueError(f"e2 {e2.shape}, n_pivots {n_piv.shape} and pivots {piv.shape} must have {m} rows")
+    have = tuple(getattr(c, f, None) is not None for f in ("form", "ppdb2", "rel"))
+    for name in ("form", "ppdb2"):
+        a = getattr(c, name, None)
+        if a is not None and np.shape(a) != (m,):
+            raise ValueError(f"{name} has shape {np.shape(a)}, expected ({m},)")
+    if getattr(c, "rel", None) is not None and np.shape(c.rel) != (m, len(RELATION_COLUMNS)):
+        raise ValueError(f"rel has shape {np.shape(c.rel)}, expected ({m}, {len(RELATION_COLUMNS)})")
+    piece = {"n": m, "n_piv_cols": piv.shape[1] if m else None, "have": have,
+             "n_pairs": (sc > 0).sum(axis=0),  # 0 and NaN: the model does not propose the pair
+             "used": _used_ids(e1, e2), "used_f": _used_ids(piv[piv >= 0]), "first": None, "last": None,
+             "e1_lo": 0, "e1_pairs": np.zeros(0, np.int64)}
+    if m:
+        key = e1.astype(np.int64) << 32 | e2.astype(np.int64)
+        if (np.diff(key) < 0).any():
+            raise ValueError("pair chunks must be sorted by (e1, e2), each after the previous one")
+        lo = int(e1[0])
+        piece.update(first=int(key[0]), last=int(key[-1]), e1_lo=lo,
+                     e1_pairs=np.bincount(e1 - lo).astype(np.int64))
+    return piece
+
+
+def merge_surveys(pieces: list[dict], n_stored: int, learned: list[dict]) -> Survey:
+    """The Survey of the chunks whose :func:`survey_chunk` pieces are ``pieces``, in order:
+    every chunk after the previous one in key order, of the same pivot width and fields."""
+    n, n_piv_cols, given, last = 0, None, None, None
+    n_pairs = np.zeros(n_stored, np.int64)
+    size = max((p["e1_lo"] + len(p["e1_pairs"]) for p in pieces), default=0)
+    e1_pairs = np.zeros(size, np.int64)
+    for p in pieces:
+        if p["n_piv_cols"] is not None:
+            if n_piv_cols is None:
+                n_piv_cols = p["n_piv_cols"]
+            elif p["n_piv_cols"] != n_piv_cols:
+                raise ValueError(f"pivots have {p['n_piv_cols']} columns in one chunk and {n_piv_cols} in another")
+        if given is not None and p["have"] != given:
             raise ValueError("every chunk or none must carry form, ppdb2 and rel")
-        given = have
-        for name in ("form", "ppdb2"):
-            a = getattr(c, name, None)
-            if a is not None and np.shape(a) != (m,):
-                raise ValueError(f"{name} has shape {np.shape(a)}, expected ({m},)")
-        if getattr(c, "rel", None) is not None and np.shape(c.rel) != (m, len(RELATION_COLUMNS)):
-            raise ValueError(f"rel has shape {np.shape(c.rel)}, expected ({m}, {len(RELATION_COLUMNS)})")
-        if m:
-            key = e1.astype(np.int64) << 32 | e2.astype(np.int64)
-            if (np.diff(key) < 0).any() or (last is not None and key[0] < last):
+        given = p["have"]
+        if p["first"] is not None:
+            if last is not None and p["first"] < last:
                 raise ValueError("pair chunks must be sorted by (e1, e2), each after the previous one")
-            last = key[-1]
-            counts = np.bincount(e1, minlength=len(e1_pairs))
-            counts[:len(e1_pairs)] += e1_pairs
-            e1_pairs = counts
-        n += m
-        chunk_rows.append(m)
-        n_pairs += (sc > 0).sum(axis=0)  # 0 and NaN: the model does not propose the pair
-        used = _used_ids(used, e1, e2)
-        used_f = _used_ids(used_f, piv[piv >= 0])
+            last = p["last"]
+            e1_pairs[p["e1_lo"]:p["e1_lo"] + len(p["e1_pairs"])] += p["e1_pairs"]
+        n += p["n"]
+        n_pairs += p["n_pairs"]
     if learned and not (given or (False, False, False))[1]:
         raise ValueError(f"model {learned[0]['name']!r} is learned: the chunks must carry its ppdb2 scores")
-    return Survey(n, 3 if n_piv_cols is None else n_piv_cols, n_pairs.tolist(), used, used_f, e1_pairs, chunk_rows)
+    used = _used_ids(*(p["used"] for p in pieces))
+    used_f = _used_ids(*(p["used_f"] for p in pieces))
+    return Survey(n, 3 if n_piv_cols is None else n_piv_cols, n_pairs.tolist(), used, used_f, e1_pairs,
+                  [p["n"] for p in pieces])
 
 
 def begin_load(conn: sqlite3.Connection, n_stored: int, n_piv_cols: int) -> None:
