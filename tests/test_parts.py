@@ -98,6 +98,9 @@ def test_the_survey_of_chunks_one_at_a_time_is_the_survey_of_all():
     # chunk 1 alone (rows 4..7): e1 1, 2, 3, 4 (one pair each from e1 = 1 on), e2 4, 0, 5, 1
     assert pieces[1]["e1_lo"] == 1 and pieces[1]["e1_pairs"].tolist() == [1, 1, 1, 1]
     assert (pieces[1]["first"], pieces[1]["last"]) == (1 << 32 | 4, 4 << 32 | 1)
+    # the ids as bit masks: chunk 1 uses e1 1..4 and e2 4, 0, 5, 1 (ids 0..5), pivots 0, 1, 2
+    assert pieces[1]["used"][0] == 6 and np.unpackbits(pieces[1]["used"][1])[:6].tolist() == [1] * 6
+    assert pieces[1]["used_f"][0] == 3
     with pytest.raises(ValueError, match="each after the previous one"):
         merge_surveys([pieces[1], pieces[0], pieces[2]], 2, MODELS[3:])
     with pytest.raises(ValueError, match="fewer than 4"):

@@ -161,8 +161,9 @@ class TextBlock:
 
 
 def text_blocks(used: np.ndarray, used_f: np.ndarray) -> list[TextBlock]:
-    """The texts round's blocks: TEXT_BLOCK English ids each, the foreign ids cut into as many
-    blocks (at least one block; the cut depends on the data only, never on the workers)."""
+    """The texts round's blocks: the English ids cut evenly into blocks of at most TEXT_BLOCK,
+    the foreign ids into as many (at least one block; the cut depends on the data only, never
+    on the workers)."""
     n = max(1, -(-len(used) // TEXT_BLOCK))
     e_cuts = [len(used) * i // n for i in range(n + 1)]
     f_cuts = [len(used_f) * i // n for i in range(n + 1)]

@@ -531,6 +531,24 @@ def _check_foreign(used_f: np.ndarray, foreign) -> None:
         raise ValueError(f"{len(missing)} pivot id(s) have no text in `foreign`, e.g. {missing[:5]}")
 
 
+def _id_bits(*ids: np.ndarray) -> tuple[int, np.ndarray]:
+    """The distinct non-negative ids of the arrays as a bit mask (its length, np.packbits of it):
+    a chunk's survey holds every chunk's ids until they are merged, an eighth of a byte an id
+    (bio-multi: 2.4M English ids, 0.3 MB a chunk against 19 MB as int64)."""
+    used = _used_ids(*ids)
+    mask = np.zeros(int(used[-1]) + 1 if len(used) else 0, bool)
+    mask[used] = True
+    return len(mask), np.packbits(mask)
+
+
+def _bits_ids(bits: list[tuple[int, np.ndarray]]) -> np.ndarray:
+    """The ids, ascending, that any of the bit masks of :func:`_id_bits` holds."""
+    seen = np.zeros(max((n for n, _ in bits), default=0), bool)
+    for n, packed in bits:
+        seen[:n] |= np.unpackbits(packed, count=n).astype(bool)
+    return np.flatnonzero(seen)
+
+
 def survey_chunks(chunks, stored: list[dict], learned: list[dict]) -> Survey:
     """Pass 1 over ``chunks()``: shapes, key order, the phrases and pivots used, each model's
     pair count; ValueError for a chunk out of order or of the wrong shape."""
@@ -562,7 +580,7 @@ def survey_chunk(c, n_stored: int) -> dict:
         raise ValueError(f"rel has shape {np.shape(c.rel)}, expected ({m}, {len(RELATION_COLUMNS)})")
     piece = {"n": m, "n_piv_cols": piv.shape[1] if m else None, "have": have,
              "n_pairs": (sc > 0).sum(axis=0),  # 0 and NaN: the model does not propose the pair
-             "used": _used_ids(e1, e2), "used_f": _used_ids(piv[piv >= 0]), "first": None, "last": None,
+             "used": _id_bits(e1, e2), "used_f": _id_bits(piv[piv >= 0]), "first": None, "last": None,
              "e1_lo": 0, "e1_pairs": np.zeros(0, np.int64)}
     if m:
         key = e1.astype(np.int64) << 32 | e2.astype(np.int64)
@@ -599,8 +617,7 @@ def merge_surveys(pieces: list[dict], n_stored: int, learned: list[dict]) -> Sur
         n_pairs += p["n_pairs"]
     if learned and not (given or (False, False, False))[1]:
         raise ValueError(f"model {learned[0]['name']!r} is learned: the chunks must carry its ppdb2 scores")
-    used = _used_ids(*(p["used"] for p in pieces))
-    used_f = _used_ids(*(p["used_f"] for p in pieces))
+    used, used_f = _bits_ids([p["used"] for p in pieces]), _bits_ids([p["used_f"] for p in pieces])
     return Survey(n, 3 if n_piv_cols is None else n_piv_cols, n_pairs.tolist(), used, used_f, e1_pairs,
                   [p["n"] for p in pieces])
 
