@@ -37,7 +37,8 @@ Inputs (all measured, kept in bench/results/):
   copies of their work folders (``--workers 2 --parts 4``), every process sampled by role
   (bench/measure_roles.py): the CPU seconds the build's own process and the workers spent in
   ppdb2, lhs and combine (side by side) and in the write (late_split), and each role's largest
-  RSS there.
+  RSS there. ``--write-roles``: reruns of the write alone (every stage reused), whose store keys
+  replace those of ``--roles`` (the write changed after the late stages were rerun).
 
 The model, stated so that it can be argued with:
 
@@ -272,6 +273,16 @@ def late_split(measured: dict) -> dict:
     return out
 
 
+def with_write_of(roles: dict, write: dict) -> dict:
+    """A per-role rerun ``roles`` whose write (the "store" stage's keys, CPU and peaks) is
+    ``write``'s: a rerun of the write alone, on the late stages' rerun's work folder."""
+    def merged(field):
+        keep = {k: v for k, v in roles[field].items() if k.rsplit("|", 1)[0] != "store"}
+        return {**keep, **{k: v for k, v in write[field].items() if k.rsplit("|", 1)[0] == "store"}}
+    return {**roles, "cpu_s_by_stage_role": merged("cpu_s_by_stage_role"),
+            "peak_gib_by_stage_role": merged("peak_gib_by_stage_role")}
+
+
 def measured_exponents(bio: dict, multi: dict, sizes: dict) -> dict:
     """Each split's exponent over the sentences from bio to bio-multi (late_split of each)."""
     r = math.log(sizes["bio-multi"]["n_sentences"] / sizes["bio"]["n_sentences"])
@@ -426,6 +437,9 @@ def main():
     ap.add_argument("--sizes", type=Path, default=RESULTS / "sizes-session10.json")
     ap.add_argument("--roles", type=Path, nargs=2, metavar=("BIO", "BIO_MULTI"),
                     help="per-role reruns of the late stages and the write (bench/measure_roles.py) of bio and bio-multi")
+    ap.add_argument("--write-roles", type=Path, nargs=2, metavar=("BIO", "BIO_MULTI"),
+                    help="per-role reruns of the write alone (every stage reused) of bio and bio-multi, whose "
+                         "store keys replace those of --roles")
     ap.add_argument("--sentences", type=float, default=100e6)
     ap.add_argument("--languages", type=int, default=20, help="pivot languages the target bitext is spread over")
     ap.add_argument("--cores", type=int, default=2, help="cores per node")
@@ -447,6 +461,8 @@ def main():
     builds = one_worker_builds(args.builds)
     cpu1, exponents = copies_curves(builds)
     roles_runs = [json.loads(Path(p).read_text()) for p in args.roles]
+    if args.write_roles:
+        roles_runs = [with_write_of(r, json.loads(Path(w).read_text())) for r, w in zip(roles_runs, args.write_roles)]
     split_bio, split_multi = (late_split(r) for r in roles_runs)
     sizes = json.loads(args.sizes.read_text())
     measured = measured_exponents(split_bio, split_multi, sizes)
@@ -477,6 +493,7 @@ def main():
            "size_exponents_bio_to_multi": {k: round(v, 3) for k, v in size_exp.items()},
            "parallel_efficiency_2_workers": round(eff, 3), "utilisation_2_workers": round(util, 3),
            "roles": [str(p) for p in args.roles],
+           "write_roles": [str(p) for p in args.write_roles] if args.write_roles else None,
            "late_and_store_cpu_s": {"bio": split_bio, "bio-multi": split_multi},
            "measured_exponents_bio_to_multi": {k: round(v, 3) for k, v in measured.items()},
            "cpu_h_at_target": {k: round(v / 3600, 2) for k, v in target.items()},

@@ -99,6 +99,19 @@ def test_late_split_adds_each_roles_cpu_of_the_late_stages_and_the_write():
     assert ps.late_split(measured) == {"late-serial": 18.5, "late-tasks": 39.0, "store-serial": 17.0, "store": 67.0}
 
 
+def test_a_write_rerun_replaces_the_store_keys_only():
+    late = {"wall_s": 9.0, "cpu_s_by_stage_role": {"ppdb2|build": 4.0, "store|build": 17.0, "store|worker": 67.0},
+            "peak_gib_by_stage_role": {"ppdb2|build": {"rss": 0.5}, "store|build": {"rss": 0.7}}}
+    write = {"cpu_s_by_stage_role": {"start|build": 3.0, "store|build": 1.0, "store|worker": 70.0},
+             "peak_gib_by_stage_role": {"store|build": {"rss": 0.4}, "store|worker": {"rss": 0.6}}}
+    got = ps.with_write_of(late, write)
+    # the late stages' keys kept, the write's store keys in, the write rerun's start ignored
+    assert got["cpu_s_by_stage_role"] == {"ppdb2|build": 4.0, "store|build": 1.0, "store|worker": 70.0}
+    assert got["peak_gib_by_stage_role"] == {"ppdb2|build": {"rss": 0.5}, "store|build": {"rss": 0.4},
+                                             "store|worker": {"rss": 0.6}}
+    assert got["wall_s"] == 9.0 and ps.late_split(got)["store-serial"] == 1.0
+
+
 def test_measured_exponents_from_bio_to_bio_multi():
     sizes = {"bio": {"n_sentences": 100}, "bio-multi": {"n_sentences": 400}}
     # 8x for 4x the sentences: ^1.5; 2x: ^0.5; a split absent at bio has no exponent
