@@ -138,6 +138,11 @@ y = (rng.random(n) < portable.logistic(2 + 0.8 * u)).astype(float)
 c = fit_combination(p_g, p_x, y)
 out["fit"] = [float(v).hex() for v in c.params] + [float(b).hex() for b in c.bse] + [float(c.llf).hex()]
 out["predict"] = h(c.predict(p_g, p_x))
+# the learned score's ridge regression (pivot.pipeline.ppdb2.ridge_fit): 3000 rows, 51 features
+from pivot.pipeline.ppdb2 import ridge_fit
+z = rng.uniform(-2, 2, (3000, 51))
+b0, b = ridge_fit(z, z[:, :5].sum(axis=1) + rng.uniform(-1, 1, 3000), np.full(51, 0.5))
+out["ridge"] = h(np.concatenate([[b0], b]))
 import statsmodels.api as sm
 from pivot.store.combined import features
 plain = sm.Logit(y, features(p_g, p_x)).fit(method="newton", disp=0)     # statsmodels' own numpy and BLAS
@@ -161,6 +166,7 @@ def test_same_bytes_with_and_without_avx512_loops_and_kernels():
     # differ here (on numpy 2.4 and an AVX-512 Xeon: every one of them) ...
     assert default["numpy.exp2"] != avx2["numpy.exp2"] or default["numpy.log"] != avx2["numpy.log"]
     assert default["statsmodels.Logit"] != avx2["statsmodels.Logit"]
-    # ... and pivot.portable's results, the weights and the fitted combination do not
-    for key in ("portable.exp2", "portable.exp", "portable.log", "ml_weighted_ppl", "fit", "predict"):
+    # ... and pivot.portable's results, the weights, the fitted combination and the learned
+    # score's ridge regression do not
+    for key in ("portable.exp2", "portable.exp", "portable.log", "ml_weighted_ppl", "fit", "predict", "ridge"):
         assert default[key] == avx2[key], key
