@@ -170,3 +170,21 @@ def test_same_bytes_with_and_without_avx512_loops_and_kernels():
     # score's ridge regression do not
     for key in ("portable.exp2", "portable.exp", "portable.log", "ml_weighted_ppl", "fit", "predict", "ridge"):
         assert default[key] == avx2[key], key
+
+
+@pytest.mark.parametrize("name", ["exp", "exp2", "log"])
+def test_cached_chunks_give_the_general_paths_bits(name):
+    """The fast path (whole chunks of ordinary arguments, in place) and the general one (special
+    values) perform the same operations: the same bits for every element, whichever path its
+    chunk took, and for any shape."""
+    rng = np.random.default_rng(7)
+    x = {"exp": rng.uniform(-760, 760, 100_000), "exp2": rng.uniform(-1100, 1100, 100_000),
+         "log": np.ldexp(rng.uniform(0.5, 1.0, 100_000), rng.integers(-1074, 1024, 100_000))}[name]
+    x[:20_000:997] = np.nan                                    # the first chunks take the general path
+    x[:20_000:991] = 0.0
+    with np.errstate(all="ignore"):
+        general = getattr(portable, f"_{name}_general")(x)
+        fast = getattr(portable, name)(x)
+        shaped = getattr(portable, name)(x.reshape(250, 400))
+    np.testing.assert_array_equal(fast.view(np.int64), general.view(np.int64))
+    np.testing.assert_array_equal(shaped.ravel().view(np.int64), general.view(np.int64))
