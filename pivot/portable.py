@@ -58,6 +58,7 @@ with localcontext() as _ctx:
     # |s| <= 0.1716, z <= 0.0295: 12 terms leave 2/25 z^12 < 1e-19 of R.
     _LOG_R = _coefficients(Decimal(2) / (2 * k + 1) for k in range(1, 13))
     _LN2_F = float(_LN2)
+    _INV_LN10 = float(1 / Decimal(10).ln())
     _LN2_F_LO = float(_LN2 - Decimal(_LN2_F))   # ln2 - float(ln2), about 2.3e-17
     _LOG2E_F = float(_LOG2E)
 
@@ -314,6 +315,15 @@ def log(x):
     """Natural log (float64 array), the same bits on every CPU: see _log_general for the method
     and its error bound (< 1 ulp; <= 0.75 measured); computed in cached chunks (_chunked)."""
     return _chunked(x, _log_fast, _log_general, lambda lo, hi: lo >= _TINY and hi <= 1.7976931348623157e308)
+
+
+def log10(x):
+    """log10 x = log x * (1 / ln 10) (float64 array), the same bits on every CPU (numpy's log10
+    loop differs between X86_V4 and other CPUs). Relative error <= (0.75 + 0.5 + 0.5) 2^-52:
+    :func:`log`'s, the constant's and the product's roundings, up to 3.5 ulp of the result
+    (measured <= 1.75 ulp, 77% correctly rounded: coarser than log, fine for the LM's ARPA,
+    which keeps 7 decimals). 0 at 1, -inf at 0."""
+    return log(x) * _INV_LN10
 
 
 def logistic(eta):

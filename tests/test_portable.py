@@ -45,6 +45,8 @@ CASES = {
     "log": (portable.log, np.concatenate([RNG.uniform(0.7, 1.42, 3000), np.exp(RNG.uniform(-40, 5, 3000)),
                                           RNG.uniform(0.999, 1.001, 1000), 10.0 ** RNG.uniform(-300, 300, 1000)]),
             lambda d: d.ln(), 0.8),
+    "log10": (portable.log10, np.concatenate([RNG.uniform(1e-9, 1.0, 3000), np.exp(RNG.uniform(-60, 0, 3000))]),
+              lambda d: d.ln() / Decimal(10).ln(), 2.0),
 }
 
 
@@ -53,8 +55,9 @@ def test_within_the_stated_bound_of_a_decimal_reference(name):
     fn, xs, reference, bound = CASES[name]
     err = _ulp_errors(fn(xs), xs, reference)
     assert err.max() <= bound, (name, err.max(), xs[err.argmax()])
-    # and nearly always the correctly rounded double (measured 98.5-99.5%; no libm is always)
-    assert np.mean(fn(xs) == _correctly_rounded(xs, reference)) > 0.97
+    # and nearly always the correctly rounded double (measured 98.5-99.5%; no libm is always;
+    # log10, a log times a rounded constant: 77%)
+    assert np.mean(fn(xs) == _correctly_rounded(xs, reference)) > (0.7 if name == "log10" else 0.97)
 
 
 def test_exact_cases_and_special_values():
@@ -128,6 +131,7 @@ rng = np.random.default_rng(11)
 x = np.concatenate([rng.uniform(-8, 13, 200_000), rng.uniform(-700, 700, 20_000)])
 p = np.ldexp(rng.uniform(0.5, 1.0, 200_000), rng.integers(-40, 1, 200_000))
 out = {"portable.exp2": h(portable.exp2(x)), "portable.exp": h(portable.exp(x)), "portable.log": h(portable.log(p)),
+       "portable.log10": h(portable.log10(p)), "numpy.log10": h(np.log10(p)),
        "ml_weighted_ppl": h(ml_weighted_ppl(-x)),
        "numpy.exp2": h(np.exp2(x)), "numpy.exp": h(np.exp(x)), "numpy.log": h(np.log(p))}
 # a combination fit: General's and X's probabilities of 400 labelled pairs, a third of X missing
@@ -167,8 +171,10 @@ def test_same_bytes_with_and_without_avx512_loops_and_kernels():
     assert default["numpy.exp2"] != avx2["numpy.exp2"] or default["numpy.log"] != avx2["numpy.log"]
     assert default["statsmodels.Logit"] != avx2["statsmodels.Logit"]
     # ... and pivot.portable's results, the weights, the fitted combination and the learned
-    # score's ridge regression do not
-    for key in ("portable.exp2", "portable.exp", "portable.log", "ml_weighted_ppl", "fit", "predict", "ridge"):
+    # score's ridge regression do not (numpy.log10, which the LM estimator used, differs here
+    # too; it is reported, not asserted)
+    for key in ("portable.exp2", "portable.exp", "portable.log", "portable.log10", "ml_weighted_ppl", "fit", "predict",
+                "ridge"):
         assert default[key] == avx2[key], key
 
 
