@@ -85,3 +85,19 @@ def test_one_class_is_an_error():
         fit_combination([0.1, 0.2], [0.1, 0.2], [1, 1])
     with pytest.raises(ValueError, match="0/1"):
         fit_combination([0.1, 0.2], [0.1, 0.2], [1, 2])
+
+
+def test_portable_logit_is_statsmodels_logit():
+    """The CPU-independent fit (pivot.pipeline.combine.portable_logit, its portable Newton and
+    covariance) is statsmodels' maximum-likelihood logit: the same coefficients, standard errors
+    and log-likelihood as sm.Logit's own Newton fit to 1e-9 (they differ only in rounding)."""
+    import statsmodels.api as sm
+
+    p_g, p_x, y, _ = _synthetic(n=3000, seed=5)
+    X = features(p_g, p_x)
+    ours = fit_combination(p_g, p_x, y)
+    theirs = sm.Logit(y, X).fit(method="newton", disp=0)
+    assert ours.method == "mle"
+    np.testing.assert_allclose(ours.params, theirs.params, rtol=1e-9)
+    np.testing.assert_allclose(ours.bse, theirs.bse, rtol=1e-9)
+    assert ours.llf == pytest.approx(theirs.llf, rel=1e-12)

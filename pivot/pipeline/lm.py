@@ -90,6 +90,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from pivot import portable
 from pivot.pipeline.stage import VOLATILE, Stage
 
 __all__ = [
@@ -515,11 +516,11 @@ def _write_arpa(path, levels, discounts, vocab_list):
                     hi = lo + _WRITE_CHUNK
                     # lmplz clamps to <= 0 against rounding; log10 of p = 1 for <s> is 0.
                     with np.errstate(divide="ignore"):
-                        log_prob = np.minimum(0.0, np.log10(probs[lo:hi]))
+                        log_prob = np.minimum(0.0, portable.log10(probs[lo:hi]))
                     if n < order:
                         g = gamma_h[lo:hi]
                         log_backoff = np.where(np.isnan(g), 0.0,
-                                               np.log10(np.where(np.isnan(g), 1.0, g)))
+                                               portable.log10(np.where(np.isnan(g), 1.0, g)))
                     else:
                         log_backoff = empty
                     out.write(_lm.format_arpa_rows(_row_words(levels, n, lo, hi), log_prob,
@@ -897,6 +898,6 @@ def model_path(lm_dir, name: str) -> Path:
     return binary if binary.is_file() else Path(lm_dir) / f"{name}.arpa"
 
 
-STAGE = Stage("lm", 4, ("lmtext",), ("domain.order", "domain.estimator"), stage_params,
+STAGE = Stage("lm", 5, ("lmtext",), ("domain.order", "domain.estimator"), stage_params,
               ("*.arpa", "*.binary", "stats.json", VOLATILE), run_stage,
               "one per model (Dask)", "modified Kneser-Ney n-gram LMs", when=lambda recipe: recipe.get("domain"))

@@ -147,6 +147,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pivot import portable
 from pivot.arrays import unique
 from pivot.errors import InputError
 from pivot.pipeline.bundle import Blocks, open_bundle, save_bundle
@@ -487,8 +488,9 @@ def n_distinct_languages(langs: np.ndarray) -> np.ndarray:
 
 
 def _log_floor(p: np.ndarray) -> np.ndarray:
+    """log p, FLOOR_LOG_P where p <= 0: pivot.portable.log (numpy's log loop differs by CPU)."""
     ok = p > 0
-    return np.where(ok, np.log(np.where(ok, p, 1.0)), FLOOR_LOG_P)
+    return np.where(ok, portable.log(np.where(ok, p, 1.0)), FLOOR_LOG_P)
 
 
 def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list[np.ndarray]:
@@ -515,7 +517,8 @@ def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list
     tri1 = (ph.tri_ptr[e1 + 1] - ph.tri_ptr[e1]).astype(np.float64)
     tri2 = (ph.tri_ptr[e2 + 1] - ph.tri_ptr[e2]).astype(np.float64)
     form = np.asarray(form)
-    cols += [np.log1p(np.asarray(n_pivots, np.float64)), n_distinct_languages(langs).astype(np.float64),
+    # log1p of a count as portable.log(1 + n): 1 + n is exact, numpy's log1p loop differs by CPU
+    cols += [portable.log(1.0 + np.asarray(n_pivots, np.float64)), n_distinct_languages(langs).astype(np.float64),
              ph.log_count[e1], ph.log_count[e2], n1, n2, np.abs(n1 - n2),
              a_in_b / np.maximum(n1 + n2 - a_in_b, 1.0),
              shared / np.maximum(tri1 + tri2 - shared, 1.0),
@@ -615,10 +618,12 @@ def ridge_fit(z: np.ndarray, y: np.ndarray, penalty: np.ndarray) -> tuple[float,
     """argmin_b sum (y - b0 - z b)^2 + sum_j penalty_j b_j^2 on centred columns: b0 = mean(y),
     b = (Z'Z + diag(penalty))^-1 Z'(y - mean(y)) (z is standardised on the same rows)."""
     zc = z - z.mean(axis=0)
-    # einsum, not BLAS (as softmax_fit): a product this small costs more in thread wake-ups
-    b = np.linalg.solve(np.einsum("ni,nj->ij", zc, zc, optimize=False) + np.diag(penalty),
-                        np.einsum("ni,n->i", zc, y - y.mean(), optimize=False))
-    return float(y.mean() - z.mean(axis=0) @ b), b
+    # einsum, not BLAS (as softmax_fit): a product this small costs more in thread wake-ups;
+    # the solve and the intercept's dot product by pivot.portable, not LAPACK and BLAS (whose
+    # kernels, and so whose roundings, depend on the CPU)
+    b = portable.solve(np.einsum("ni,nj->ij", zc, zc, optimize=False) + np.diag(penalty),
+                       np.einsum("ni,n->i", zc, y - y.mean(), optimize=False))
+    return float(y.mean() - portable.fsum(z.mean(axis=0) * b)), b
 
 
 def average_ranks(x: np.ndarray) -> np.ndarray:
@@ -982,9 +987,9 @@ def _ridge(names, x, y, lam, mu, anchor, gamma=0.0, moments=None) -> ScoreModel:
     zc = z - z.mean(axis=0)
     scale = gamma * len(y)
     gram = np.einsum("ni,nj->ij", zc, zc, optimize=False)
-    b = np.linalg.solve(gram + scale * big_a + np.diag(penalty),
-                        np.einsum("ni,n->i", zc, y - y.mean(), optimize=False) + scale * WITHIN_MARGIN * c)
-    return ScoreModel(std, float(y.mean() - z.mean(axis=0) @ b), b)
+    b = portable.solve(gram + scale * big_a + np.diag(penalty),          # as ridge_fit
+                       np.einsum("ni,n->i", zc, y - y.mean(), optimize=False) + scale * WITHIN_MARGIN * c)
+    return ScoreModel(std, float(y.mean() - portable.fsum(z.mean(axis=0) * b)), b)
 
 
 def fit_relations(names, x, y, validation, *, lambdas=RELATION_LAMBDAS,
@@ -1486,7 +1491,7 @@ def _phrase_side(table, texts, slot, tokens, counts, f_lang_of, data_root, param
     if not with_vectors:
         save_bundle(vectors_path, vec=np.zeros((0, 0), np.float32), vec_has=np.zeros(0, bool))
     tri_ptr, tri = char_trigrams(texts)
-    save_bundle(phrases_path, n_words=n_words, log_count=np.log1p(counts), tokens=tokens, tri_ptr=tri_ptr, tri=tri,
+    save_bundle(phrases_path, n_words=n_words, log_count=portable.log(1.0 + counts), tokens=tokens, tri_ptr=tri_ptr, tri=tri,
                 f_lang=f_lang, row_of=slot)
     del n_words, tri_ptr, tri, f_lang
     release_heap()          # the codes' temporaries, before the fits' own
@@ -2029,7 +2034,7 @@ def _check_wordnet(plan, path: Path) -> None:
     raise InputError("empty WordNet database file", path)
 
 
-STAGE = Stage("ppdb2", 4, ("pivot", "translation", "encode", "weights"), ("ppdb2",), stage_params,
+STAGE = Stage("ppdb2", 5, ("pivot", "translation", "encode", "weights"), ("ppdb2",), stage_params,
               ("x-*.arrays", "ppdb2.json"), run_stage,
               "labels: one per range of English rows; fits: the relations' as tasks beside the score's; "
               "apply: one per range of English rows (Dask)",

@@ -17,6 +17,11 @@ score of an unordered pair, for the fit's features (pivot.pipeline.combine) and 
 evaluation alike. Taking instead the maximum over directions of the *combined* prediction,
 max(P(good | x(b|a)), P(good | x(a|b))), mixes General's better direction with X's other
 one whenever they disagree, and scores pairs on features the fit never saw.
+
+The logs, the product x . beta and the logistic are pivot.portable's (IEEE basic operations in a
+fixed order), not numpy's log/exp loops and BLAS, which round differently on different CPUs: a
+combined model's scores, and so the order of its exported pairs, are the same bits on every
+machine that fits or reads it.
 """
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from pivot import portable
 
 FLOOR_P = 1e-10
 FLOOR_LOG_P = math.log(FLOOR_P)      # -23.0259
@@ -43,8 +50,8 @@ def features(p_general, p_x):
         raise ValueError("probabilities above 1: pass p(e2|e1), not scores or log probabilities")
     missing_g = ~(p_general > 0)             # True for 0 and NaN
     missing_x = ~(p_x > 0)
-    log_g = np.where(missing_g, FLOOR_LOG_P, np.log(np.where(missing_g, 1.0, p_general)))
-    log_x = np.where(missing_x, FLOOR_LOG_P, np.log(np.where(missing_x, 1.0, p_x)))
+    log_g = np.where(missing_g, FLOOR_LOG_P, portable.log(np.where(missing_g, 1.0, p_general)))
+    log_x = np.where(missing_x, FLOOR_LOG_P, portable.log(np.where(missing_x, 1.0, p_x)))
     return np.column_stack([np.ones(len(p_x)), log_g, log_x, missing_x.astype(np.float64)])
 
 
@@ -82,8 +89,8 @@ def unordered_score(fit, p_general_fwd, p_general_rev, p_x_fwd, p_x_rev):
     direction (a combination ranks General's pairs only: its tuning candidates were those).
     """
     general_missing = np.isnan(symmetric_p(p_general_fwd, p_general_rev))
-    eta = unordered_features(p_general_fwd, p_general_rev, p_x_fwd, p_x_rev) @ np.asarray(fit.params)
-    out = 1.0 / (1.0 + np.exp(-eta))
+    eta = portable.dot(unordered_features(p_general_fwd, p_general_rev, p_x_fwd, p_x_rev), fit.params)
+    out = portable.logistic(eta)
     out[general_missing] = np.nan
     return out
 
@@ -105,8 +112,7 @@ class Combination:
 
     def predict(self, p_general, p_x):
         """P(good) = 1 / (1 + exp(-x . params)) for each pair."""
-        eta = features(p_general, p_x) @ self.params
-        return 1.0 / (1.0 + np.exp(-eta))
+        return portable.logistic(portable.dot(features(p_general, p_x), self.params))
 
     def to_meta(self):
         """JSON-able description: coefficients, standard errors, convergence, how it was fit."""
