@@ -7,8 +7,9 @@ Phrases are drawn (seeded) from the database's phrase table, so every lookup fin
 timing covers normalisation (Moses tokenisation), the phrase index, sorting the phrase's rows
 of the pair table by the model's column, and the k best rows' text, reverse pair and pivots.
 Target: p99 < 1 ms. A database in parts (a folder, `pivot build --parts N`) is timed the same
-way: its phrases are drawn from its phrase index, and the first lookup in a part also opens that
-part (its sha256 checked): `open_ms` times opening the folder and each part once.
+way: its phrases are drawn from the shards of its phrase index; each shard and each part is
+opened (its sha256 checked) once before the timed lookups: `open_ms` times the folder, each
+shard and each part.
 """
 import argparse
 import json
@@ -25,14 +26,23 @@ def lookup_latency(db_path, *, n: int = 10_000, k: int = 10, model: str | None =
                    show_all: bool = False) -> dict:
     """p50/p99/max milliseconds of n lookups of seeded random phrases of the database (model
     None: the database's default)."""
-    phrases = Path(db_path) / "phrases.db" if Path(db_path).is_dir() else db_path
-    texts = [r[0] for r in sqlite3.connect(phrases).execute("SELECT text FROM phrase ORDER BY id")]
+    if Path(db_path).is_dir():  # a database in parts: the phrases of every shard of its index, by id
+        shards = json.loads((Path(db_path) / "manifest.json").read_text())["index"]["shards"]
+        rows = sorted(r for s in shards for r in sqlite3.connect(Path(db_path) / s["file"]).execute(
+            "SELECT id, text FROM phrase"))
+        texts = [t for _, t in rows]
+    else:
+        texts = [r[0] for r in sqlite3.connect(db_path).execute("SELECT text FROM phrase ORDER BY id")]
     rng = np.random.default_rng(seed)
     sample = [texts[i] for i in rng.integers(0, len(texts), n)]
     t0 = time.perf_counter()
     db = ParaphraseDB(db_path)
     open_ms = {"folder" if db.manifest else "file": round((time.perf_counter() - t0) * 1e3, 2)}
-    if db.manifest is not None:  # each part opened (and checked) once, before the timed lookups
+    if db.manifest is not None:  # each shard and part opened (and checked) once, before the timed lookups
+        for j in range(len(db.manifest.shards)):
+            t0 = time.perf_counter()
+            db._shard(j)
+            open_ms[f"shard {j}"] = round((time.perf_counter() - t0) * 1e3, 2)
         for k in range(len(db.manifest.parts)):
             t0 = time.perf_counter()
             db._part(k)

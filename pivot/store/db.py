@@ -214,35 +214,46 @@ class ParaphraseDB:
 
     def _shard(self, j: int) -> sqlite3.Connection:
         """Shard j of the phrase index (opened on first use, its sha256, schema and meta checked)."""
-        conn = self._shards.get(j)
+        def has_phrases(conn, path):
+            conn.execute("SELECT id, text, count FROM phrase LIMIT 1").fetchall()
+        return self._member(self._shards, "shard", j, self.manifest.index_path, has_phrases)
+
+    def _member(self, cache: dict, kind: str, k: int, path_of, check) -> sqlite3.Connection:
+        """File k of a kind ("part", "shard") of the folder, from ``cache`` or opened read-only:
+        its sha256 (``path_of``), its tables (``check``) and its meta's index and signature checked."""
+        conn = cache.get(k)
         if conn is not None:
             return conn
-        path = self.manifest.index_path(j)
+        path = path_of(k)
         conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
         try:
-            conn.execute("SELECT id, text, count FROM phrase LIMIT 1").fetchall()
+            check(conn, path)
             meta = read_meta(conn, path)
-            shard = meta.get("shard") if isinstance(meta.get("shard"), dict) else {}
-            if shard.get("index") != j or meta.get("signature") != self.meta.get("signature"):
-                raise InputError(f"{DAMAGED}: the shard's meta says shard {shard.get('index')} of signature "
-                                 f"{meta.get('signature')!r}, the manifest shard {j} of "
-                                 f"{self.meta.get('signature')!r}", path)
+            got = meta.get(kind) if isinstance(meta.get(kind), dict) else {}
+            if got.get("index") != k or meta.get("signature") != self.meta.get("signature"):
+                raise InputError(f"{DAMAGED}: the {kind}'s meta says {kind} {got.get('index')} of signature "
+                                 f"{meta.get('signature')!r}, the manifest {kind} {k} of {self.meta.get('signature')!r}",
+                                 path)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise InputError(f"{DAMAGED}: {exc}", path) from exc
         except BaseException:
             conn.close()
             raise
-        self._shards[j] = conn
+        cache[k] = conn
         return conn
 
     def _index_conns(self):
         """Every connection holding phrases: the file, or the phrase index's shards in turn."""
+        return self._every(self._shard, "shards")
+
+    def _every(self, open_one, files: str):
+        """The file's connection, or each of the folder's ``files`` ("parts", "shards") in turn."""
         if self.manifest is None:
             yield self._conn
         else:
-            for j in range(len(self.manifest.shards)):
-                yield self._shard(j)
+            for k in range(len(getattr(self.manifest, files))):
+                yield open_one(k)
 
     def _pairs(self, e1: int) -> sqlite3.Connection | None:
         """The connection holding the pairs of phrase id e1: the file, or the one part whose range
@@ -253,32 +264,12 @@ class ParaphraseDB:
         return None if k is None else self._part(k)
 
     def _part(self, k: int) -> sqlite3.Connection:
-        conn = self._parts.get(k)
-        if conn is not None:
-            return conn
-        path = self.manifest.part_path(k)
-        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
-        try:
-            check_schema(conn, path)
-            meta = read_meta(conn, path)
-            part = meta.get("part") or {}
-            if part.get("index") != k or meta.get("signature") != self.meta.get("signature"):
-                raise InputError(f"{DAMAGED}: the part's meta says part {part.get('index')} of signature "
-                                 f"{meta.get('signature')!r}, the manifest part {k} of {self.meta.get('signature')!r}",
-                                 path)
-        except BaseException:
-            conn.close()
-            raise
-        self._parts[k] = conn
-        return conn
+        """Part k (opened on first use, its sha256, schema and meta checked)."""
+        return self._member(self._parts, "part", k, self.manifest.part_path, check_schema)
 
     def _part_conns(self):
         """Every connection holding pairs, in key order (the file, or the parts in turn)."""
-        if self.manifest is None:
-            yield self._conn
-        else:
-            for k in range(len(self.manifest.parts)):
-                yield self._part(k)
+        return self._every(self._part, "parts")
 
     def _reverse(self, col: str, alias: str = "rv", key=("t.e2", "?1")) -> tuple[str, str]:
         """(the value, the joins) of `col` in the reverse pair's row: `pair`, and in a part also

@@ -49,6 +49,7 @@ interrupted write resumes with the files it finished (KEY hashes everything the 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import itertools
 import json
@@ -170,6 +171,26 @@ def text_blocks(used: np.ndarray, used_f: np.ndarray) -> list[TextBlock]:
     return [TextBlock(i, used[e_cuts[i]:e_cuts[i + 1]], used_f[f_cuts[i]:f_cuts[i + 1]]) for i in range(n)]
 
 
+@contextlib.contextmanager
+def _writing(tmp: Path, path: Path, fresh: bool = False):
+    """A connection (autocommit) to the temporary file ``tmp`` of ``path``, closed after; an
+    SQLite error (a full disk, a read-only folder) becomes one line naming ``path``. ``fresh``:
+    a new file (any leftover removed) written without a journal or syncs (it is renamed into
+    place only when complete)."""
+    if fresh:
+        Path(tmp).unlink(missing_ok=True)
+    conn = sqlite3.connect(Path(tmp).resolve().as_uri(), uri=True, isolation_level=None)
+    try:
+        if fresh:
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+        yield conn
+    except sqlite3.OperationalError as exc:
+        raise _write_failed(exc, path) from exc
+    finally:
+        conn.close()
+
+
 def _reused(done: Path, path: Path, key: str) -> dict | None:
     """The record of a file an interrupted write finished under the same key, else None."""
     if done.is_file() and path.is_file():
@@ -194,11 +215,7 @@ def write_text_block(folder, block: TextBlock, n_shards: int, phrases, phrase_co
         return old
     per_shard = np.zeros(n_shards, np.int64)
     with atomic_path(path) as tmp:
-        tmp.unlink(missing_ok=True)
-        conn = sqlite3.connect(tmp, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode=OFF")
-            conn.execute("PRAGMA synchronous=OFF")
+        with _writing(tmp, path, fresh=True) as conn:
             conn.executescript("""
 CREATE TABLE phrase (
     id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL,
@@ -222,10 +239,6 @@ CREATE TABLE foreign_phrase (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
             # what each index shard reads of the block: its rows, in id order
             conn.execute("CREATE INDEX phrase_shard ON phrase(shard, id)")
             conn.execute("COMMIT")
-        except sqlite3.OperationalError as exc:
-            raise _write_failed(exc, path) from exc
-        finally:
-            conn.close()
     record = {"per_shard": per_shard.tolist(), "key": key}
     write_text_atomic(done, json.dumps(record))
     return record
@@ -242,11 +255,7 @@ def write_index_shard(folder, j: int, n_shards: int, block_files: list[str], sig
     if old is not None and old.get("bytes") == path.stat().st_size:
         return old
     with atomic_path(path) as tmp:
-        tmp.unlink(missing_ok=True)
-        conn = sqlite3.connect(tmp.resolve().as_uri(), uri=True, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode=OFF")
-            conn.execute("PRAGMA synchronous=OFF")
+        with _writing(tmp, path, fresh=True) as conn:
             conn.executescript("""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE phrase (
@@ -273,10 +282,6 @@ CREATE TABLE phrase (
             conn.execute("COMMIT")
             conn.execute("ANALYZE")
             n = conn.execute("SELECT count(*) FROM phrase").fetchone()[0]
-        except sqlite3.OperationalError as exc:
-            raise _write_failed(exc, path) from exc
-        finally:
-            conn.close()
     record = {"file": index_name(j), "n_phrases": n, "sha256": sha256_file(path), "bytes": path.stat().st_size,
               "key": key}
     write_text_atomic(done, json.dumps(record, indent=1, sort_keys=True))
@@ -305,8 +310,7 @@ def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, blocks: list[tupl
     first = last = None
     with atomic_path(path) as tmp:
         tmp.unlink(missing_ok=True)
-        conn = sqlite3.connect(tmp.resolve().as_uri(), uri=True, isolation_level=None)
-        try:
+        with _writing(tmp, path) as conn:
             begin_load(conn, n_stored, n_piv_cols)
             conn.execute(_reverse_sql(n_stored))  # filled in round 3 (add_reverse)
             for c in chunks():
@@ -346,10 +350,6 @@ def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, blocks: list[tupl
             conn.execute("BEGIN")
             part_meta = {**meta, "part": {"index": k, "e1_range": [lo, hi], "format": FORMAT}}
             finish_load(conn, models, n_pairs.tolist(), n, part_meta)
-        except sqlite3.OperationalError as exc:
-            raise _write_failed(exc, path) from exc
-        finally:
-            conn.close()
     record = {"file": part_name(k), "e1_range": [lo, hi], "first": {"id": first, "text": texts.get(first)},
               "last": {"id": last, "text": texts.get(last)}, "n_pairs": n, "n_phrases": len(used),
               "n_foreign": len(used_f), "key": key}
@@ -392,8 +392,7 @@ def add_reverse(folder, k: int, n_parts: int, record: dict, n_stored: int, key: 
     n_reverse = 0
     with atomic_path(path) as tmp:
         shutil.copyfile(folder / _pairs_name(k), tmp)
-        conn = sqlite3.connect(tmp.resolve().as_uri(), uri=True, isolation_level=None)
-        try:
+        with _writing(tmp, path) as conn:
             conn.execute("PRAGMA journal_mode=OFF")
             conn.execute("PRAGMA synchronous=OFF")
             conn.execute("PRAGMA cache_size=-262144")
@@ -406,10 +405,6 @@ def add_reverse(folder, k: int, n_parts: int, record: dict, n_stored: int, key: 
                                           "WHERE e2 >= ? AND e2 < ?", (lo, hi)).rowcount
                 conn.execute("DETACH DATABASE other")
             conn.execute("ANALYZE reverse")
-        except sqlite3.OperationalError as exc:
-            raise _write_failed(exc, path) from exc
-        finally:
-            conn.close()
     out = {**{k_: v for k_, v in record.items() if k_ != "key"}, "n_reverse": n_reverse,
            "sha256": sha256_file(path), "bytes": path.stat().st_size, "key": key}
     write_text_atomic(done, json.dumps(out, indent=1, sort_keys=True))
