@@ -39,7 +39,9 @@ Nothing is written but the JSON.
 """
 import argparse
 import json
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -472,6 +474,7 @@ def relation_rows(work: Path, data_root: Path):
     from pivot.hashes import unit_hash
     from pivot.pipeline import pivoting, translation
     from pivot.pipeline import ppdb2 as P
+    from pivot.pipeline.bundle import save_bundle
     from pivot.pipeline.corpus import Vocab
     from pivot.pipeline.encode import phrase_texts, read_shards
     from pivot.pipeline.weights import read_models
@@ -500,8 +503,16 @@ def relation_rows(work: Path, data_root: Path):
     slot[used] = np.arange(len(used))
     # the stage's files per part hold each pair's form, as its label files did (P.LABEL_FIELDS)
     labels = sorted(d["ppdb2"].glob("x-*.arrays"))
-    wn, ph, lex = P._phrase_side(table, used, texts, slot, e_rows, e_count, f_lang_of, data_root, params,
-                                 shards, len(e_tokens))
+    # the phrase side as the stage runs it (ppdb2._build_job): the word vectors (vectors_task) into
+    # one file, the rest of the Phrases into another, read back as the stage's PhraseFile
+    scratch = Path(tempfile.mkdtemp(prefix="pivot-relation-features-"))
+    tokens, counts = np.asarray(e_rows[used], np.int32), np.asarray(e_count[used], np.float64)
+    phrases_paths = (scratch / "phrases.arrays", scratch / "vectors.arrays")
+    save_bundle(scratch / "tokens.arrays", tokens=tokens)
+    P.vectors_task(list(map(str, shards)), len(e_tokens), scratch / "tokens.arrays", phrases_paths[1])
+    wn, lex = P._phrase_side(table, texts, slot, tokens, counts, f_lang_of, data_root, params, phrases_paths,
+                             with_vectors=True)
+    ph = P.PhraseFile(*phrases_paths)
     # every pair's slots at once (this benchmark's rows are bio's; the stage reads them part by part)
     e1_all, e2_all = (np.concatenate([z[f] for _, z in table.scan((f,))]) for f in ("e1", "e2"))
     s1, s2 = lex.slots(e1_all, e2_all)
@@ -531,6 +542,8 @@ def relation_rows(work: Path, data_root: Path):
     out["in_build"] = np.isin(out["all"], out["build"])
     out["n_pairs"] = int(len(e1_all))
     out["used"] = used
+    del ph
+    shutil.rmtree(scratch)  # the features are computed: the phrase files are no longer read
     return out
 
 
