@@ -213,9 +213,7 @@ class Labels:
     def within(self, lo: int, hi: int) -> Labels:
         """The labels of ids lo <= id < hi only (what a task of the write is handed for its block)."""
         a, b = np.searchsorted(self.ids, [lo, hi])
-        out = Labels(self.ids[a:b], self.code[a:b], [])
-        out.names = self.names
-        return out
+        return Labels(self.ids[a:b], self.code[a:b], self.names)
 
     def __call__(self, ids) -> dict:
         ids = np.asarray(ids, dtype=np.int64)

@@ -63,16 +63,13 @@ def run_stage(context) -> None:
                                       "model's p(e2|e1) and p(e1|e2), pivots, counts, strings and "
                                       "well-formedness (meta ppdb2)",
                        "params": {"meta": "ppdb2", "target": layer["ppdb2"]["target"]}})
-    # The token lists only (a Vocab's token -> id dict doubles it: bio-multi's 158 vocabularies
-    # are 0.26 GB of Python objects as Vocabs)
-    e_tokens = corpus.Vocab.load(encode_dir / "vocab.en").tokens
-    f_tokens = [corpus.Vocab.load(encode_dir / f"vocab.{lang}").tokens for lang in langs]
-    f_lang_of_token = np.load(encode_dir / "f_lang.npy")
     # Text only for the phrases the database stores (most phrases pivot to nothing): the
     # write finds which in its first pass over the row ranges and asks for their texts and
-    # counts a block of ids at a time, read from the translation stage's files (EnglishBlocks).
-    english = EnglishBlocks(translation_dir, e_tokens)
-    f_text = ForeignBlocks(translation_dir, f_tokens, langs, f_lang_of_token)
+    # counts a block of ids at a time, read from the translation stage's files. The sources go
+    # by their paths, the vocabularies read where the texts are made (this process for one
+    # file; the workers, a task per block, for a database in parts): nothing per token pickled.
+    english = EnglishBlocks(translation_dir, encode_dir / "vocab.en")
+    f_text = ForeignBlocks(translation_dir, encode_dir, langs)
     tstats = json.loads((translation_dir / "translation.json").read_text())
     shards = read_shards(encode_dir)
     shard_sentences, shard_tokens = int(rec["extract"]["shard_sentences"]), int(rec["extract"]["shard_tokens"])
@@ -150,9 +147,6 @@ def run_stage(context) -> None:
     else:
         from pivot.store.parts import write_database_parts
 
-        # the workers build the texts (a task per block of ids): the sources go by their paths
-        english = EnglishBlocks(translation_dir, encode_dir / "vocab.en")
-        f_text = ForeignBlocks(translation_dir, encode_dir, langs)
         write_database_parts(out_path, record["parts"], phrases=english.texts, phrase_counts=english.counts,
                              chunks=chunks,
                              foreign=f_text, models=models, meta=meta, lhs=phrase_lhs,
@@ -230,28 +224,30 @@ class ForeignBlocks:
     """The stored foreign phrases' texts ('lang:text'), a block of ids at a time: a function of
     the ids read from the translation stage's ``f-*.arrays`` partitions (foreign_phrase_texts).
 
-    Given the encode folder instead of the token lists and languages' map, each is read on first
-    use (a task of the write is handed this object: nothing per token is pickled)."""
+    The encode stage's token lists and languages' map are read on first use (a task of the
+    write is handed this object: nothing per token is pickled)."""
 
-    def __init__(self, translation_dir, tokens, langs: list[str], f_lang_of_token=None):
+    def __init__(self, translation_dir, encode_dir, langs: list[str]):
         from pivot.pipeline import translation
 
         self.paths = translation.part_paths(translation_dir, "f")
         self.key_path = Path(translation_dir) / "structure" / "f_key.npy"
-        self.langs = langs
-        self._tokens, self._f_lang = tokens, f_lang_of_token
+        self.encode_dir, self.langs = Path(encode_dir), langs
+        self._vocab = None  # (token lists, f_lang), read on first use
+
+    def __getstate__(self):
+        return {**self.__dict__, "_vocab": None}
 
     def __call__(self, f_used) -> dict[int, str]:
         from pivot.pipeline import translation
         from pivot.pipeline.pivoting import npy_rows
 
-        if isinstance(self._tokens, (str, Path)):
-            encode_dir = Path(self._tokens)
-            self._tokens = [_vocab_tokens(encode_dir / f"vocab.{lang}") for lang in self.langs]
-            self._f_lang = np.load(encode_dir / "f_lang.npy")
+        if self._vocab is None:
+            self._vocab = ([_vocab_tokens(self.encode_dir / f"vocab.{lang}") for lang in self.langs],
+                           np.load(self.encode_dir / "f_lang.npy"))
+        tokens, f_lang = self._vocab
         rows = translation.foreign_rows(self.paths, npy_rows(self.key_path, np.asarray(f_used, np.int64)))
-        return dict(zip(np.asarray(f_used).tolist(), foreign_phrase_texts(rows, self._tokens, self.langs,
-                                                                           self._f_lang)))
+        return dict(zip(np.asarray(f_used).tolist(), foreign_phrase_texts(rows, tokens, self.langs, f_lang)))
 
 
 class StoreChunks:

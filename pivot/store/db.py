@@ -167,6 +167,7 @@ class ParaphraseDB:
         #: A database in parts (pivot.store.parts): its manifest, else None (a single file).
         self.manifest = None
         self._parts: dict[int, sqlite3.Connection] = {}
+        self._shards: dict[int, sqlite3.Connection] = {}  # of the phrase index of a folder
         if self.path.is_dir():
             self._open_parts()
             return
@@ -194,7 +195,6 @@ class ParaphraseDB:
 
         self.manifest = Manifest(self.path)
         self._conn = None  # no one file: a shard of the phrase index per text, a part per e1
-        self._shards: dict[int, sqlite3.Connection] = {}
         try:
             self.meta = self.manifest.data["meta"]
             if not isinstance(self.meta, dict):
@@ -328,7 +328,7 @@ class ParaphraseDB:
     def close(self):
         if self._conn is not None:
             self._conn.close()
-        for conn in [*self._parts.values(), *getattr(self, "_shards", {}).values()]:
+        for conn in [*self._parts.values(), *self._shards.values()]:
             conn.close()
         self._parts, self._shards = {}, {}
 

@@ -66,7 +66,7 @@ import numpy as np
 from pivot.atomic import atomic_path
 from pivot.atomic import write_text as write_text_atomic
 from pivot.errors import InputError
-from pivot.store.write import (FTS_SQL, FTS_TABLE, TEXT_BLOCK, PairChunk, _check_foreign, _integers, _used_ids, _write_failed,
+from pivot.store.write import (FTS_SQL, FTS_TABLE, TEXT_BLOCK, PairChunk, _integers, _used_ids, _write_failed,
                                begin_load, check_models, finish_load, foreign_rows, full_meta, insert_pairs,
                                merge_surveys, model_column, phrase_rows, survey_chunk, survey_chunks)
 
@@ -230,12 +230,10 @@ CREATE TABLE foreign_phrase (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
                     per_shard[j] += 1
                     yield (*row, j)
             conn.executemany("INSERT INTO phrase VALUES (?, ?, ?, ?, ?, ?)", rows())
-            if callable(foreign):
-                f_rows = foreign_rows(block.f_ids, foreign)
-            else:  # a mapping (a caller's, not the build's): the block's entries only
-                _check_foreign(block.f_ids, foreign)
-                f_rows = ((f, foreign[f]) for f in block.f_ids.tolist())
-            conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)", f_rows)
+            # a caller's mapping is asked as a function would be: the block's entries only
+            texts_of = foreign if callable(foreign) else (lambda ids: {f: foreign[f] for f in ids.tolist()
+                                                                       if f in foreign})
+            conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)", foreign_rows(block.f_ids, texts_of))
             # what each index shard reads of the block: its rows, in id order
             conn.execute("CREATE INDEX phrase_shard ON phrase(shard, id)")
             conn.execute("COMMIT")
@@ -491,7 +489,8 @@ def write_database_parts(path, n_parts: int, *, phrases, phrase_counts, chunks, 
     }
     write_text_atomic(staging / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str) + "\n")
     for k in range(n_parts):
-        for leftover in (f"part-{k:04d}.json", f"part-{k:04d}.pairs.json", _pairs_name(k), f"phrases-{k:04d}.json"):
+        for leftover in (f"part-{k:04d}.json", f"part-{k:04d}.pairs.json", _pairs_name(k),
+                         Path(index_name(k)).with_suffix(".json").name):
             (staging / leftover).unlink(missing_ok=True)
     for blk in blocks:
         (staging / blk.file).unlink(missing_ok=True)
