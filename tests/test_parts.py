@@ -163,8 +163,12 @@ def test_an_older_folder_format_is_refused_with_a_rebuild_hint(built):
     m = json.loads((folder / MANIFEST).read_text())
     m["format_version"] = 1
     (folder / MANIFEST).write_text(json.dumps(m))
-    with pytest.raises(InputError, match="version 1, this pivot reads 'pivot-parts' version 2: rebuild it"):
+    with pytest.raises(InputError, match="version 1, this pivot reads 'pivot-parts' version 2: rebuild it") as err:
         ParaphraseDB(folder)
+    assert "unreadable manifest" not in str(err.value)  # said once, not wrapped in another message
+    r = _cli("lookup", str(folder), "treat")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert r.stderr.count("version 1") == 1 and "rebuild it" in r.stderr
 
 
 def test_every_lookup_score_and_export_equals_the_single_file(built):

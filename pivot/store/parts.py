@@ -583,6 +583,8 @@ class Manifest:
             files = [*self.shards, *self.parts]
             names = [f["file"] for f in files]
             sizes = [int(f["bytes"]) for f in files]
+        except InputError:  # (a ValueError) already says what is wrong: not wrapped again
+            raise
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InputError(f"{BROKEN}: unreadable manifest ({type(exc).__name__}: {exc})", path) from None
         if any(os.sep in n or n in ("", ".", "..") for n in names):
