@@ -5,7 +5,7 @@
         [-o bench/results/relations-mlp-session7.json]
 
 WORK: a bio work folder with a finished ppdb2 stage (its relation rows are rebuilt here with the
-stage's own functions: pivot.pipeline.ppdb2._phrase_side, the synset split, the WordNet labels, the
+stage's own functions: pivot.pipeline.ppdb2.phrase_side, the synset split, the WordNet labels, the
 well-formedness masks the stage wrote). Three feature groups in the spirit of Pavlick et al.
 (ACL 2015), each added to the build's features and fitted over the build's (lambda, beta) grid
 (pivot.pipeline.ppdb2.relation_validation_f1):
@@ -478,7 +478,7 @@ def relation_rows(work: Path, data_root: Path):
     from pivot.pipeline.corpus import Vocab
     from pivot.pipeline.encode import phrase_texts, read_shards
     from pivot.pipeline.weights import read_models
-    from pivot.pipeline.wordnet import relation
+    from pivot.pipeline.wordnet import WordNet, relation, wordnet_folder
 
     d = {}
     for p in Path(work).iterdir():
@@ -510,8 +510,9 @@ def relation_rows(work: Path, data_root: Path):
     phrases_paths = (scratch / "phrases.arrays", scratch / "vectors.arrays")
     save_bundle(scratch / "tokens.arrays", tokens=tokens)
     P.vectors_task(list(map(str, shards)), len(e_tokens), scratch / "tokens.arrays", phrases_paths[1])
-    wn, lex = P._phrase_side(table, texts, slot, tokens, counts, f_lang_of, data_root, params, phrases_paths,
-                             with_vectors=True)
+    lex = P.phrase_side(table, texts, slot, tokens, e_tokens, counts, f_lang_of, data_root, params, phrases_paths,
+                        with_vectors=True)
+    wn = WordNet.read(wordnet_folder(data_root, P.LEXICON))
     ph = P.PhraseFile(*phrases_paths)
     # every pair's slots at once (this benchmark's rows are bio's; the stage reads them part by part)
     e1_all, e2_all = (np.concatenate([z[f] for _, z in table.scan((f,))]) for f in ("e1", "e2"))
@@ -530,7 +531,7 @@ def relation_rows(work: Path, data_root: Path):
         out[name] = rows
     out["test"] = test_rows
     every = np.unique(np.concatenate([out["all"], test_rows]))
-    profiles = {i: wn.profile(lex.synsets[i]) for i in np.unique(np.concatenate([s1[every], s2[every]])).tolist()}
+    profiles = {i: wn.profile(lex.synsets(i)) for i in np.unique(np.concatenate([s1[every], s2[every]])).tolist()}
     for name in ("all", "test"):
         rows = out[name]
         out[f"y_{name}"] = np.array([relation(profiles[a], profiles[b]) for a, b in

@@ -342,6 +342,63 @@ def test_wordnet_relations_on_a_tiny_wordnet(tmp_path):
     assert wn.phrase_synsets("no such word", lem) == ()
 
 
+def test_phrase_side_tasks_by_block(tmp_path):
+    """The stage's phrase side as tasks (phrase_side_task per block of _write_texts): a block's
+    texts read back alone, and the same trigrams, synsets and held flags for blocks of 3 texts as
+    for one block, equal to char_trigrams and WordNet.many_phrase_synsets over the whole list; the
+    held flags by hand from unit_hash of each phrase's smallest synset."""
+    from pivot.hashes import unit_hash
+
+    _wordnet(tmp_path / "lexicon" / "nltk_data")
+    wn = wordnet.WordNet.read(wordnet.wordnet_folder(tmp_path))
+    texts = ["beef", "meat", "geese", "day night", "boeuf", "xyz", "pork"]
+    blocks = P._write_texts(tmp_path / "t.txt", texts, block=3)
+    assert (tmp_path / "t.txt").read_bytes() == "\n".join(texts).encode()
+    # offsets: "beef\nmeat\ngeese" is 15 bytes, then "\n"; "day night\nboeuf\nxyz" 19, then "\n"
+    assert blocks == [(0, 3, 0, 15), (3, 3, 16, 19), (6, 1, 36, 4)]
+    assert [P.read_text_block(tmp_path / "t.txt", o, size, n) for _, n, o, size in blocks] == \
+        [texts[:3], texts[3:6], texts[6:]]
+    # the words' alphabet: "#", " " and the letters of beef, day, night (token rows, -1 padded)
+    words = ["beef", "day", "night", "unused"]
+    alphabet = P.words_alphabet(np.array([[0, -1], [1, 2]]), words)
+    assert "".join(map(chr, alphabet)) == " #abdefghinty"
+    alphabet = P.trigram_alphabet([" ", *texts])
+    got = {}
+    for size in (3, 100):
+        bl = P._write_texts(tmp_path / f"t{size}.txt", texts, block=size)
+        paths = [tmp_path / f"b{size}-{k}.arrays" for k in range(len(bl))]
+        for b, path in zip(bl, paths):
+            assert P.phrase_side_task(tmp_path / f"t{size}.txt", b, alphabet, tmp_path, 0, 0.5, path)["n_phrases"] == b[1]
+        assert P.phrase_side_task(tmp_path / f"t{size}.txt", bl[0], alphabet, tmp_path, 0, 0.5, paths[0]) == \
+            {"reused": True}
+        got[size] = {name: P._members(paths, name) for name in ("tri_count", "tri", "syn_count", "syn_ids", "held")}
+    assert all(got[3][k].tobytes() == got[100][k].tobytes() for k in got[3])
+    ptr, tri = P.char_trigrams(texts, alphabet=alphabet)
+    assert got[3]["tri_count"].tolist() == np.diff(ptr).tolist() and got[3]["tri"].tolist() == tri.tolist()
+    synsets = wn.many_phrase_synsets(texts, P.CachedLemmas(wellformed.WordNetLemmatizer(wn)))
+    assert got[3]["syn_count"].tolist() == [1, 1, 1, 0, 1, 0, 1]      # geese: goose's, "day night": none
+    assert got[3]["syn_ids"].tolist() == [x for ids in synsets for x in ids]
+    assert got[3]["held"].tolist() == [bool(ids) and unit_hash(str(min(ids)), 0) < 0.5 for ids in synsets]
+    assert got[3]["syn_ids"][0] == got[3]["syn_ids"][3]               # beef and boeuf: one synset
+
+
+def test_char_trigrams_over_a_wider_alphabet_meet_alike():
+    """char_trigrams over an alphabet that holds more characters than the texts (the stage's: the
+    words' and the space) gives other codes but the same counts and the same shared trigrams of
+    every two texts; a character outside the alphabet is an error."""
+    texts = ["kidney cell", "cells", "a cell", "kidney"]
+    ptr0, tri0 = P.char_trigrams(texts)
+    ptr1, tri1 = P.char_trigrams(texts, alphabet=P.trigram_alphabet([" ", "xyz", *texts]))
+    assert ptr0.tolist() == ptr1.tolist() and tri0.tolist() != tri1.tolist()
+    for i in range(4):
+        for j in range(4):
+            a0, b0 = set(tri0[ptr0[i]:ptr0[i + 1]].tolist()), set(tri0[ptr0[j]:ptr0[j + 1]].tolist())
+            a1, b1 = set(tri1[ptr1[i]:ptr1[i + 1]].tolist()), set(tri1[ptr1[j]:ptr1[j + 1]].tolist())
+            assert len(a0 & b0) == len(a1 & b1)
+    with pytest.raises(ValueError, match="outside the alphabet"):
+        P.char_trigrams(["cells"], alphabet=P.trigram_alphabet(["cel"]))
+
+
 def test_wordnet_missing_file_is_a_clear_error(tmp_path):
     from pivot.errors import InputError
 
@@ -626,7 +683,9 @@ def test_share_synset_by_hand():
     """Lexical.share_synset on arrays: slots 0 (synsets 5, 7), 1 (7), 2 (none), 3 (5, 9);
     (0, 1) share 7, (0, 3) share 5, (1, 3) share none, (2, x) and (x, 2) nothing."""
     synsets = [(5, 7), (7,), (), (9, 5)]
-    lex = P.Lexical(synsets, np.array([True, True, False, True]), np.zeros(4, bool), np.arange(4))
+    lex = P.Lexical.from_synsets(synsets, np.zeros(4, bool), np.arange(4))
+    assert lex.syn_ptr.tolist() == [0, 2, 3, 3, 5] and lex.syn_ids.tolist() == [5, 7, 7, 9, 5]
+    assert lex.has.tolist() == [True, True, False, True] and lex.synsets(3) == (9, 5)
     a = np.array([0, 0, 1, 2, 0, 3, 1, 3])
     b = np.array([1, 3, 3, 0, 2, 0, 0, 3])
     assert lex.share_synset(a, b).tolist() == [True, True, False, False, False, True, True, True]

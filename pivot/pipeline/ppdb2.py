@@ -112,14 +112,14 @@ L 1/8, XL 1/4, XXL 1/2; a pair is in size X iff score >= cut[X]; XXXL's cut is t
 of all, so it holds every pair.
 
 The stage labels the pairs per range of the pivot stage's rows (:func:`label_range`, Dask
-tasks) while this process reads the phrases' WordNet side and a task trains the word vectors
-(:func:`vectors_task`); fits the relation classifier's grid
+tasks) while tasks read the phrases' trigrams and WordNet synsets a block of phrases at a time
+(:func:`phrase_side_task`) and a task trains the word vectors (:func:`vectors_task`); fits the relation classifier's grid
 and refits as tasks (:func:`relation_task`) while this process fits the score; and applies the
 fit per range of rows (:func:`apply_range`). Every number is a function of the inputs only: the
 same bytes for any number of workers (each fit is the same arithmetic in whichever process runs
 it, and the applied sums run in a fixed order, one feature after another).
 
-Memory: this process holds the phrases' texts and WordNet side, and the rows the fits select
+Memory: this process holds the phrases' texts and synsets, and the rows the fits select
 (rated, within-list, relation training and test rows), never one entry per stored pair: every
 pass over the pairs reads one pivot part at a time (:class:`PairTable`), the labels stay in
 their per-part files, and the size cuts are selected exactly over the parts' scores
@@ -402,23 +402,39 @@ class PhraseFile:
 TRIGRAM_BLOCK = 65_536
 
 
-def char_trigrams(texts: list[str], width: int = TRIGRAM_CHARS) -> tuple[np.ndarray, np.ndarray]:
+def trigram_alphabet(pieces) -> np.ndarray:
+    """The code points, ascending, of "#" and every character of the strings ``pieces``: the
+    alphabet of char_trigrams. The stage gives the words its phrases are made of and " " (a
+    superset of the cut texts' characters, which codes the trigrams as well: below)."""
+    return np.array(sorted({"#"}.union(*pieces)), dtype="<U1").view(np.uint32)
+
+
+def trigram_dtype(alphabet: np.ndarray):
+    """The codes' dtype of char_trigrams over ``alphabet``: uint32 when A^3 <= 2^32, else int64."""
+    return np.uint32 if len(alphabet) ** 3 <= 1 << 32 else np.int64
+
+
+def char_trigrams(texts: list[str], width: int = TRIGRAM_CHARS, alphabet=None) -> tuple[np.ndarray, np.ndarray]:
     """(ptr, codes): the distinct character trigrams of each "#text#" (text cut to width - 2
     characters), CSR by text, ascending within a text.
 
     A trigram's code is r0 A^2 + r1 A + r2, r_k the rank of its k-th character among the A
-    distinct characters of the cut texts and "#" (by code point): equal trigrams have equal
-    codes, and the codes sort as the trigrams do (by code points, first character first), so
-    two phrases' sets meet in the same trigrams as with the code points themselves. uint32 when
+    characters of ``alphabet`` (default: the distinct characters of the cut texts and "#", by
+    code point): equal trigrams have equal codes, and the codes sort as the trigrams do (by
+    code points, first character first), so two phrases' sets meet in the same trigrams as
+    with the code points themselves, over any alphabet that holds their characters: the
+    features (counts and overlaps of the sets) are the same for every such alphabet. uint32 when
     A^3 <= 2^32 (A <= 1625; bio-multi's English vocabulary has 393 characters), else int64
     (A <= 2^21 code points: A^3 < 2^63). On bio-multi's 2.37M phrases the codes were 0.65 GiB
     as int64 (c0 2^42 + c1 2^21 + c2), held by the stage's process and mapped by every apply task.
-    A text's trigrams depend on it and the alphabet alone: the texts go TRIGRAM_BLOCK at a time."""
+    A text's trigrams depend on it and the alphabet alone: the texts go TRIGRAM_BLOCK at a time
+    (and the stage's tasks take a block of phrases each, phrase_side_task)."""
     n = len(texts)
+    if alphabet is None:
+        alphabet = trigram_alphabet(t[:width - 2] for t in texts)
+    dtype = trigram_dtype(alphabet)
     if n == 0:
-        return np.zeros(1, np.int64), np.zeros(0, np.uint32)
-    alphabet = np.array(sorted({"#"}.union(*(t[:width - 2] for t in texts))), dtype="<U1").view(np.uint32)
-    dtype = np.uint32 if len(alphabet) ** 3 <= 1 << 32 else np.int64
+        return np.zeros(1, np.int64), np.zeros(0, dtype)
     # the blocks' codes go straight into one array of room for width - 2 a text (the most a
     # text has): pages past the last code are never touched, so never resident; the blocks
     # kept and then concatenated held the codes twice
@@ -439,10 +455,15 @@ def _char_trigrams_block(texts: list[str], width: int, alphabet: np.ndarray) -> 
     list; ``alphabet``: the distinct characters' code points, ascending."""
     n = len(texts)
     padded = np.array(["#" + t[:width - 2] + "#" for t in texts], dtype=f"<U{width}")
+    points = padded.view(np.uint32).reshape(n, width)
     # each character's rank (the padding after a text's end gets some rank: it is cut below)
-    codes = np.searchsorted(alphabet, padded.view(np.uint32).reshape(n, width)).astype(np.int64)
+    codes = np.searchsorted(alphabet, points).astype(np.int64)
     lens = np.char.str_len(padded)
     del padded
+    inside = np.arange(width)[None, :] < lens[:, None]
+    if not (alphabet[np.minimum(codes, len(alphabet) - 1)] == points)[inside].all():
+        raise ValueError("char_trigrams: a text has a character outside the alphabet")
+    del points, inside
     size = len(alphabet)
     tri = (codes[:, :-2] * size + codes[:, 1:-1]) * size + codes[:, 2:]
     del codes
@@ -1322,7 +1343,7 @@ def build(tmp: Path, *, part_paths: list[Path], e_phrases, e_tokens: list[str],
     (pivot.pipeline.vectors; none: no vector features).
 
     What is independent runs side by side (pivot.pipeline.engine.Engine.run): the pairs' labels
-    per pivot part on the workers while this process reads the phrases' WordNet side; the
+    per pivot part on the workers beside the phrases' trigrams and synsets per block; the
     relation classifier's fits on the workers while this process fits the score; then the apply
     tasks. In one process the same steps run one after another: the same bytes."""
     return engine.run(_build_job(tmp, part_paths=part_paths, e_phrases=e_phrases, e_tokens=e_tokens,
@@ -1356,12 +1377,12 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     slot = np.full(n_e, -1, np.int32)
     slot[used] = np.arange(len(used))
     # The phrases' forms and then the pairs' labels (and each pair's reverse row, per pivot part)
-    # on the workers; meanwhile this process turns to what the fits need of the phrases (their
-    # WordNet side, the features'). WordNet is read twice, once on each side (about a second).
+    # on the workers, beside what the fits need of the phrases (their trigrams and WordNet
+    # synsets, a task per block of phrases). Each of these tasks reads WordNet (0.7 CPU s).
     texts_path, slot_path, forms_path = tmp / ".texts.txt", tmp / ".slot.arrays", tmp / ".forms.arrays"
     # the Phrases' arrays, the vectors in a file of their own (written before the codes are made)
     phrases_paths = (tmp / ".phrases.arrays", tmp / ".vectors.arrays")
-    texts_path.write_bytes("\n".join(texts).encode("utf-8"))    # bytes: no newline translation
+    blocks = _write_texts(texts_path, texts)
     save_bundle(slot_path, slot=slot)
     # the labels stay in their per-part files until the stage ends: the fits read the rows they
     # select, each apply task its own part's
@@ -1376,9 +1397,11 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
         if shard_paths:
             save_bundle(tokens_path, tokens=tokens)
             jobs.append(_vectors_job(shard_paths, len(e_tokens), tokens_path, phrases_paths[1]))
-        done = yield Together(*jobs, _here(_phrase_side, table, texts, slot, tokens, counts, f_lang_of, data_root,
-                                           params, phrases_paths, bool(shard_paths)))
-        wn, lex = done[-1]
+        done = yield Together(*jobs, _phrase_side_job(table, texts_path, blocks, words_alphabet(tokens, e_tokens),
+                                                      slot, tokens, counts,
+                                                      f_lang_of, data_root, params, phrases_paths,
+                                                      bool(shard_paths)))
+        lex = done[-1]
         del done
         tokens_path.unlink(missing_ok=True)
         ph = PhraseFile(*phrases_paths)
@@ -1413,10 +1436,9 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     names = feature_names(models, ph.dim)
     fit = {"models": models, "features": names}
     # The relation classifier's fits on the workers, the score's here. WordNet is read by the
-    # relations job before its first task, which then lets it go: the score's fit, run here
+    # relations job (its selected phrases' links) before its first task, which then lets it go: the score's fit, run here
     # meanwhile, is the stage's peak (with WordNet's 0.12 GB held, 0.1 GB more on bio).
-    relations_job = _relations_job(table, ph, labels, names, texts, wn, lex, params, data_root, tmp)
-    del wn
+    relations_job = _relations_job(table, ph, labels, names, texts, lex, params, data_root, tmp)
     (relations, fit["relations"]), (score, fit["score"]) = yield Together(
         relations_job, _here(_score_side, table, ph, labels, lex, models, texts, used, params, data_root))
     del relations_job
@@ -1471,17 +1493,104 @@ def _label_job(texts_path, slot_path, forms_path, label_paths, part_paths, data_
                                       for j in range(len(part_paths))], name="ppdb2-labels"))
 
 
-def _phrase_side(table, texts, slot, tokens, counts, f_lang_of, data_root, params, phrases_paths,
-                 with_vectors: bool = False):
-    """(WordNet, Lexical): what the fits need of the phrases' WordNet side; the Phrases but
-    their vectors are written to ``phrases_paths[0]`` (the fits read their rows, the apply
-    tasks gather theirs) and not held here. The vectors go to ``phrases_paths[1]``: written by
-    vectors_task (with_vectors), else empty here."""
+#: Stored phrases per task of the phrase side (phrase_side_task): each task reads WordNet (0.7
+#: CPU s), and a block's trigrams and synsets are ~5 CPU s on this project's machines.
+PHRASE_BLOCK = 500_000
+
+
+def words_alphabet(tokens: np.ndarray, e_tokens: list[str]) -> np.ndarray:
+    """The trigrams' alphabet of the phrases of token rows ``tokens`` (-1 padded; ids of the
+    words ``e_tokens``): their words' characters and the space that joins them (a text's cut
+    holds no others), so that every block of phrases is coded alike (phrase_side_task)."""
+    return trigram_alphabet([" ", *(e_tokens[w] for w in np.unique(tokens[tokens >= 0]).tolist())])
+
+
+def phrase_side(table, texts, slot, tokens, e_tokens, counts, f_lang_of, data_root, params, phrases_paths,
+                with_vectors: bool = False) -> Lexical:
+    """The stage's phrase side (_phrase_side_job) run in this process, the texts through a scratch
+    file beside ``phrases_paths[0]`` (for the benchmarks that rebuild the stage's rows)."""
+    from pivot.pipeline.engine import Engine
+
+    texts_path = Path(phrases_paths[0]).parent / ".texts.txt"
+    blocks = _write_texts(texts_path, texts)
+    try:
+        return Engine(workers=1).run(_phrase_side_job(table, texts_path, blocks, words_alphabet(tokens, e_tokens),
+                                                      slot, tokens, counts, f_lang_of, data_root, params,
+                                                      phrases_paths, with_vectors))[0]
+    finally:
+        texts_path.unlink()
+
+
+def _write_texts(path: Path, texts: list[str], block: int = PHRASE_BLOCK) -> list[tuple[int, int, int, int]]:
+    """Write "\n".join(texts) to ``path`` (UTF-8 bytes, no newline translation) a block of
+    ``block`` texts at a time; return each block's (first text, texts, byte offset, bytes), by
+    which a task reads its block alone (read_text_block)."""
+    out, at = [], 0
+    with open(path, "wb") as fh:
+        for a in range(0, len(texts), block):
+            data = ("\n" if a else "").encode() + "\n".join(texts[a:a + block]).encode("utf-8")
+            fh.write(data)
+            skip = 1 if a else 0
+            out.append((a, len(texts[a:a + block]), at + skip, len(data) - skip))
+            at += len(data)
+    return out
+
+
+def read_text_block(path, offset: int, size: int, n: int) -> list[str]:
+    """The ``n`` texts of the ``size`` bytes at ``offset`` of a file _write_texts wrote."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        texts = fh.read(size).decode("utf-8").split("\n")
+    if len(texts) != n:
+        raise ValueError(f"{path}: {len(texts)} texts at byte {offset}, {n} expected")
+    return texts
+
+
+@_heap_released
+def phrase_side_task(texts_path, block: tuple, alphabet: np.ndarray, data_root, seed: int, test_fraction: float,
+                     out_path) -> dict:
+    """The phrase side of a block of stored phrases (a task; ``block`` as _write_texts gives it):
+    their character trigrams (char_trigrams over the stage's ``alphabet``: tri_count, tri), their
+    WordNet synsets (WordNet.many_phrase_synsets with the lemmatizer of its morphy:
+    syn_count, syn_ids) and the relation split's side of each (held: the phrase's key synset, its
+    smallest, is held out with probability ``test_fraction``, by unit_hash(str(key), seed)),
+    written to ``out_path``. A phrase's rows depend on its text, the alphabet and WordNet alone:
+    the same bytes for any cut into blocks."""
+    from pivot.hashes import unit_hash
     from pivot.pipeline import wellformed
     from pivot.pipeline.wordnet import WordNet, wordnet_folder
 
-    # Per-phrase feature inputs, shared with the apply tasks through files: a row per stored
-    # phrase, in slot order (the rows of a phrase id are its slots)
+    out_path = Path(out_path)
+    if out_path.is_file():
+        return {"reused": True}
+    _, n, offset, size = block
+    texts = read_text_block(texts_path, offset, size, n)
+    tri_ptr, tri = char_trigrams(texts, alphabet=alphabet)
+    wn = WordNet.read(wordnet_folder(data_root, LEXICON))
+    synsets = wn.many_phrase_synsets(texts, CachedLemmas(wellformed.WordNetLemmatizer(wn)))
+    del wn, texts
+    syn_count = np.fromiter(map(len, synsets), np.int32, count=len(synsets))
+    syn_ids = np.fromiter((x for ids in synsets for x in ids), np.int64, count=int(syn_count.sum()))
+    held = np.array([bool(ids) and unit_hash(str(min(ids)), seed) < test_fraction for ids in synsets], dtype=bool)
+    save_bundle(out_path, tri_count=np.diff(tri_ptr), tri=tri, syn_count=syn_count, syn_ids=syn_ids, held=held)
+    return {"reused": False, "n_phrases": n}
+
+
+def _phrase_side_job(table, texts_path, blocks, alphabet, slot, tokens, counts, f_lang_of, data_root, params,
+                     phrases_paths, with_vectors: bool = False):
+    """A job of Engine.run: what the fits need of the phrases. The trigrams and WordNet synsets
+    of each block of phrases are tasks (phrase_side_task); here, the per-phrase feature inputs
+    (shared with the apply tasks through ``phrases_paths[0]``, a row per stored phrase in slot
+    order: the rows of a phrase id are its slots), the blocks' trigrams copied into that file
+    one block at a time, and the synsets as the Lexical it returns. The vectors go to
+    ``phrases_paths[1]``: written by vectors_task (with_vectors), else empty here."""
+    from pivot.pipeline.engine import Batch
+
+    tmp = Path(texts_path).parent
+    paths = [tmp / f".phrases-{k:04d}.arrays" for k in range(len(blocks))]
+    yield Batch(phrase_side_task, [(texts_path, block, alphabet, str(data_root), params["seed"],
+                                    params["relation_test_fraction"], path) for block, path in zip(blocks, paths)],
+                name="ppdb2-phrases")
     n_words = (tokens >= 0).sum(axis=1).astype(np.int8)
     f_used = table.pivot_ids()
     f_lang = np.full(int(f_used.max()) + 1 if len(f_used) else 0, -1, np.int16)
@@ -1490,17 +1599,35 @@ def _phrase_side(table, texts, slot, tokens, counts, f_lang_of, data_root, param
     phrases_path, vectors_path = phrases_paths
     if not with_vectors:
         save_bundle(vectors_path, vec=np.zeros((0, 0), np.float32), vec_has=np.zeros(0, bool))
-    tri_ptr, tri = char_trigrams(texts)
-    save_bundle(phrases_path, n_words=n_words, log_count=portable.log(1.0 + counts), tokens=tokens, tri_ptr=tri_ptr, tri=tri,
-                f_lang=f_lang, row_of=slot)
-    del n_words, tri_ptr, tri, f_lang
-    release_heap()          # the codes' temporaries, before the fits' own
-    # One read of WordNet's files here serves the lemmatizer (the same lemmas as NLTK's morphy,
-    # a fraction of NLTK's start-up) and the relation labels (0.12 GB)
-    wn = WordNet.read(wordnet_folder(data_root, LEXICON)) if params["wordnet"] else None
-    lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(wn) if wn is not None else identity_lemmas)
-    lex = _wordnet_phrases(texts, slot, wn, lemmatizer, params)
-    return wn, lex
+    tri_ptr = _offsets(_members(paths, "tri_count", np.int64))
+    codes = Blocks(trigram_dtype(alphabet), (int(tri_ptr[-1]),), (_members([path], "tri") for path in paths))
+    save_bundle(phrases_path, n_words=n_words, log_count=portable.log(1.0 + counts), tokens=tokens, tri_ptr=tri_ptr,
+                tri=codes, f_lang=f_lang, row_of=slot)
+    del n_words, tri_ptr, f_lang
+    lex = Lexical(_offsets(_members(paths, "syn_count", np.int32)), _members(paths, "syn_ids", np.int64),
+                  _members(paths, "held", bool), slot)
+    for path in paths:
+        path.unlink()
+    release_heap()          # the blocks' temporaries, before the fits' own
+    return lex
+
+
+def _members(paths, name, dtype=None) -> np.ndarray:
+    """Member ``name`` of the bundles ``paths``, concatenated (none: empty, of ``dtype``)."""
+    if not paths:
+        return np.zeros(0, dtype)
+    parts = []
+    for path in paths:
+        with open_bundle(path) as z:
+            parts.append(z[name])
+    return np.concatenate(parts)
+
+
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    """The CSR pointer (n + 1, int64) of per-row counts."""
+    ptr = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    return ptr
 
 
 @_heap_released
@@ -1627,10 +1754,24 @@ class Lexical:
     """The WordNet side of the stored phrases: synsets, the held-out split (per phrase: a pair's
     side is read from its phrases' slots, part by part)."""
 
-    synsets: list            # per used phrase (slot): its synset ids, () for none
-    has: np.ndarray          # per slot: the phrase has synsets
+    syn_ptr: np.ndarray      # (n + 1,) int64: the synset ids of slot i are syn_ids[syn_ptr[i]:syn_ptr[i+1]]
+    syn_ids: np.ndarray      # int64 synset ids (WordNet.synsets' values), by slot
     held: np.ndarray         # per slot: its key synset is held out (relation test side)
     slot: np.ndarray         # per phrase id: its slot (-1: in no stored pair)
+
+    @classmethod
+    def from_synsets(cls, synsets: list, held, slot) -> "Lexical":
+        """From a tuple of synset ids per slot."""
+        count = np.fromiter(map(len, synsets), np.int64, count=len(synsets))
+        ids = np.fromiter((x for s in synsets for x in s), np.int64, count=int(count.sum()))
+        return cls(_offsets(count), ids, np.asarray(held, bool), np.asarray(slot))
+
+    def __post_init__(self):
+        self.has = self.syn_ptr[1:] > self.syn_ptr[:-1]     # per slot: the phrase has synsets
+
+    def synsets(self, i: int) -> tuple:
+        """The synset ids of slot i."""
+        return tuple(self.syn_ids[self.syn_ptr[i]:self.syn_ptr[i + 1]].tolist())
 
     def slots(self, e1, e2) -> tuple[np.ndarray, np.ndarray]:
         """The slots of pairs' phrases (s1, s2)."""
@@ -1640,14 +1781,10 @@ class Lexical:
         """Per pair of slots (a_i, b_i): the two phrases share a synset (WordNet synonyms), on
         arrays: each synset s of a_i is looked up among b_i's as the key b_i * 2^32 + s."""
         a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-        member = self.__dict__.get("_member")
-        if member is None:
-            n = np.fromiter(map(len, self.synsets), np.int64, count=len(self.synsets))
-            ids = np.fromiter((x for s in self.synsets for x in s), np.int64, count=int(n.sum()))
-            ptr = np.zeros(len(n) + 1, np.int64)
-            np.cumsum(n, out=ptr[1:])
-            member = self.__dict__["_member"] = (ptr, ids, unique(np.repeat(np.arange(len(n)), n) << 32 | ids))
-        ptr, ids, keys = member
+        ptr, ids = self.syn_ptr, self.syn_ids
+        keys = self.__dict__.get("_keys")
+        if keys is None:
+            keys = self.__dict__["_keys"] = unique(np.repeat(np.arange(len(ptr) - 1), np.diff(ptr)) << 32 | ids)
         count = ptr[a + 1] - ptr[a]
         pair = np.repeat(np.arange(len(a)), count)
         at = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + np.repeat(ptr[a], count)
@@ -1655,19 +1792,6 @@ class Lexical:
         found = np.searchsorted(keys, query)
         hit = keys[np.minimum(found, len(keys) - 1)] == query if len(keys) else np.zeros(len(query), bool)
         return np.bincount(pair[hit], minlength=len(a)) > 0
-
-
-def _wordnet_phrases(texts, slot, wn, lemmatizer, params) -> Lexical:
-    from pivot.hashes import unit_hash
-
-    synsets = wn.many_phrase_synsets(texts, lemmatizer)
-    has = np.array([bool(s) for s in synsets], dtype=bool)
-    # a phrase's key: its smallest synset id; held out with probability relation_test_fraction
-    held = np.zeros(len(texts), dtype=bool)
-    seed, q = params["seed"], params["relation_test_fraction"]
-    for i in np.flatnonzero(has).tolist():
-        held[i] = unit_hash(str(min(synsets[i])), seed) < q
-    return Lexical(synsets, has, held, slot)
 
 
 def _within_lists(table, ph, labels, lex: Lexical, models, texts, seed: int, held_out: bool = False) -> WithinLists:
@@ -1786,15 +1910,14 @@ def _held_out_report(lists: WithinLists, score) -> dict:
             "score_top_k_synonyms": lists.hits(score)}
 
 
-def _relations_job(table, ph, labels, names, texts, wn, lex: Lexical, params, data_root, tmp):
+def _relations_job(table, ph, labels, names, texts, lex: Lexical, params, data_root, tmp):
     """WordNet-labelled pairs the database stores: synset split, fit, held-out evaluation (a job of
     Engine.run: the grid's fits and the two refits are tasks, fit_relations' steps)."""
-    from pivot.pipeline.engine import Batch
-
     from pivot.hashes import unit_hash
-    from pivot.pipeline.wordnet import relation
+    from pivot.pipeline.engine import Batch
+    from pivot.pipeline.wordnet import WordNet, relation, wordnet_folder
 
-    synsets, seed, q = lex.synsets, params["seed"], params["relation_test_fraction"]
+    seed, q = params["seed"], params["relation_test_fraction"]
     # At most max_relation_pairs training pairs, chosen by a hash of the pair (not by order):
     # the ``limit`` smallest (hash, row), kept part by part (the smallest of all are the smallest
     # of the kept ones and the next part's), so the training side is never held whole.
@@ -1813,10 +1936,12 @@ def _relations_job(table, ph, labels, names, texts, wn, lex: Lexical, params, da
     test_rows, train_rows = np.concatenate(test_rows), np.sort(train_rows)
     # the slots (s1, s2) of the selected rows' phrases
     train_slots, test_slots = (lex.slots(*table.rows(rows, ("e1", "e2"))) for rows in (train_rows, test_rows))
+    # WordNet's links of the selected pairs' phrases, read here (0.12 GB) and let go before the fits
+    wn = WordNet.read(wordnet_folder(data_root, LEXICON))
     profiles = {}
     for i in unique(np.concatenate([*train_slots, *test_slots])).tolist():
-        profiles[i] = wn.profile(synsets[i])
-    del wn   # the caller holds it no more (_build_job): it goes before the fits
+        profiles[i] = wn.profile(lex.synsets(i))
+    del wn
 
     def relation_labels(s1, s2):
         return np.array([relation(profiles[a], profiles[b]) for a, b in zip(s1.tolist(), s2.tolist())],
