@@ -57,9 +57,12 @@ The model, stated so that it can be argued with:
   translation, pivot, ppdb2's labels, relation fits and apply, the database's parts
   (``--parts N``); the corpus stage one task per language (at most ``--languages`` at once);
   on one core (the build's process, or a single task): preflight, encode, lmtext, lm (a task
-  per model: two), weights, the tagger, ppdb2's phrase side and score fit with lhs and
-  combine (threads of one process: added up), the write's survey (since session 11 the
-  phrase index is tasks: its texts by block of ids, its shards beside the parts).
+  per model: two), weights, the tagger, ppdb2's score fit with lhs and combine (threads of
+  one process: added up; its phrase side is tasks by block of phrases since session 12), the
+  write's survey (since session 11 the phrase index is tasks: its texts by block of ids, its
+  shards beside the parts); and, with ``--late-logs``, the late stages' longest batch that is
+  a single task at bio and at bio-multi (single_tasks, longest_single: its wall seconds in
+  the reruns' logs, grown by its own exponent), on the critical path beside the rest.
   **Assumption**: the two-worker efficiency holds on ``nodes x cores`` workers (no serial
   part inside a sharded stage grows to matter). The rows "if cut into tasks" (WOULD_MOVE)
   say what the build would take were the largest one-core parts tasks too: not this code.
@@ -77,6 +80,7 @@ The model, stated so that it can be argued with:
 import argparse
 import json
 import math
+import re
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
@@ -85,7 +89,7 @@ COPIES, LINEAR, PAIRS, STORED, CONSTANT = "copies", "linear", "pairs", "stored p
 MEASURED = "bio -> bio-multi"
 TASKS, LANGUAGES, SERIAL = "tasks", "languages", "one core"
 STAGES = {
-    "start": (LINEAR, SERIAL),           # preflight reads every input
+    "start": (LINEAR, SERIAL),           # preflight reads every input (--preflight: its parts)
     "corpus": (COPIES, LANGUAGES),
     "align": (COPIES, TASKS),
     "encode": (COPIES, SERIAL),
@@ -102,6 +106,11 @@ STAGES = {
     # one process, so added up), each grown as measured from bio to bio-multi
     "late-tasks": (MEASURED, TASKS),
     "late-serial": (MEASURED, SERIAL),
+    # a batch of the late stages that is one task at bio and at bio-multi (a task over every stored
+    # phrase, or over the whole corpus) runs on one core whatever the cluster: the longest such
+    # task at the target is on the critical path (its CPU also stays in late-tasks: counted twice,
+    # on the safe side)
+    "late-single": (MEASURED, SERIAL),
     # the database in parts: the texts, the phrase index's shards and the parts on the workers;
     # the survey and the ranges' cut here
     "store": (MEASURED, TASKS),
@@ -109,7 +118,7 @@ STAGES = {
 }
 OVERLAP = [("align",), ("lmtext", "lm", "score")]       # side by side: the longer counts
 #: ppdb2's tasks, its in-process part, lhs and combine: their sum (the apply tasks wait for the fit)
-TOGETHER = [("late-tasks", "late-serial", "tagger")]
+TOGETHER = [("late-tasks", "late-serial", "late-single", "tagger")]
 CHAIN = ("encode", "weights", "extract", "translation", "pivot")
 #: The one-core parts that grow fastest: the write's survey (its phrase index until session 10), ppdb2's phrase side and
 #: fit (with lhs), preflight's reads. The projection also says what the build would take were they tasks.
@@ -271,6 +280,50 @@ def late_split(measured: dict) -> dict:
                     ("late", "build"): "late-serial", ("late", "worker"): "late-tasks"}[group, role]
             out[name] += sec
     return out
+
+
+_BATCH = re.compile(r"^\S+ \S+ pivot INFO\s+(\S+): (\d+) tasks in ([\d.]+) s")
+
+
+def single_tasks(log_text: str, prefix: str = "ppdb2") -> dict:
+    """{batch name: seconds} of a build log's batches of one task whose name starts with ``prefix``
+    (the engine's lines "  NAME: 1 tasks in X s"; a name seen twice: the longer). Wall seconds
+    from the batch's submission: at least its task's CPU on a quiet machine, on the safe side."""
+    out = {}
+    for line in log_text.splitlines():
+        m = _BATCH.match(line)
+        if m and m.group(1).startswith(prefix) and m.group(2) == "1":
+            out[m.group(1)] = max(out.get(m.group(1), 0.0), float(m.group(3)))
+    return out
+
+
+def longest_single(bio: dict, multi: dict, scale_multi: float, scale: float) -> tuple[str, float, float, float]:
+    """(name, bio seconds, exponent, seconds at the target) of the batch that is one task at bio and
+    at bio-multi (single_tasks of each) and takes longest at the target, each grown by its own
+    exponent over the sentences (bio-multi is ``scale_multi`` x bio's, the target ``scale`` x);
+    none: ("", 0, 0, 0)."""
+    best = ("", 0.0, 0.0, 0.0)
+    for name in sorted(set(bio) & set(multi)):
+        if bio[name] <= 0 or multi[name] <= 0:
+            continue
+        b = math.log(multi[name] / bio[name]) / math.log(scale_multi)
+        at = bio[name] * scale ** b
+        if at > best[3]:
+            best = (name, bio[name], b, at)
+    return best
+
+
+def preflight_seconds(start_1x: float, bio: dict, multi: dict, sentences: float) -> float:
+    """Preflight's CPU seconds at ``sentences`` sentence pairs: the bitext's read-through (the
+    corpus stage's check: every line of every bitext file) at bio-multi's seconds per line (its
+    165 languages' small files make it the dearer of the two: 1.7 us a line against bio's 0.9),
+    times the target's sentence pairs (the plan counts a pair once: bio's 387,988 "bitext lines"
+    are its pairs before the length filter); the rest as at bio: the build's start-up and the checks of inputs that do not grow
+    with the bitext (the in-domain text, the tagger's files, the gold), ``start_1x`` (the build's
+    "start" CPU at 1x) less bio's bitext read. ``bio``, ``multi``: bench_preflight.py's recipes."""
+    corpus_bio = bio["check_cpu_s"].get("corpus", 0.0)
+    per_line = multi["check_cpu_s"].get("corpus", 0.0) / multi["counts"]["bitext lines"]
+    return max(start_1x - corpus_bio, 0.0) + per_line * sentences
 
 
 def with_write_of(roles: dict, write: dict) -> dict:
@@ -440,6 +493,11 @@ def main():
     ap.add_argument("--write-roles", type=Path, nargs=2, metavar=("BIO", "BIO_MULTI"),
                     help="per-role reruns of the write alone (every stage reused) of bio and bio-multi, whose "
                          "store keys replace those of --roles")
+    ap.add_argument("--preflight", type=Path,
+                    help="bench_preflight.py's check CPU by stage of bio and bio-multi: preflight's bitext "
+                         "read-through grown by the lines, the rest as measured at bio (preflight_seconds)")
+    ap.add_argument("--late-logs", type=Path, nargs=2, metavar=("BIO", "BIO_MULTI"),
+                    help="the build logs of the --roles reruns: their late batches of one task (single_tasks)")
     ap.add_argument("--sentences", type=float, default=100e6)
     ap.add_argument("--languages", type=int, default=20, help="pivot languages the target bitext is spread over")
     ap.add_argument("--cores", type=int, default=2, help="cores per node")
@@ -472,6 +530,14 @@ def main():
     pair = json.loads(args.pair.read_text())
     eff, util = efficiency(pair)
     target = grow(cpu1, exponents, size_exp, scale, measured)
+    if args.preflight:
+        pre = json.loads(args.preflight.read_text())["recipes"]
+        target["start"] = preflight_seconds(cpu1["start"], pre["bio"], pre["bio-multi"], args.sentences)
+    single = ("", 0.0, 0.0, 0.0)
+    if args.late_logs:
+        single = longest_single(*(single_tasks(Path(p).read_text()) for p in args.late_logs),
+                                sizes["bio-multi"]["n_sentences"] / sizes["bio"]["n_sentences"], scale)
+        cpu1["late-single"], measured["late-single"], target["late-single"] = single[1], single[2], single[3]
     rows = [wall_hours(target, n, args.cores, eff, args.languages, util=util) for n in args.nodes]
     # what the build would take with the largest one-core parts cut into tasks (not this code)
     moved = [wall_hours(target, n, args.cores, eff, args.languages, as_tasks=WOULD_MOVE, util=util)
@@ -495,6 +561,10 @@ def main():
            "roles": [str(p) for p in args.roles],
            "write_roles": [str(p) for p in args.write_roles] if args.write_roles else None,
            "late_and_store_cpu_s": {"bio": split_bio, "bio-multi": split_multi},
+           "late_logs": [str(p) for p in args.late_logs] if args.late_logs else None,
+           "preflight": str(args.preflight) if args.preflight else None,
+           "late_single_task": {"name": single[0], "bio_s": single[1], "exponent": round(single[2], 3),
+                                "target_h": round(single[3] / 3600, 3)},
            "measured_exponents_bio_to_multi": {k: round(v, 3) for k, v in measured.items()},
            "cpu_h_at_target": {k: round(v / 3600, 2) for k, v in target.items()},
            "rows": [{k: round(v, 2) for k, v in r.items()} for r in rows],

@@ -167,3 +167,35 @@ def test_fit_line_and_fit_power_on_exact_points():
     a, b = ps.fit_power([1, 2, 8], [3, 6, 24])
     assert (a, b) == (pytest.approx(3.0), pytest.approx(1.0))
     assert math.isfinite(a)
+
+
+def test_single_tasks_of_the_late_batches_and_the_longest_at_the_target():
+    """The log's ppdb2 batches of one task (the longer of a name seen twice; others and batches
+    of several tasks left out); the longest at the target by each one's own growth: forms 2 -> 8 s
+    over 4x the sentences is exponent 1, 2 x 100 = 200 s at 100x; vectors 3 -> 6 s is exponent
+    1/2, 3 x 10 = 30 s; phrases is 5 tasks at bio-multi (not single)."""
+    bio = "\n".join(["2026-11-27 01:44:11,674 pivot INFO   ppdb2-forms: 1 tasks in 2.0 s",
+                     "2026-11-27 01:44:11,938 pivot INFO   ppdb2-vectors: 1 tasks in 3.0 s",
+                     "2026-11-27 01:44:12,000 pivot INFO   ppdb2-vectors: 1 tasks in 1.0 s",
+                     "2026-11-27 01:44:13,486 pivot INFO   ppdb2-labels: 8 tasks in 1.8 s",
+                     "2026-11-27 01:44:13,591 pivot INFO   ppdb2-phrases: 1 tasks in 4.9 s",
+                     "2026-11-27 01:44:13,600 pivot INFO   extract: 1 tasks in 9.0 s",
+                     "2026-11-27 01:44:13,815 pivot INFO ppdb2: 4481299 pairs labelled in 6.2 s"])
+    multi = "\n".join(["2026-11-27 01:44:11,674 pivot INFO   ppdb2-forms: 1 tasks in 8.0 s",
+                       "2026-11-27 01:44:11,938 pivot INFO   ppdb2-vectors: 1 tasks in 6.0 s",
+                       "2026-11-27 01:44:13,591 pivot INFO   ppdb2-phrases: 5 tasks in 9.9 s"])
+    got_bio, got_multi = ps.single_tasks(bio), ps.single_tasks(multi)
+    assert got_bio == {"ppdb2-forms": 2.0, "ppdb2-vectors": 3.0, "ppdb2-phrases": 4.9}
+    assert got_multi == {"ppdb2-forms": 8.0, "ppdb2-vectors": 6.0}
+    name, bio_s, b, at = ps.longest_single(got_bio, got_multi, 4.0, 100.0)
+    assert (name, bio_s) == ("ppdb2-forms", 2.0) and b == pytest.approx(1.0) and at == pytest.approx(200.0)
+    assert ps.longest_single({}, got_multi, 4.0, 100.0) == ("", 0.0, 0.0, 0.0)
+
+
+def test_preflight_grows_by_its_bitext_read_alone():
+    """start 3.2 s at 1x, of which bio's bitext read 0.4 s; bio-multi reads 2.0M lines in 4.0 s
+    (2 us a line): 100M lines are 200 s, plus the 2.8 s that do not grow: 202.8 s."""
+    bio = {"check_cpu_s": {"corpus": 0.4, "lmtext": 2.3}, "counts": {"bitext lines": 400_000}}
+    multi = {"check_cpu_s": {"corpus": 4.0, "lmtext": 2.4}, "counts": {"bitext lines": 2_000_000}}
+    assert ps.preflight_seconds(3.2, bio, multi, 100e6) == pytest.approx(202.8)
+    assert ps.preflight_seconds(0.1, bio, multi, 0.0) == 0.0
