@@ -147,12 +147,21 @@ MEMORY = [
               "process also the LMs scored with (the copies copy the in-domain text: an upper bound)"},
     {"row": "extract (tasks)", "process": "task", "law": CONSTANT, "w1": [], "w2": ["extract"],
      "holds": "one shard's phrase pairs (a fixed number of sentences and tokens)"},
-    {"row": "translation", "process": "build", "law": N_F, "w1": ["translation"], "w2": ["translation"],
-     "holds": "assemble: every partition's kept English keys (np.unique) and every foreign key "
-              "(8 B an f); a task: one partition"},
-    {"row": "pivot", "process": "build", "law": ENTRIES, "w1": ["pivot"], "w2": ["pivot"],
-     "holds": "the row ranges' cut: each kept entry's f degree (8 B an entry) and every row's work; "
-              "a task: its rows' columns and an n_e + 1 row_ptr"},
+    # translation and pivot: measured by per-role reruns of the two stages (--stage-roles), the
+    # build's process (tasks run elsewhere) apart from the workers
+    {"row": "translation", "process": "build", "law": CONSTANT, "w1": [], "w2": [],
+     "roles": ["translation|build", "after translation|build"],
+     "holds": "assemble: numbers per partition (its kept entries, foreign phrases and distinct English "
+              "keys, counted by its tasks; P grows with the sentences, 50k a partition) and the tasks' futures"},
+    {"row": "pivot", "process": "build", "law": CONSTANT, "w1": [], "w2": [],
+     "roles": ["pivot|build", "after pivot|build"],
+     "holds": "the row ranges' cut: one row-work total per block of 131,072 rows (tasks), the targets and "
+              "the ranges, and the tasks' futures"},
+    {"row": "translation, pivot (tasks)", "process": "task", "law": N_E, "w1": [], "w2": [],
+     "roles": ["translation|worker", "after translation|worker", "pivot|worker", "after pivot|worker"],
+     "holds": "a merge's partition (1/P of the partial counts or kept entries); assemble: one partition's "
+              "entries; the cut: a block's rows and their degrees; a pivot range: its rows' columns and an "
+              "n_e + 1 row_ptr (8 B an English phrase)"},
     {"row": "ppdb2, lhs, combine", "process": "build", "law": STORED_U, "w1": ["ppdb2", "lhs", "combine", "tagger"],
      "w2": ["ppdb2", "after ppdb2", "lhs", "after lhs", "combine", "after combine"],
      "roles": ['ppdb2|build', 'after ppdb2|build', 'lhs|build', 'after lhs|build', 'combine|build', 'after combine|build'],
@@ -283,6 +292,17 @@ def with_write_of(roles: dict, write: dict) -> dict:
             "peak_gib_by_stage_role": merged("peak_gib_by_stage_role")}
 
 
+def with_stages_of(roles: dict, rerun: dict, families=("translation", "pivot")) -> dict:
+    """A per-role rerun ``roles`` with the peaks of the stages of ``families`` (and the moments
+    after them) taken from ``rerun``, a rerun of those stages alone (bench/bench_stage_memory.py's
+    result, whose ``measure_roles`` holds bench/measure_roles.py's figures); its CPU seconds
+    are not the late stages' or the write's, and are left out."""
+    inner = rerun.get("measure_roles", rerun)
+    keep = {k: v for k, v in roles["peak_gib_by_stage_role"].items() if stage_of(k.rsplit("|", 1)[0]) not in families}
+    new = {k: v for k, v in inner["peak_gib_by_stage_role"].items() if stage_of(k.rsplit("|", 1)[0]) in families}
+    return {**roles, "peak_gib_by_stage_role": {**keep, **new}}
+
+
 def measured_exponents(bio: dict, multi: dict, sizes: dict) -> dict:
     """Each split's exponent over the sentences from bio to bio-multi (late_split of each)."""
     r = math.log(sizes["bio-multi"]["n_sentences"] / sizes["bio"]["n_sentences"])
@@ -378,13 +398,16 @@ def memory_rows(builds, bio_w2: list, multi_w2: dict, sizes: dict, units: dict, 
         row = {"process": spec["process"], "law": law, "holds": spec["holds"],
                "w1_gib_by_copies": {str(s): max(v for t, v in w1 if t == s) for s in sorted({s for s, _ in w1})},
                "bio_gib": pb, "bio_multi_gib": pm, "bio_source": source}
-        if law == SENTENCES:
+        measured = [v for _, v in w1] + [v for v in (pb, pm) if v is not None]
+        if not measured or (law not in (SENTENCES, CONSTANT) and None in (pb, pm)):
+            row["target_gib"] = None     # not measured (e.g. no --stage-roles)
+        elif law == SENTENCES:
             xs = [s * bio[SENTENCES] for s, _ in w1]
             a, k = fit_line(xs, [v for _, v in w1])
             row["bytes_per_unit"] = round(k * 2**30, 1)
             row["target_gib"] = round(a + max(k, 0.0) * units[SENTENCES], 2)
         elif law == CONSTANT:
-            row["target_gib"] = round(max([v for _, v in w1] + [v for v in (pb, pm) if v is not None]), 2)
+            row["target_gib"] = round(max(measured), 2)
         else:
             k = (pm - pb) / (sizes["bio-multi"][law] - bio[law])
             row["bytes_per_unit"] = round(k * 2**30, 1)
@@ -440,6 +463,9 @@ def main():
     ap.add_argument("--write-roles", type=Path, nargs=2, metavar=("BIO", "BIO_MULTI"),
                     help="per-role reruns of the write alone (every stage reused) of bio and bio-multi, whose "
                          "store keys replace those of --roles")
+    ap.add_argument("--stage-roles", type=Path, nargs=2, metavar=("BIO", "BIO_MULTI"),
+                    help="per-role reruns of translation and pivot (bench/bench_stage_memory.py) of bio and "
+                         "bio-multi: their memory rows (the build's process, the tasks)")
     ap.add_argument("--sentences", type=float, default=100e6)
     ap.add_argument("--languages", type=int, default=20, help="pivot languages the target bitext is spread over")
     ap.add_argument("--cores", type=int, default=2, help="cores per node")
@@ -463,6 +489,8 @@ def main():
     roles_runs = [json.loads(Path(p).read_text()) for p in args.roles]
     if args.write_roles:
         roles_runs = [with_write_of(r, json.loads(Path(w).read_text())) for r, w in zip(roles_runs, args.write_roles)]
+    if args.stage_roles:
+        roles_runs = [with_stages_of(r, json.loads(Path(w).read_text())) for r, w in zip(roles_runs, args.stage_roles)]
     split_bio, split_multi = (late_split(r) for r in roles_runs)
     sizes = json.loads(args.sizes.read_text())
     measured = measured_exponents(split_bio, split_multi, sizes)
@@ -483,7 +511,7 @@ def main():
     units = target_units(sizes, scale, args.sentences)
     roles = {name: by_stage_role(r) for name, r in zip(("bio", "bio-multi"), roles_runs)}
     memory = memory_rows(builds, bio_w2, multi, sizes, units, roles)
-    largest = max(memory, key=lambda n: memory[n]["target_gib"])
+    largest = max(memory, key=lambda n: memory[n]["target_gib"] or 0.0)
 
     out = {"builds": [str(p) for p in args.builds], "pair": str(args.pair), "multi": str(args.multi),
            "sizes": sizes, "target_sentences": args.sentences, "scale_vs_bio": round(scale, 1),
@@ -494,6 +522,7 @@ def main():
            "parallel_efficiency_2_workers": round(eff, 3), "utilisation_2_workers": round(util, 3),
            "roles": [str(p) for p in args.roles],
            "write_roles": [str(p) for p in args.write_roles] if args.write_roles else None,
+           "stage_roles": [str(p) for p in args.stage_roles] if args.stage_roles else None,
            "late_and_store_cpu_s": {"bio": split_bio, "bio-multi": split_multi},
            "measured_exponents_bio_to_multi": {k: round(v, 3) for k, v in measured.items()},
            "cpu_h_at_target": {k: round(v / 3600, 2) for k, v in target.items()},

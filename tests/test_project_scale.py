@@ -167,3 +167,47 @@ def test_fit_line_and_fit_power_on_exact_points():
     a, b = ps.fit_power([1, 2, 8], [3, 6, 24])
     assert (a, b) == (pytest.approx(3.0), pytest.approx(1.0))
     assert math.isfinite(a)
+
+
+def test_stage_reruns_replace_the_translation_and_pivot_peaks_only():
+    late = {"cpu_s_by_stage_role": {"ppdb2|build": 4.0},
+            "peak_gib_by_stage_role": {"ppdb2|build": {"rss": 0.5}, "pivot|build": {"rss": 0.9}}}
+    rerun = {"measure_roles": {
+        "cpu_s_by_stage_role": {"translation|worker": 50.0},
+        "peak_gib_by_stage_role": {"start|build": {"rss": 0.2}, "translation|build": {"rss": 0.3},
+                                   "after pivot|worker": {"rss": 0.4}}}}
+    got = ps.with_stages_of(late, rerun)
+    # the rerun's translation and pivot peaks in (its pivot peaks replace the old one), its start
+    # and its CPU seconds left out
+    assert got["peak_gib_by_stage_role"] == {"ppdb2|build": {"rss": 0.5}, "translation|build": {"rss": 0.3},
+                                             "after pivot|worker": {"rss": 0.4}}
+    assert got["cpu_s_by_stage_role"] == {"ppdb2|build": 4.0}
+
+
+def test_memory_rows_of_translation_and_pivot_from_the_stage_reruns():
+    sizes = {"bio": {"n_sentences": 100, "n_e": 1000, "n_f": 10, "n_entries": 10, "n_stored_phrases": 10,
+                     "n_pairs": 10},
+             "bio-multi": {"n_sentences": 400, "n_e": 5000, "n_f": 10, "n_entries": 10, "n_stored_phrases": 10,
+                           "n_pairs": 10}}
+    units = {"n_sentences": 1000, "n_e": 101000, "n_f": 10, "n_entries": 10, "n_stored_phrases": 10, "n_pairs": 10}
+    one = {"peak_one_process_rss_gib_by_stage": {"translation": 2.0, "pivot": 3.0}}
+    builds = [(1, {**one, "cpu_s_by_stage": {}})]
+    roles = {"bio": {"translation|build": 0.25, "after translation|build": 0.3, "pivot|build": 0.2,
+                     "translation|worker": 0.5, "pivot|worker": 0.75},
+             "bio-multi": {"translation|build": 0.3125, "pivot|build": 0.25, "after pivot|build": 0.375,
+                           "translation|worker": 0.5, "after pivot|worker": 1.25}}
+    rows = ps.memory_rows(builds, [one], one, sizes, units, roles)
+    # the build's process: constant, the largest of bio's and bio-multi's (the --workers 1 builds,
+    # whose tasks ran in the build's process, are not its): translation max(0.3, 0.3125), pivot
+    # max(0.2, 0.375)
+    assert rows["translation"]["target_gib"] == 0.31 and rows["translation"]["bio_gib"] == 0.3
+    assert rows["pivot"]["target_gib"] == 0.38 and rows["pivot"]["bio_multi_gib"] == 0.375
+    # the tasks: 0.75 -> 1.25 GiB for n_e 1000 -> 5000: 0.5 / 4000 GiB an English phrase; at
+    # n_e 101000: 0.75 + 0.5 / 4000 x 100000 = 13.25
+    tasks = rows["translation, pivot (tasks)"]
+    assert (tasks["bio_gib"], tasks["bio_multi_gib"]) == (0.75, 1.25)
+    assert tasks["target_gib"] == pytest.approx(13.25)
+    assert tasks["bytes_per_unit"] == pytest.approx(round(0.5 / 4000 * 2**30, 1))
+    # without the reruns the rows are not measured (and say so)
+    bare = ps.memory_rows(builds, [one], one, sizes, units, {"bio": {}, "bio-multi": {}})
+    assert bare["pivot"]["target_gib"] is None and bare["translation, pivot (tasks)"]["target_gib"] is None
