@@ -208,6 +208,26 @@ def test_memory_rows_of_translation_and_pivot_from_the_stage_reruns():
     assert (tasks["bio_gib"], tasks["bio_multi_gib"]) == (0.75, 1.25)
     assert tasks["target_gib"] == pytest.approx(13.25)
     assert tasks["bytes_per_unit"] == pytest.approx(round(0.5 / 4000 * 2**30, 1))
+    # Dask's state of a map's tasks: 2^30 / 96 bytes a task (1/96 GiB). translation's largest map
+    # (the hash of 2P + 9 files): P = 8 at bio-multi's 400 sentence pairs (25 tasks), P = 20 at
+    # 10^6 (49): 24 more tasks, 0.25 GiB over 0.3125. pivot: 8 ranges (9 with the index) at 10
+    # entries, 20 (21) at 10^7: 12 more, 0.125 GiB over 0.375 (the cut's blocks, one at n_e 5000
+    # and 101000, are fewer)
+    assert ps.largest_map("translation", {"n_sentences": 400}) == 25
+    assert ps.largest_map("translation", {"n_sentences": 1_000_000}) == 49
+    assert ps.largest_map("pivot", {"n_entries": 10_000_000, "n_e": 101000}) == 21
+    assert ps.largest_map("pivot", {"n_entries": 10, "n_e": 10 * 131_072 + 1}) == 11   # 11 blocks > 9
+    grown = ps.memory_rows(builds, [one], one, sizes, {**units, "n_sentences": 1_000_000, "n_entries": 10_000_000},
+                           roles, per_task=2**30 / 96)
+    assert grown["translation"]["target_unit"] == 49 and grown["pivot"]["target_unit"] == 21
+    assert grown["translation"]["target_gib"] == pytest.approx(0.5625, abs=0.005)
+    assert grown["pivot"]["target_gib"] == pytest.approx(0.5, abs=0.005)
     # without the reruns the rows are not measured (and say so)
     bare = ps.memory_rows(builds, [one], one, sizes, units, {"bio": {}, "bio-multi": {}})
     assert bare["pivot"]["target_gib"] is None and bare["translation, pivot (tasks)"]["target_gib"] is None
+
+
+def test_task_bytes_from_the_largest_map_over_the_first_start():
+    # (160 - 60) MiB over 16,000 tasks: 100 x 2^20 / 16000 = 6553.6 bytes a task
+    measured = {"500": {"base_mib": 60.0, "peak_mib": 70.0}, "16000": {"base_mib": 100.0, "peak_mib": 160.0}}
+    assert ps.task_bytes(measured) == pytest.approx(6553.6)
