@@ -456,10 +456,11 @@ def test_row_work_and_the_block_cut_by_hand(tmp_path):
         assert pivoting.row_ranges(HAND_ROW_PTR, HAND_COL_PTR, HAND_ROW_F, n_tasks) == want
         engine = RecordingEngine()
         assert pivoting.row_ranges_by_blocks(folder, n_tasks, engine, block_rows=2) == want
-        # the tasks: a total per block, then a cut per block holding a target
-        totals, cuts = engine.calls
+        # the tasks: a total per block, then a cut per block holding a target (none for one range)
+        totals, *cuts = engine.calls
         assert [a[1:] for a in totals[1]] == [(0, 2), (2, 4)]
-        assert [a[1:4] for a in cuts[1]] == {3: [(0, 2, 0), (2, 4, 8)], 4: [(0, 2, 0), (2, 4, 8)], 1: []}[n_tasks]
+        assert [[a[1:4] for a in c[1]] for c in cuts] == \
+            {3: [[(0, 2, 0), (2, 4, 8)]], 4: [[(0, 2, 0), (2, 4, 8)]], 1: []}[n_tasks]
         for block_rows in (1, 3, 4, 100):
             assert pivoting.row_ranges_by_blocks(folder, n_tasks, Engine(workers=1), block_rows=block_rows) == want
 

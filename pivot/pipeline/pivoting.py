@@ -404,7 +404,7 @@ def row_ranges_by_blocks(structure_dir, n_tasks: int, engine,
     block_of = np.searchsorted(after.astype(np.float64), targets)
     jobs = [(folder, *blocks[b], int(after[b] - totals[b]), targets[block_of == b].tolist())
             for b in np.unique(block_of).tolist() if b < len(blocks)]
-    cuts = engine.map(cut_in_block, jobs, name="pivot-cut-rows")
+    cuts = engine.map(cut_in_block, jobs, name="pivot-cut-rows") if jobs else []
     edges = np.unique(np.concatenate([[0], *cuts, [n_e]]).astype(np.int64))
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
 
