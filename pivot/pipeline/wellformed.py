@@ -632,8 +632,11 @@ class FormBlocks(_PairLabels):
 
     def _rows(self, idx, names) -> dict:
         names = [n for n in names if n != "odd"]    # every text canonical
+        if len(self.blocks) == 1:
+            return {name: self.blocks[0][name][idx] for name in names}
         block = np.searchsorted(self.starts, idx, side="right") - 1
-        order = np.argsort(block, kind="stable")
+        # the pairs grouped by block: a stable sort of small integers (radix, linear in the pairs)
+        order = np.argsort(block.astype(np.uint16 if len(self.blocks) < 1 << 16 else np.int64), kind="stable")
         cuts = np.searchsorted(block[order], np.arange(len(self.blocks) + 1))
         out = {}
         for name in names:
