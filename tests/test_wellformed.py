@@ -438,7 +438,8 @@ def test_blocks_of_random_phrases_match_the_reference():
         def __call__(self, token):
             return frozenset({token} | lemma_of.get(token, set()))
 
-    words = "cell cells leaf leaves leave left saw see get got rid kidney the of with and 's by off , ) vitamin a".split()
+    words = ("cell cells leaf leaves leave left saw see get got rid kidney the of with and 's by off , ) "
+             "vitamin a").split()
     rng = np.random.default_rng(11)
     texts = sorted({" ".join(rng.choice(words, size=rng.integers(1, 6))) for _ in range(600)})
     names = sorted(set().union(*lemma_of.values()))

@@ -379,5 +379,6 @@ TAGGER_STAGE = Stage("tagger", 1, (), (), tagger_params, (TAGGER_FILE, VOLATILE)
                "the lexicon + suffix + rules tagger trained on GENIA-pos and Brown (no stage: only data files)",
                data=tagger_data, when=labelled, check=tagger_check)
 STAGE = Stage("lhs", 3, ("pivot", "translation", "encode", "tagger"), ("ppdb2.lhs",), stage_params,
-              ("lhs.arrays", "lhs.json", VOLATILE), run_stage, "one per block of used phrases (each: per distinct token, then per tag sequence)",
+              ("lhs.arrays", "lhs.json", VOLATILE), run_stage,
+              "one per block of used phrases (each: per distinct token, then per tag sequence)",
               "each stored phrase's PPDB label (LHS) by the tagger stage's tagger", when=labelled)

@@ -2221,8 +2221,8 @@ def _check_wordnet(plan, path: Path) -> None:
 
 STAGE = Stage("ppdb2", 5, ("pivot", "translation", "encode", "weights"), ("ppdb2",), stage_params,
               ("x-*.arrays", "ppdb2.json"), run_stage,
-              "labels: one per range of English rows; fits: the relations' as tasks beside the score's; "
-              "apply: one per range of English rows (Dask)",
+              "forms: one per block of stored phrases; labels: one per range of English rows; "
+              "fits: the relations' as tasks beside the score's; apply: one per range of English rows (Dask)",
               "well-formedness labels, PPDB2.0Score (ratings), relation probabilities (WordNet; word vectors "
               "of encode's English shards), sizes",
               data=data_files, check=stage_check)
