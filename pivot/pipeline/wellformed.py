@@ -366,7 +366,7 @@ class _PairLabels:
             raise ValueError(f"phrase indices must be integers (got {e1.dtype}, {e2.dtype})")
         if min(e1.min(), e2.min()) < 0 or max(e1.max(), e2.max()) >= len(self):
             raise ValueError(f"phrase index out of range 0..{len(self) - 1}")
-        names = ("bits", "n_content", "content", "tokens", "odd")
+        names = ("bits", "n_content", "content")
         s1, s2 = self._rows(e1, names), self._rows(e2, names)
         b1, b2 = s1["bits"], s2["bits"]
         none1 = (b1 & _P_NO_CONTENT) != 0
@@ -384,12 +384,23 @@ class _PairLabels:
         # are their "odd" ids (a text that is not its words joined by single spaces).
         c1, c2 = s1["content"], s2["content"]
         same_content = (c1 == c2).all(axis=1)
-        same_tokens = (s1["tokens"] == s2["tokens"]).all(axis=1)
-        same_surface = same_tokens & (s1["odd"] == s2["odd"]) if "odd" in s1 else same_tokens
-        # Equal once the genitive is dropped: equal tokens, or equal cores where either holds
-        # the genitive (a core without it is the token row, equal only to an equal token row).
-        core_equal = same_tokens.copy()
-        cand = np.flatnonzero(~same_tokens & ~none1 & (((b1 | b2) & _P_GENITIVE) != 0))
+        # GENITIVE: equal cores (the tokens without the genitive), different texts. Cores are
+        # equal where the tokens are, or, where either phrase holds the genitive, where the
+        # core rows are (without it in neither, a core is its token row).
+        # FUNCTION_ONLY: equal content, different texts, not genitive only. Equal tokens give
+        # equal content, so the token rows are read only where the content is equal; a pair
+        # of unequal content may still have equal cores (a letter is content after a content
+        # word only: "vitamin 's a" / "vitamin a"), so the cores where either has the genitive.
+        core_equal = np.zeros(len(e1), dtype=bool)
+        same_surface = np.zeros(len(e1), dtype=bool)
+        alike = np.flatnonzero(same_content & ~none1)
+        if len(alike):
+            t1, t2 = self._rows(e1[alike], ("tokens", "odd")), self._rows(e2[alike], ("tokens", "odd"))
+            same_tokens = (t1["tokens"] == t2["tokens"]).all(axis=1)
+            core_equal[alike] = same_tokens
+            same_surface[alike] = same_tokens & (t1["odd"] == t2["odd"]) if "odd" in t1 else same_tokens
+            del t1, t2
+        cand = np.flatnonzero(~core_equal & ~none1 & (((b1 | b2) & _P_GENITIVE) != 0))
         if len(cand):
             core_equal[cand] = (self._rows(e1[cand], ("core",))["core"]
                                 == self._rows(e2[cand], ("core",))["core"]).all(axis=1)
