@@ -326,6 +326,22 @@ def test_row_cuts_share_the_occurrences():
     assert V.row_cuts(np.zeros(0, np.int64), 2).tolist() == [0, 0, 0]
 
 
+def test_vocabulary_rows_by_hand():
+    """Token ids as rows of the vocabulary [2, 5, 9]; ids outside it (and padding) give -1, and
+    the phrase means over the vocabulary's rows are the means over the rows by token id."""
+    vocab = np.array([2, 5, 9])
+    tokens = np.array([[5, 2, -1], [3, 9, 10], [-1, -1, -1], [0, 5, 5]], np.int32)
+    assert V.vocabulary_rows(tokens, vocab).tolist() == [[1, 0, -1], [-1, 2, -1], [-1, -1, -1], [-1, 1, 1]]
+    rng = np.random.default_rng(5)
+    compact = rng.normal(size=(3, 4))
+    compact[2] = 0.0                       # a word of the vocabulary without a vector
+    by_id = np.zeros((11, 4))
+    by_id[vocab] = compact
+    want = V.phrase_vectors(tokens, by_id)
+    got = V.phrase_vectors(V.vocabulary_rows(tokens, vocab), compact)
+    assert got[0].tobytes() == want[0].tobytes() and got[1].tolist() == want[1].tolist() == [True, False, False, True]
+
+
 def _vectors_both_ways(tmp_path, sentences, tokens, n_tokens, n_shards):
     """(one-task file's bytes, the job's file's bytes, files the job left, what it returned)."""
     from pivot.pipeline.bundle import save_bundle

@@ -116,11 +116,11 @@ def summed(pieces, shape) -> "scipy.sparse.csr_matrix":
     return m
 
 
-def svd_words(m, vocab: np.ndarray, n_tokens: int, *, dim: int = DIM, seed: int = SEED) -> np.ndarray:
-    """(n_tokens, dim) float64 unit word vectors by token id from the vocabulary's PPMI matrix
-    ``m`` (rows and columns: ``vocab``'s words): the rows of U S^(1/2) of its rank-min(dim, V-1)
-    truncated SVD (pivot.eval.distributional.svd_vectors), zero rows elsewhere. BLAS (which
-    ARPACK calls) on one thread: the same sums in a build's main process and in a worker."""
+def vocabulary_vectors(m, n_words: int, *, dim: int = DIM, seed: int = SEED) -> np.ndarray:
+    """(n_words, dim) float64 unit vectors of the vocabulary's words from their PPMI matrix ``m``
+    (None: no vectors, zeros): the rows of U S^(1/2) of its rank-min(dim, V-1) truncated SVD
+    (pivot.eval.distributional.svd_vectors), the columns beyond zero. BLAS (which ARPACK calls)
+    on one thread: the same sums in a build's main process and in a worker."""
     # scipy's ARPACK (and the OpenBLAS it links) loaded before the limit, which only reaches
     # the libraries already loaded
     import scipy.sparse.linalg  # noqa: F401
@@ -128,12 +128,21 @@ def svd_words(m, vocab: np.ndarray, n_tokens: int, *, dim: int = DIM, seed: int 
 
     from pivot.eval.distributional import svd_vectors
 
-    out = np.zeros((n_tokens, dim))
-    if len(vocab) < 3 or m.nnz == 0:
+    out = np.zeros((n_words, dim))
+    if n_words < 3 or m is None or m.nnz == 0:
         return out
     with threadpool_limits(limits=1, user_api="blas"):
-        vec = svd_vectors(m, min(dim, len(vocab) - 1), seed=seed)
-    out[vocab, :vec.shape[1]] = vec
+        vec = svd_vectors(m, min(dim, n_words - 1), seed=seed)
+    out[:, :vec.shape[1]] = vec
+    return out
+
+
+def svd_words(m, vocab: np.ndarray, n_tokens: int, *, dim: int = DIM, seed: int = SEED) -> np.ndarray:
+    """(n_tokens, dim) float64 unit word vectors by token id: vocabulary_vectors of the
+    vocabulary's PPMI matrix ``m`` (rows and columns: ``vocab``'s words) in their token ids'
+    rows, zero rows elsewhere."""
+    out = np.zeros((n_tokens, dim))
+    out[vocab] = vocabulary_vectors(m, len(vocab), dim=dim, seed=seed)
     return out
 
 
@@ -318,11 +327,12 @@ def sum_task(cooc_paths, vocab_path, k: int, out_path) -> dict:
     return {"reused": False, "cpu_seconds": _cpu(t0), "nnz": int(m.nnz)}
 
 
-def svd_task(sum_paths, vocab_path, n_tokens: int, out_path) -> dict:
+def svd_task(sum_paths, vocab_path, out_path) -> dict:
     """The word vectors (a task): the ranges' counts (sum_task's files, in row order) stacked
-    into the (V, V) counts, their PPMI and its SVD (svd_words), written to ``out_path`` as
-    ``words`` ((n_tokens, DIM) float64, a row per token id). No ranges: fewer than 3 words,
-    no vectors (zeros), as train gives."""
+    into the (V, V) counts, their PPMI and its SVD (vocabulary_vectors), written to ``out_path``
+    as ``words`` ((V, DIM) float64, a row per vocabulary word: train's rows of their token ids;
+    a row per token id would be the size of every id of the text, the rare ones too). No
+    ranges: fewer than 3 words, no vectors (zeros), as train gives."""
     import time
 
     from scipy import sparse
@@ -351,16 +361,28 @@ def svd_task(sum_paths, vocab_path, n_tokens: int, out_path) -> dict:
         m = ppmi(cooc, CDS)
         del cooc
     t1 = time.process_time()
-    words = svd_words(m, vocab, n_tokens) if m is not None else np.zeros((n_tokens, DIM))
+    words = vocabulary_vectors(m, len(vocab))
+    del m
     save_bundle(out_path, words=words)
     return {"reused": False, "cpu_seconds": _cpu(t0), "svd_cpu_seconds": _cpu(t1),
             "words": int(np.any(words != 0, axis=1).sum()), "dim": int(words.shape[1])}
 
 
-def phrase_task(tokens_path, a: int, n: int, words_path, out_path) -> dict:
+def vocabulary_rows(tokens: np.ndarray, vocab: np.ndarray) -> np.ndarray:
+    """Token rows (-1 padded) as rows of the vocabulary ``vocab`` (ascending ids), -1 for a token
+    outside it: phrase_vectors over the vocabulary's vectors then adds the same rows in the same
+    order as over train's rows by token id (a token outside has a zero row there, is not known)."""
+    pos = np.searchsorted(vocab, tokens)
+    inside = (tokens >= 0) & (pos < len(vocab))
+    inside[inside] = vocab[pos[inside]] == tokens[inside]
+    return np.where(inside, pos, -1)
+
+
+def phrase_task(tokens_path, a: int, n: int, vocab_path, words_path, out_path) -> dict:
     """Rows a:a+n of the phrases' token rows (``tokens`` of ``tokens_path``): their mean vectors
-    (phrase_vectors of ``words`` of ``words_path``) as ``vec`` and ``has``, written to ``out_path``
-    (a task; a row's mean is its own, so the blocks make up the whole's bytes)."""
+    (phrase_vectors of the vocabulary's vectors, ``words`` of ``words_path``, by vocabulary_rows)
+    as ``vec`` and ``has``, written to ``out_path`` (a task; a row's mean is its own, so the
+    blocks make up the whole's bytes)."""
     import time
 
     from pivot.pipeline.bundle import open_bundle, save_bundle
@@ -370,9 +392,11 @@ def phrase_task(tokens_path, a: int, n: int, words_path, out_path) -> dict:
     t0 = time.process_time()
     with open_bundle(tokens_path) as z:
         tokens = z.take("tokens", slice(a, a + n))
+    with open_bundle(vocab_path) as z:
+        vocab = z["vocab"]
     with open_bundle(words_path) as z:
         words = z["words"]
-    vec, has = phrase_vectors(tokens, words)
+    vec, has = phrase_vectors(vocabulary_rows(tokens, vocab), words)
     save_bundle(out_path, vec=vec, has=has)
     return {"reused": False, "cpu_seconds": _cpu(t0)}
 
@@ -438,7 +462,7 @@ def job(shard_paths, n_tokens: int, tokens_path, out_path, phrase_block: int):
                                           name="ppdb2-vectors-cooc", quiet=True)))
         add("sums", (yield Batch(sum_task, [(list(map(str, cooc_paths)), str(vocab_path), k, str(p))
                                             for k, p in enumerate(sum_paths)], name="ppdb2-vectors-sum", quiet=True)))
-    trained, = yield Batch(svd_task, [(list(map(str, sum_paths)), str(vocab_path), n_tokens, str(words_path))],
+    trained, = yield Batch(svd_task, [(list(map(str, sum_paths)), str(vocab_path), str(words_path))],
                            name="ppdb2-vectors-svd", quiet=True)
     add("ppmi_svd", [trained])
     with open_bundle(tokens_path) as z:
@@ -447,8 +471,8 @@ def job(shard_paths, n_tokens: int, tokens_path, out_path, phrase_block: int):
         dim = z.shape("words")[1]
     starts = range(0, n_phrases, phrase_block)
     block_paths = [_scratch(out_path, f"phrases-{b:04d}") for b in range(len(starts))]
-    add("phrases", (yield Batch(phrase_task, [(str(tokens_path), a, min(phrase_block, n_phrases - a), str(words_path),
-                                               str(p)) for a, p in zip(starts, block_paths)],
+    add("phrases", (yield Batch(phrase_task, [(str(tokens_path), a, min(phrase_block, n_phrases - a), str(vocab_path),
+                                               str(words_path), str(p)) for a, p in zip(starts, block_paths)],
                                 name="ppdb2-vectors-phrases", quiet=True)))
     add("join", (yield Batch(join_task, [(list(map(str, block_paths)), n_phrases, dim, str(out_path))],
                                 name="ppdb2-vectors-join", quiet=True)))
