@@ -1650,10 +1650,10 @@ def vectors_task(shard_paths, n_tokens: int, tokens_path, out_path) -> dict:
     of its words' (vectors.phrase_vectors; the phrases' token rows: ``tokens`` of
     ``tokens_path``), written to ``out_path`` as ``vec`` and ``vec_has``.
 
-    A task, not a step of the stage's process: it runs on a worker beside the forms task and
-    the phrase side (a third of the phrase side's CPU on bio, in the process that also runs the
-    lhs and combine stages' own code in a build). The same bytes in either: the training's BLAS
-    runs on one thread (vectors.train) and the rest is numpy's fixed-order sums."""
+    The one-task form of the stage's vectors (the benchmarks' and the tests' reference): the
+    stage runs the same steps as tasks (_vectors_job, pivot.pipeline.vectors.job), to the same
+    bytes. In any process the same bytes: the training's BLAS runs on one thread
+    (vectors.train) and the rest is exact integer sums and numpy's fixed-order sums."""
     from pivot.pipeline import vectors
 
     out_path = Path(out_path)
@@ -1681,14 +1681,20 @@ def vectors_task(shard_paths, n_tokens: int, tokens_path, out_path) -> dict:
 
 
 def _vectors_job(shard_paths, n_tokens, tokens_path, out_path):
-    """A job of Engine.run: vectors_task, one task; logs what it trained."""
-    from pivot.pipeline.engine import Batch
+    """A job of Engine.run: the phrases' vectors as vectors_task writes them, its steps as tasks
+    (pivot.pipeline.vectors.job: the counts per group of shards and per range of words, the PPMI
+    and SVD, the means per PHRASE_BLOCK phrases); logs what it trained."""
+    from pivot.pipeline import vectors
 
-    done, = yield Batch(vectors_task, [(list(map(str, shard_paths)), n_tokens, tokens_path, out_path)],
-                        name="ppdb2-vectors")
+    t0 = time.perf_counter()
+    done = yield from vectors.job(shard_paths, n_tokens, tokens_path, out_path, PHRASE_BLOCK)
     if not done["reused"]:
-        log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f CPU s", done["words"], done["dim"],
-                 done["cpu_seconds"])
+        cpu, n = done["cpu_seconds"], done["tasks"]
+        log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f s: %.1f CPU s in %d tasks (counts %.1f, "
+                 "PPMI and SVD %.1f, phrase means %.1f)", done["words"] or 0, done["dim"], time.perf_counter() - t0,
+                 sum(cpu.values()), sum(n.values()), cpu["occurrences"] + cpu["cooccurrences"] + cpu["sums"],
+                 cpu["ppmi_svd"], cpu["phrases"] + cpu["join"])
+    return done
 
 
 def _score_side(table, ph, labels, lex, models, texts, used, params, data_root):
