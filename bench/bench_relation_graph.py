@@ -46,6 +46,7 @@ string features) and fitted over the build's (lambda, beta) grid, the setting ch
 build's validation part (its 3,024 pairs), the held-out test read once per variant.
 """
 import argparse
+import json
 import pickle
 import sys
 import time
@@ -241,12 +242,24 @@ def knn_votes(q: np.ndarray, keys: np.ndarray, y: np.ndarray, readable: np.ndarr
     return out
 
 
-def knn_features(vec, lab, e1, e2, fold1=None, fold2=None, k: int = KNN_K) -> np.ndarray:
+def offset_rows(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """unit(unit(v) - unit(u)) per row; zero where either has no vector."""
+    uu, vv = unit_rows(u), unit_rows(v)
+    both = (np.abs(uu).sum(axis=1) > 0) & (np.abs(vv).sum(axis=1) > 0)
+    return unit_rows(np.where(both[:, None], vv - uu, 0.0))
+
+
+def knn_features(vec, lab, e1, e2, fold1=None, fold2=None, k: int = KNN_K, offset: bool = False) -> np.ndarray:
     """(n, 8) :data:`KNN_FEATURES` of rows (e1, e2); vec: (phrases, d) vectors by phrase id (zero
-    rows for none); lab as :func:`graph_features`'s, readable by the same rule."""
+    rows for none); lab as :func:`graph_features`'s, readable by the same rule. With ``offset``
+    the pair similarity is instead the cosine of the offsets unit(v2) - unit(v1) and unit(y) -
+    unit(x) (:func:`offset_rows`; the vector offset of a relation, as in word analogies)."""
     a, b, y, fold = lab
-    key = np.hstack([unit_rows(vec[a]), unit_rows(vec[b])]) / np.sqrt(2.0)
-    q = np.hstack([unit_rows(vec[np.asarray(e1)]), unit_rows(vec[np.asarray(e2)])]) / np.sqrt(2.0)
+    if offset:
+        key, q = offset_rows(vec[a], vec[b]), offset_rows(vec[np.asarray(e1)], vec[np.asarray(e2)])
+    else:
+        key = np.hstack([unit_rows(vec[a]), unit_rows(vec[b])]) / np.sqrt(2.0)
+        q = np.hstack([unit_rows(vec[np.asarray(e1)]), unit_rows(vec[np.asarray(e2)])]) / np.sqrt(2.0)
     if fold1 is None:
         return knn_votes(q, key, y, np.ones(len(a), bool), k)
     out = np.zeros((len(q), N_CLASSES + 2))
@@ -258,6 +271,71 @@ def knn_features(vec, lab, e1, e2, fold1=None, fold2=None, k: int = KNN_K) -> np
         readable = (fold[a] != fa) & (fold[a] != fb) & (fold[b] != fa) & (fold[b] != fb)
         out[rows] = knn_votes(q[rows], key, y, readable, k)
     return out
+
+
+# ------------------------------------------------------------------------------------ the converse pair
+#
+# A pair read the other way round, (e2, e1), has the converse relation: Forward <-> Reverse, the
+# others unchanged (CONVERSE). Its features are the row's own with the directions exchanged
+# (:func:`converse_rows`): logp[m] <-> logp_rev[m], missing[m] <-> missing_rev[m],
+# log1p_count_e1 <-> _e2, n_words_e1 <-> _e2, e1_contains_e2 <-> e2_contains_e1, vec_e1[i] <->
+# vec_e2[i]; fwd_gt_rev becomes [logp_rev[General] > logp[General]]; the rest (logp_min, pivots,
+# the Jaccards, the form flags, the cosine) are symmetric. Two uses, neither a new feature:
+#
+# * **augmented fit**: the fit sees every training row and its converse, labelled CONVERSE[y]:
+#   twice the entailment rows for one direction-free pattern, and a model that treats (e1, e2)
+#   and (e2, e1) alike;
+# * **symmetrised prediction**: P'(c | e1, e2) = (P(c | e1, e2) + P(CONVERSE[c] | e2, e1)) / 2,
+#   the model's two readings of one pair averaged.
+
+def converse_rows(names: list[str], x: np.ndarray, general: str) -> np.ndarray:
+    """The rows' converse features (section above); a column not named there is kept as is."""
+    col = {n: j for j, n in enumerate(names)}
+    out = np.array(x, dtype=np.float64, copy=True)
+    pairs = [("log1p_count_e1", "log1p_count_e2"), ("n_words_e1", "n_words_e2"), ("e1_contains_e2", "e2_contains_e1")]
+    for n in names:
+        if n.startswith("logp[") or n.startswith("missing["):
+            pairs.append((n, n.replace("[", "_rev[", 1)))
+        elif n.startswith("vec_e1["):
+            pairs.append((n, "vec_e2[" + n[len("vec_e1["):]))
+        elif n.startswith("tr_log_mass[") or n.startswith("tr_share[") or n.startswith(("knn_share[", "knn_offset_share[")):
+            c = int(n[n.index("[") + 1:-1])
+            if c == 1:
+                pairs.append((n, n.replace("[1]", "[2]")))
+        elif n.startswith("role_e1["):
+            pairs.append((n, n.replace("role_e1", "role_e2")))
+    pairs.append(("nb_incl_12", "nb_incl_21"))
+    for a, b in pairs:
+        if a in col and b in col:
+            out[:, col[a]], out[:, col[b]] = x[:, col[b]], x[:, col[a]]
+    if "fwd_gt_rev" in col and f"logp[{general}]" in col:
+        out[:, col["fwd_gt_rev"]] = (x[:, col[f"logp_rev[{general}]"]] > x[:, col[f"logp[{general}]"]]).astype(np.float64)
+    if "nb_incl_diff" in col:
+        out[:, col["nb_incl_diff"]] = -x[:, col["nb_incl_diff"]]
+    return out
+
+
+class ConverseModel:
+    """A fitted model whose probabilities are the symmetrised prediction (section above)."""
+
+    def __init__(self, model, general: str):
+        self.model, self.general = model, general
+
+    def probabilities(self, names, x) -> np.ndarray:
+        p = self.model.probabilities(names, x)
+        q = self.model.probabilities(names, converse_rows(names, x, self.general))
+        return (p + q[:, CONVERSE]) / 2.0
+
+
+def fit_converse(names, x, y, setting, augment: bool, symmetrise: bool, general: str):
+    """The build's softmax at ``setting`` on the rows (and their converses when ``augment``),
+    its prediction symmetrised when ``symmetrise``."""
+    import bench_relation_features as rf
+
+    if augment:
+        x, y = np.vstack([x, converse_rows(names, x, general)]), np.concatenate([y, CONVERSE[y]])
+    m = rf.fit_linear(names, x, y, setting)
+    return ConverseModel(m, general) if symmetrise else m
 
 
 # ------------------------------------------------------------------------------------ the measurement
@@ -287,26 +365,53 @@ def report(y, pred) -> dict:
                           for c, d in rep["per_class"].items()}}
 
 
-def evaluate(r, names, x_all, x_test) -> dict:
+def evaluate(r, names, x_all, x_test, fit=None) -> dict:
     """bench_relation_features.evaluate's protocol (the build's grid fitted on the build's fitting
     rows, chosen on its validation part, refitted on every build row, the test read once), with
     per-class precision / recall / F1 of the chosen setting on validation and test."""
     import bench_relation_features as rf
 
+    fit = fit or rf.fit_linear
     y, v, inb = r["y_all"], r["validation_all"], r["in_build"]
     fit_rows = inb & ~v
     grid = []
     for s in rf.linear_grid():
-        m = rf.fit_linear(names, x_all[fit_rows], y[fit_rows], s)
+        m = fit(names, x_all[fit_rows], y[fit_rows], s)
         pred = m.probabilities(names, x_all[v & inb]).argmax(axis=1)
         grid.append((report(y[v & inb], pred), s))
     val, best = max(grid, key=lambda g: (round(g[0]["macro_f1"], 12), g[1]["lambda"], g[1]["balance"]))
     t0 = time.process_time()
-    m = rf.fit_linear(names, x_all[inb], y[inb], best)
+    m = fit(names, x_all[inb], y[inb], best)
     cpu = time.process_time() - t0
     test = report(r["y_test"], m.probabilities(names, x_test).argmax(axis=1))
     return {**best, "validation": val, "test": test, "refit_cpu_seconds": round(cpu, 1),
             "grid_validation_macro_f1": [g[0]["macro_f1"] for g in grid]}
+
+
+#: The grouped validation's folds: the build's rows with both phrases' key synsets in these
+#: folds (3 of FOLDS, the split's relation_test_fraction 0.3) are scored, those with neither
+#: are fitted (as the test is to the training side).
+GROUPED_FOLDS = (0, 1, 2)
+
+
+def grouped_validation(r, names, x_all, fit=None) -> dict:
+    """The build's grid fitted on the build's rows with neither phrase in GROUPED_FOLDS, scored on
+    those with both: a validation split by key synset, like the test's, beside the build's split
+    by pair hash (which puts a pair and its converse on either side: a fit that reads the
+    converse, or its features, then sees a validation row's mirror). The best setting's report."""
+    import bench_relation_features as rf
+
+    fit = fit or rf.fit_linear
+    y, inb = r["y_all"], r["in_build"]
+    g1, g2 = np.isin(r["fold1_all"], GROUPED_FOLDS), np.isin(r["fold2_all"], GROUPED_FOLDS)
+    fit_rows, val_rows = inb & ~g1 & ~g2, inb & g1 & g2
+    grid = []
+    for s in rf.linear_grid():
+        m = fit(names, x_all[fit_rows], y[fit_rows], s)
+        grid.append((report(y[val_rows], m.probabilities(names, x_all[val_rows]).argmax(axis=1)), s))
+    val, best = max(grid, key=lambda g: (round(g[0]["macro_f1"], 12), g[1]["lambda"], g[1]["balance"]))
+    return {**best, "fit_rows": int(fit_rows.sum()), "validation_rows": int(val_rows.sum()), **val,
+            "grid_macro_f1": [g[0]["macro_f1"] for g in grid]}
 
 
 def main(argv=None) -> int:
@@ -318,6 +423,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", type=Path, default=None, help="pickle of the relation rows (written if absent)")
     ap.add_argument("--folds", type=int, default=FOLDS, help="out-of-fold folds of the training rows (%(default)s)")
     ap.add_argument("-o", "--out", type=Path, default=None, help="results JSON")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the variants --out already holds (the same rows and features: deterministic) and "
+                         "fit only the others")
     a = ap.parse_args(argv)
     t_wall = time.perf_counter()
     r = load_rows(a.work, a.data, a.cache)
@@ -346,6 +454,7 @@ def main(argv=None) -> int:
     fold[np.array(list(folds), np.int64)] = np.array(list(folds.values()), np.int64)
     la, lb, ly = labelled_pairs(r["e1_all"], r["e2_all"], r["y_all"])
     lab = (la, lb, ly, fold)
+    r["fold1_all"], r["fold2_all"] = fold[r["e1_all"]], fold[r["e2_all"]]
     f_all = graph_features(W, lab, r["e1_all"], r["e2_all"], fold[r["e1_all"]], fold[r["e2_all"]], a.folds)
     f_test = graph_features(W, lab, r["e1_test"], r["e2_test"])
     cpu_features = time.process_time() - t0
@@ -370,8 +479,15 @@ def main(argv=None) -> int:
     f_all["knn"][inb] = knn_features(vec, lab_c, e1b, e2b, fold[r["e1_all"][inb]], fold[r["e2_all"][inb]])
     f_test["knn"] = knn_features(vec, lab_c, np.searchsorted(ids, r["e1_test"]), np.searchsorted(ids, r["e2_test"]))
     cpu_knn = time.process_time() - t0
+    t0 = time.process_time()
+    f_all["knn_offset"] = np.zeros((len(r["y_all"]), len(KNN_FEATURES)))
+    f_all["knn_offset"][inb] = knn_features(vec, lab_c, e1b, e2b, fold[r["e1_all"][inb]], fold[r["e2_all"][inb]],
+                                            offset=True)
+    f_test["knn_offset"] = knn_features(vec, lab_c, np.searchsorted(ids, r["e1_test"]),
+                                        np.searchsorted(ids, r["e2_test"]), offset=True)
+    cpu_knn_offset = time.process_time() - t0
     gnames = {"transfer": TRANSFER_FEATURES, "roles": ROLE_FEATURES, "inclusion": INCLUSION_FEATURES,
-              "knn": KNN_FEATURES}
+              "knn": KNN_FEATURES, "knn_offset": [n.replace("knn", "knn_offset") for n in KNN_FEATURES]}
 
     coverage = {}
     for g, k in (("transfer", "tr_any"), ("roles", "role_e1[6]")):
@@ -398,18 +514,50 @@ def main(argv=None) -> int:
              "string only": (strings, r["x_all"][:, idx], r["x_test"][:, idx])}
     combos = {"": (), " + transfer": ("transfer",), " + roles": ("roles",), " + inclusion": ("inclusion",),
               " + transfer + roles": ("transfer", "roles"), " + all three": ("transfer", "roles", "inclusion"),
-              " + knn": ("knn",), " + all four": ("transfer", "roles", "inclusion", "knn")}
+              " + knn": ("knn",), " + all four": ("transfer", "roles", "inclusion", "knn"),
+              " + knn_offset": ("knn_offset",), " + knn + knn_offset": ("knn", "knn_offset"),
+              " + all five": ("transfer", "roles", "inclusion", "knn", "knn_offset")}
     results = {}
+    if a.resume and a.out is not None and a.out.is_file():
+        results = json.loads(a.out.read_text())["variants"]
     for base, (bn, bx, bt) in bases.items():
         for suffix, gs in combos.items():
             label = base + suffix
             nm = bn + sum((gnames[g] for g in gs), [])
             xa = np.hstack([bx] + [f_all[g] for g in gs])
             xt = np.hstack([bt] + [f_test[g] for g in gs])
-            results[label] = evaluate(r, nm, xa, xt)
+            if label not in results:
+                results[label] = evaluate(r, nm, xa, xt)
+            if "grouped_validation" not in results[label]:
+                results[label]["grouped_validation"] = grouped_validation(r, nm, xa)
             res = results[label]
-            print(f"{label:40s} validation {res['validation']['macro_f1']:.4f} test {res['test']['macro_f1']:.4f}  "
+            print(f"{label:40s} validation {res['validation']['macro_f1']:.4f} grouped "
+                  f"{res['grouped_validation']['macro_f1']:.4f} test {res['test']['macro_f1']:.4f}  "
                   f"(lambda {res['lambda']}, beta {res['balance']})", flush=True)
+    # the converse pair: augmented fit, symmetrised prediction, both (each base and each base with
+    # every graph group)
+    general = r["models"][0]
+    modes = {"augmented": (True, False), "symmetrised": (False, True), "augmented + symmetrised": (True, True)}
+    every = ("transfer", "roles", "inclusion", "knn")
+    for base, (bn, bx, bt) in bases.items():
+        for gs in ((), every):
+            nm = bn + sum((gnames[g] for g in gs), [])
+            xa = np.hstack([bx] + [f_all[g] for g in gs])
+            xt = np.hstack([bt] + [f_test[g] for g in gs])
+            for mode, (aug, sym) in modes.items():
+                label = base + (" + all four" if gs else "") + f", {mode}"
+
+                def fit(names_, x_, y_, s_, aug=aug, sym=sym):
+                    return fit_converse(names_, x_, y_, s_, aug, sym, general)
+
+                if label not in results:
+                    results[label] = evaluate(r, nm, xa, xt, fit)
+                if "grouped_validation" not in results[label]:
+                    results[label]["grouped_validation"] = grouped_validation(r, nm, xa, fit)
+                res = results[label]
+                print(f"{label:50s} validation {res['validation']['macro_f1']:.4f} grouped "
+                      f"{res['grouped_validation']['macro_f1']:.4f} test {res['test']['macro_f1']:.4f}  "
+                      f"(lambda {res['lambda']}, beta {res['balance']})", flush=True)
     out = {"what": __doc__.split("\n")[0], "work": str(a.work), "folds": a.folds,
            "command": " ".join(["python", "bench/bench_relation_graph.py", *(argv if argv is not None else sys.argv[1:])]),
            "n": {"build_training_pairs": int(r["in_build"].sum()),
@@ -417,7 +565,8 @@ def main(argv=None) -> int:
                  "all_training_pairs": int(len(r["y_all"])), "test": int(len(r["y_test"])),
                  "labelled_ordered_pairs_with_converses": int(len(la)),
                  "test_phrases_in_training_pairs": overlap},
-           "cpu_seconds": {"graph": round(cpu_graph, 1), "features": round(cpu_features, 1), "knn": round(cpu_knn, 1)},
+           "cpu_seconds": {"graph": round(cpu_graph, 1), "features": round(cpu_features, 1), "knn": round(cpu_knn, 1),
+                           "knn_offset": round(cpu_knn_offset, 1)},
            "coverage_share_by_class": coverage, "transfer_vote": vote, "knn_vote": knn_vote,
            "variants": results, "seconds": round(time.perf_counter() - t_wall, 1)}
     if a.out:

@@ -95,3 +95,42 @@ def test_knn_features_out_of_fold():
     assert f[1].tolist() == [0.0] * 8
     # a test row (no folds) reads both
     assert rg.knn_features(vec, (a, b, y, fold), [0], [2])[0].tolist() == pytest.approx([0, 1, 0, 0, 0, 0, 1, 0.5])
+
+
+def test_converse_rows():
+    names = ["logp[g]", "logp_rev[g]", "missing[g]", "missing_rev[g]", "logp_min[g]", "log1p_count_e1", "log1p_count_e2",
+             "fwd_gt_rev", "vec_e1[0]", "vec_e2[0]", "tr_share[1]", "tr_share[2]", "tr_share[3]", "role_e1[1]",
+             "role_e2[1]", "nb_incl_12", "nb_incl_21", "nb_incl_diff"]
+    x = np.array([[-1.0, -2.0, 0, 1, -2.0, 3.0, 4.0, 1, 0.5, -0.5, 0.7, 0.1, 0.2, 0.3, 0.4, 0.9, 0.6, 0.3]])
+    # directions exchanged; the converse's fwd_gt_rev = [logp_rev > logp] = [-2 > -1] = 0;
+    # logp_min and tr_share[3] (Exclusion, symmetric) kept; the inclusion difference negated
+    assert rg.converse_rows(names, x, "g").ravel().tolist() == pytest.approx(
+        [-2.0, -1.0, 1, 0, -2.0, 4.0, 3.0, 0, -0.5, 0.5, 0.1, 0.7, 0.2, 0.4, 0.3, 0.6, 0.9, -0.3])
+
+
+def test_converse_model_symmetrises():
+    class Fixed:
+        def probabilities(self, names, x):
+            # class scores by the first column: a row with logp > logp_rev says Forward 0.7, else Reverse 0.7
+            fwd = x[:, 0] > x[:, 1]
+            p = np.full((len(x), 6), 0.06)
+            p[fwd, 1], p[~fwd, 2] = 0.7, 0.7
+            return p
+
+    m = rg.ConverseModel(Fixed(), "g")
+    # (e1, e2) reads Forward 0.7; its converse reads Reverse 0.7, which is Forward of (e1, e2): the mean keeps 0.7
+    p = m.probabilities(["logp[g]", "logp_rev[g]"], np.array([[-1.0, -2.0]]))
+    assert p.ravel().tolist() == pytest.approx([0.06, 0.7, 0.06, 0.06, 0.06, 0.06])
+
+
+def test_knn_offset():
+    vec = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    a, b, y = rg.labelled_pairs([2], [3], [FE])           # offset of (2, 3): (0, 1) - (1, 0) -> (-1, 1) / sqrt 2
+    fold = np.array([0, 0, 1, 1, 0])
+    # (0, 1) has the same offset: cosine 1 with (2, 3) (Forward), -1 with its converse (3, 2): weight 0
+    # -> Forward share 1, max 1, mean 0; (0, 4): offset (1/sqrt2 - 1, 1/sqrt2) against (-1, 1)/sqrt2
+    f = rg.knn_features(vec, (a, b, y, fold), [0, 0], [1, 4], offset=True)
+    assert f[0].tolist() == pytest.approx([0, 1, 0, 0, 0, 0, 1, 0])
+    d = np.array([2 ** -0.5 - 1, 2 ** -0.5])
+    c = float(d @ np.array([-1, 1]) / np.linalg.norm(d) / 2 ** 0.5)
+    assert f[1].tolist() == pytest.approx([0, 1, 0, 0, 0, 0, c, 0])
