@@ -294,11 +294,11 @@ def converse_rows(names: list[str], x: np.ndarray, general: str) -> np.ndarray:
     out = np.array(x, dtype=np.float64, copy=True)
     pairs = [("log1p_count_e1", "log1p_count_e2"), ("n_words_e1", "n_words_e2"), ("e1_contains_e2", "e2_contains_e1")]
     for n in names:
-        if n.startswith("logp[") or n.startswith("missing["):
+        if n.startswith(("logp[", "missing[")):
             pairs.append((n, n.replace("[", "_rev[", 1)))
         elif n.startswith("vec_e1["):
             pairs.append((n, "vec_e2[" + n[len("vec_e1["):]))
-        elif n.startswith("tr_log_mass[") or n.startswith("tr_share[") or n.startswith(("knn_share[", "knn_offset_share[")):
+        elif n.startswith(("tr_log_mass[", "tr_share[", "knn_share[", "knn_offset_share[")):
             c = int(n[n.index("[") + 1:-1])
             if c == 1:
                 pairs.append((n, n.replace("[1]", "[2]")))
@@ -520,6 +520,24 @@ def main(argv=None) -> int:
     results = {}
     if a.resume and a.out is not None and a.out.is_file():
         results = json.loads(a.out.read_text())["variants"]
+
+    def save():
+        # after every variant: a stopped run keeps what it measured (--resume goes on from it)
+        if a.out is None:
+            return
+        out = {"what": __doc__.split("\n")[0], "work": str(a.work), "folds": a.folds,
+               "command": " ".join(["python", "bench/bench_relation_graph.py",
+                                    *(argv if argv is not None else sys.argv[1:])]),
+               "n": {"build_training_pairs": int(r["in_build"].sum()),
+                     "build_validation": int((r["validation_all"] & r["in_build"]).sum()),
+                     "all_training_pairs": int(len(r["y_all"])), "test": int(len(r["y_test"])),
+                     "labelled_ordered_pairs_with_converses": int(len(la)),
+                     "test_phrases_in_training_pairs": overlap},
+               "cpu_seconds": {"graph": round(cpu_graph, 1), "features": round(cpu_features, 1),
+                               "knn": round(cpu_knn, 1), "knn_offset": round(cpu_knn_offset, 1)},
+               "coverage_share_by_class": coverage, "transfer_vote": vote, "knn_vote": knn_vote,
+               "variants": results, "seconds": round(time.perf_counter() - t_wall, 1)}
+        write_json(a.out, out)
     for base, (bn, bx, bt) in bases.items():
         for suffix, gs in combos.items():
             label = base + suffix
@@ -530,6 +548,7 @@ def main(argv=None) -> int:
                 results[label] = evaluate(r, nm, xa, xt)
             if "grouped_validation" not in results[label]:
                 results[label]["grouped_validation"] = grouped_validation(r, nm, xa)
+                save()
             res = results[label]
             print(f"{label:40s} validation {res['validation']['macro_f1']:.4f} grouped "
                   f"{res['grouped_validation']['macro_f1']:.4f} test {res['test']['macro_f1']:.4f}  "
@@ -554,23 +573,12 @@ def main(argv=None) -> int:
                     results[label] = evaluate(r, nm, xa, xt, fit)
                 if "grouped_validation" not in results[label]:
                     results[label]["grouped_validation"] = grouped_validation(r, nm, xa, fit)
+                    save()
                 res = results[label]
                 print(f"{label:50s} validation {res['validation']['macro_f1']:.4f} grouped "
                       f"{res['grouped_validation']['macro_f1']:.4f} test {res['test']['macro_f1']:.4f}  "
                       f"(lambda {res['lambda']}, beta {res['balance']})", flush=True)
-    out = {"what": __doc__.split("\n")[0], "work": str(a.work), "folds": a.folds,
-           "command": " ".join(["python", "bench/bench_relation_graph.py", *(argv if argv is not None else sys.argv[1:])]),
-           "n": {"build_training_pairs": int(r["in_build"].sum()),
-                 "build_validation": int((r["validation_all"] & r["in_build"]).sum()),
-                 "all_training_pairs": int(len(r["y_all"])), "test": int(len(r["y_test"])),
-                 "labelled_ordered_pairs_with_converses": int(len(la)),
-                 "test_phrases_in_training_pairs": overlap},
-           "cpu_seconds": {"graph": round(cpu_graph, 1), "features": round(cpu_features, 1), "knn": round(cpu_knn, 1),
-                           "knn_offset": round(cpu_knn_offset, 1)},
-           "coverage_share_by_class": coverage, "transfer_vote": vote, "knn_vote": knn_vote,
-           "variants": results, "seconds": round(time.perf_counter() - t_wall, 1)}
-    if a.out:
-        write_json(a.out, out)
+    save()
     return 0
 
 
