@@ -11,9 +11,10 @@ stage's own functions (bench_relation_features.relation_rows, which reproduces t
 synset: a test pair has both phrases held out, a training pair neither, so a test phrase is in
 no training-side labelled pair. A path e1 -r1- x -r2- e2 whose hops are labelled pairs has no
 instance for a test row (each hop has a held-out end); computed out of fold for the training
-rows as the test sees them it is empty there too. (Counted on the rows: the module's
-``--check`` prints how many test phrases occur in a training-side pair: 0.) What remains is
-paths whose end hops are the database's own paraphrase edges and whose middle hop is labelled:
+rows as the test sees them it is empty there too. (Counted on bio's rows: 0 of the test
+phrases occur in a training-side pair, "test_phrases_in_training_pairs" in the results.) What
+remains is paths whose end hops are the database's own paraphrase edges and whose middle hop is
+labelled:
 
     e1 --p(x|e1)--> x --r(x, y)-- y <--p(y|e2)-- e2,      x, y training-side phrases.
 
@@ -43,7 +44,17 @@ pairs with both phrases outside the held-out synsets. Test rows read every train
 
 Each group is added to the build's features (and, for the string-only classifier, to the
 string features) and fitted over the build's (lambda, beta) grid, the setting chosen on the
-build's validation part (its 3,024 pairs), the held-out test read once per variant.
+build's validation part (its 3,024 pairs), the held-out test read once per variant; beside it a
+validation grouped by key synset (:func:`grouped_validation`). Two more ideas, sections below:
+the nearest labelled pairs in the build's word vectors (**knn**, **knn_offset**), and the
+converse pair (augmented fit, symmetrised prediction).
+
+Results on bio (bench/results/relations-session12.json; validation / test macro-F1): the build's
+features 0.387 / 0.385, string-only 0.326 / 0.324; + transfer 0.395 / 0.381, + roles 0.392 /
+0.380, + inclusion 0.394 / 0.386, + knn 0.395 / 0.388, all four 0.407 / 0.380; the converse
+augmentation 0.408 / 0.389; string-only + all four 0.364 / 0.361. None near the +10 target
+(0.424); the graph's signal is real (+3.6 test points over string-only) but the build's
+features already hold it. Not integrated.
 """
 import argparse
 import json
