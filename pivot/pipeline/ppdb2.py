@@ -1390,8 +1390,8 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     labelled = _label_job(texts_path, slot_path, forms_path, labels, part_paths,
                           str(data_root) if params["wordnet"] else None)
     if params["learn"]:
-        # the word vectors on a worker too (vectors_task), beside the forms task and this
-        # process's phrase side; the phrases' token rows go to it through a file
+        # the word vectors as tasks too (_vectors_job), beside the forms task and this
+        # process's phrase side; the phrases' token rows go to them through a file
         tokens_path = tmp / ".tokens.arrays"
         jobs = [labelled]
         if shard_paths:
