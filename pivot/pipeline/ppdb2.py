@@ -114,7 +114,7 @@ of all, so it holds every pair.
 The stage makes the phrases' forms a block of phrases at a time (:func:`forms_task`) and labels
 the pairs per range of the pivot stage's rows (:func:`label_range`), Dask tasks, while tasks read
 the phrases' trigrams and WordNet synsets a block of phrases at a time
-(:func:`phrase_side_task`) and a task trains the word vectors (:func:`vectors_task`); fits the relation classifier's grid
+(:func:`phrase_side_task`) and tasks train the word vectors (:func:`_vectors_job`: counts by shard, PPMI and SVD, phrase means by block); fits the relation classifier's grid
 and refits as tasks (:func:`relation_task`) while this process fits the score; and applies the
 fit per range of rows (:func:`apply_range`). Every number is a function of the inputs only: the
 same bytes for any number of workers (each fit is the same arithmetic in whichever process runs
@@ -1396,8 +1396,8 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     labelled = _label_job(texts_path, blocks, tokens_path, slot_path, labels, part_paths,
                           str(data_root) if params["wordnet"] else None)
     if params["learn"]:
-        # the word vectors on a worker too (vectors_task), beside the forms tasks and this
-        # process's phrase side; the phrases' token rows go to it through a file
+        # the word vectors as tasks too (_vectors_job), beside the forms tasks and the phrase
+        # side's; the phrases' token rows go to them through a file
         jobs = [labelled]
         if shard_paths:
             jobs.append(_vectors_job(shard_paths, len(e_tokens), tokens_path, phrases_paths[1]))

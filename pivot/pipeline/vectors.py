@@ -21,7 +21,10 @@ Same inputs, same bytes: the counts are integers, and BLAS (which ARPACK calls) 
 thread while the vectors are trained (threadpoolctl): a build's main process and a Dask worker
 (started with one BLAS thread) then sum in the same order, so ``--workers 1`` and ``--workers 2``
 give the same vectors. The phrase vectors are kept as float32 (what the fit and the apply tasks
-both read). On the bio build: 3.4M tokens, 15k words, a few CPU s. DIM 50, not 100: on the bio
+both read). The stage runs the training and the means as tasks (:func:`job`). bio: 3.4M tokens,
+15.5k words, 0.45M phrases, 2.6-3.0 CPU s; bio-multi: 18.2M tokens, 56k words, 2.4M phrases,
+15.7 CPU s in 61 tasks (counts 6.0, PPMI and SVD 4.0, phrase means 4.0, their join 1.7), the
+longest the SVD's 4.0 (one task: 13.5 CPU s, the phrase vectors written once). DIM 50, not 100: on the bio
 build's relation split 100 coordinates scored 0.3 validation points more (0.390 against 0.387;
 test 0.379 against 0.389) for twice the fits' and the apply tasks' vector cost.
 """
@@ -212,13 +215,13 @@ def phrase_vectors(e_rows: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, n
 # phrases are cut and whichever process runs what.
 
 #: Encode shards per task of the counts (count_task, cooccurrence_task): 8 shards of the default
-#: 250k English tokens, 2M tokens, ~0.1 CPU s of co-occurrences and ~40 MB of a shard's
-#: temporaries at a time (bio-multi: 3.2 CPU s over its 208 shards).
+#: 250k English tokens, 2M tokens, ~0.2 CPU s of co-occurrences and ~40 MB of a shard's
+#: temporaries at a time (bio-multi: 26 tasks, 4.4 CPU s, the longest 0.5).
 SHARDS_PER_TASK = 8
 #: English tokens whose co-occurrence counts one sum task adds up (sum_task): the vocabulary's
 #: rows are cut into ceil(tokens / SUM_TOKENS) ranges of about equal occurrences, a task each,
 #: so that no task reads every group's counts whole (bio: one range; bio-multi, 18.2M tokens:
-#: two, ~0.7 CPU s each; one range was 1.4 CPU s).
+#: two, 0.9 + 0.45 CPU s; one range was 1.4 CPU s).
 SUM_TOKENS = 1 << 24
 
 
