@@ -522,7 +522,13 @@ def relation_rows(work: Path, data_root: Path):
     test_rows = np.flatnonzero(cand & lex.held[s1] & lex.held[s2])
     train_rows = np.flatnonzero(cand & ~lex.held[s1] & ~lex.held[s2])
     out = {"names": P.feature_names(models, ph.dim), "e_rows": e_rows, "e_tokens": e_tokens, "shards": shards,
-           "structure": d["translation"] / "structure", "f_lang_of": f_lang_of, "params": params}
+           "structure": d["translation"] / "structure", "f_lang_of": f_lang_of, "params": params,
+           "table": table, "models": models}
+    # each slot's key synset (its smallest, the split's unit; -1: no synsets): the segments of
+    # the slots with synsets are contiguous in syn_ids, so a min over each one's start is the key
+    key_of_slot = np.full(len(lex.has), -1, np.int64)
+    if lex.has.any():
+        key_of_slot[lex.has] = np.minimum.reduceat(lex.syn_ids, lex.syn_ptr[:-1][lex.has])
     for name, lim in (("build", params["max_relation_pairs"]), ("all", None)):
         rows = train_rows
         if lim is not None and len(rows) > lim:
@@ -538,6 +544,7 @@ def relation_rows(work: Path, data_root: Path):
                                      zip(s1[rows].tolist(), s2[rows].tolist())], np.int64)
         out[f"x_{name}"] = P._rows_features(table, ph, labels, rows)
         out[f"e1_{name}"], out[f"e2_{name}"] = e1_all[rows], e2_all[rows]
+        out[f"key1_{name}"], out[f"key2_{name}"] = key_of_slot[s1[rows]], key_of_slot[s2[rows]]
     out["validation_all"] = np.array([unit_hash(f"{texts[s1[r]]}\t{texts[s2[r]]}", seed + 1) < P.RELATION_VALIDATION
                                       for r in out["all"].tolist()], dtype=bool)
     out["in_build"] = np.isin(out["all"], out["build"])

@@ -138,6 +138,11 @@ EFFICIENCY_STAGES = ("extract", "translation", "pivot")
 #: bio-multi) largest one-process RSS by stage; ``roles``, the stage|role keys of the reruns that
 #: sample each process by role (bench/measure_roles.py), which replace ``w2`` when given.
 SENTENCES, N_E, N_F, ENTRIES = "n_sentences", "n_e", "n_f", "n_entries"
+#: The build's process in translation and pivot: a few numbers per partition, block or range, and
+#: Dask's state of the tasks of the map running (a local cluster's scheduler is that process):
+#: the largest measured plus the bytes of a task x the tasks of the stage's largest map beyond
+#: bio-multi's.
+MAP_TASKS = "tasks of its largest map"
 STORED_U, PAIRS_U = "n_stored_phrases", "n_pairs"
 MEMORY = [
     {"row": "preflight", "process": "build", "law": CONSTANT, "w1": ["start"], "w2": ["start"],
@@ -156,12 +161,21 @@ MEMORY = [
               "process also the LMs scored with (the copies copy the in-domain text: an upper bound)"},
     {"row": "extract (tasks)", "process": "task", "law": CONSTANT, "w1": [], "w2": ["extract"],
      "holds": "one shard's phrase pairs (a fixed number of sentences and tokens)"},
-    {"row": "translation", "process": "build", "law": N_F, "w1": ["translation"], "w2": ["translation"],
-     "holds": "assemble: every partition's kept English keys (np.unique) and every foreign key "
-              "(8 B an f); a task: one partition"},
-    {"row": "pivot", "process": "build", "law": ENTRIES, "w1": ["pivot"], "w2": ["pivot"],
-     "holds": "the row ranges' cut: each kept entry's f degree (8 B an entry) and every row's work; "
-              "a task: its rows' columns and an n_e + 1 row_ptr"},
+    # translation and pivot: measured by per-role reruns of the two stages (--stage-roles), the
+    # build's process (tasks run elsewhere) apart from the workers
+    {"row": "translation", "process": "build", "law": MAP_TASKS, "w1": [], "w2": [],
+     "roles": ["translation|build", "after translation|build"],
+     "holds": "assemble: numbers per partition (its kept entries, foreign phrases and distinct English "
+              "keys, counted by its tasks; P grows with the sentences, 50k a partition) and the tasks' futures"},
+    {"row": "pivot", "process": "build", "law": MAP_TASKS, "w1": [], "w2": [],
+     "roles": ["pivot|build", "after pivot|build"],
+     "holds": "the row ranges' cut: one row-work total per block of 131,072 rows (tasks), the targets and "
+              "the ranges, and the tasks' futures"},
+    {"row": "translation, pivot (tasks)", "process": "task", "law": N_E, "w1": [], "w2": [],
+     "roles": ["translation|worker", "after translation|worker", "pivot|worker", "after pivot|worker"],
+     "holds": "a merge's partition (1/P of the partial counts or kept entries); assemble: one partition's "
+              "entries; the cut: a block's rows and their degrees; a pivot range: its rows' columns and an "
+              "n_e + 1 row_ptr (8 B an English phrase)"},
     {"row": "ppdb2, lhs, combine", "process": "build", "law": STORED_U, "w1": ["ppdb2", "lhs", "combine", "tagger"],
      "w2": ["ppdb2", "after ppdb2", "lhs", "after lhs", "combine", "after combine"],
      "roles": ['ppdb2|build', 'after ppdb2|build', 'lhs|build', 'after lhs|build', 'combine|build', 'after combine|build'],
@@ -179,6 +193,26 @@ MEMORY = [
      "holds": "a part's rows, a chunk at a time, its used-id masks (1 B an English phrase), SQLite's cache; "
               "a block of 250k texts; an index shard's text sort (SQLite's, in temporary files)"},
 ]
+
+
+def task_bytes(measured: dict) -> float:
+    """Bytes the build's process holds per task of one map (bench/bench_task_memory.py's result):
+    the largest map's peak RSS over the first map's starting RSS, per task."""
+    first, last = measured[min(measured, key=int)], measured[max(measured, key=int)]
+    return (last["peak_mib"] - first["base_mib"]) * 2**20 / int(max(measured, key=int))
+
+
+def largest_map(stage: str, counts: dict) -> int:
+    """The tasks of the largest Engine.map of translation or pivot for these counts (the code's
+    rules): translation maps its P partitions six times (merges, keys, rows, columns; P = 50k
+    sentence pairs a partition, at least 8) and hashes its 2P + 9 files; pivot maps its ranges
+    (500k kept entries each, at least 8), the cut's blocks of 131,072 rows twice, and hashes the
+    ranges' files and their index."""
+    if stage == "translation":
+        parts = max(8, math.ceil(counts[SENTENCES] / 50_000))
+        return 2 * parts + 9
+    ranges = max(8, math.ceil(counts[ENTRIES] / 500_000))
+    return max(ranges + 1, math.ceil(counts[N_E] / 131_072))
 
 
 def fit_power(xs, ys):
@@ -336,6 +370,17 @@ def with_write_of(roles: dict, write: dict) -> dict:
             "peak_gib_by_stage_role": merged("peak_gib_by_stage_role")}
 
 
+def with_stages_of(roles: dict, rerun: dict, families=("translation", "pivot")) -> dict:
+    """A per-role rerun ``roles`` with the peaks of the stages of ``families`` (and the moments
+    after them) taken from ``rerun``, a rerun of those stages alone (bench/bench_stage_memory.py's
+    result, whose ``measure_roles`` holds bench/measure_roles.py's figures); its CPU seconds
+    are not the late stages' or the write's, and are left out."""
+    inner = rerun.get("measure_roles", rerun)
+    keep = {k: v for k, v in roles["peak_gib_by_stage_role"].items() if stage_of(k.rsplit("|", 1)[0]) not in families}
+    new = {k: v for k, v in inner["peak_gib_by_stage_role"].items() if stage_of(k.rsplit("|", 1)[0]) in families}
+    return {**roles, "peak_gib_by_stage_role": {**keep, **new}}
+
+
 def measured_exponents(bio: dict, multi: dict, sizes: dict) -> dict:
     """Each split's exponent over the sentences from bio to bio-multi (late_split of each)."""
     r = math.log(sizes["bio-multi"]["n_sentences"] / sizes["bio"]["n_sentences"])
@@ -407,12 +452,15 @@ def _peak(values: dict, keys) -> float | None:
     return max(found) if found else None
 
 
-def memory_rows(builds, bio_w2: list, multi_w2: dict, sizes: dict, units: dict, roles=None) -> dict:
+def memory_rows(builds, bio_w2: list, multi_w2: dict, sizes: dict, units: dict, roles=None,
+                per_task: float = 0.0) -> dict:
     """Each MEMORY row measured and grown to the target (``units``, target_units): a law of the
     sentences by the slope of the --workers 1 builds' RSS over the copies (x = copies x bio's
     sentences); a law of another count by the slope from bio to bio-multi (the per-role reruns'
     when ``roles`` = {"bio": {...}, "bio-multi": {...}} holds the row's keys, else the --workers 2
-    builds'), RSS = bio's + slope x (target count - bio's); constant: the largest measured.
+    builds'), RSS = bio's + slope x (target count - bio's); constant: the largest measured; the
+    tasks of the largest map (translation, pivot): the largest measured + ``per_task`` bytes x
+    (the map's tasks at the target - at bio-multi) (largest_map).
     ``builds``: (copies, --workers 1 build); ``bio_w2``: bio's --workers 2 builds."""
     bio = sizes["bio"]
     rows = {}
@@ -431,13 +479,22 @@ def memory_rows(builds, bio_w2: list, multi_w2: dict, sizes: dict, units: dict, 
         row = {"process": spec["process"], "law": law, "holds": spec["holds"],
                "w1_gib_by_copies": {str(s): max(v for t, v in w1 if t == s) for s in sorted({s for s, _ in w1})},
                "bio_gib": pb, "bio_multi_gib": pm, "bio_source": source}
-        if law == SENTENCES:
+        measured = [v for _, v in w1] + [v for v in (pb, pm) if v is not None]
+        if not measured or (law not in (SENTENCES, CONSTANT, MAP_TASKS) and None in (pb, pm)):
+            row["target_gib"] = None     # not measured (e.g. no --stage-roles)
+        elif law == SENTENCES:
             xs = [s * bio[SENTENCES] for s, _ in w1]
             a, k = fit_line(xs, [v for _, v in w1])
             row["bytes_per_unit"] = round(k * 2**30, 1)
             row["target_gib"] = round(a + max(k, 0.0) * units[SENTENCES], 2)
         elif law == CONSTANT:
-            row["target_gib"] = round(max([v for _, v in w1] + [v for v in (pb, pm) if v is not None]), 2)
+            row["target_gib"] = round(max(measured), 2)
+        elif law == MAP_TASKS:
+            stage = spec["row"]
+            row["bytes_per_unit"] = round(per_task, 1)
+            row["target_unit"] = largest_map(stage, units)
+            grown = per_task * max(0, row["target_unit"] - largest_map(stage, sizes["bio-multi"]))
+            row["target_gib"] = round(max(measured) + grown / 2**30, 2)
         else:
             k = (pm - pb) / (sizes["bio-multi"][law] - bio[law])
             row["bytes_per_unit"] = round(k * 2**30, 1)
@@ -498,6 +555,11 @@ def main():
                          "read-through grown by the lines, the rest as measured at bio (preflight_seconds)")
     ap.add_argument("--late-logs", type=Path, nargs=2, metavar=("BIO", "BIO_MULTI"),
                     help="the build logs of the --roles reruns: their late batches of one task (single_tasks)")
+    ap.add_argument("--stage-roles", type=Path, nargs=2, metavar=("BIO", "BIO_MULTI"),
+                    help="per-role reruns of translation and pivot (bench/bench_stage_memory.py) of bio and "
+                         "bio-multi: their memory rows (the build's process, the tasks)")
+    ap.add_argument("--task-memory", type=Path, default=RESULTS / "task-memory-session12.json",
+                    help="the build's process's bytes per task of a map (bench/bench_task_memory.py)")
     ap.add_argument("--sentences", type=float, default=100e6)
     ap.add_argument("--languages", type=int, default=20, help="pivot languages the target bitext is spread over")
     ap.add_argument("--cores", type=int, default=2, help="cores per node")
@@ -521,6 +583,8 @@ def main():
     roles_runs = [json.loads(Path(p).read_text()) for p in args.roles]
     if args.write_roles:
         roles_runs = [with_write_of(r, json.loads(Path(w).read_text())) for r, w in zip(roles_runs, args.write_roles)]
+    if args.stage_roles:
+        roles_runs = [with_stages_of(r, json.loads(Path(w).read_text())) for r, w in zip(roles_runs, args.stage_roles)]
     split_bio, split_multi = (late_split(r) for r in roles_runs)
     sizes = json.loads(args.sizes.read_text())
     measured = measured_exponents(split_bio, split_multi, sizes)
@@ -548,8 +612,9 @@ def main():
     multi = next(b for b in json.loads(args.multi.read_text())["builds"] if b["workers"] == 2)
     units = target_units(sizes, scale, args.sentences)
     roles = {name: by_stage_role(r) for name, r in zip(("bio", "bio-multi"), roles_runs)}
-    memory = memory_rows(builds, bio_w2, multi, sizes, units, roles)
-    largest = max(memory, key=lambda n: memory[n]["target_gib"])
+    per_task = task_bytes(json.loads(args.task_memory.read_text()))
+    memory = memory_rows(builds, bio_w2, multi, sizes, units, roles, per_task)
+    largest = max(memory, key=lambda n: memory[n]["target_gib"] or 0.0)
 
     out = {"builds": [str(p) for p in args.builds], "pair": str(args.pair), "multi": str(args.multi),
            "sizes": sizes, "target_sentences": args.sentences, "scale_vs_bio": round(scale, 1),
@@ -560,6 +625,8 @@ def main():
            "parallel_efficiency_2_workers": round(eff, 3), "utilisation_2_workers": round(util, 3),
            "roles": [str(p) for p in args.roles],
            "write_roles": [str(p) for p in args.write_roles] if args.write_roles else None,
+           "stage_roles": [str(p) for p in args.stage_roles] if args.stage_roles else None,
+           "task_memory": str(args.task_memory), "build_bytes_per_task": round(per_task, 1),
            "late_and_store_cpu_s": {"bio": split_bio, "bio-multi": split_multi},
            "late_logs": [str(p) for p in args.late_logs] if args.late_logs else None,
            "preflight": str(args.preflight) if args.preflight else None,

@@ -11,7 +11,7 @@ import pytest
 
 from pivot import cli
 from pivot.pipeline import lhs
-from pivot.pipeline.bundle import save_bundle
+from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.store import labels
 from pivot.store.labels import LexiconTagger
 from pivot.store.write import write_database
@@ -173,9 +173,9 @@ def test_read_brown(tmp_path):
 PHRASES = ["treat", "cure", "handle", "manage", "patients", "people", "they", "the drug", "treat patients"]
 
 
-def _stage(tmp_path):
+def _stage(tmp_path, block=lhs.LABEL_BLOCK):
     """The lhs stage on a synthetic data root and a one-part pivot table using phrases 0-8
-    (phrase 9, "unused", is in no pair and gets no label)."""
+    (phrase 9, "unused", is in no pair and gets no label), ``block`` phrases a task."""
     root = write_data_root(tmp_path / "data")
     tokens = sorted({w for p in PHRASES + ["unused"] for w in p.split()})
     e_rows = np.full((len(PHRASES) + 1, 2), -1, np.int32)
@@ -188,7 +188,7 @@ def _stage(tmp_path):
     lhs.train_stage(tagger, root)
     out = tmp_path / "stage"
     out.mkdir()
-    meta = lhs.build(out, part_paths=[part], e_rows=e_rows, e_tokens=tokens, tagger_dir=tagger)
+    meta = lhs.build(out, part_paths=[part], e_rows=e_rows, e_tokens=tokens, tagger_dir=tagger, block=block)
     return out, meta, root
 
 
@@ -223,6 +223,22 @@ def test_stage_is_deterministic(tmp_path):
     for name in ("lhs.arrays", "lhs.json"):
         assert (a / name).read_bytes() == (b / name).read_bytes()
     assert (a.parent / "tagger" / lhs.TAGGER_FILE).read_bytes() == (b.parent / "tagger" / lhs.TAGGER_FILE).read_bytes()
+
+
+def test_blocks_of_phrases_give_the_bytes_of_one(tmp_path):
+    """Labelled 2 or 3 used phrases a task, the stage writes the bytes of one task over all 9:
+    the blocks' label names merged and sorted (in blocks of 2 the first holds "treat" [VBP] and
+    "cure" [VB], codes 0 and 1 there, 3 and 4 among the whole's six names: "]" sorts after
+    "P"), the scratch files gone."""
+    whole, _, _ = _stage(tmp_path / "whole")
+    for block in (2, 3):
+        out, meta, _ = _stage(tmp_path / f"b{block}", block)
+        for name in ("lhs.arrays", "lhs.json"):
+            assert (out / name).read_bytes() == (whole / name).read_bytes(), (block, name)
+        assert sorted(p.name for p in out.iterdir()) == ["lhs.arrays", "lhs.json", "timings.json"]
+    assert meta["names"] == ["[NNS]", "[NP]", "[PRP]", "[VBP]", "[VB]", "[VP]"]
+    with open_bundle(whole / "lhs.arrays") as z:
+        assert z["ids"].tolist() == list(range(9)) and z["code"].tolist() == [3, 4, 4, 4, 0, 0, 2, 1, 5]
 
 
 def test_the_saved_tagger_tags_as_the_trained_one(tmp_path):

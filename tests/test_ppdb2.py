@@ -722,37 +722,48 @@ def test_phrase_text_list_in_the_order_of_the_ids():
     assert phrase_texts(rows, ["a", "b", "c"], np.array([3, 1])) == {3: "b a c", 1: "c"}
 
 
-def test_read_texts_gives_the_split_of_the_whole_file(tmp_path):
-    """forms_task reads its texts a line at a time: the texts "\n".join wrote, as str.split("\n")
-    of the whole file gives them (an empty last text after a final newline; an empty file none)."""
-    for text in ("", "a", "a\n", "\n", "a\n\nb", "é b\n c\r d\n", "x\u2028y\nz"):
-        (tmp_path / "t.txt").write_bytes(text.encode("utf-8"))
-        assert list(P.read_texts(tmp_path / "t.txt")) == (text.split("\n") if text else []), repr(text)
-
-
-def test_labels_per_part_are_the_labels_of_the_whole(tmp_path, monkeypatch):
-    """forms_task + label_range per pivot part (the build's tasks) give PhraseForms.pair_labels of
-    every pair at once, and each pair's reverse row as PairTable.find finds it."""
-    texts = ["the cell", "cell", "cells", ", cell", "cell counts were", "cell counts", "kidney"]
-    # phrase ids 0..8 with ids 1 and 5 unused: slot maps an id to its text's position
-    ids = [0, 2, 3, 4, 6, 7, 8]
-    slot = np.full(9, -1, np.int64)
+@pytest.mark.parametrize("wordnet_lemmas", [False, True])
+def test_labels_per_part_are_the_labels_of_the_whole(tmp_path, monkeypatch, wordnet_lemmas):
+    """forms_task per block of 3 phrases, lemmas_task, then label_range per pivot part (the
+    build's tasks) give PhraseForms.from_texts' pair_labels of every pair at once (labels traced
+    by hand), and each pair's reverse row as PairTable.find finds it; without WordNet and with
+    the six-synset one of _wordnet (its "geese" -> goose)."""
+    texts = ["the cell", "cell", "geese", ", cell", "cell counts were", "cell counts", "goose", "goose 's meat",
+             "goose meat"]
+    # the encode stage's English ids (not by first occurrence), the last a word no phrase holds
+    e_tokens = [*sorted({w for t in texts for w in t.split()}, reverse=True), "unused"]
+    rows = np.full((len(texts), 3), -1, np.int32)
+    for p, t in enumerate(texts):
+        rows[p, :len(t.split())] = [e_tokens.index(w) for w in t.split()]
+    # phrase ids 0..11 with ids 1, 5 and 9 unused: slot maps an id to its text's position
+    ids = [0, 2, 3, 4, 6, 7, 8, 10, 11]
+    slot = np.full(12, -1, np.int32)
     slot[ids] = np.arange(len(ids))
-    e1 = np.array([0, 0, 2, 2, 3, 4, 6, 7, 8], np.int32)
-    e2 = np.array([2, 3, 0, 4, 2, 7, 7, 6, 0], np.int32)
+    e1 = np.array([0, 0, 2, 2, 3, 6, 7, 10, 11], np.int32)
+    e2 = np.array([2, 3, 4, 10, 8, 7, 6, 11, 3], np.int32)
     parts = []
     for j, (lo, hi) in enumerate(((0, 4), (4, 5), (5, 9))):
         parts.append(tmp_path / f"rows-{j}.arrays")
         save_bundle(parts[-1], e1=e1[lo:hi], e2=e2[lo:hi])
-    (tmp_path / "texts.txt").write_bytes("\n".join(texts).encode())
+    blocks = P._write_texts(tmp_path / "texts.txt", texts, block=3)
     save_bundle(tmp_path / "slot.arrays", slot=slot)
+    save_bundle(tmp_path / "tokens.arrays", tokens=rows)
+    data_root = None
+    lemmatizer = P.identity_lemmas
+    if wordnet_lemmas:
+        data_root = str(tmp_path)
+        lemmatizer = wellformed.WordNetLemmatizer(wordnet.WordNet.read(_wordnet(tmp_path / "lexicon" / "nltk_data")))
     # each task gives its worker's freed heap back to the system when it ends (release_heap)
     released = []
     monkeypatch.setattr(P, "release_heap", lambda: released.append(1))
-    assert P.forms_task(tmp_path / "texts.txt", None, tmp_path / "forms.arrays") == {"reused": False, "n_phrases": 7}
-    got = [P.label_range(tmp_path / "forms.arrays", tmp_path / "slot.arrays", parts, j, tmp_path / f"f-{j}.arrays")
-           for j in range(3)]
-    assert [g["n_pairs"] for g in got] == [4, 1, 4] and len(released) == 4
+    form_paths = [tmp_path / f"forms-{k}.arrays" for k in range(3)]
+    assert [P.forms_task(tmp_path / "texts.txt", b, tmp_path / "tokens.arrays", data_root, path)
+            for b, path in zip(blocks, form_paths)] == [{"reused": False, "n_phrases": 3}] * 3
+    # the lemma table's rows: every id up to the largest some phrase holds ("unused" is not one)
+    assert P.lemmas_task(form_paths, tmp_path / "lemmas.arrays") == {"reused": False, "n_tokens": len(e_tokens) - 1}
+    got = [P.label_range(form_paths, tmp_path / "lemmas.arrays", tmp_path / "slot.arrays", parts, j,
+                         tmp_path / f"f-{j}.arrays") for j in range(3)]
+    assert [g["n_pairs"] for g in got] == [4, 1, 4] and len(released) == 7
     from pivot.pipeline.bundle import open_bundle
 
     form, rev = [], []
@@ -760,15 +771,30 @@ def test_labels_per_part_are_the_labels_of_the_whole(tmp_path, monkeypatch):
         with open_bundle(tmp_path / f"f-{j}.arrays") as z:
             form.append(z["form"])
             rev.append(z["rev"])
-    whole = wellformed.PhraseForms.from_texts(texts, P.identity_lemmas).pair_labels(slot[e1], slot[e2])
+    whole = wellformed.PhraseForms.from_texts(texts, lemmatizer).pair_labels(slot[e1], slot[e2])
     assert np.concatenate(form).tolist() == whole.tolist()
-    # the reverses by hand: rows 0 (0,2) and 2 (2,0), rows 6 (6,7) and 7 (7,6); no other pair's is stored
-    assert np.concatenate(rev).tolist() == [2, -1, 0, -1, -1, -1, 7, 6, -1]
-    # "the cell" / "cell" differ by a function word, "cell" / ", cell" by an edge's punctuation;
-    # "cell counts were" ends dangling where "cell counts" is whole
-    assert whole[0] & wellformed.FUNCTION_ONLY and whole[3] & wellformed.EDGE_PUNCT and whole[6] & wellformed.DANGLING
-    assert P.label_range(tmp_path / "forms.arrays", tmp_path / "slot.arrays", parts, 0,
+    # by hand: "the cell" / "cell" differ by a function word (2); "the cell" / "geese" nothing;
+    # "cell" / ", cell" an edge's punctuation and a function-word change (1 | 2); "cell" / "goose
+    # 's meat" nothing; "geese" / "goose" share a lemma in WordNet (8); "cell counts were" /
+    # "cell counts" a function word and a dangling end, both ways (2 | 4); "goose 's meat" /
+    # "goose meat" the genitive (8); "goose meat" / "geese": [geese] in [goose, meat] by lemma (16)
+    assert whole.tolist() == ([2, 0, 3, 0, 8, 6, 6, 8, 16] if wordnet_lemmas else [2, 0, 3, 0, 0, 6, 6, 8, 0])
+    # the reverses by hand: rows 5 (6,7) and 6 (7,6); no other pair's is stored
+    assert np.concatenate(rev).tolist() == [-1, -1, -1, -1, -1, 6, 5, -1, -1]
+    assert P.forms_task(tmp_path / "texts.txt", blocks[0], tmp_path / "tokens.arrays", data_root,
+                        form_paths[0]) == {"reused": True}
+    assert P.lemmas_task(form_paths, tmp_path / "lemmas.arrays") == {"reused": True}
+    assert P.label_range(form_paths, tmp_path / "lemmas.arrays", tmp_path / "slot.arrays", parts, 0,
                          tmp_path / "f-0.arrays") == {"reused": True}
+
+
+def test_block_words_are_the_texts_words(tmp_path):
+    """_block_words: each id of the rows with its word, read from the texts in row order; a
+    text that does not hold its row's number of words is refused."""
+    rows = np.array([[4, 1, -1], [-1, -1, -1], [1, 7, 2]], np.int32)
+    assert P._block_words(["b a", "", "a c d"], rows) == {1: "a", 2: "d", 4: "b", 7: "c"}
+    with pytest.raises(ValueError, match="4 words in the block's texts, 5 token ids"):
+        P._block_words(["b a", "", "a c"], rows)
 
 
 # ------------------------------------------------------------------------------ the stage part by part

@@ -199,3 +199,67 @@ def test_preflight_grows_by_its_bitext_read_alone():
     multi = {"check_cpu_s": {"corpus": 4.0, "lmtext": 2.4}, "counts": {"bitext lines": 2_000_000}}
     assert ps.preflight_seconds(3.2, bio, multi, 100e6) == pytest.approx(202.8)
     assert ps.preflight_seconds(0.1, bio, multi, 0.0) == 0.0
+
+
+def test_stage_reruns_replace_the_translation_and_pivot_peaks_only():
+    late = {"cpu_s_by_stage_role": {"ppdb2|build": 4.0},
+            "peak_gib_by_stage_role": {"ppdb2|build": {"rss": 0.5}, "pivot|build": {"rss": 0.9}}}
+    rerun = {"measure_roles": {
+        "cpu_s_by_stage_role": {"translation|worker": 50.0},
+        "peak_gib_by_stage_role": {"start|build": {"rss": 0.2}, "translation|build": {"rss": 0.3},
+                                   "after pivot|worker": {"rss": 0.4}}}}
+    got = ps.with_stages_of(late, rerun)
+    # the rerun's translation and pivot peaks in (its pivot peaks replace the old one), its start
+    # and its CPU seconds left out
+    assert got["peak_gib_by_stage_role"] == {"ppdb2|build": {"rss": 0.5}, "translation|build": {"rss": 0.3},
+                                             "after pivot|worker": {"rss": 0.4}}
+    assert got["cpu_s_by_stage_role"] == {"ppdb2|build": 4.0}
+
+
+def test_memory_rows_of_translation_and_pivot_from_the_stage_reruns():
+    sizes = {"bio": {"n_sentences": 100, "n_e": 1000, "n_f": 10, "n_entries": 10, "n_stored_phrases": 10,
+                     "n_pairs": 10},
+             "bio-multi": {"n_sentences": 400, "n_e": 5000, "n_f": 10, "n_entries": 10, "n_stored_phrases": 10,
+                           "n_pairs": 10}}
+    units = {"n_sentences": 1000, "n_e": 101000, "n_f": 10, "n_entries": 10, "n_stored_phrases": 10, "n_pairs": 10}
+    one = {"peak_one_process_rss_gib_by_stage": {"translation": 2.0, "pivot": 3.0}}
+    builds = [(1, {**one, "cpu_s_by_stage": {}})]
+    roles = {"bio": {"translation|build": 0.25, "after translation|build": 0.3, "pivot|build": 0.2,
+                     "translation|worker": 0.5, "pivot|worker": 0.75},
+             "bio-multi": {"translation|build": 0.3125, "pivot|build": 0.25, "after pivot|build": 0.375,
+                           "translation|worker": 0.5, "after pivot|worker": 1.25}}
+    rows = ps.memory_rows(builds, [one], one, sizes, units, roles)
+    # the build's process: constant, the largest of bio's and bio-multi's (the --workers 1 builds,
+    # whose tasks ran in the build's process, are not its): translation max(0.3, 0.3125), pivot
+    # max(0.2, 0.375)
+    assert rows["translation"]["target_gib"] == 0.31 and rows["translation"]["bio_gib"] == 0.3
+    assert rows["pivot"]["target_gib"] == 0.38 and rows["pivot"]["bio_multi_gib"] == 0.375
+    # the tasks: 0.75 -> 1.25 GiB for n_e 1000 -> 5000: 0.5 / 4000 GiB an English phrase; at
+    # n_e 101000: 0.75 + 0.5 / 4000 x 100000 = 13.25
+    tasks = rows["translation, pivot (tasks)"]
+    assert (tasks["bio_gib"], tasks["bio_multi_gib"]) == (0.75, 1.25)
+    assert tasks["target_gib"] == pytest.approx(13.25)
+    assert tasks["bytes_per_unit"] == pytest.approx(round(0.5 / 4000 * 2**30, 1))
+    # Dask's state of a map's tasks: 2^30 / 96 bytes a task (1/96 GiB). translation's largest map
+    # (the hash of 2P + 9 files): P = 8 at bio-multi's 400 sentence pairs (25 tasks), P = 20 at
+    # 10^6 (49): 24 more tasks, 0.25 GiB over 0.3125. pivot: 8 ranges (9 with the index) at 10
+    # entries, 20 (21) at 10^7: 12 more, 0.125 GiB over 0.375 (the cut's blocks, one at n_e 5000
+    # and 101000, are fewer)
+    assert ps.largest_map("translation", {"n_sentences": 400}) == 25
+    assert ps.largest_map("translation", {"n_sentences": 1_000_000}) == 49
+    assert ps.largest_map("pivot", {"n_entries": 10_000_000, "n_e": 101000}) == 21
+    assert ps.largest_map("pivot", {"n_entries": 10, "n_e": 10 * 131_072 + 1}) == 11   # 11 blocks > 9
+    grown = ps.memory_rows(builds, [one], one, sizes, {**units, "n_sentences": 1_000_000, "n_entries": 10_000_000},
+                           roles, per_task=2**30 / 96)
+    assert grown["translation"]["target_unit"] == 49 and grown["pivot"]["target_unit"] == 21
+    assert grown["translation"]["target_gib"] == pytest.approx(0.5625, abs=0.005)
+    assert grown["pivot"]["target_gib"] == pytest.approx(0.5, abs=0.005)
+    # without the reruns the rows are not measured (and say so)
+    bare = ps.memory_rows(builds, [one], one, sizes, units, {"bio": {}, "bio-multi": {}})
+    assert bare["pivot"]["target_gib"] is None and bare["translation, pivot (tasks)"]["target_gib"] is None
+
+
+def test_task_bytes_from_the_largest_map_over_the_first_start():
+    # (160 - 60) MiB over 16,000 tasks: 100 x 2^20 / 16000 = 6553.6 bytes a task
+    measured = {"500": {"base_mib": 60.0, "peak_mib": 70.0}, "16000": {"base_mib": 100.0, "peak_mib": 160.0}}
+    assert ps.task_bytes(measured) == pytest.approx(6553.6)

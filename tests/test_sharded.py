@@ -404,3 +404,165 @@ def test_npy_rows_maps_one_window_at_a_time(tmp_path, monkeypatch):
     assert pivoting.npy_slice(tmp_path / "a.npy", 5, 8).tobytes() == a[5:8].tobytes()
     with pytest.raises(ValueError, match="outside"):
         pivoting.npy_rows(tmp_path / "a.npy", np.array([3, 30]))
+
+
+# ----------------------------------------------------------- round 4 and the cut, by counts only
+
+#: A structure by hand (4 English rows, 3 foreign columns), rows:
+#:     e0: f0 f1    e1: f1    e2: (none)    e3: f0 f2
+#: so deg(f0) = 2 (e0, e3), deg(f1) = 2 (e0, e1), deg(f2) = 1 (e3), and w(e) + 1 =
+#:     e0: 2 + 2 + 1 = 5    e1: 2 + 1 = 3    e2: 0 + 1 = 1    e3: 2 + 1 + 1 = 4,
+#: running total C = 5, 8, 9, 13.
+HAND_ROW_PTR = np.array([0, 2, 3, 3, 5], np.int64)
+HAND_ROW_F = np.array([0, 1, 1, 0, 2], np.int32)
+HAND_COL_PTR = np.array([0, 2, 4, 5], np.int64)
+
+
+def _hand_structure(folder):
+    folder.mkdir()
+    np.save(folder / "row_ptr.npy", HAND_ROW_PTR)
+    np.save(folder / "row_f.npy", HAND_ROW_F)
+    np.save(folder / "col_ptr.npy", HAND_COL_PTR)
+    return folder
+
+
+class RecordingEngine(Engine):
+    """Engine(workers=1) that records each map's name and argument tuples."""
+
+    def __init__(self):
+        super().__init__(workers=1)
+        self.calls = []
+
+    def map(self, fn, arg_tuples, *, name, **kw):
+        arg_tuples = list(arg_tuples)
+        self.calls.append((name, arg_tuples))
+        return super().map(fn, arg_tuples, name=name, **kw)
+
+
+def test_row_work_and_the_block_cut_by_hand(tmp_path):
+    """w(e) + 1 = 5, 3, 1, 4 (the table above); blocks of 2 rows total 8 and 5. 3 ranges:
+    t = 13/3 = 4.33 and 26/3 = 8.67, first reached at e0 (C = 5) and e2 (C = 9): the cuts
+    0 and 2 give (0, 2), (2, 4); the second falls in block 1 (8 < 8.67 <= 13), where the
+    block's own running total 8 + (1, 4) = 9, 13 puts it at its first row, 2. 4 ranges:
+    t = 3.25, 6.5, 9.75 -> e0, e1, e3: (0, 1), (1, 3), (3, 4). The in-memory row_ranges
+    gives the same."""
+    folder = _hand_structure(tmp_path / "s")
+    assert pivoting.row_work(folder, 0, 4).tolist() == [5, 3, 1, 4]
+    assert pivoting.row_work(folder, 2, 3).tolist() == [1]      # an empty row
+    assert pivoting.cut_block_total(folder, 0, 2) == 8 and pivoting.cut_block_total(folder, 2, 4) == 5
+    assert pivoting.cut_in_block(folder, 2, 4, 8, [26 / 3]) == [2]
+    assert pivoting.cut_in_block(folder, 2, 4, 8, [9.0, 9.5, 13.0]) == [2, 3, 3]
+    for n_tasks, want in ((3, [(0, 2), (2, 4)]), (4, [(0, 1), (1, 3), (3, 4)]), (1, [(0, 4)])):
+        assert pivoting.row_ranges(HAND_ROW_PTR, HAND_COL_PTR, HAND_ROW_F, n_tasks) == want
+        engine = RecordingEngine()
+        assert pivoting.row_ranges_by_blocks(folder, n_tasks, engine, block_rows=2) == want
+        # the tasks: a total per block, then a cut per block holding a target (none for one range)
+        totals, *cuts = engine.calls
+        assert [a[1:] for a in totals[1]] == [(0, 2), (2, 4)]
+        assert [[a[1:4] for a in c[1]] for c in cuts] == \
+            {3: [[(0, 2, 0), (2, 4, 8)]], 4: [[(0, 2, 0), (2, 4, 8)]], 1: []}[n_tasks]
+        for block_rows in (1, 3, 4, 100):
+            assert pivoting.row_ranges_by_blocks(folder, n_tasks, Engine(workers=1), block_rows=block_rows) == want
+
+
+@pytest.mark.parametrize("n_parts", [1, 3])
+def test_the_block_cut_is_row_ranges_on_a_built_structure(tmp_path, n_parts):
+    """On a structure of the sharded flow, for every number of ranges and block size: the
+    ranges of the tasks' block totals are row_ranges' over the whole arrays."""
+    rng = np.random.default_rng(5)
+    bitext = random_bitext(rng, 90)
+    weights = np.column_stack([np.ones(90), rng.random(90)])
+    s, _, _ = sharded(tmp_path / "run", bitext, weights, shard_sentences=13, n_parts=n_parts)
+    n_e = len(s["row_ptr"]) - 1
+    assert n_e > 50
+    for n_tasks in (1, 2, 5, 17, n_e, 2 * n_e):
+        want = pivoting.row_ranges(s["row_ptr"], s["col_ptr"], s["row_f"], n_tasks)
+        for block_rows in (1, 7, 64, n_e, 10 * n_e):
+            got = pivoting.row_ranges_by_blocks(tmp_path / "run" / "structure", n_tasks, Engine(workers=1),
+                                                block_rows=block_rows)
+            assert got == want, (n_tasks, block_rows)
+
+
+H = 1 << 63  # partition_of(key, 2) is the key's top bit: keys below H are partition 0
+
+
+def _hand_foreign_partitions(tmp):
+    """Two foreign partitions' round-3 bundles (one model). Kept entries (e key, f key, p_fe, p_ef):
+
+        q0: f 10: (1, .1, .5) (H+1, .2, .25)    f 20: (2, .3, 1.)
+        q1: f H+5: (1, .4, .75) (2, .5, .125)
+
+    English keys 1, 2 are partition 0, H+1 partition 1; foreign keys 10, 20 partition 0, H+5
+    partition 1. Only the members assemble reads are written (the others are merge_by_f's)."""
+    u = lambda *x: np.array(x, np.uint64)
+    d = lambda *x: np.array(x, np.float64).reshape(-1, 1)
+    q0 = dict(e_key=u(1, H + 1, 2), f_key=u(10, 10, 20), p_ef=d(.5, .25, 1.),
+              r0_e_key=u(1, 2), r0_f_key=u(10, 20), r0_p_fe=d(.1, .3),
+              r1_e_key=u(H + 1), r1_f_key=u(10), r1_p_fe=d(.2),
+              r_counts=np.array([2, 1], np.int64), e_kept=u(1, 2, H + 1), f_dict_key=u(10, 20),
+              stats=np.array([3, 3, 3, 5, 3], np.int64))
+    q1 = dict(e_key=u(1, 2), f_key=u(H + 5, H + 5), p_ef=d(.75, .125),
+              r0_e_key=u(1, 2), r0_f_key=u(H + 5, H + 5), r0_p_fe=d(.4, .5),
+              r1_e_key=u(), r1_f_key=u(), r1_p_fe=d(),
+              r_counts=np.array([2, 0], np.int64), e_kept=u(1, 2), f_dict_key=u(H + 5),
+              stats=np.array([2, 2, 2, 4, 2], np.int64))
+    from pivot.pipeline.bundle import save_bundle
+    paths = [tmp / "f-0.arrays", tmp / "f-1.arrays"]
+    for path, members in zip(paths, (q0, q1)):
+        save_bundle(path, **members)
+    return paths
+
+
+def test_assemble_by_hand_from_counts(tmp_path, monkeypatch):
+    """Ids are key ranks: e 1, 2, H+1 -> 0, 1, 2; f 10, 20, H+5 -> 0, 1, 2. Offsets from the
+    counts: columns of q0 at entry 0 and id 0, of q1 at entry 3 (q0's kept entries) and id 2
+    (q0's foreign phrases); rows of p0 at entry 0 and id 0, of p1 at entry 2 + 2 = 4 (p0's
+    entries in q0 and q1) and id 2 (p0's distinct English keys: 1, 2). So
+
+        CSC  col_ptr 0 2 3 5   col_e 0 2 | 1 | 0 1         p_ef .5 .25 1. .75 .125
+        CSR  row_ptr 0 2 4 5   row_f 0 2 | 1 2 | 0          p_fe .1 .4 .3 .5 .2
+
+    and the build's process reads no member of the bundles but the counts (r_counts, stats):
+    the keys and entries are read by the tasks."""
+    from pivot.pipeline import bundle
+
+    paths = _hand_foreign_partitions(tmp_path)
+    read_here, in_task = [], []
+    getitem = bundle.Bundle.__getitem__
+
+    def recorded(self, name):
+        if not in_task:
+            read_here.append(name)
+        return getitem(self, name)
+
+    class Marking(RecordingEngine):
+        def map(self, fn, arg_tuples, **kw):
+            in_task.append(True)
+            try:
+                return super().map(fn, arg_tuples, **kw)
+            finally:
+                in_task.pop()
+
+    monkeypatch.setattr(bundle.Bundle, "__getitem__", recorded)
+    engine = Marking()
+    out = tmp_path / "structure"
+    assert translation.assemble(paths, out, engine) == {"n_e": 3, "n_f": 3, "n_kept": 5}
+    assert set(read_here) == {"r_counts", "stats"}
+    s = pivoting.load_structure(out, mmap=False)
+    assert s["e_key"].dtype == np.uint64 and s["e_key"].tolist() == [1, 2, H + 1]
+    assert s["f_key"].dtype == np.uint64 and s["f_key"].tolist() == [10, 20, H + 5]
+    assert s["col_ptr"].tolist() == [0, 2, 3, 5] and s["col_e"].tolist() == [0, 2, 1, 0, 1]
+    assert s["p_ef"].ravel().tolist() == [.5, .25, 1., .75, .125]
+    assert s["row_ptr"].tolist() == [0, 2, 4, 5] and s["row_f"].tolist() == [0, 2, 1, 2, 0]
+    assert s["p_fe"].ravel().tolist() == [.1, .4, .3, .5, .2]
+    # the tasks and their offsets, as above
+    calls = dict(engine.calls)
+    assert [a[2] for a in calls["assemble-f-keys"]] == [0, 2]
+    assert [a[1] for a in calls["assemble-e-count"]] == [0, 1]
+    assert [a[3:] for a in calls["assemble-rows"]] == [(0, 0, 2), (4, 2, 3)]
+    assert [a[2:] for a in calls["assemble-columns"]] == [(0, 0), (3, 2)]
+    assert translation.count_english(paths, 0) == 2 and translation.count_english(paths, 1) == 1
+    # the same bytes as np.save of the arrays (the files are created empty, then filled by range)
+    for name in ("e_key", "f_key", "row_ptr", "p_fe"):
+        np.save(tmp_path / "ref.npy", s[name])
+        assert (out / f"{name}.npy").read_bytes() == (tmp_path / "ref.npy").read_bytes(), name

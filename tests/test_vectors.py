@@ -253,3 +253,142 @@ def test_vectors_task_writes_the_phrase_vectors_of_the_trained_words(tmp_path, m
     with open_bundle(tmp_path / "v.arrays") as z:
         assert z["vec"].tobytes() == want_vec.tobytes() and z["vec_has"].tobytes() == want_has.tobytes()
     assert P.vectors_task(shards, 7, tmp_path / "tokens.arrays", tmp_path / "v.arrays") == {"reused": True}
+
+
+# --- the stage's vectors as tasks (vectors.job) ---------------------------------------------------
+
+def test_counts_per_shard_summed_are_the_whole_texts_by_hand(tmp_path):
+    """The occurrences and the co-occurrence counts of each shard (a task each), summed per range
+    of the vocabulary's rows, are the whole text's (test_cooccurrence_by_hand's text, cut after
+    its second sentence)."""
+    from pivot.pipeline.bundle import open_bundle, save_bundle
+
+    a = _shard(tmp_path / "a.npz", [[0, 1, 2, 0], [1, 2]])
+    b = _shard(tmp_path / "b.npz", [[0, 3, 1]])
+    counts = [tmp_path / "n-a.arrays", tmp_path / "n-b.arrays"]
+    for shard, path in zip((a, b), counts):
+        assert V.count_task([str(shard)], 5, path) == {"reused": False, "cpu_seconds": pytest.approx(0, abs=5)}
+    with open_bundle(counts[0]) as z:
+        assert z["ids"].tolist() == [0, 1, 2] and z["n"].tolist() == [2, 2, 2]
+    with open_bundle(counts[1]) as z:
+        assert z["ids"].tolist() == [0, 1, 3] and z["n"].tolist() == [1, 1, 1]
+    # 0 and 1 three times, 2 twice, 3 once, 4 never: with min_count 2 the words 0, 1, 2
+    vocab, n = V.vocabulary(counts, 5, min_count=2)
+    assert vocab.tolist() == [0, 1, 2] and n.tolist() == [3, 3, 2, 1, 0]
+    # rows 0 | 1-2
+    save_bundle(tmp_path / "vocab.arrays", vocab=vocab, cuts=np.array([0, 1, 3]))
+    cooc = [tmp_path / "c-a.arrays", tmp_path / "c-b.arrays"]
+    for shard, path in zip((a, b), cooc):
+        V.cooccurrence_task([str(shard)], tmp_path / "vocab.arrays", 5, path)
+    # a: "0 1 2 0" at distance 1 (0,1) (1,2) (2,0), at distance 2 (0,2) (1,0); "1 2": (1,2);
+    # b: "0 3 1": (0,1) at distance 2 (3 is no word but keeps its position); both ways each
+    with open_bundle(cooc[0]) as z:
+        assert (z["ptr"].tolist(), z["cols"].tolist(), z["counts"].tolist()) == \
+            ([0, 2, 4, 6], [1, 2, 0, 2, 0, 1], [2.0, 2.0, 2.0, 2.0, 2.0, 2.0])
+    with open_bundle(cooc[1]) as z:
+        assert (z["ptr"].tolist(), z["cols"].tolist(), z["counts"].tolist()) == ([0, 1, 2, 2], [1, 0], [1.0, 1.0])
+    sums = [tmp_path / "s-0.arrays", tmp_path / "s-1.arrays"]
+    for k, path in enumerate(sums):
+        V.sum_task(cooc, tmp_path / "vocab.arrays", k, path)
+    # the whole's rows [[0, 3, 2], [3, 0, 2], [2, 2, 0]], row 0 in the first range, 1-2 in the second
+    with open_bundle(sums[0]) as z:
+        assert (z["ptr"].tolist(), z["cols"].tolist(), z["counts"].tolist()) == ([0, 2], [1, 2], [3.0, 2.0])
+    with open_bundle(sums[1]) as z:
+        assert (z["ptr"].tolist(), z["cols"].tolist(), z["counts"].tolist()) == \
+            ([0, 2, 4], [0, 2, 0, 1], [3.0, 2.0, 2.0, 2.0])
+    whole = V.cooccurrence(*next(iter(V.EnglishShards([_shard(tmp_path / "w.npz", [[0, 1, 2, 0], [1, 2], [0, 3, 1]])]))),
+                           V.word_index(vocab, 5))
+    assert whole.toarray().tolist() == [[0, 3, 2], [3, 0, 2], [2, 2, 0]]
+
+
+def test_summed_is_canonical_whatever_the_order():
+    """Count matrices summed in any order, as triplets or CSR: the same canonical arrays."""
+    from scipy import sparse
+
+    one = sparse.csr_matrix(np.array([[0, 2, 0], [1, 0, 0], [0, 0, 3]], float))
+    two = (np.array([2, 0, 0, 2]), np.array([0, 2, 1, 0]), np.array([1.0, 4.0, 1.0, 1.0]))
+    a, b = V.summed([one, two], (3, 3)), V.summed([two, one], (3, 3))
+    assert a.toarray().tolist() == [[0, 3, 4], [1, 0, 0], [2, 0, 3]]
+    for m in (a, b):
+        assert m.indptr.tolist() == [0, 2, 3, 5] and m.indices.tolist() == [1, 2, 0, 0, 2]
+        assert m.data.tolist() == [3.0, 4.0, 1.0, 2.0, 3.0]
+    assert V.summed([], (2, 2)).nnz == 0
+
+
+def test_row_cuts_share_the_occurrences():
+    mass = np.array([5, 1, 1, 1, 1, 1])
+    assert V.row_cuts(mass, 1).tolist() == [0, 6]
+    # half the occurrences are row 0's: cum 5 6 7 8 9 10, the cut after the first row whose
+    # cum passes 5
+    assert V.row_cuts(mass, 2).tolist() == [0, 1, 6]
+    # thirds (3.3, 6.7): the first range is empty (row 0 alone is over a third), the second rows 0-1
+    assert V.row_cuts(mass, 3).tolist() == [0, 0, 2, 6]
+    assert V.row_cuts(np.zeros(0, np.int64), 2).tolist() == [0, 0, 0]
+
+
+def test_vocabulary_rows_by_hand():
+    """Token ids as rows of the vocabulary [2, 5, 9]; ids outside it (and padding) give -1, and
+    the phrase means over the vocabulary's rows are the means over the rows by token id."""
+    vocab = np.array([2, 5, 9])
+    tokens = np.array([[5, 2, -1], [3, 9, 10], [-1, -1, -1], [0, 5, 5]], np.int32)
+    assert V.vocabulary_rows(tokens, vocab).tolist() == [[1, 0, -1], [-1, 2, -1], [-1, -1, -1], [-1, 1, 1]]
+    rng = np.random.default_rng(5)
+    compact = rng.normal(size=(3, 4))
+    compact[2] = 0.0                       # a word of the vocabulary without a vector
+    by_id = np.zeros((11, 4))
+    by_id[vocab] = compact
+    want = V.phrase_vectors(tokens, by_id)
+    got = V.phrase_vectors(V.vocabulary_rows(tokens, vocab), compact)
+    assert got[0].tobytes() == want[0].tobytes() and got[1].tolist() == want[1].tolist() == [True, False, False, True]
+
+
+def _vectors_both_ways(tmp_path, sentences, tokens, n_tokens, n_shards):
+    """(one-task file's bytes, the job's file's bytes, files the job left, what it returned)."""
+    from pivot.pipeline.bundle import save_bundle
+    from pivot.pipeline.engine import Engine
+
+    cut = np.linspace(0, len(sentences), n_shards + 1).astype(int)
+    shards = [str(_shard(tmp_path / f"{k}.npz", sentences[a:b])) for k, (a, b) in enumerate(zip(cut[:-1], cut[1:]))]
+    save_bundle(tmp_path / "tokens.arrays", tokens=tokens)
+    P.vectors_task(shards, n_tokens, tmp_path / "tokens.arrays", tmp_path / "one.arrays")
+    out = tmp_path / "job" / ".vectors.arrays"
+    out.parent.mkdir()
+    done = Engine(workers=1).run(P._vectors_job(shards, n_tokens, tmp_path / "tokens.arrays", out))[0]
+    return (tmp_path / "one.arrays").read_bytes(), out.read_bytes(), sorted(p.name for p in out.parent.iterdir()), done
+
+
+@pytest.mark.parametrize("groups, sum_tokens, block", [(8, 1 << 26, 500_000), (2, 100, 7), (3, 40, 1)])
+def test_the_jobs_vectors_file_is_the_bytes_of_the_one_task(tmp_path, monkeypatch, groups, sum_tokens, block):
+    """The stage's job (its steps as tasks) writes the bytes vectors_task writes: the default
+    cut (one group of shards, one range, one block of phrases), and shards, rows and phrases cut
+    into many tasks (2 shards a group, 40 tokens a range: 5 ranges, 1 phrase a block)."""
+    rng = np.random.default_rng(4)
+    # 60 sentences of 3-9 tokens over 40 ids, Zipf-like (small ids frequent), in 6 shards
+    sentences = [np.minimum(rng.zipf(1.3, size=rng.integers(3, 10)) - 1, 39).tolist() for _ in range(60)]
+    tokens = rng.integers(-1, 42, size=(23, 4)).astype(np.int32)
+    tokens[5] = -1
+    monkeypatch.setattr(V, "SHARDS_PER_TASK", groups)
+    monkeypatch.setattr(V, "SUM_TOKENS", sum_tokens)
+    monkeypatch.setattr(P, "PHRASE_BLOCK", block)
+    one, job, left, done = _vectors_both_ways(tmp_path, sentences, tokens, 42, 6)
+    assert job == one and left == [".vectors.arrays"]
+    n_words = int((np.bincount(np.concatenate(sentences), minlength=42) >= V.MIN_COUNT).sum())
+    assert done["vocab"] == n_words and n_words >= 10 and done["dim"] == V.DIM
+    n_ranges = -(-sum(map(len, sentences)) // sum_tokens)
+    assert done["tasks"] == {"counts": 2 * -(-6 // groups), "sums": n_ranges, "svd": 1, "means": -(-23 // block),
+                             "join": 1}
+
+
+def test_the_jobs_vectors_without_words_or_phrases_are_the_one_tasks(tmp_path):
+    """Fewer than 3 words of MIN_COUNT occurrences: no co-occurrence tasks, zero vectors; no
+    phrases: an empty file. The one-task bytes either way."""
+    # 0 and 1 five times each, 2 once: 2 words
+    sentences = [[0, 1]] * 5 + [[2]]
+    (tmp_path / "a").mkdir()
+    one, job, left, done = _vectors_both_ways(tmp_path / "a", sentences, np.array([[0, 1], [2, -1]], np.int32), 4, 2)
+    assert job == one and left == [".vectors.arrays"] and done["words"] == 0
+    assert done["tasks"] == {"counts": 1, "sums": 0, "svd": 1, "means": 1, "join": 1}
+    (tmp_path / "b").mkdir()
+    sentences = [[0, 1, 2, 3]] * 5
+    one, job, left, done = _vectors_both_ways(tmp_path / "b", sentences, np.zeros((0, 3), np.int32), 4, 2)
+    assert job == one and done["words"] == 4 and done["tasks"]["means"] == 0

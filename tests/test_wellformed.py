@@ -355,3 +355,146 @@ def test_surfaces_are_the_texts_own():
     forms = PhraseForms.from_texts(iter(["a b", "a  b", "a b", " a b", "a  b", "b"]), toy_lemmas)
     assert forms.surface.tolist() == [0, 1, 0, 2, 1, 3]
     assert forms.tokens.tolist()[:5] == [[0, 1]] * 5
+
+
+# ------------------------------------------------------------------- forms by block of phrases
+
+
+class ToyUnitsLetters:
+    """toy_lemmas with a unit of a function word ("get rid of") and one of a letter ("vitamin a")."""
+
+    units = frozenset({"get rid of", "vitamin a"})
+
+    def __call__(self, token):
+        return toy_lemmas(token)
+
+
+# The toy lemmas that are not a token's own text: the names every block numbers alike.
+TOY_NAMES = sorted(set(BASE.values()))
+
+# Phrases whose pairs below set each flag: the first phrase of each of the first nine pairs,
+# then the second ones (pair i is phrases i and 9 + i, in different blocks of 2 or 3), then one
+# more.
+BLOCK_TEXTS = ["cell", "disease", "infection", "mouse cells", "alzheimer 's disease", "alzheimer 's", "kidney",
+               "remove", "vitamin a", "cells ,", "the disease", "infection with", "mice cell", "alzheimer disease",
+               "alzheimer", "disease of the kidneys", "got rid of", "vitamin", "vitamin 's a"]
+BLOCK_PAIRS = [
+    ("cell", "cells ,", EDGE_PUNCT | INFLECTION),                # "," last; cell / cells share "cell"
+    ("disease", "the disease", FUNCTION_ONLY),                   # content [disease] both, surfaces differ
+    ("infection", "infection with", FUNCTION_ONLY | DANGLING),   # "with" ends one, "infection" the other
+    ("mouse cells", "mice cell", INFLECTION),                    # mouse/mice, cells/cell at each position
+    ("alzheimer 's disease", "alzheimer disease", INFLECTION),   # only the genitive differs
+    ("alzheimer 's", "alzheimer", DANGLING | INFLECTION),        # "'s" cannot close; genitive only
+    ("kidney", "disease of the kidneys", CONTAINMENT),           # [kidney] in [disease, kidneys] by lemma
+    ("remove", "got rid of", 0),                                 # a unit (got -> get): "of" does not dangle
+    ("vitamin a", "vitamin", CONTAINMENT),                       # the letter is content in the unit
+    ("cell", "infection", 0),
+    ("the disease", "disease of the kidneys", CONTAINMENT),      # [disease] in [disease, kidneys]
+    ("infection with", "alzheimer", DANGLING),
+    # the letter follows the genitive, not a content word: a function word, at a dangling end;
+    # the cores are equal ("vitamin a"), the content is not ([vitamin] / [vitamin, a])
+    ("vitamin 's a", "vitamin a", DANGLING | INFLECTION | CONTAINMENT),
+    ("vitamin 's a", "vitamin", FUNCTION_ONLY | DANGLING),       # [vitamin] both; cores differ
+]
+
+
+def _block_forms(texts, size, lemmatizer, names):
+    """FormBlocks of ``texts`` cut into blocks of ``size``, ids of a reversed alphabetical vocabulary."""
+    vocab = sorted({w for t in texts for w in t.split()}, reverse=True)
+    id_of = {w: i for i, w in enumerate(vocab)}
+    width = max(len(t.split()) for t in texts)
+    rows = np.full((len(texts), width), -1, np.int32)
+    for p, t in enumerate(texts):
+        rows[p, :len(t.split())] = [id_of[w] for w in t.split()]
+    blocks = [wf.form_arrays(rows[a:a + size], vocab, lemmatizer, wf.LemmaIndex(names))
+              for a in range(0, len(texts), size)]
+    lemma_ids = wf.dense_lemmas((b["lemma_tokens"], b["lemma_rows"]) for b in blocks)
+    return wf.FormBlocks(blocks, lemma_ids), rows
+
+
+def test_blocks_of_phrases_label_as_one_block():
+    """Forms made block by block (1, 2 or 3 phrases, or all) give every pair the labels of one
+    from_texts over all the phrases: the hand-traced labels of BLOCK_PAIRS, whose phrases lie
+    in different blocks, and the same mask for every ordered pair of the 19 phrases."""
+    at = {t: i for i, t in enumerate(BLOCK_TEXTS)}
+    e1 = np.array([at[p[0]] for p in BLOCK_PAIRS])
+    e2 = np.array([at[p[1]] for p in BLOCK_PAIRS])
+    whole = PhraseForms.from_texts(BLOCK_TEXTS, ToyUnitsLetters())
+    assert whole.pair_labels(e1, e2).tolist() == [p[2] for p in BLOCK_PAIRS]
+    a1, a2 = (x.ravel() for x in np.meshgrid(np.arange(len(BLOCK_TEXTS)), np.arange(len(BLOCK_TEXTS))))
+    for size in (1, 2, 3, len(BLOCK_TEXTS)):
+        forms, _ = _block_forms(BLOCK_TEXTS, size, ToyUnitsLetters(), TOY_NAMES)
+        assert len(forms) == len(BLOCK_TEXTS)
+        assert forms.pair_labels(e1, e2).tolist() == [p[2] for p in BLOCK_PAIRS], size
+        assert forms.pair_labels(a1, a2).tolist() == whole.pair_labels(a1, a2).tolist(), size
+    # in blocks of 2 every pair above spans two blocks; in blocks of 3 all but "cell" / "infection"
+    assert [sum(at[a] // k != at[b] // k for a, b, _ in BLOCK_PAIRS) for k in (2, 3)] == [14, 13]
+
+
+def test_blocks_of_random_phrases_match_the_reference():
+    """test_random_pairs_match_the_reference's kind of vocabulary (shared lemmas, units, the
+    genitive, punctuation), its phrases in blocks of 7: the reference's mask for every pair;
+    with a letter's unit too ("vitamin a", which the reference does not model), from_texts'."""
+    lemma_of = {"cells": {"cell"}, "leaves": {"leaf", "leave"}, "left": {"leave"}, "saw": {"see"},
+                "got": {"get"}, "kidneys": {"kidney"}}
+
+    class Lemmas:
+        units = frozenset({"get rid of", "see off", "leave with"})
+
+        def __call__(self, token):
+            return frozenset({token} | lemma_of.get(token, set()))
+
+    words = ("cell cells leaf leaves leave left saw see get got rid kidney the of with and 's by off , ) "
+             "vitamin a").split()
+    rng = np.random.default_rng(11)
+    texts = sorted({" ".join(rng.choice(words, size=rng.integers(1, 6))) for _ in range(600)})
+    names = sorted(set().union(*lemma_of.values()))
+    forms, rows = _block_forms(texts, 7, Lemmas(), names)
+    e1 = rng.integers(0, len(texts), size=4000)
+    e2 = rng.integers(0, len(texts), size=4000)
+    want = [reference_mask(texts[i], texts[j], Lemmas(), Lemmas.units) for i, j in zip(e1.tolist(), e2.tolist())]
+    assert forms.pair_labels(e1, e2).tolist() == want
+    assert sum(i // 7 != j // 7 for i, j in zip(e1.tolist(), e2.tolist())) > 3900
+    assert all(((forms.pair_labels(e1, e2) & bit) != 0).sum() > 20 for bit in NAMES)
+    # from_rows over the same rows: the token ids are the rows' own, the labels the same
+    one = PhraseForms.from_rows(rows, sorted({w for t in texts for w in t.split()}, reverse=True), Lemmas(),
+                                wf.LemmaIndex(names))
+    assert one.tokens.tolist() == rows.tolist()
+    assert one.pair_labels(e1, e2).tolist() == want
+
+    class Letters(Lemmas):
+        units = Lemmas.units | {"vitamin a"}
+
+    # every ordered pair: the few phrases with "vitamin a" are in some of them
+    a1, a2 = (x.ravel() for x in np.meshgrid(np.arange(len(texts)), np.arange(len(texts))))
+    forms, _ = _block_forms(texts, 7, Letters(), names)
+    whole = PhraseForms.from_texts(texts, Letters())
+    assert forms.pair_labels(a1, a2).tolist() == whole.pair_labels(a1, a2).tolist()
+    # the letter's unit changes some labels (the reference's no longer hold for them)
+    assert (whole.pair_labels(a1, a2) != one.pair_labels(a1, a2)).sum() > 0
+
+
+def test_form_arrays_of_a_block():
+    """form_arrays by hand: ids 5 "kidneys", 2 "the", 9 "'s", 7 "disease"; lemmas by LemmaIndex
+    (names ["kidney"]: "kidney" is 0, another lemma is its token's text, 1 + its id)."""
+    rows = np.array([[2, 5, -1], [5, 9, 7]], np.int32)
+    words = {2: "the", 5: "kidneys", 7: "disease", 9: "'s"}
+    got = wf.form_arrays(rows, words, toy_lemmas, wf.LemmaIndex(["kidney"]))
+    assert got["tokens"].tolist() == rows.tolist()
+    assert got["content"].tolist() == [[5, -1], [5, 7]] and got["n_content"].tolist() == [1, 2]
+    assert got["core"].tolist() == [[2, 5, -1], [5, 7, -1]]
+    # "the kidneys": both edges whole (8 | 16); "kidneys 's disease": whole, and the genitive (64)
+    assert got["bits"].tolist() == [24, 88]
+    # the block's ids ascending; "the" and "'s" are no content word (no lemma), "kidneys" has
+    # kidney (0) and itself (1 + 5), "disease" itself (1 + 7)
+    assert got["lemma_tokens"].tolist() == [2, 5, 7, 9]
+    assert got["lemma_rows"].tolist() == [[-1, -1], [0, 6], [8, -1], [-1, -1]]
+    assert wf.dense_lemmas([(got["lemma_tokens"], got["lemma_rows"])]).tolist() == (
+        [[-1, -1]] * 2 + [[-1, -1], [-1, -1], [-1, -1], [0, 6], [-1, -1], [8, -1], [-1, -1], [-1, -1]])
+
+
+def test_lemma_index_refuses_a_lemma_of_no_fixed_id():
+    index = wf.LemmaIndex(["cell", "see", "cell"])
+    assert (index("cell", "cells", 4), index("see", "saw", 4), index("cells", "cells", 4)) == (0, 1, 6)
+    with pytest.raises(ValueError, match="neither a listed name nor the token itself"):
+        index("mouse", "mice", 3)

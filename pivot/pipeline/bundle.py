@@ -126,6 +126,11 @@ class Bundle:
         self._seek(name)
         return tuple(read_npy_header(self._fh)[0])
 
+    def dtype(self, name) -> np.dtype:
+        """The member's dtype, from its header alone."""
+        self._seek(name)
+        return read_npy_header(self._fh)[2]
+
     def memmap(self, name) -> np.ndarray:
         """The member as a read-only memory map of the file (nothing is read until used)."""
         self._seek(name)

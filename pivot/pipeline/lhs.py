@@ -13,9 +13,10 @@ This stage labels every phrase that a stored pair uses with pivot.store.labels'
   pivot.store.labels measures its perceptron (lower-cased random spans of 1-5 tokens, seed 1,
   and lone words), and written with the files' sha256 to ``tagger.json``, whose training
   counts, accuracy and sha256 this stage copies into the database's meta ``lhs``;
-* applied to the token-id rows of the used phrases: each distinct token tagged once, each
-  distinct tag sequence labelled once (a few seconds for bio's 448k phrases). One task: the
-  work is the vocabulary's, which sharding would repeat, not divide.
+* applied to the token-id rows of the used phrases, a task per block of LABEL_BLOCK phrases
+  (:func:`label_task`): in a block each distinct token tagged once, each distinct tag sequence
+  labelled once (a few seconds for bio's 448k phrases); the blocks' label names are merged
+  (sorted) by the stage, the same bytes as one task over all the phrases.
 
 The tagger stage's key holds the tagger's version (labels.LEXICON_TAGGER_VERSION) and the
 training files' sha256, and this stage's key the tagger's content key, so a changed tagger or
@@ -162,13 +163,33 @@ def load_tagger_json(path) -> tuple[labels.LexiconTagger, dict, dict]:
     return labels.LexiconTagger(obj["lexicon"], obj["suffixes"], obj["default"], obj["rules"]), obj["info"], obj["files"]
 
 
-def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_tokens: list[str], tagger_dir) -> dict:
+#: Used phrases a labelling task labels (label_task). A phrase's label is a function of its own
+#: tokens (their tags, then the rules within the phrase), so any cut gives the same labels; each
+#: task reads the tagger and the English words (a fraction of a CPU second on bio-multi).
+LABEL_BLOCK = 500_000
+
+
+def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_tokens: list[str], tagger_dir,
+          engine=None, block: int = LABEL_BLOCK) -> dict:
     """The stage: writes ``lhs.arrays`` (``ids``: the used phrase ids, ascending; ``code``: each
     one's label, an index into ``names`` of ``lhs.json``) and ``lhs.json`` (the meta ``lhs``)
-    with the tagger of the tagger stage's folder ``tagger_dir`` (:func:`train_stage`)."""
+    with the tagger of the tagger stage's folder ``tagger_dir`` (:func:`train_stage`). The used
+    phrases are labelled ``block`` at a time by tasks of ``engine`` (label_task; None: in this
+    process), their labels' names merged here (sorted, as one task over all would give them)."""
+    from pivot.pipeline.engine import Engine
+
+    engine = engine or Engine(workers=1)
+    return engine.run(_build_job(Path(tmp), part_paths, e_rows, e_tokens, Path(tagger_dir), block))[0]
+
+
+def _build_job(tmp: Path, part_paths, e_rows, e_tokens, tagger_dir: Path, block: int):
+    """A job of Engine.run: the used phrases, their labels by block (label_task), merged."""
+    from pivot.pipeline.engine import Batch
+
     t0 = time.process_time()
-    tagger, info, files = load_tagger_json(Path(tagger_dir) / TAGGER_FILE)
-    timings = Path(tagger_dir) / "timings.json"
+    tagger_path = tagger_dir / TAGGER_FILE
+    _, info, files = load_tagger_json(tagger_path)
+    timings = tagger_dir / "timings.json"
     t_train = json.loads(timings.read_text())["train_cpu_seconds"] if timings.is_file() else None
     seen = np.zeros(len(e_rows), bool)  # a mark per phrase id: linear in the pairs, no sort
     for path in part_paths:
@@ -176,9 +197,29 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_tokens: li
             seen[z["e1"]] = True
             seen[z["e2"]] = True
     used = np.flatnonzero(seen)
-    t1 = time.process_time()
-    code, names = tagger.label_rows(e_rows[used], e_tokens)
-    t_label = time.process_time() - t1
+    # the tasks read their rows from a file, the words from another (one a line, by id)
+    rows_path, words_path = tmp / ".rows.arrays", tmp / ".words.txt"
+    save_bundle(rows_path, rows=np.asarray(e_rows[used]))
+    with open(words_path, "w", encoding="utf-8", newline="\n") as fh:
+        fh.writelines(w + "\n" for w in e_tokens)
+    ranges = [(a, min(a + block, len(used))) for a in range(0, len(used), block)]
+    paths = [tmp / f".lhs-{k:04d}.arrays" for k in range(len(ranges))]
+    done = yield Batch(label_task, [(rows_path, a, b, words_path, tagger_path, path)
+                                    for (a, b), path in zip(ranges, paths)], name="lhs-labels")
+    # names: every block's, sorted (label_rows' over all the phrases: the sorted set of theirs)
+    block_names = []
+    for path in paths:
+        with open_bundle(path) as z:
+            block_names.append(z["names"].tolist())
+    names = sorted(set().union(*block_names))
+    code = np.zeros(len(used), np.uint16)
+    for (a, b), path, own in zip(ranges, paths, block_names):
+        with open_bundle(path) as z:
+            code[a:b] = np.array([names.index(n) for n in own], np.uint16)[z["code"]]
+        path.unlink()
+    rows_path.unlink()
+    words_path.unlink()
+    t_label = sum(d.get("cpu_seconds", 0.0) for d in done)
     counts = np.bincount(code, minlength=len(names)) if len(names) else np.zeros(0, np.int64)
     meta = {"labels": f"{TAGGER}, trained on GENIA-pos train+devel with the Brown corpus as back-off",
             "tagger": "lexicon-suffix", "version": labels.LEXICON_TAGGER_VERSION, "files": files,
@@ -187,12 +228,30 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_tokens: li
     save_bundle(tmp / "lhs.arrays", ids=used, code=code)
     (tmp / "lhs.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
     # CPU seconds vary run to run: timings.json is not part of the artifact's content key
-    # (train: the tagger stage's, which this stage reads)
+    # (train: the tagger stage's, which this stage reads; label: the tasks' sum)
     (tmp / "timings.json").write_text(json.dumps({"train_cpu_seconds": t_train,
                                                   "label_cpu_seconds": round(t_label, 2),
                                                   "stage_cpu_seconds": round(time.process_time() - t0, 2)}))
-    log.info("lhs: %d phrases labelled in %.1f CPU s", len(used), t_label)
+    log.info("lhs: %d phrases labelled in %.1f CPU s (%d tasks)", len(used), t_label, len(ranges))
     return meta
+
+
+def label_task(rows_path, a: int, b: int, words_path, tagger_path, out_path) -> dict:
+    """The labels of used phrases a:b (rows ``rows`` of ``rows_path``, ids into the words of
+    ``words_path``, one a line) by the tagger of ``tagger_path`` (LexiconTagger.label_rows),
+    written to ``out_path`` as ``code`` (uint16) and the ``names`` they index (a task)."""
+    out_path = Path(out_path)
+    if out_path.is_file():
+        return {"reused": True}
+    t0 = time.process_time()
+    tagger, _, _ = load_tagger_json(tagger_path)
+    with open_bundle(rows_path) as z:
+        rows = np.array(z.memmap("rows")[a:b])
+    with open(words_path, encoding="utf-8", newline="\n") as fh:
+        words = fh.read().split("\n")[:-1]
+    code, names = tagger.label_rows(rows, words)
+    save_bundle(out_path, code=code, names=np.array(names, dtype=str))
+    return {"reused": False, "n_phrases": b - a, "cpu_seconds": round(time.process_time() - t0, 2)}
 
 
 def read(folder) -> tuple[dict, dict]:
@@ -312,12 +371,14 @@ def run_stage(context) -> None:
     translation_dir = context.dir("translation")
     e_rows, _ = translation.english_phrases(translation_dir)
     build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")), e_rows=e_rows,
-          e_tokens=Vocab.load(context.dir("encode") / "vocab.en").tokens, tagger_dir=context.dir("tagger"))
+          e_tokens=Vocab.load(context.dir("encode") / "vocab.en").tokens, tagger_dir=context.dir("tagger"),
+          engine=context.engine)
 
 
 TAGGER_STAGE = Stage("tagger", 1, (), (), tagger_params, (TAGGER_FILE, VOLATILE), run_tagger, "one",
                "the lexicon + suffix + rules tagger trained on GENIA-pos and Brown (no stage: only data files)",
                data=tagger_data, when=labelled, check=tagger_check)
 STAGE = Stage("lhs", 3, ("pivot", "translation", "encode", "tagger"), ("ppdb2.lhs",), stage_params,
-              ("lhs.arrays", "lhs.json", VOLATILE), run_stage, "one (per distinct token, then per tag sequence)",
+              ("lhs.arrays", "lhs.json", VOLATILE), run_stage,
+              "one per block of used phrases (each: per distinct token, then per tag sequence)",
               "each stored phrase's PPDB label (LHS) by the tagger stage's tagger", when=labelled)

@@ -318,7 +318,9 @@ def row_ranges(row_ptr: np.ndarray, col_ptr: np.ndarray, row_f: np.ndarray, n_ta
     """Split the English rows into about n_tasks contiguous ranges of equal pivot work.
 
     A row's work is sum over its f of deg(f). The split only decides which task computes a
-    row; every row's result is the same whichever task computes it.
+    row; every row's result is the same whichever task computes it (but the ranges are the
+    stage's files, so the stage's bytes follow them). The whole arrays at once: the stage
+    cuts by blocks of rows in tasks (:func:`row_ranges_by_blocks`, the same ranges).
     """
     n_e = len(row_ptr) - 1
     if n_e == 0:
@@ -329,6 +331,81 @@ def row_ranges(row_ptr: np.ndarray, col_ptr: np.ndarray, row_f: np.ndarray, n_ta
     cum = np.cumsum(work + 1.0)
     cuts = np.searchsorted(cum, cum[-1] * np.arange(1, n_tasks) / n_tasks)
     edges = np.unique(np.concatenate([[0], cuts, [n_e]]))
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+#: English rows of one task of the cut (row_ranges_by_blocks): 1 MiB of row_ptr and, at
+#: bio-multi's 6.2 entries a row, 0.8M entries (their f, 4 B, and degrees, 8 B).
+CUT_BLOCK_ROWS = 1 << 17
+
+
+def row_work(structure_dir, lo: int, hi: int) -> np.ndarray:
+    """w(e) + 1 for the English rows lo <= e < hi of an assembled structure, as int64: w(e) =
+    sum over the row's kept f of deg(f), the kernel's candidate e2 for row e, and 1 for the row.
+
+    Reads the rows' row_ptr and row_f and, for each distinct f they reach, col_ptr[f] and
+    col_ptr[f + 1] (a window of the file at a time): memory of the block's size.
+    """
+    folder = Path(structure_dir)
+    rp = npy_slice(folder / "row_ptr.npy", lo, hi + 1)
+    rf = npy_slice(folder / "row_f.npy", int(rp[0]), int(rp[-1]))
+    f, which = np.unique(rf, return_inverse=True)
+    del rf
+    # col_ptr[f] and col_ptr[f + 1] in one ascending pass (as gather_rows)
+    bounds = npy_rows(folder / "col_ptr.npy", np.stack([f, f + 1], axis=1).ravel().astype(np.int64))
+    deg = (bounds[1::2] - bounds[0::2])[which.ravel()]
+    # each row's sum as the difference of the running sum over its entries at its two ends
+    # (an empty row: 0)
+    run = np.zeros(len(deg) + 1, dtype=np.int64)
+    np.cumsum(deg, out=run[1:])
+    at = rp - rp[0]
+    return run[at[1:]] - run[at[:-1]] + 1
+
+
+def cut_block_total(structure_dir, lo: int, hi: int) -> int:
+    """sum of w(e) + 1 over the rows lo <= e < hi (row_work): one block's share of the total."""
+    return int(row_work(structure_dir, lo, hi).sum())
+
+
+def cut_in_block(structure_dir, lo: int, hi: int, before: int, targets: list) -> list[int]:
+    """The cut rows of the targets that fall in block lo..hi: for each target t, the first row
+    e of the block with C(e) >= t, C(e) = before + sum over lo <= e' <= e of (w(e') + 1) the
+    running total over all rows (``before``: the totals of the blocks before this one)."""
+    cum = before + np.cumsum(row_work(structure_dir, lo, hi))
+    # float64 as row_ranges' running sum: the integers are exact below 2^53
+    return (lo + np.searchsorted(cum.astype(np.float64), np.asarray(targets, dtype=np.float64))).tolist()
+
+
+def row_ranges_by_blocks(structure_dir, n_tasks: int, engine,
+                         block_rows: int = CUT_BLOCK_ROWS) -> list[tuple[int, int]]:
+    """:func:`row_ranges` of an assembled structure with the work in tasks, by blocks of rows.
+
+    row_ranges cuts where the running total C(e) = sum over e' <= e of (w(e') + 1) first reaches
+    t_i = C(n_e - 1) i / n_tasks (i = 1 .. n_tasks - 1). Here one task per block of
+    ``block_rows`` rows returns its total (cut_block_total); this process adds them up in block
+    order into each block's running total before it (B_b) and after it, finds the block where
+    each t_i is first reached, and a task per such block finds the row (cut_in_block). Every
+    w(e) is an integer, so each sum is exact whatever its grouping (below 2^53 = 9.0e15 in
+    float64: the total is sum_f deg(f)^2 + n_e), and t_i is computed from the same total as
+    row_ranges: the same ranges. This process holds numbers per block and per range, never per
+    row or entry.
+    """
+    folder = Path(structure_dir)
+    with open(folder / "row_ptr.npy", "rb") as fh:
+        n_e = _npy_header(fh)[1][0] - 1
+    if n_e == 0:
+        return []
+    blocks = [(lo, min(lo + block_rows, n_e)) for lo in range(0, n_e, block_rows)]
+    totals = engine.map(cut_block_total, [(folder, lo, hi) for lo, hi in blocks], name="pivot-cut")
+    after = np.cumsum(np.array(totals, dtype=np.int64))
+    targets = np.float64(after[-1]) * np.arange(1, n_tasks) / n_tasks
+    # block b holds the cut of t when B_b < t <= B_(b+1); a t past the total (none, in exact
+    # arithmetic) cuts at n_e, as searchsorted over every row would
+    block_of = np.searchsorted(after.astype(np.float64), targets)
+    jobs = [(folder, *blocks[b], int(after[b] - totals[b]), targets[block_of == b].tolist())
+            for b in np.unique(block_of).tolist() if b < len(blocks)]
+    cuts = engine.map(cut_in_block, jobs, name="pivot-cut-rows") if jobs else []
+    edges = np.unique(np.concatenate([[0], *cuts, [n_e]]).astype(np.int64))
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
 
 
@@ -459,12 +536,13 @@ def run_stage(context) -> None:
     floor, top_n = context.params["min_p_e2_given_e1"], 0
     translation_dir, tmp = context.dir("translation"), context.tmp
     structure = translation_dir / "structure"
-    s = load_structure(structure)
+    with open(structure / "row_f.npy", "rb") as fh:
+        n_entries = _npy_header(fh)[1][0]
     # The ranges are the stage's files, so their number follows the data, never the number of
-    # workers (the content key, and the signature, must not depend on it).
-    n_tasks = max(MIN_TASKS, -(-len(s["row_f"]) // ENTRIES_PER_TASK))
-    ranges = row_ranges(np.asarray(s["row_ptr"]), np.asarray(s["col_ptr"]), np.asarray(s["row_f"]), n_tasks)
-    del s
+    # workers (the content key, and the signature, must not depend on it); the cut's work is
+    # tasks by blocks of rows, this process adds up their totals.
+    n_tasks = max(MIN_TASKS, -(-n_entries // ENTRIES_PER_TASK))
+    ranges = row_ranges_by_blocks(structure, n_tasks, context.engine)
     parts = [tmp / f"rows-{i:04d}.arrays" for i in range(len(ranges))]
     # In process the kernel's own threads share the work; on a cluster, the workers do.
     threads = context.threads if context.engine.in_process else 1

@@ -111,9 +111,10 @@ over the string features only (STRING_FEATURES), with each one's confusion matri
 L 1/8, XL 1/4, XXL 1/2; a pair is in size X iff score >= cut[X]; XXXL's cut is the lowest score
 of all, so it holds every pair.
 
-The stage labels the pairs per range of the pivot stage's rows (:func:`label_range`, Dask
-tasks) while tasks read the phrases' trigrams and WordNet synsets a block of phrases at a time
-(:func:`phrase_side_task`) and a task trains the word vectors (:func:`vectors_task`); fits the relation classifier's grid
+The stage makes the phrases' forms a block of phrases at a time (:func:`forms_task`) and labels
+the pairs per range of the pivot stage's rows (:func:`label_range`), Dask tasks, while tasks read
+the phrases' trigrams and WordNet synsets a block of phrases at a time
+(:func:`phrase_side_task`) and tasks train the word vectors (:func:`_vectors_job`: counts by shard, PPMI and SVD, phrase means by block); fits the relation classifier's grid
 and refits as tasks (:func:`relation_task`) while this process fits the score; and applies the
 fit per range of rows (:func:`apply_range`). Every number is a function of the inputs only: the
 same bytes for any number of workers (each fit is the same arithmetic in whichever process runs
@@ -128,8 +129,8 @@ vectors, tokens) go to a file as soon as they are made; the fits read their pair
 rows from it (:class:`PhraseFile`), and an apply task each block's phrases' rows, through maps
 of a bounded window of the file (PhraseFile.gather): mapped whole, each worker's resident set
 held most of the file's pages (a block's e2 are anywhere; 1.1 GB on bio-multi).
-The forms task reads the texts a block at a time, an apply task a block of its part at a time,
-and every task gives its freed heap back when it ends. On bio-multi (2.37M phrases, 32.4M
+A forms task reads its block of texts, an apply task a block of its part at a time, and every
+task gives its freed heap back when it ends. On bio-multi (2.37M phrases, 32.4M
 pairs; the stage rerun beside lhs and combine, --workers 2) the peak summed over the processes
 went from 3.50 to 2.13 GiB PSS sampled every 0.5 s (a transient: sampled every 2 s, the
 forms task beside the phrase side went from 3.47 to 1.45 GiB, the apply tasks beside this
@@ -1327,8 +1328,10 @@ def _read_fields(path, label_path, fields) -> dict:
     return out
 
 
-#: The PhraseForms arrays a labelling task reads (pivot.pipeline.wellformed.PhraseForms.pair_labels).
-FORM_ARRAYS = ("tokens", "content", "n_content", "content_class", "core_class", "surface", "bits", "lemma_ids")
+#: The per-phrase arrays of a block's forms file (forms_task: pivot.pipeline.wellformed.form_arrays)
+#: that a labelling task reads (FormBlocks.pair_labels); the file also holds the block's lemma
+#: rows (lemma_tokens, lemma_rows), which lemmas_task gathers into one table.
+FORM_ARRAYS = ("tokens", "content", "n_content", "core", "bits")
 
 
 def build(tmp: Path, *, part_paths: list[Path], e_phrases, e_tokens: list[str],
@@ -1376,26 +1379,27 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     # int32: the pairs' slots (e1's, e2's) are this array indexed by a part's e1 and e2
     slot = np.full(n_e, -1, np.int32)
     slot[used] = np.arange(len(used))
-    # The phrases' forms and then the pairs' labels (and each pair's reverse row, per pivot part)
-    # on the workers, beside what the fits need of the phrases (their trigrams and WordNet
-    # synsets, a task per block of phrases). Each of these tasks reads WordNet (0.7 CPU s).
-    texts_path, slot_path, forms_path = tmp / ".texts.txt", tmp / ".slot.arrays", tmp / ".forms.arrays"
+    # The phrases' forms (a task per block of phrases) and then the pairs' labels (and each
+    # pair's reverse row, per pivot part) on the workers, beside what the fits need of the
+    # phrases (their trigrams and WordNet synsets, a task per block of phrases). Each of these
+    # tasks reads WordNet (0.7 CPU s). The forms' tasks read their blocks' token rows (the
+    # encode stage's English ids) from tokens_path, which the vector task reads too.
+    texts_path, slot_path, tokens_path = tmp / ".texts.txt", tmp / ".slot.arrays", tmp / ".tokens.arrays"
     # the Phrases' arrays, the vectors in a file of their own (written before the codes are made)
     phrases_paths = (tmp / ".phrases.arrays", tmp / ".vectors.arrays")
     blocks = _write_texts(texts_path, texts)
     save_bundle(slot_path, slot=slot)
+    save_bundle(tokens_path, tokens=tokens)
     # the labels stay in their per-part files until the stage ends: the fits read the rows they
     # select, each apply task its own part's
     labels = [tmp / f".form-{j:04d}.arrays" for j in range(len(part_paths))]
-    labelled = _label_job(texts_path, slot_path, forms_path, labels, part_paths,
+    labelled = _label_job(texts_path, blocks, tokens_path, slot_path, labels, part_paths,
                           str(data_root) if params["wordnet"] else None)
     if params["learn"]:
-        # the word vectors on a worker too (vectors_task), beside the forms task and this
-        # process's phrase side; the phrases' token rows go to it through a file
-        tokens_path = tmp / ".tokens.arrays"
+        # the word vectors as tasks too (_vectors_job), beside the forms tasks and the phrase
+        # side's; the phrases' token rows go to them through a file
         jobs = [labelled]
         if shard_paths:
-            save_bundle(tokens_path, tokens=tokens)
             jobs.append(_vectors_job(shard_paths, len(e_tokens), tokens_path, phrases_paths[1]))
         done = yield Together(*jobs, _phrase_side_job(table, texts_path, blocks, words_alphabet(tokens, e_tokens),
                                                       slot, tokens, counts,
@@ -1403,12 +1407,11 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
                                                       bool(shard_paths)))
         lex = done[-1]
         del done
-        tokens_path.unlink(missing_ok=True)
         ph = PhraseFile(*phrases_paths)
     else:
         yield Together(labelled)
     del tokens, counts
-    for path in (texts_path, slot_path, forms_path):
+    for path in (texts_path, slot_path, tokens_path):
         path.unlink()
     # the forms' counts, summed part by part
     counts = dict.fromkeys(wellformed.NAMES.values(), 0)
@@ -1484,13 +1487,23 @@ def _scores_visible(parts):
             yield z["ppdb2"], (z["form"] & HIDDEN) == 0
 
 
-def _label_job(texts_path, slot_path, forms_path, label_paths, part_paths, data_root):
-    """A job of Engine.run: the phrases' forms (one task), then the pairs' labels per part."""
+def _label_job(texts_path, blocks, tokens_path, slot_path, label_paths, part_paths, data_root):
+    """A job of Engine.run: the phrases' forms (a task per block of phrases, ``blocks`` as
+    _write_texts gives them), their lemma rows in one table (one task), then the pairs' labels
+    per part."""
     from pivot.pipeline.engine import Batch
 
-    yield Batch(forms_task, [(texts_path, data_root, forms_path)], name="ppdb2-forms")
-    return (yield Batch(label_range, [(forms_path, slot_path, part_paths, j, label_paths[j])
-                                      for j in range(len(part_paths))], name="ppdb2-labels"))
+    tmp = Path(texts_path).parent
+    form_paths = [tmp / f".forms-{k:04d}.arrays" for k in range(len(blocks))]
+    lemmas_path = tmp / ".lemmas.arrays"
+    yield Batch(forms_task, [(texts_path, block, tokens_path, data_root, path)
+                             for block, path in zip(blocks, form_paths)], name="ppdb2-forms")
+    yield Batch(lemmas_task, [(form_paths, lemmas_path)], name="ppdb2-lemmas")
+    done = yield Batch(label_range, [(form_paths, lemmas_path, slot_path, part_paths, j, label_paths[j])
+                                     for j in range(len(part_paths))], name="ppdb2-labels")
+    for path in (*form_paths, lemmas_path):
+        path.unlink()
+    return done
 
 
 #: Stored phrases per task of the phrase side (phrase_side_task): each task reads WordNet (0.7
@@ -1637,10 +1650,10 @@ def vectors_task(shard_paths, n_tokens: int, tokens_path, out_path) -> dict:
     of its words' (vectors.phrase_vectors; the phrases' token rows: ``tokens`` of
     ``tokens_path``), written to ``out_path`` as ``vec`` and ``vec_has``.
 
-    A task, not a step of the stage's process: it runs on a worker beside the forms task and
-    the phrase side (a third of the phrase side's CPU on bio, in the process that also runs the
-    lhs and combine stages' own code in a build). The same bytes in either: the training's BLAS
-    runs on one thread (vectors.train) and the rest is numpy's fixed-order sums."""
+    The one-task form of the stage's vectors (the benchmarks' and the tests' reference): the
+    stage runs the same steps as tasks (_vectors_job, pivot.pipeline.vectors.job), to the same
+    bytes. In any process the same bytes: the training's BLAS runs on one thread
+    (vectors.train) and the rest is exact integer sums and numpy's fixed-order sums."""
     from pivot.pipeline import vectors
 
     out_path = Path(out_path)
@@ -1668,14 +1681,20 @@ def vectors_task(shard_paths, n_tokens: int, tokens_path, out_path) -> dict:
 
 
 def _vectors_job(shard_paths, n_tokens, tokens_path, out_path):
-    """A job of Engine.run: vectors_task, one task; logs what it trained."""
-    from pivot.pipeline.engine import Batch
+    """A job of Engine.run: the phrases' vectors as vectors_task writes them, its steps as tasks
+    (pivot.pipeline.vectors.job: the counts per group of shards and per range of words, the PPMI
+    and SVD, the means per PHRASE_BLOCK phrases); logs what it trained."""
+    from pivot.pipeline import vectors
 
-    done, = yield Batch(vectors_task, [(list(map(str, shard_paths)), n_tokens, tokens_path, out_path)],
-                        name="ppdb2-vectors")
+    t0 = time.perf_counter()
+    done = yield from vectors.job(shard_paths, n_tokens, tokens_path, out_path, PHRASE_BLOCK)
     if not done["reused"]:
-        log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f CPU s", done["words"], done["dim"],
-                 done["cpu_seconds"])
+        cpu, n = done["cpu_seconds"], done["tasks"]
+        log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f s: %.1f CPU s in %d tasks (counts %.1f, "
+                 "PPMI and SVD %.1f, phrase means %.1f)", done["words"] or 0, done["dim"], time.perf_counter() - t0,
+                 sum(cpu.values()), sum(n.values()), cpu["occurrences"] + cpu["cooccurrences"] + cpu["sums"],
+                 cpu["ppmi_svd"], cpu["phrases"] + cpu["join"])
+    return done
 
 
 def _score_side(table, ph, labels, lex, models, texts, used, params, data_root):
@@ -1686,53 +1705,100 @@ def _score_side(table, ph, labels, lex, models, texts, used, params, data_root):
 
 
 @_heap_released
-def forms_task(texts_path, data_root, out_path) -> dict:
-    """PhraseForms.from_texts of the phrases of ``texts_path`` (one a line, in slot order) with
-    WordNet's lemmatizer of ``data_root`` (None: every token its own lemma), its FORM_ARRAYS
-    written to ``out_path`` (a task)."""
+def forms_task(texts_path, block: tuple, tokens_path, data_root, out_path) -> dict:
+    """The forms of a block of stored phrases (a task; ``block`` as _write_texts gives it):
+    wellformed.form_arrays of their token rows (rows block[0]:block[0] + block[1] of
+    ``tokens`` in ``tokens_path``: the encode stage's English ids), the words' texts read from
+    the block's texts, with WordNet's lemmatizer of ``data_root`` and its lemma names' ids
+    (None: every token its own lemma, its id), written to ``out_path``. Every array is a
+    function of the block's phrases alone (form_arrays): the same labels for any cut."""
     from pivot.pipeline import wellformed
     from pivot.pipeline.wordnet import WordNet, wordnet_folder
 
     out_path = Path(out_path)
     if out_path.is_file():
         return {"reused": True}
-    lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(WordNet.read(wordnet_folder(data_root, LEXICON)))
-                              if data_root is not None else identity_lemmas)
-    forms = wellformed.PhraseForms.from_texts(read_texts(texts_path), lemmatizer)
-    save_bundle(out_path, **{k: getattr(forms, k) for k in FORM_ARRAYS})
-    return {"reused": False, "n_phrases": len(forms)}
+    first, n, offset, size = block
+    texts = read_text_block(texts_path, offset, size, n)
+    with open_bundle(tokens_path) as z:
+        rows = np.array(z.memmap("tokens")[first:first + n])
+    words = _block_words(texts, rows)
+    del texts
+    if data_root is None:
+        lemmatizer, index = identity_lemmas, wellformed.LemmaIndex()
+    else:
+        wn = WordNet.read(wordnet_folder(data_root, LEXICON))
+        lemmatizer = CachedLemmas(wellformed.WordNetLemmatizer(wn))
+        index = wellformed.LemmaIndex(wn.all_lemma_names())
+        del wn
+    arrays = wellformed.form_arrays(rows, words, lemmatizer, index)
+    save_bundle(out_path, **arrays)
+    return {"reused": False, "n_phrases": n}
 
 
-def read_texts(path):
-    """The texts of a file written as "\n".join(texts), one at a time, each as
-    str.split("\n") of the whole file gives it (an empty file: none), never the file whole."""
-    ended = False
-    with open(path, encoding="utf-8", newline="\n") as fh:
-        for line in fh:
-            ended = line.endswith("\n")
-            yield line[:-1] if ended else line
-    if ended:
-        yield ""
+def _block_words(texts: list[str], rows: np.ndarray) -> dict:
+    """{token id: its text} of the ids of ``rows``, read from the phrases' ``texts`` (each the
+    texts of its row's words joined by spaces: phrase_text_list; a word holds no whitespace,
+    Vocab refuses it). The words of all texts in order are the ids of all rows in order."""
+    flat = rows[rows >= 0]                  # row by row: the padding is at each row's end
+    words = " ".join(texts).split()
+    if len(words) != len(flat):
+        raise ValueError(f"{len(words)} words in the block's texts, {len(flat)} token ids in its rows")
+    ids, first = np.unique(flat, return_index=True)
+    return dict(zip(ids.tolist(), (words[i] for i in first.tolist())))
 
 
 @_heap_released
-def label_range(forms_path, slot_path, part_paths, j: int, out_path) -> dict:
-    """The well-formedness mask of every pair of pivot part j (PhraseForms.pair_labels over the
-    arrays in ``forms_path``, phrase ids through the ``slot`` of ``slot_path``), and the global
-    row of each pair's reverse (e2, e1) (-1: not stored; PairTable.find, one part's keys held at
-    a time); written to ``out_path`` as LABEL_FIELDS (a task)."""
-    from pivot.pipeline.wellformed import PhraseForms
+def lemmas_task(form_paths, out_path) -> dict:
+    """The blocks' lemma rows (forms_task's files ``form_paths``) as one table indexed by token
+    id (wellformed.dense_lemmas), written to ``out_path`` as ``lemma_ids`` (a task). The work
+    is the blocks' vocabularies', not their phrases'."""
+    from pivot.pipeline.wellformed import dense_lemmas
 
     out_path = Path(out_path)
     if out_path.is_file():
         return {"reused": True}
-    with open_bundle(forms_path) as z:
-        forms = PhraseForms(**{k: z.memmap(k) for k in FORM_ARRAYS}, vocab=None)
-    with open_bundle(slot_path) as z:
-        slot = z["slot"]
-    with open_bundle(part_paths[j]) as z:
-        e1, e2 = z["e1"].astype(np.int64), z["e2"].astype(np.int64)
-    form = np.asarray(forms.pair_labels(slot[e1], slot[e2]), dtype=np.uint8)
+    parts = []
+    for path in form_paths:
+        with open_bundle(path) as z:
+            parts.append((z["lemma_tokens"], z["lemma_rows"]))
+    lemma_ids = dense_lemmas(parts)
+    save_bundle(out_path, lemma_ids=lemma_ids)
+    return {"reused": False, "n_tokens": int(len(lemma_ids))}
+
+
+#: Pairs a labelling task labels at a time (its memory: a pair's rows are gathered whole; the
+#: labels of a pair are its own).
+LABEL_ROWS = 1 << 20
+
+
+@_heap_released
+def label_range(form_paths, lemmas_path, slot_path, part_paths, j: int, out_path) -> dict:
+    """The well-formedness mask of every pair of pivot part j (FormBlocks.pair_labels over the
+    forms of the blocks ``form_paths`` (forms_task's) and the lemma table of ``lemmas_path``
+    (lemmas_task's), phrase ids through the ``slot`` of ``slot_path``), and the global row of
+    each pair's reverse (e2, e1) (-1: not stored; PairTable.find, one part's keys held at a
+    time); written to ``out_path`` as LABEL_FIELDS (a task)."""
+    from contextlib import ExitStack
+
+    from pivot.pipeline.wellformed import FormBlocks
+
+    out_path = Path(out_path)
+    if out_path.is_file():
+        return {"reused": True}
+    with ExitStack() as stack:
+        blocks = [stack.enter_context(open_bundle(path)) for path in form_paths]
+        with open_bundle(lemmas_path) as z:
+            lemma_ids = z["lemma_ids"]
+        forms = FormBlocks([{k: z.memmap(k) for k in FORM_ARRAYS} for z in blocks], lemma_ids)
+        with open_bundle(slot_path) as z:
+            slot = z["slot"]
+        with open_bundle(part_paths[j]) as z:
+            e1, e2 = z["e1"].astype(np.int64), z["e2"].astype(np.int64)
+        form = np.zeros(len(e1), np.uint8)
+        for a in range(0, len(e1), LABEL_ROWS):
+            form[a:a + LABEL_ROWS] = forms.pair_labels(slot[e1[a:a + LABEL_ROWS]], slot[e2[a:a + LABEL_ROWS]])
+        del forms
     save_bundle(out_path, form=form, rev=PairTable.read(part_paths).find(e2, e1))
     return {"reused": False, "n_pairs": int(len(form))}
 
@@ -2161,8 +2227,8 @@ def _check_wordnet(plan, path: Path) -> None:
 
 STAGE = Stage("ppdb2", 5, ("pivot", "translation", "encode", "weights"), ("ppdb2",), stage_params,
               ("x-*.arrays", "ppdb2.json"), run_stage,
-              "labels: one per range of English rows; fits: the relations' as tasks beside the score's; "
-              "apply: one per range of English rows (Dask)",
+              "forms: one per block of stored phrases; labels: one per range of English rows; "
+              "fits: the relations' as tasks beside the score's; apply: one per range of English rows (Dask)",
               "well-formedness labels, PPDB2.0Score (ratings), relation probabilities (WordNet; word vectors "
               "of encode's English shards), sizes",
               data=data_files, check=stage_check)

@@ -26,10 +26,11 @@ round 3, :func:`merge_by_f` (one task per foreign partition q): every pair of a 
     models that do not, so the one pivot pass computes every model on its own pruned table.
     The probabilities are normalised over the full table before pruning, as PPDB does.
 round 4, :func:`assemble`: the kept entries become the pivot structure: phrase ids are the
-    ranks of the keys (so they do not depend on P), a CSC by f and a CSR by e. A small serial
-    step ranks the kept keys and lays out the arrays (offsets only); then one task per foreign
-    partition writes its columns and one task per English partition sorts and writes its rows,
-    each into its own byte range of the shared files: no process holds the whole structure.
+    ranks of the keys (so they do not depend on P), a CSC by f and a CSR by e. The build's
+    process only adds up per-partition counts into offsets; tasks count each English
+    partition's kept phrases, write the keys, and one task per foreign partition writes its
+    columns and one per English partition sorts and writes its rows, each into its own byte
+    range of the shared files: no process holds the whole structure, nor all its keys.
 
 Why the bytes cannot depend on P or on the number of workers: a pair's partial counts meet
 in one partition whatever P is and are added in shard order; a row's (column's) sums run
@@ -235,47 +236,85 @@ def assemble(f_paths: list, out_dir, engine=None) -> dict:
     foreign keys. Writes row_ptr/row_f/p_fe (CSR by e, f ascending), col_ptr/col_e/p_ef (CSC
     by f, e ascending), e_key and f_key (id -> key) into out_dir, one .npy each.
 
-    Serial here: the distinct kept keys (phrases, not pairs) and the offsets. The arrays are
-    created at their final size; ``engine`` then runs :func:`write_columns` for every foreign
-    partition and :func:`write_rows` for every English partition, each filling a disjoint
-    range. Partitions are key ranges, so a partition's ids, columns and rows are contiguous.
+    Partitions are key ranges, so a partition's ids, columns and rows are contiguous and its
+    place in every array is a sum of the counts before it. This process reads counts only
+    (per foreign partition q: its kept entries, its kept foreign phrases, its entries of each
+    English partition p) and creates the arrays at their final size; ``engine`` then runs one
+    task per partition in three rounds, each task filling its own disjoint ranges:
+
+    1. :func:`write_foreign_keys` (q): q's foreign keys at id f_off[q] = sum over q' < q of
+       q''s kept foreign phrases; :func:`count_english` (p): the distinct English keys that
+       p keeps, n_e(p), so that p's ids start at e_lo[p] = sum over p' < p of n_e(p');
+    2. :func:`write_rows` (p): p's English keys and its rows of the CSR (it needs every f_key);
+    3. :func:`write_columns` (q): q's columns of the CSC (it needs every e_key).
+
+    The build's process so holds O(P) numbers, however many phrases and entries the table has;
+    a task holds one partition's entries.
     """
     from pivot.pipeline.engine import Engine
     engine = engine or Engine(workers=1)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     n_parts = len(f_paths)
-    e_kept, f_keys, n_entries, r_counts = [], [], [], []
+    n_f_keys, n_entries, p_entries = [], [], np.zeros(n_parts, np.int64)
     for path in f_paths:
         with open_bundle(path) as z:
-            e_kept.append(z["e_kept"])
-            f_keys.append(z["f_dict_key"])
-            r_counts.append(z["r_counts"])
+            n_f_keys.append(z.shape("f_dict_key")[0])
+            p_entries += z["r_counts"]  # the entries of each English partition p in q
             stats = z["stats"]
+            e_dtype, f_dtype = z.dtype("e_kept"), z.dtype("f_dict_key")
         n_entries.append(int(stats[_STAT_NAMES.index("n_kept")]))
     K = len(stats) - len(_STAT_NAMES)  # the rest of stats: one n_kept per model
     # Partition q's columns start at entry col_off[q] and foreign id f_off[q]; partition p's
-    # rows at entry row_off[p] and English id e_lo[p].
+    # rows at entry row_off[p] (its entries in every q) and English id e_lo[p].
     col_off = np.cumsum([0] + n_entries)
-    f_off = np.cumsum([0] + [len(k) for k in f_keys])
-    row_off = np.cumsum(np.concatenate([[0], np.sum(r_counts, axis=0)]))
-    e_keys, f_keys = unique(np.concatenate(e_kept)), np.concatenate(f_keys)
-    del e_kept
-    n_e, n_f, n_kept = len(e_keys), len(f_keys), int(col_off[-1])
-    e_lo = np.searchsorted(partition_of(e_keys, n_parts), np.arange(n_parts + 1))
-    np.save(out_dir / "e_key.npy", e_keys)
-    np.save(out_dir / "f_key.npy", f_keys)
-    for name, dtype, shape in (("row_ptr", np.int64, (n_e + 1,)), ("row_f", np.int32, (n_kept,)),
-                               ("p_fe", np.float64, (n_kept, K)), ("col_ptr", np.int64, (n_f + 1,)),
-                               ("col_e", np.int32, (n_kept,)), ("p_ef", np.float64, (n_kept, K))):
+    f_off = np.cumsum([0] + n_f_keys)
+    row_off = np.cumsum(np.concatenate([[0], p_entries]))
+    n_f, n_kept = int(f_off[-1]), int(col_off[-1])
+    _create_npy(out_dir / "f_key.npy", f_dtype, (n_f,))
+    engine.map(write_foreign_keys, [(f_paths[q], out_dir, int(f_off[q])) for q in range(n_parts)],
+               name="assemble-f-keys")
+    n_e_by_part = engine.map(count_english, [(f_paths, p) for p in range(n_parts)], name="assemble-e-count")
+    e_lo = np.cumsum([0] + n_e_by_part)
+    n_e = int(e_lo[-1])
+    for name, dtype, shape in (("e_key", e_dtype, (n_e,)), ("row_ptr", np.int64, (n_e + 1,)),
+                               ("row_f", np.int32, (n_kept,)), ("p_fe", np.float64, (n_kept, K)),
+                               ("col_ptr", np.int64, (n_f + 1,)), ("col_e", np.int32, (n_kept,)),
+                               ("p_ef", np.float64, (n_kept, K))):
         _create_npy(out_dir / f"{name}.npy", dtype, shape)
     _write_at(out_dir / "row_ptr.npy", n_e, np.array([n_kept], np.int64))
     _write_at(out_dir / "col_ptr.npy", n_f, np.array([n_kept], np.int64))
-    engine.map(write_columns, [(f_paths[q], out_dir, int(col_off[q]), int(f_off[q])) for q in range(n_parts)],
-               name="assemble-columns")
     engine.map(write_rows, [(f_paths, p, out_dir, int(row_off[p]), int(e_lo[p]), int(e_lo[p + 1]))
                             for p in range(n_parts)], name="assemble-rows")
+    engine.map(write_columns, [(f_paths[q], out_dir, int(col_off[q]), int(f_off[q])) for q in range(n_parts)],
+               name="assemble-columns")
     return {"n_e": n_e, "n_f": n_f, "n_kept": n_kept}
+
+
+def _english_keys(f_paths: list, p: int) -> np.ndarray:
+    """The English keys of English partition p's kept entries, from every foreign partition in
+    order (members r{p}_e_key). Their distinct values, ascending, are p's English phrases (ids
+    e_lo[p] + their ranks): a phrase is kept when one of its entries is, and each kept entry of
+    p is in exactly one foreign partition, so they are the table's kept keys in p's key range."""
+    keys = []
+    for path in f_paths:
+        with open_bundle(path) as z:
+            keys.append(z[f"r{p}_e_key"])
+    return np.concatenate(keys)
+
+
+def count_english(f_paths: list, p: int) -> int:
+    """Round 4, English partition p: n_e(p), the number of distinct English keys p keeps."""
+    return int(len(unique(_english_keys(f_paths, p))))
+
+
+def write_foreign_keys(f_path, out_dir, f_off: int) -> dict:
+    """Round 4, foreign partition q: its kept foreign keys (ascending, as the partitions' key
+    ranges are) as ids f_off, f_off + 1, ... of f_key."""
+    with open_bundle(f_path) as z:
+        keys = z["f_dict_key"]
+    _write_at(Path(out_dir) / "f_key.npy", f_off, keys)
+    return {"n_f": int(len(keys))}
 
 
 def write_columns(f_path, out_dir, col_off: int, f_off: int) -> dict:
@@ -283,7 +322,7 @@ def write_columns(f_path, out_dir, col_off: int, f_off: int) -> dict:
 
     The partition's entries are already in (f, e) order; column j of the partition is global
     column f_off + j and its entries start at col_off. Rewriting the same bytes is harmless,
-    so a retried task needs no check.
+    so a retried task needs no check. Runs after every :func:`write_rows` (e_key complete).
     """
     out_dir = Path(out_dir)
     with open_bundle(f_path) as z:
@@ -297,10 +336,12 @@ def write_columns(f_path, out_dir, col_off: int, f_off: int) -> dict:
 
 
 def write_rows(f_paths: list, p: int, out_dir, row_off: int, e_lo: int, e_hi: int) -> dict:
-    """Round 4, English partition p: its rows e_lo <= e < e_hi of the CSR (row_ptr, row_f, p_fe).
+    """Round 4, English partition p: its English keys (ids e_lo <= e < e_hi) and its rows of the
+    CSR (row_ptr, row_f, p_fe).
 
     The partition's entries from every foreign partition, concatenated in foreign partition
     order, are in f order; a stable sort by e then gives each row its entries f ascending.
+    Runs after every :func:`write_foreign_keys` (f_key complete).
     """
     out_dir = Path(out_dir)
     e_key, f_key, p_fe = [], [], []
@@ -309,12 +350,16 @@ def write_rows(f_paths: list, p: int, out_dir, row_off: int, e_lo: int, e_hi: in
             e_key.append(z[f"r{p}_e_key"])
             f_key.append(z[f"r{p}_f_key"])
             p_fe.append(z[f"r{p}_p_fe"])
-    e_keys = np.load(out_dir / "e_key.npy", mmap_mode="r")
+    e_key = np.concatenate(e_key)
+    keys = unique(e_key)  # as count_english's
+    if len(keys) != e_hi - e_lo:
+        raise RuntimeError(f"English partition {p}: {len(keys)} phrases, {e_hi - e_lo} counted before")
+    _write_at(out_dir / "e_key.npy", e_lo, keys)
     f_keys = np.load(out_dir / "f_key.npy", mmap_mode="r")
-    e = np.searchsorted(e_keys, np.concatenate(e_key))
+    e = np.searchsorted(keys, e_key)  # the row within the partition: e - e_lo
     f = np.searchsorted(f_keys, np.concatenate(f_key)).astype(np.int32)
     order = np.argsort(e, kind="stable")
-    counts = np.bincount(e - e_lo, minlength=e_hi - e_lo) if len(e) else np.zeros(e_hi - e_lo, np.int64)
+    counts = np.bincount(e, minlength=e_hi - e_lo) if len(e) else np.zeros(e_hi - e_lo, np.int64)
     _write_at(out_dir / "row_ptr.npy", e_lo + 1, row_off + np.cumsum(counts).astype(np.int64))
     _write_at(out_dir / "row_f.npy", row_off, f[order])
     _write_at(out_dir / "p_fe.npy", row_off, np.concatenate(p_fe)[order])

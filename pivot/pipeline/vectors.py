@@ -21,7 +21,10 @@ Same inputs, same bytes: the counts are integers, and BLAS (which ARPACK calls) 
 thread while the vectors are trained (threadpoolctl): a build's main process and a Dask worker
 (started with one BLAS thread) then sum in the same order, so ``--workers 1`` and ``--workers 2``
 give the same vectors. The phrase vectors are kept as float32 (what the fit and the apply tasks
-both read). On the bio build: 3.4M tokens, 15k words, a few CPU s. DIM 50, not 100: on the bio
+both read). The stage runs the training and the means as tasks (:func:`job`). bio: 3.4M tokens,
+15.5k words, 0.45M phrases, 2.6-3.0 CPU s; bio-multi: 18.2M tokens, 56k words, 2.4M phrases,
+15.7 CPU s in 61 tasks (counts 6.0, PPMI and SVD 4.0, phrase means 4.0, their join 1.7), the
+longest the SVD's 4.0 (one task: 13.5 CPU s, the phrase vectors written once). DIM 50, not 100: on the bio
 build's relation split 100 coordinates scored 0.3 validation points more (0.390 against 0.387;
 test 0.379 against 0.389) for twice the fits' and the apply tasks' vector cost.
 """
@@ -77,43 +80,98 @@ def cooccurrence(ids, sentence, word: np.ndarray, window: int = WINDOW):
     return m
 
 
-def train(pieces, n_tokens: int, *, dim: int = DIM, window: int = WINDOW, min_count: int = MIN_COUNT,
-          cds: float = CDS, seed: int = SEED) -> np.ndarray:
-    """(n_tokens, dim) float64 unit word vectors by token id (module docstring), from ``pieces``:
-    a re-iterable of (ids, sentence) of whole sentences (:class:`EnglishShards`, or a list); a
-    token outside the vocabulary, or with no co-occurrence, has a zero row. A vocabulary too
-    small for dim singular vectors gets fewer (the columns beyond are zero); below 2 words, none.
-    Memory: one piece and the (V, V) counts (integers summed piece by piece: exact, so the
-    same matrix however the text is cut)."""
+def unigram_counts(pieces, n_tokens: int) -> np.ndarray:
+    """(n_tokens,) int64 occurrences of each token id in ``pieces`` ((ids, sentence) pairs)."""
+    counts = np.zeros(n_tokens, np.int64)
+    for ids, _ in pieces:
+        if len(ids):
+            counts += np.bincount(ids, minlength=n_tokens)[:n_tokens]
+    return counts
+
+
+def word_index(vocab: np.ndarray, n_tokens: int) -> np.ndarray:
+    """(n_tokens,) int64: a token id's row of the vocabulary ``vocab`` (ascending ids), -1 if none."""
+    word = np.full(n_tokens, -1, np.int64)
+    word[vocab] = np.arange(len(vocab))
+    return word
+
+
+def summed(pieces, shape) -> "scipy.sparse.csr_matrix":
+    """The sum of the count matrices ``pieces`` (COO triplets (rows, cols, counts) or CSR
+    matrices) as one canonical CSR matrix of ``shape`` (float64; indices sorted, no duplicate).
+    The counts are integers far below 2^53, so every order of summation gives the same values,
+    and a canonical matrix of the same values has the same arrays: the PPMI and the SVD that
+    follow see the bytes of any other cut of the text."""
+    from scipy import sparse
+
+    rows, cols, data = [], [], []
+    for piece in pieces:
+        if sparse.issparse(piece):
+            piece = piece.tocoo()
+            piece = (piece.row, piece.col, piece.data)
+        rows.append(np.asarray(piece[0], np.int64))
+        cols.append(np.asarray(piece[1], np.int64))
+        data.append(np.asarray(piece[2], np.float64))
+    if not rows:
+        return sparse.csr_matrix(shape, dtype=np.float64)
+    m = sparse.csr_matrix((np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))), shape=shape)
+    m.sum_duplicates()
+    return m
+
+
+def vocabulary_vectors(m, n_words: int, *, dim: int = DIM, seed: int = SEED) -> np.ndarray:
+    """(n_words, dim) float64 unit vectors of the vocabulary's words from their PPMI matrix ``m``
+    (None: no vectors, zeros): the rows of U S^(1/2) of its rank-min(dim, V-1) truncated SVD
+    (pivot.eval.distributional.svd_vectors), the columns beyond zero. BLAS (which ARPACK calls)
+    on one thread: the same sums in a build's main process and in a worker."""
     # scipy's ARPACK (and the OpenBLAS it links) loaded before the limit, which only reaches
     # the libraries already loaded
     import scipy.sparse.linalg  # noqa: F401
     from threadpoolctl import threadpool_limits
 
-    from pivot.eval.distributional import ppmi, svd_vectors
+    from pivot.eval.distributional import svd_vectors
 
-    counts = np.zeros(n_tokens, np.int64)
-    for ids, _ in pieces:
-        if len(ids):
-            counts += np.bincount(ids, minlength=n_tokens)[:n_tokens]
-    vocab = np.flatnonzero(counts >= min_count)
-    word = np.full(n_tokens, -1, np.int64)
-    word[vocab] = np.arange(len(vocab))
-    out = np.zeros((n_tokens, dim))
-    if len(vocab) < 3:
+    out = np.zeros((n_words, dim))
+    if n_words < 3 or m is None or m.nnz == 0:
         return out
+    with threadpool_limits(limits=1, user_api="blas"):
+        vec = svd_vectors(m, min(dim, n_words - 1), seed=seed)
+    out[:, :vec.shape[1]] = vec
+    return out
+
+
+def svd_words(m, vocab: np.ndarray, n_tokens: int, *, dim: int = DIM, seed: int = SEED) -> np.ndarray:
+    """(n_tokens, dim) float64 unit word vectors by token id: vocabulary_vectors of the
+    vocabulary's PPMI matrix ``m`` (rows and columns: ``vocab``'s words) in their token ids'
+    rows, zero rows elsewhere."""
+    out = np.zeros((n_tokens, dim))
+    out[vocab] = vocabulary_vectors(m, len(vocab), dim=dim, seed=seed)
+    return out
+
+
+def train(pieces, n_tokens: int, *, dim: int = DIM, window: int = WINDOW, min_count: int = MIN_COUNT,
+          cds: float = CDS, seed: int = SEED) -> np.ndarray:
+    """(n_tokens, dim) float64 unit word vectors by token id (module docstring), from ``pieces``:
+    a re-iterable of (ids, sentence) of whole sentences (:class:`EnglishShards`, or a list); a
+    token outside the vocabulary, or with no co-occurrence, has a zero row. A vocabulary too
+    small for dim singular vectors gets fewer (the columns beyond are zero); below 3 words, none.
+    Memory: one piece and the (V, V) counts (integers summed piece by piece: exact, so the
+    same matrix however the text is cut). In one process: the stage runs the same steps as
+    tasks (:func:`job`), to the same bytes."""
+    from pivot.eval.distributional import ppmi
+
+    counts = unigram_counts(pieces, n_tokens)
+    vocab = np.flatnonzero(counts >= min_count)
+    word = word_index(vocab, n_tokens)
+    if len(vocab) < 3:
+        return np.zeros((n_tokens, dim))
     cooc = None
     for ids, sentence in pieces:
         piece = cooccurrence(ids, sentence, word, window)
         cooc = piece if cooc is None else cooc + piece
     m = ppmi(cooc, cds)
     del cooc                    # the counts go before the SVD's own memory
-    if m.nnz == 0:
-        return out
-    with threadpool_limits(limits=1, user_api="blas"):
-        vec = svd_vectors(m, min(dim, len(vocab) - 1), seed=seed)
-    out[vocab, :vec.shape[1]] = vec
-    return out
+    return svd_words(m, vocab, n_tokens, dim=dim, seed=seed)
 
 
 #: Phrases phrase_vectors averages at a time: its (block, dim) float64 sums and their gathered
@@ -143,3 +201,287 @@ def phrase_vectors(e_rows: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, n
         total[n > 0] /= n[n > 0, None]
         vec[a:a + len(rows)] = total
     return vec, has
+
+
+# --- The stage's vectors as tasks (pivot.pipeline.ppdb2._vectors_job) ---------------------------
+#
+# What grows with the text runs as tasks: the tokens' occurrences and the co-occurrence counts
+# per group of encode shards, the groups' counts summed per range of the vocabulary's rows, the
+# phrases' means per block of phrases. The PPMI and its SVD are one task: their size is the
+# vocabulary's (V rows, the PPMI's non-zeros), not the text's (bio -> bio-multi: 5.3x the tokens,
+# 3.6x the words, 3.2x the non-zeros, 4.0x the SVD's CPU). Every step is exact or a function of
+# its rows alone (summed, phrase_vectors), so the file is the bytes of train + phrase_vectors in
+# one process (the one-task path, pivot.pipeline.ppdb2.vectors_task), however the text and the
+# phrases are cut and whichever process runs what.
+
+#: Encode shards per task of the counts (count_task, cooccurrence_task): 8 shards of the default
+#: 250k English tokens, 2M tokens, ~0.2 CPU s of co-occurrences and ~40 MB of a shard's
+#: temporaries at a time (bio-multi: 26 tasks, 4.4 CPU s, the longest 0.5).
+SHARDS_PER_TASK = 8
+#: English tokens whose co-occurrence counts one sum task adds up (sum_task): the vocabulary's
+#: rows are cut into ceil(tokens / SUM_TOKENS) ranges of about equal occurrences, a task each,
+#: so that no task reads every group's counts whole (bio: one range; bio-multi, 18.2M tokens:
+#: two, 0.9 + 0.45 CPU s; one range was 1.4 CPU s).
+SUM_TOKENS = 1 << 24
+
+
+def _scratch(out_path, name: str) -> Path:
+    """A scratch file of the job beside its output (removed when the output is written)."""
+    out_path = Path(out_path)
+    return out_path.parent / f"{out_path.stem}-{name}.arrays"
+
+
+def _cpu(t0: float) -> float:
+    import time
+
+    return round(time.process_time() - t0, 3)
+
+
+def count_task(shard_paths, n_tokens: int, out_path) -> dict:
+    """The occurrences of the token ids in the English of ``shard_paths`` (a task): ``ids`` (the
+    ids that occur, ascending) and their counts ``n``, written to ``out_path``."""
+    import time
+
+    from pivot.pipeline.bundle import save_bundle
+
+    if Path(out_path).is_file():
+        return {"reused": True}
+    t0 = time.process_time()
+    counts = unigram_counts(EnglishShards(shard_paths), n_tokens)
+    ids = np.flatnonzero(counts)
+    save_bundle(out_path, ids=ids, n=counts[ids])
+    return {"reused": False, "cpu_seconds": _cpu(t0)}
+
+
+def vocabulary(count_paths, n_tokens: int, min_count: int = MIN_COUNT) -> tuple[np.ndarray, np.ndarray]:
+    """(vocab, occurrences): the token ids with at least min_count occurrences in the groups'
+    counts (count_task's files, added in their order: integers, exact), ascending, and the
+    occurrences of every id."""
+    from pivot.pipeline.bundle import open_bundle
+
+    counts = np.zeros(n_tokens, np.int64)
+    for path in count_paths:
+        with open_bundle(path) as z:
+            counts[z["ids"]] += z["n"]           # a group's ids are distinct: no lost update
+    return np.flatnonzero(counts >= min_count), counts
+
+
+def row_cuts(mass: np.ndarray, n_ranges: int) -> np.ndarray:
+    """The n_ranges + 1 bounds (int64, 0 first, len(mass) last) of ranges of rows holding about
+    equal shares of ``mass`` (a row's occurrences): range k is rows cuts[k]:cuts[k + 1]. A
+    frequent word's row holds more counts than a rare word's, so equal counts of rows would
+    give the first ranges (the frequent words') most of the work."""
+    cum = np.cumsum(mass, dtype=np.float64)
+    total = cum[-1] if len(cum) else 0.0
+    inner = np.searchsorted(cum, total * np.arange(1, n_ranges) / n_ranges, side="right")
+    return np.concatenate([[0], np.minimum(inner, len(mass)), [len(mass)]]).astype(np.int64)
+
+
+def cooccurrence_task(shard_paths, vocab_path, n_tokens: int, out_path) -> dict:
+    """The co-occurrence counts of the vocabulary words (``vocab`` of ``vocab_path``) in the
+    English of ``shard_paths`` (a task): the (V, V) CSR matrix (cooccurrence per shard, summed)
+    as ``ptr``, ``cols``, ``counts``, written to ``out_path``. A shard holds whole sentences, so no
+    window crosses two shards: the groups' counts add up to the whole text's."""
+    import time
+
+    from pivot.pipeline.bundle import open_bundle, save_bundle
+
+    if Path(out_path).is_file():
+        return {"reused": True}
+    t0 = time.process_time()
+    with open_bundle(vocab_path) as z:
+        vocab = z["vocab"]
+    word = word_index(vocab, n_tokens)
+    m = None
+    for ids, sentence in EnglishShards(shard_paths):
+        # a canonical CSR plus another is one (scipy's sorted merge): the group's, canonical
+        piece = cooccurrence(ids, sentence, word)
+        m = piece if m is None else m + piece
+    if m is None:
+        m = summed([], (len(vocab),) * 2)
+    save_bundle(out_path, ptr=m.indptr.astype(np.int64), cols=m.indices, counts=m.data)
+    return {"reused": False, "cpu_seconds": _cpu(t0), "nnz": int(m.nnz)}
+
+
+def sum_task(cooc_paths, vocab_path, k: int, out_path) -> dict:
+    """Range k of the vocabulary's rows (``cuts`` of ``vocab_path``) of the groups' co-occurrence
+    counts (cooccurrence_task's files), summed (a task): the rows' CSR (``ptr`` from 0,
+    ``cols``, ``counts``; canonical) written to ``out_path``. Each group's file is read only in the
+    range's rows (through a map that goes with the read)."""
+    import time
+
+    from pivot.pipeline.bundle import open_bundle, save_bundle
+
+    if Path(out_path).is_file():
+        return {"reused": True}
+    t0 = time.process_time()
+    with open_bundle(vocab_path) as z:
+        n_words, cuts = len(z["vocab"]), z["cuts"]
+    a, b = int(cuts[k]), int(cuts[k + 1])
+    pieces = []
+    for path in cooc_paths:
+        with open_bundle(path) as z:
+            ptr = z.take("ptr", slice(a, b + 1))
+            rows = np.repeat(np.arange(b - a), np.diff(ptr))
+            pieces.append((rows, z.take("cols", slice(ptr[0], ptr[-1])), z.take("counts", slice(ptr[0], ptr[-1]))))
+    m = summed(pieces, (b - a, n_words))
+    del pieces
+    save_bundle(out_path, ptr=m.indptr.astype(np.int64), cols=m.indices, counts=m.data)
+    return {"reused": False, "cpu_seconds": _cpu(t0), "nnz": int(m.nnz)}
+
+
+def svd_task(sum_paths, vocab_path, out_path) -> dict:
+    """The word vectors (a task): the ranges' counts (sum_task's files, in row order) stacked
+    into the (V, V) counts, their PPMI and its SVD (vocabulary_vectors), written to ``out_path``
+    as ``words`` ((V, DIM) float64, a row per vocabulary word: train's rows of their token ids;
+    a row per token id would be the size of every id of the text, the rare ones too). No
+    ranges: fewer than 3 words, no vectors (zeros), as train gives."""
+    import time
+
+    from scipy import sparse
+
+    from pivot.eval.distributional import ppmi
+    from pivot.pipeline.bundle import open_bundle, save_bundle
+
+    if Path(out_path).is_file():
+        return {"reused": True}
+    t0 = time.process_time()
+    with open_bundle(vocab_path) as z:
+        vocab = z["vocab"]
+    ptrs, cols, counts, at = [np.zeros(1, np.int64)], [], [], 0
+    for path in sum_paths:
+        with open_bundle(path) as z:
+            ptrs.append(z["ptr"][1:] + at)
+            cols.append(z["cols"])
+            counts.append(z["counts"])
+        at += len(cols[-1])
+    m = None
+    if sum_paths:
+        # the ranges' rows one after another: the rows' canonical CSR is the whole's
+        cooc = sparse.csr_matrix((np.concatenate(counts), np.concatenate(cols), np.concatenate(ptrs)),
+                                 shape=(len(vocab),) * 2)
+        del ptrs, cols, counts
+        m = ppmi(cooc, CDS)
+        del cooc
+    t1 = time.process_time()
+    words = vocabulary_vectors(m, len(vocab))
+    del m
+    save_bundle(out_path, words=words)
+    return {"reused": False, "cpu_seconds": _cpu(t0), "svd_cpu_seconds": _cpu(t1),
+            "words": int(np.any(words != 0, axis=1).sum()), "dim": int(words.shape[1])}
+
+
+def vocabulary_rows(tokens: np.ndarray, vocab: np.ndarray) -> np.ndarray:
+    """Token rows (-1 padded) as rows of the vocabulary ``vocab`` (ascending ids), -1 for a token
+    outside it: phrase_vectors over the vocabulary's vectors then adds the same rows in the same
+    order as over train's rows by token id (a token outside has a zero row there, is not known)."""
+    pos = np.searchsorted(vocab, tokens)
+    inside = (tokens >= 0) & (pos < len(vocab))
+    inside[inside] = vocab[pos[inside]] == tokens[inside]
+    return np.where(inside, pos, -1)
+
+
+def phrase_task(tokens_path, a: int, n: int, vocab_path, words_path, out_path) -> dict:
+    """Rows a:a+n of the phrases' token rows (``tokens`` of ``tokens_path``): their mean vectors
+    (phrase_vectors of the vocabulary's vectors, ``words`` of ``words_path``, by vocabulary_rows)
+    as ``vec`` and ``has``, written to ``out_path`` (a task; a row's mean is its own, so the
+    blocks make up the whole's bytes)."""
+    import time
+
+    from pivot.pipeline.bundle import open_bundle, save_bundle
+
+    if Path(out_path).is_file():
+        return {"reused": True}
+    t0 = time.process_time()
+    with open_bundle(tokens_path) as z:
+        tokens = z.take("tokens", slice(a, a + n))
+    with open_bundle(vocab_path) as z:
+        vocab = z["vocab"]
+    with open_bundle(words_path) as z:
+        words = z["words"]
+    vec, has = phrase_vectors(vocabulary_rows(tokens, vocab), words)
+    save_bundle(out_path, vec=vec, has=has)
+    return {"reused": False, "cpu_seconds": _cpu(t0)}
+
+
+def join_task(block_paths, n: int, dim: int, out_path) -> dict:
+    """The phrase blocks' vectors (phrase_task's files, in order) as one file, ``vec`` then
+    ``vec_has`` (a task: copies one block at a time, never the whole)."""
+    import time
+
+    from pivot.pipeline.bundle import Blocks, open_bundle, save_bundle
+
+    if Path(out_path).is_file():
+        return {"reused": True}
+    t0 = time.process_time()
+
+    def member(name):
+        for path in block_paths:
+            with open_bundle(path) as z:
+                yield z[name]
+    save_bundle(out_path, vec=Blocks(np.float32, (n, dim), member("vec")), vec_has=Blocks(bool, (n,), member("has")))
+    return {"reused": False, "cpu_seconds": _cpu(t0)}
+
+
+def job(shard_paths, n_tokens: int, tokens_path, out_path, phrase_block: int):
+    """A job of pivot.pipeline.engine.Engine.run: the stored phrases' vectors (``tokens`` of
+    ``tokens_path``: their token rows) trained on the English of ``shard_paths``, written to
+    ``out_path`` as ``vec`` and ``vec_has``, the bytes of train + phrase_vectors in one process.
+    Steps (each a batch of tasks but the SVD): the occurrences per group of SHARDS_PER_TASK
+    shards; here, their sum and the vocabulary (and the ranges of its rows); the co-occurrence
+    counts per group; their sums per range of rows; the PPMI and SVD (one task); the phrases'
+    means per ``phrase_block`` phrases; the blocks joined into one file. Returns what it did,
+    with each step's CPU seconds in the tasks."""
+    from pivot.pipeline.bundle import open_bundle, save_bundle
+    from pivot.pipeline.engine import Batch
+
+    out_path = Path(out_path)
+    if out_path.is_file():
+        return {"reused": True}
+    shard_paths = [str(p) for p in shard_paths]
+    groups = [shard_paths[a:a + SHARDS_PER_TASK] for a in range(0, len(shard_paths), SHARDS_PER_TASK)]
+    count_paths = [_scratch(out_path, f"counts-{g:04d}") for g in range(len(groups))]
+    cooc_paths = [_scratch(out_path, f"cooc-{g:04d}") for g in range(len(groups))]
+    vocab_path, words_path = _scratch(out_path, "vocab"), _scratch(out_path, "words")
+    steps = ("occurrences", "cooccurrences", "sums", "ppmi_svd", "phrases", "join")
+    cpu, longest = dict.fromkeys(steps, 0.0), dict.fromkeys(steps, 0.0)
+
+    def add(step, done):
+        seconds = [d.get("cpu_seconds", 0.0) for d in done]
+        cpu[step] = round(cpu[step] + sum(seconds), 3)
+        longest[step] = max([longest[step], *seconds])
+
+    add("occurrences", (yield Batch(count_task, [(g, n_tokens, p) for g, p in zip(groups, count_paths)],
+                                    name="ppdb2-vectors-counts", quiet=True)))
+    vocab, counts = vocabulary(count_paths, n_tokens)
+    n_ranges = max(1, -(-int(counts.sum()) // SUM_TOKENS))
+    cuts = row_cuts(counts[vocab], n_ranges)
+    del counts
+    save_bundle(vocab_path, vocab=vocab, cuts=cuts)
+    sum_paths = [_scratch(out_path, f"sum-{k:04d}") for k in range(n_ranges)] if len(vocab) >= 3 else []
+    if sum_paths:
+        add("cooccurrences", (yield Batch(cooccurrence_task, [(g, str(vocab_path), n_tokens, str(p))
+                                                              for g, p in zip(groups, cooc_paths)],
+                                          name="ppdb2-vectors-cooc", quiet=True)))
+        add("sums", (yield Batch(sum_task, [(list(map(str, cooc_paths)), str(vocab_path), k, str(p))
+                                            for k, p in enumerate(sum_paths)], name="ppdb2-vectors-sum", quiet=True)))
+    trained, = yield Batch(svd_task, [(list(map(str, sum_paths)), str(vocab_path), str(words_path))],
+                           name="ppdb2-vectors-svd", quiet=True)
+    add("ppmi_svd", [trained])
+    with open_bundle(tokens_path) as z:
+        n_phrases = z.shape("tokens")[0]
+    with open_bundle(words_path) as z:
+        dim = z.shape("words")[1]
+    starts = range(0, n_phrases, phrase_block)
+    block_paths = [_scratch(out_path, f"phrases-{b:04d}") for b in range(len(starts))]
+    add("phrases", (yield Batch(phrase_task, [(str(tokens_path), a, min(phrase_block, n_phrases - a), str(vocab_path),
+                                               str(words_path), str(p)) for a, p in zip(starts, block_paths)],
+                                name="ppdb2-vectors-phrases", quiet=True)))
+    add("join", (yield Batch(join_task, [(list(map(str, block_paths)), n_phrases, dim, str(out_path))],
+                                name="ppdb2-vectors-join", quiet=True)))
+    for path in (*count_paths, *cooc_paths, *sum_paths, vocab_path, words_path, *block_paths):
+        path.unlink(missing_ok=True)
+    return {"reused": False, "words": trained.get("words"), "dim": dim, "vocab": int(len(vocab)),
+            "tasks": {"counts": 2 * len(groups) if sum_paths else len(groups), "sums": len(sum_paths), "svd": 1,
+                      "means": len(block_paths), "join": 1},
+            "cpu_seconds": cpu, "longest_task_cpu_seconds": longest, "svd_cpu_seconds": trained.get("svd_cpu_seconds")}

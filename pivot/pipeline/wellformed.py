@@ -87,6 +87,12 @@ has a comma token, "( a )" bracket tokens, "can't" is "can 't"). Decisions, and 
 Speed: Python runs once per phrase (splitting its text) and once per distinct token (classes,
 lemmas); every pair label is numpy operations over the e1/e2 index arrays.
 
+Blocks: a phrase's arrays depend on its own words only, and a pair's label compares the two
+phrases' rows (equal content, text, core), never a class numbered over all phrases; so a build
+makes the forms of each block of its phrases in a task of its own (form_arrays, over the encode
+stage's token ids, with lemma ids that every block gives alike: LemmaIndex) and labels pairs
+across blocks (FormBlocks): the labels of one pass over all the phrases (from_texts).
+
 >>> forms = PhraseForms.from_texts(["cell", "cells ,", "the cell"], lambda t: frozenset({t, t.rstrip("s")}))
 >>> [describe(int(m)) for m in forms.pair_labels(np.array([0, 0]), np.array([1, 2]))]
 [['edge-punct', 'inflection'], ['function-only']]
@@ -281,34 +287,200 @@ _P_START = 4                  # the start dangles (not a unit)
 _P_END_WHOLE = 8              # the end does not dangle (no dangling word there); a unit has neither bit
 _P_START_WHOLE = 16           # the start does not dangle
 _P_NO_CONTENT = 32            # no content word at all
+_P_GENITIVE = 64              # a token is the genitive 's: the core (tokens without it) is not the tokens
 
 
-class PhraseForms:
+class LemmaIndex:
+    """Ids of lemma strings that every block of phrases gives alike, with no table built over
+    all of them: a lemma among ``names`` (a list every block reads the same: WordNet's lemma
+    names, in its index files' order) is its position there; any other lemma must be the
+    token's own text, and is len(names) + the token's id. Two tokens then share a lemma id iff
+    they share the lemma string, given ids of a vocabulary of distinct words (the encode
+    stage's English ids: Vocab refuses a duplicate): a name has one position, and a lemma
+    outside the names is the text of one token, which has one id.
+
+    WordNetLemmatizer's lemmas are the token and morphy's results, which morphy keeps only
+    when WordNet lists them (WordNet._morphy), so ``names = wordnet.all_lemma_names()`` covers
+    every lemma; identity_lemmas' one lemma is the token (``names = ()``). Another lemma
+    outside the names is refused (ValueError): its id would depend on the block.
+
+    >>> index = LemmaIndex(["cell", "see"])
+    >>> index("cell", "cells", 7), index("cells", "cells", 7), index("see", "saw", 9)
+    (0, 9, 1)
+    """
+
+    def __init__(self, names=()):
+        self.index: dict[str, int] = {}
+        for name in names:
+            self.index.setdefault(name, len(self.index))
+
+    def __call__(self, lemma: str, word: str, token_id: int) -> int:
+        i = self.index.get(lemma)
+        if i is not None:
+            return i
+        if lemma != word:
+            raise ValueError(f"lemma {lemma!r} of {word!r} is neither a listed name nor the token itself: "
+                             "its id would not be the same in every block of phrases")
+        return len(self.index) + token_id
+
+
+class _PairLabels:
+    """pair_labels over per-phrase arrays that a subclass gathers by phrase index (_rows):
+    PhraseForms holds them whole, FormBlocks as blocks of phrases. ``lemma_ids`` (V, L): the
+    lemma ids of each token id (PhraseForms)."""
+
+    lemma_ids: np.ndarray
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def _rows(self, idx: np.ndarray, names) -> dict:
+        """{name: the named per-phrase array's rows of phrases idx}; "odd" only when the texts
+        were not all canonical (PhraseForms.odd)."""
+        raise NotImplementedError
+
+    def _share(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Elementwise: content tokens a and b share a lemma (False where either is -1)."""
+        la = self.lemma_ids[np.maximum(a, 0)]
+        lb = self.lemma_ids[np.maximum(b, 0)]
+        hit = a == b        # a token's own text is one of its lemmas
+        width = la.shape[-1]
+        # L x L comparisons of 1-d arrays rather than one (m, L, L) array: memory stays that
+        # of the inputs (lemma rows are sorted and -1 padded at the end).
+        for x in range(width):
+            lx = la[..., x]
+            valid = lx >= 0
+            for y in range(width):
+                hit |= valid & (lx == lb[..., y])
+        return hit & (a >= 0) & (b >= 0)
+
+    def pair_labels(self, e1_idx: np.ndarray, e2_idx: np.ndarray) -> np.ndarray:
+        """The uint8 well-formedness mask of each pair (e1_idx[i], e2_idx[i]) of phrase indices."""
+        e1 = np.asarray(e1_idx)
+        e2 = np.asarray(e2_idx)
+        if e1.shape != e2.shape or e1.ndim != 1:
+            raise ValueError(f"e1_idx and e2_idx must be 1-d arrays of one length (got {e1.shape}, {e2.shape})")
+        if len(e1) == 0:
+            return np.zeros(0, dtype=np.uint8)
+        if not (np.issubdtype(e1.dtype, np.integer) and np.issubdtype(e2.dtype, np.integer)):
+            raise ValueError(f"phrase indices must be integers (got {e1.dtype}, {e2.dtype})")
+        if min(e1.min(), e2.min()) < 0 or max(e1.max(), e2.max()) >= len(self):
+            raise ValueError(f"phrase index out of range 0..{len(self) - 1}")
+        names = ("bits", "n_content", "content")
+        s1, s2 = self._rows(e1, names), self._rows(e2, names)
+        b1, b2 = s1["bits"], s2["bits"]
+        none1 = (b1 & _P_NO_CONTENT) != 0
+        none2 = (b2 & _P_NO_CONTENT) != 0
+        out = (b1 | b2) & EDGE_PUNCT
+        # DANGLING: an edge dangles on one side and is whole on the other. Shifting the "whole"
+        # bits (8, 16) down by 2 lines them up with the "dangles" bits (2, 4) of the same edge.
+        dangles = _P_END | _P_START
+        mismatch = ((b1 & dangles) & ((b2 >> 2) & dangles)) | ((b2 & dangles) & ((b1 >> 2) & dangles))
+        out |= np.where(mismatch != 0, DANGLING, 0).astype(np.uint8)
+
+        # Equal content sequences, texts and cores are equal rows (-1 padded alike), compared
+        # here pair by pair: no numbering of classes over all the phrases, so that each block
+        # of phrases makes its rows alone. Two texts are equal iff their token rows are and so
+        # are their "odd" ids (a text that is not its words joined by single spaces).
+        c1, c2 = s1["content"], s2["content"]
+        same_content = (c1 == c2).all(axis=1)
+        # GENITIVE: equal cores (the tokens without the genitive), different texts. Cores are
+        # equal where the tokens are, or, where either phrase holds the genitive, where the
+        # core rows are (without it in neither, a core is its token row).
+        # FUNCTION_ONLY: equal content, different texts, not genitive only. Equal tokens give
+        # equal content, so the token rows are read only where the content is equal; a pair
+        # of unequal content may still have equal cores (a letter is content after a content
+        # word only: "vitamin 's a" / "vitamin a"), so the cores where either has the genitive.
+        core_equal = np.zeros(len(e1), dtype=bool)
+        same_surface = np.zeros(len(e1), dtype=bool)
+        alike = np.flatnonzero(same_content & ~none1)
+        if len(alike):
+            t1, t2 = self._rows(e1[alike], ("tokens", "odd")), self._rows(e2[alike], ("tokens", "odd"))
+            same_tokens = (t1["tokens"] == t2["tokens"]).all(axis=1)
+            core_equal[alike] = same_tokens
+            same_surface[alike] = same_tokens & (t1["odd"] == t2["odd"]) if "odd" in t1 else same_tokens
+            del t1, t2
+        cand = np.flatnonzero(~core_equal & ~none1 & (((b1 | b2) & _P_GENITIVE) != 0))
+        if len(cand):
+            core_equal[cand] = (self._rows(e1[cand], ("core",))["core"]
+                                == self._rows(e2[cand], ("core",))["core"]).all(axis=1)
+        genitive_only = core_equal & ~same_surface & ~none1
+        function_only = (same_content & ~none1 & ~same_surface & ~genitive_only) | (none1 != none2)
+        out |= np.where(function_only, FUNCTION_ONLY, 0).astype(np.uint8)
+        out |= np.where(genitive_only, INFLECTION, 0).astype(np.uint8)
+
+        n1, n2 = s1["n_content"], s2["n_content"]
+        # INFLECTION: equal content lengths, different content, a shared lemma at every position.
+        # Candidates are filtered position by position, so later positions see few rows.
+        cand = np.flatnonzero((n1 == n2) & ~none1 & ~same_content)
+        for j in range(c1.shape[1]):
+            if not len(cand):
+                break
+            a, b = c1[cand, j], c2[cand, j]
+            cand = cand[self._share(a, b) | (a < 0)]    # a < 0: past the end (b too: equal lengths)
+        out[cand] |= INFLECTION
+
+        # CONTAINMENT: the shorter content sequence (>= 1 word) is a proper subsequence of the
+        # longer one. Greedy leftmost matching decides subsequence for any match predicate: if
+        # short[i] can match long[j], matching it there leaves a superset of later positions.
+        # A row leaves the loop once it has matched everything (contained) or once too few
+        # positions remain for what it still needs (not contained).
+        cand = np.flatnonzero((n1 != n2) & ~none1 & ~none2)
+        swap = (n1[cand] > n2[cand])[:, None]
+        short = np.where(swap, c2[cand], c1[cand])
+        long = np.where(swap, c1[cand], c2[cand])
+        n_short = np.minimum(n1[cand], n2[cand])
+        n_long = np.maximum(n1[cand], n2[cand])
+        matched = np.zeros(len(cand), dtype=np.int32)
+        for j in range(c1.shape[1]):
+            if not len(cand):
+                break
+            want = short[np.arange(len(cand)), matched]
+            matched = matched + self._share(want, long[:, j])
+            done = matched == n_short
+            out[cand[done]] |= CONTAINMENT
+            keep = ~done & (n_short - matched <= n_long - (j + 1))
+            cand, short, long, n_short, n_long, matched = (
+                cand[keep], short[keep], long[keep], n_short[keep], n_long[keep], matched[keep])
+        return out
+
+
+class PhraseForms(_PairLabels):
     """Per-phrase arrays from which pair labels are computed by gathers and comparisons.
 
     tokens        (n, T) int32 token ids, -1 padded
     content       (n, C) int32 ids of the content tokens (not function words, not punctuation),
                   in order, -1 padded; n_content (n,) their number
-    content_class (n,) int32: phrases with equal content sequences share it (exact, no hashing)
-    core_class    (n,) int32: phrases with equal token sequences once the genitive 's is dropped
-    surface       (n,) int32: phrases with equal texts share it
+    core          (n, T) int32: the token ids without the genitive 's, in order, -1 padded
     bits          (n,) uint8: 1 edge punctuation, 2 / 4 the end / start dangles, 8 / 16 the end /
-                  start is whole (a unit's dangling edge has neither), 32 no content word
+                  start is whole (a unit's dangling edge has neither), 32 no content word,
+                  64 a token is the genitive
     lemma_ids     (V, L) int32: ids of each content token's lemmas (its own text among them),
                   sorted, -1 padded; all -1 for function words and punctuation
-    vocab         the V distinct tokens, by id
+    odd           (n,) int32 or None: -1 where the text is its words joined by single spaces
+                  (canonical), else an id that equal non-canonical texts share; None: every
+                  text canonical (from_rows)
+    vocab         the V distinct tokens, by id (from_texts; None from_rows)
+
+    Equal texts, content sequences and cores are told by comparing rows (pair_labels); the
+    class ids ``content_class``, ``core_class`` and ``surface`` are derived for inspection.
     """
 
-    def __init__(self, tokens, content, n_content, content_class, core_class, surface, bits, lemma_ids, vocab):
+    def __init__(self, tokens, content, n_content, core, bits, lemma_ids, odd=None, vocab=None):
         self.tokens = tokens
         self.content = content
         self.n_content = n_content
-        self.content_class = content_class
-        self.core_class = core_class
-        self.surface = surface
+        self.core = core
         self.bits = bits
         self.lemma_ids = lemma_ids
+        self.odd = odd
         self.vocab = vocab
+
+    def __len__(self):
+        return len(self.tokens)
+
+    def _rows(self, idx, names) -> dict:
+        return {name: getattr(self, name)[idx] for name in names if name != "odd" or self.odd is not None}
 
     @property
     def edge_punct(self) -> np.ndarray:
@@ -319,6 +491,22 @@ class PhraseForms:
         """(n,) bool: the phrase has a dangling end or start (a multiword unit has none)."""
         return (self.bits & (_P_END | _P_START)) != 0
 
+    @property
+    def content_class(self) -> np.ndarray:
+        """(n,) int32: phrases with equal content sequences share it (exact, no hashing)."""
+        return _row_classes(self.content)
+
+    @property
+    def core_class(self) -> np.ndarray:
+        """(n,) int32: phrases with equal token sequences once the genitive 's is dropped."""
+        return _row_classes(self.core)
+
+    @property
+    def surface(self) -> np.ndarray:
+        """(n,) int32: phrases with equal texts share it, numbered by first occurrence."""
+        rows = self.tokens if self.odd is None else np.column_stack([self.odd, self.tokens])
+        return _first_occurrence(_row_classes(rows))
+
     @classmethod
     def from_texts(cls, texts: Iterable[str], lemmatizer: Callable[[str], frozenset]) -> PhraseForms:
         """The forms of normalised phrases (lower-case, Moses tokens joined by spaces).
@@ -327,7 +515,7 @@ class PhraseForms:
         function for tests); called once per distinct content token. If it has a ``units``
         attribute (multiword lemmas, space-separated), phrases found there do not dangle.
         texts: any iterable, read FORM_BLOCK texts at a time (a generator over a file's lines is
-        never held whole).
+        never held whole). Token ids by first occurrence, lemma strings interned by first use.
         """
         with _collector_paused():
             return cls._from_texts(iter(texts), lemmatizer)
@@ -363,176 +551,211 @@ class PhraseForms:
         lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
         flat = np.concatenate(flat_parts) if flat_parts else np.zeros(0, np.int32)
         odd_of = np.concatenate(odd_parts) if odd_parts else np.zeros(0, np.int32)
-        del length_parts, flat_parts, odd_parts, odd
-        n_vocab = len(words)
-        punct = np.fromiter((is_punctuation(w) for w in words), dtype=bool, count=n_vocab)
-        function = np.fromiter((w in FUNCTION_WORDS for w in words), dtype=bool, count=n_vocab)
-        end_dangles = np.fromiter((w in DANGLING_END for w in words), dtype=bool, count=n_vocab)
-        start_dangles = np.fromiter((w in DANGLING_START for w in words), dtype=bool, count=n_vocab)
-        is_content = ~punct & ~function
-
-        # Lemmas of content tokens only (function words and punctuation never take part in
-        # INFLECTION or CONTAINMENT), each lemma string interned to an id.
-        lemma_sets: list[frozenset] = [frozenset()] * n_vocab
-        for i in np.flatnonzero(is_content).tolist():
-            lemma_sets[i] = frozenset(lemmatizer(words[i])) | {words[i]}
-        lemma_index: dict[str, int] = {}
-        lemma_rows = [sorted(lemma_index.setdefault(x, len(lemma_index)) for x in s) for s in lemma_sets]
-        lemma_ids = _padded(lemma_rows, max((len(s) for s in lemma_sets), default=1))
-
-        n = len(lengths)
-        tokens = _padded_flat(flat, lengths, int(lengths.max()) if n else 1)
+        del length_parts, flat_parts, odd_parts, odd, vocab
+        tokens = _padded_flat(flat, lengths, int(lengths.max()) if len(lengths) else 1)
         del flat
-        surface = _first_occurrence(_row_classes(np.column_stack([odd_of, tokens])))
-        del odd_of
+        # lemma strings interned by first use (their ids matter only by equality)
+        lemma_index: dict[str, int] = {}
+        arrays = _phrase_arrays(tokens, lengths, words, lemmatizer,
+                                lambda lemma, i: lemma_index.setdefault(lemma, len(lemma_index)))
+        return cls(**arrays, odd=odd_of, vocab=words)
 
-        def split(p: int) -> list[str]:
-            # phrase p's words (texts[p].split(), from its token ids)
-            return [words[i] for i in tokens[p, :lengths[p]].tolist()]
-        present = tokens >= 0
-        safe = np.where(present, tokens, 0)
-        nonempty = lengths > 0
-        first = safe[:, 0]
-        last = safe[np.arange(n), np.maximum(lengths - 1, 0)]
-        edge_punct = nonempty & (punct[first] | punct[last])
-        end = nonempty & end_dangles[last]
-        start = nonempty & start_dangles[first]
-        end_whole = nonempty & ~end        # an empty phrase has no edge at all
-        start_whole = nonempty & ~start
+    @classmethod
+    def from_rows(cls, rows: np.ndarray, words, lemmatizer, lemma_index: LemmaIndex) -> PhraseForms:
+        """The forms of phrases given as rows of token ids (form_arrays), lemma_ids the table of
+        ids 0..(largest id) (dense_lemmas). The labels of any pairs are those of from_texts over
+        the rows' texts (a canonical text per row)."""
+        arrays = form_arrays(rows, words, lemmatizer, lemma_index)
+        lemma_ids = dense_lemmas([(arrays.pop("lemma_tokens"), arrays.pop("lemma_rows"))])
+        return cls(**arrays, lemma_ids=lemma_ids)
 
-        units = getattr(lemmatizer, "units", None)
-        if units:
-            # A lexicalised multiword unit ("get rid of", "relate to") is neutral at its dangling
-            # edges (neither bit); its tokens are matched in any of their lemmas ("related to").
-            # Only phrases whose first and last tokens can be a unit's first and last words
-            # (in some lemma) and whose length is a unit's are tried, one by one.
-            unit_words = [u.split() for u in units]
-            firsts = {w[0] for w in unit_words}
-            lasts = {w[-1] for w in unit_words}
-            unit_lengths = np.fromiter({len(w) for w in unit_words}, dtype=np.int64)
-            first_ok = np.fromiter((bool((lemma_sets[i] or {w}) & firsts) for i, w in enumerate(words)),
-                                   dtype=bool, count=n_vocab)
-            last_ok = np.fromiter((bool((lemma_sets[i] or {w}) & lasts) for i, w in enumerate(words)),
-                                  dtype=bool, count=n_vocab)
-            maybe = (end | start) & first_ok[first] & last_ok[last] & np.isin(lengths, unit_lengths)
-            for p in np.flatnonzero(maybe).tolist():
-                if _any_unit([lemma_sets[vocab[w]] or (w,) for w in split(p)], units):
-                    end[p] = start[p] = False
 
-        cmask = present & is_content[safe]
-        if units:
-            # A letter in a name (LETTERS): "a" / "i" after a content word, inside a span that
-            # WordNet lists as a unit ("vitamin a", "hepatitis a supplementation", "type i
-            # diabetes"), is content; the phrase's end is then whole, not dangling.
-            letter = np.fromiter((w in LETTERS for w in words), dtype=bool, count=n_vocab)
-            after_content = np.zeros_like(present)
-            after_content[:, 1:] = present[:, 1:] & letter[safe[:, 1:]] & cmask[:, :-1]
-            max_unit = int(unit_lengths.max())
-            for p, j in zip(*(a.tolist() for a in np.nonzero(after_content))):
-                row = split(p)
-                choices = [lemma_sets[vocab[w]] or (w,) for w in row]
-                if any(_any_unit(choices[s:e], units) for s in range(max(0, j + 1 - max_unit), j)
-                       for e in range(j + 1, min(len(row), s + max_unit) + 1)):
-                    cmask[p, j] = True
-                    if j == len(row) - 1:
-                        end[p], end_whole[p] = False, True
-        n_content = cmask.sum(axis=1).astype(np.int32)
-        # Compact content tokens to the left, keeping their order (stable sort on "not content").
-        order = np.argsort(~cmask, axis=1, kind="stable")
-        content = np.where(np.take_along_axis(cmask, order, axis=1), np.take_along_axis(tokens, order, axis=1), -1)
-        content = np.ascontiguousarray(content[:, :max(int(n_content.max()) if n else 0, 1)], dtype=np.int32)
-        # The token sequence without the genitive, compacted the same way.
-        genitive = vocab.get(GENITIVE, -2)
-        kept = present & (tokens != genitive)
-        order = np.argsort(~kept, axis=1, kind="stable")
-        core = np.where(np.take_along_axis(kept, order, axis=1), np.take_along_axis(tokens, order, axis=1), -1)
-        bits = (np.where(edge_punct, _P_EDGE, 0) | np.where(end, _P_END, 0) | np.where(start, _P_START, 0)
-                | np.where(end_whole, _P_END_WHOLE, 0) | np.where(start_whole, _P_START_WHOLE, 0)
-                | np.where(n_content == 0, _P_NO_CONTENT, 0)).astype(np.uint8)
-        return cls(tokens, content, n_content, _row_classes(content), _row_classes(core),
-                   surface, bits, lemma_ids, words)
+def form_arrays(rows: np.ndarray, words, lemmatizer, lemma_index: LemmaIndex) -> dict:
+    """PhraseForms' arrays of phrases given as rows of token ids (-1 padded at the end; a block
+    of the stored phrases in the encode stage's English ids), ``words[i]`` the text of id i (a
+    list, or a dict holding the rows' ids; distinct ids, distinct texts): tokens, content,
+    n_content, core, bits in those ids, and the lemma rows of the rows' distinct ids as
+    ``lemma_tokens`` (k,) int32 ascending and ``lemma_rows`` (k, L) int32, lemma ids by
+    ``lemma_index``.
+
+    A phrase's arrays are functions of its own words, and every id is the vocabulary's or the
+    lemma index's: the phrases cut into blocks anyhow give, block by block, the rows of one
+    block, and a token's lemma row is the same in every block (FormBlocks labels over them).
+    """
+    with _collector_paused():
+        return _form_arrays(np.asarray(rows), words, lemmatizer, lemma_index)
+
+
+def _form_arrays(rows: np.ndarray, words, lemmatizer, lemma_index: LemmaIndex) -> dict:
+    if rows.ndim != 2:
+        raise ValueError(f"token rows must be a 2-d array (got shape {rows.shape})")
+    present = rows >= 0
+    if present.shape[1] > 1 and (present[:, 1:] & ~present[:, :-1]).any():
+        raise ValueError("token rows must hold their tokens first and the -1 padding after them")
+    ids = np.unique(rows[present]).astype(np.int32)
+    # local ids 0..k-1 of the rows' distinct ids (the vocabulary of the block): the per-token
+    # tables below are the block's size, not the vocabulary's
+    local = np.where(present, np.searchsorted(ids, np.where(present, rows, 0)), -1).astype(np.int32)
+    if local.shape[1] == 0:
+        local = np.full((len(local), 1), -1, np.int32)
+    id_list = ids.tolist()
+    block_words = [words[i] for i in id_list]
+    arrays = _phrase_arrays(local, present.sum(axis=1), block_words, lemmatizer,
+                            lambda lemma, i: lemma_index(lemma, block_words[i], id_list[i]))
+    to_id = np.append(ids, np.int32(-1))        # local -1 (padding) -> -1
+    for name in ("tokens", "content", "core"):
+        arrays[name] = to_id[arrays[name]]
+    arrays["lemma_tokens"] = ids
+    arrays["lemma_rows"] = arrays.pop("lemma_ids")
+    return arrays
+
+
+def dense_lemmas(parts) -> np.ndarray:
+    """The (V, L) lemma table of token ids 0..V-1 from blocks' (lemma_tokens, lemma_rows)
+    (form_arrays): V the largest id + 1, L the widest row, ids no block holds all -1. A token
+    of several blocks has the same row in each (its lemmas' LemmaIndex ids, sorted)."""
+    parts = list(parts)
+    n = max((int(t.max()) + 1 for t, _ in parts if len(t)), default=1)
+    width = max((r.shape[1] for _, r in parts), default=1)
+    out = np.full((n, width), -1, np.int32)
+    for t, r in parts:
+        out[t, :r.shape[1]] = r
+    return out
+
+
+class FormBlocks(_PairLabels):
+    """Pair labels over blocks of phrases: ``blocks`` each hold form_arrays' per-phrase arrays
+    (tokens, content, n_content, core, bits; maps of files will do) of consecutive phrases,
+    phrase i of the whole being the i-th of the blocks one after another; ``lemma_ids`` the
+    blocks' dense_lemmas. A pair's rows are gathered from their blocks and -1 padded to the
+    widest block's: the labels are PhraseForms.pair_labels of the same phrases in one block."""
+
+    def __init__(self, blocks: list, lemma_ids: np.ndarray):
+        self.blocks = list(blocks)
+        self.starts = np.zeros(len(self.blocks) + 1, np.int64)
+        np.cumsum([len(b["bits"]) for b in self.blocks], out=self.starts[1:])
+        self.lemma_ids = lemma_ids
+        self.widths = {name: max((b[name].shape[1] for b in self.blocks), default=1)
+                       for name in ("tokens", "content", "core")}
 
     def __len__(self):
-        return len(self.tokens)
+        return int(self.starts[-1])
 
-    def _share(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Elementwise: content tokens a and b share a lemma (False where either is -1)."""
-        la = self.lemma_ids[np.maximum(a, 0)]
-        lb = self.lemma_ids[np.maximum(b, 0)]
-        hit = a == b        # a token's own text is one of its lemmas
-        width = la.shape[-1]
-        # L x L comparisons of 1-d arrays rather than one (m, L, L) array: memory stays that
-        # of the inputs (lemma rows are sorted and -1 padded at the end).
-        for x in range(width):
-            lx = la[..., x]
-            valid = lx >= 0
-            for y in range(width):
-                hit |= valid & (lx == lb[..., y])
-        return hit & (a >= 0) & (b >= 0)
-
-    def pair_labels(self, e1_idx: np.ndarray, e2_idx: np.ndarray) -> np.ndarray:
-        """The uint8 well-formedness mask of each pair (e1_idx[i], e2_idx[i]) of phrase indices."""
-        e1 = np.asarray(e1_idx)
-        e2 = np.asarray(e2_idx)
-        if e1.shape != e2.shape or e1.ndim != 1:
-            raise ValueError(f"e1_idx and e2_idx must be 1-d arrays of one length (got {e1.shape}, {e2.shape})")
-        if len(e1) == 0:
-            return np.zeros(0, dtype=np.uint8)
-        if not (np.issubdtype(e1.dtype, np.integer) and np.issubdtype(e2.dtype, np.integer)):
-            raise ValueError(f"phrase indices must be integers (got {e1.dtype}, {e2.dtype})")
-        if min(e1.min(), e2.min()) < 0 or max(e1.max(), e2.max()) >= len(self):
-            raise ValueError(f"phrase index out of range 0..{len(self) - 1}")
-        b1, b2 = self.bits[e1], self.bits[e2]
-        none1 = (b1 & _P_NO_CONTENT) != 0
-        none2 = (b2 & _P_NO_CONTENT) != 0
-        out = (b1 | b2) & EDGE_PUNCT
-        # DANGLING: an edge dangles on one side and is whole on the other. Shifting the "whole"
-        # bits (8, 16) down by 2 lines them up with the "dangles" bits (2, 4) of the same edge.
-        dangles = _P_END | _P_START
-        mismatch = ((b1 & dangles) & ((b2 >> 2) & dangles)) | ((b2 & dangles) & ((b1 >> 2) & dangles))
-        out |= np.where(mismatch != 0, DANGLING, 0).astype(np.uint8)
-
-        same_content = self.content_class[e1] == self.content_class[e2]
-        same_surface = self.surface[e1] == self.surface[e2]
-        genitive_only = (self.core_class[e1] == self.core_class[e2]) & ~same_surface & ~none1
-        function_only = (same_content & ~none1 & ~same_surface & ~genitive_only) | (none1 != none2)
-        out |= np.where(function_only, FUNCTION_ONLY, 0).astype(np.uint8)
-        out |= np.where(genitive_only, INFLECTION, 0).astype(np.uint8)
-
-        n1, n2 = self.n_content[e1], self.n_content[e2]
-        # INFLECTION: equal content lengths, different content, a shared lemma at every position.
-        # Candidates are filtered position by position, so later positions see few rows.
-        cand = np.flatnonzero((n1 == n2) & ~none1 & ~same_content)
-        for j in range(self.content.shape[1]):
-            if not len(cand):
-                break
-            a, b = self.content[e1[cand], j], self.content[e2[cand], j]
-            cand = cand[self._share(a, b) | (a < 0)]    # a < 0: past the end (b too: equal lengths)
-        out[cand] |= INFLECTION
-
-        # CONTAINMENT: the shorter content sequence (>= 1 word) is a proper subsequence of the
-        # longer one. Greedy leftmost matching decides subsequence for any match predicate: if
-        # short[i] can match long[j], matching it there leaves a superset of later positions.
-        # A row leaves the loop once it has matched everything (contained) or once too few
-        # positions remain for what it still needs (not contained).
-        cand = np.flatnonzero((n1 != n2) & ~none1 & ~none2)
-        swap = n1[cand] > n2[cand]
-        short_p = np.where(swap, e2[cand], e1[cand])
-        long_p = np.where(swap, e1[cand], e2[cand])
-        n_short = np.minimum(n1[cand], n2[cand])
-        n_long = np.maximum(n1[cand], n2[cand])
-        matched = np.zeros(len(cand), dtype=np.int32)
-        for j in range(self.content.shape[1]):
-            if not len(cand):
-                break
-            want = self.content[short_p, matched]
-            matched = matched + self._share(want, self.content[long_p, j])
-            done = matched == n_short
-            out[cand[done]] |= CONTAINMENT
-            keep = ~done & (n_short - matched <= n_long - (j + 1))
-            cand, short_p, long_p, n_short, n_long, matched = (
-                cand[keep], short_p[keep], long_p[keep], n_short[keep], n_long[keep], matched[keep])
+    def _rows(self, idx, names) -> dict:
+        names = [n for n in names if n != "odd"]    # every text canonical
+        if len(self.blocks) == 1:
+            return {name: self.blocks[0][name][idx] for name in names}
+        block = np.searchsorted(self.starts, idx, side="right") - 1
+        # the pairs grouped by block: a stable sort of small integers (radix, linear in the pairs)
+        order = np.argsort(block.astype(np.uint16 if len(self.blocks) < 1 << 16 else np.int64), kind="stable")
+        cuts = np.searchsorted(block[order], np.arange(len(self.blocks) + 1))
+        out = {}
+        for name in names:
+            dtype = self.blocks[0][name].dtype
+            out[name] = (np.full((len(idx), self.widths[name]), -1, dtype) if name in self.widths
+                         else np.zeros(len(idx), dtype))
+        for k, arrays in enumerate(self.blocks):
+            sel = order[cuts[k]:cuts[k + 1]]
+            if not len(sel):
+                continue
+            at = idx[sel] - self.starts[k]
+            for name in names:
+                src = arrays[name]
+                if name in self.widths:
+                    out[name][sel, :src.shape[1]] = src[at]
+                else:
+                    out[name][sel] = src[at]
         return out
+
+
+def _phrase_arrays(tokens: np.ndarray, lengths: np.ndarray, words: list[str], lemmatizer, lemma_of) -> dict:
+    """PhraseForms' arrays (but odd and vocab) of token rows ``tokens`` (n, T) -1 padded, ids
+    into ``words`` (distinct), each phrase's ``lengths``; ``lemma_of(lemma, i)`` the id of a
+    lemma of token i."""
+    n_vocab = len(words)
+    punct = np.fromiter((is_punctuation(w) for w in words), dtype=bool, count=n_vocab)
+    function = np.fromiter((w in FUNCTION_WORDS for w in words), dtype=bool, count=n_vocab)
+    end_dangles = np.fromiter((w in DANGLING_END for w in words), dtype=bool, count=n_vocab)
+    start_dangles = np.fromiter((w in DANGLING_START for w in words), dtype=bool, count=n_vocab)
+    is_content = ~punct & ~function
+
+    # Lemmas of content tokens only (function words and punctuation never take part in
+    # INFLECTION or CONTAINMENT), each lemma string given an id by lemma_of.
+    lemma_sets: list[frozenset] = [frozenset()] * n_vocab
+    for i in np.flatnonzero(is_content).tolist():
+        lemma_sets[i] = frozenset(lemmatizer(words[i])) | {words[i]}
+    lemma_rows = [sorted(lemma_of(x, i) for x in s) for i, s in enumerate(lemma_sets)]
+    lemma_ids = _padded(lemma_rows, max((len(s) for s in lemma_sets), default=1))
+    del lemma_rows
+
+    n = len(lengths)
+    present = tokens >= 0
+    safe = np.where(present, tokens, 0)
+    nonempty = lengths > 0
+    first = safe[:, 0]
+    last = safe[np.arange(n), np.maximum(lengths - 1, 0)]
+    edge_punct = nonempty & (punct[first] | punct[last])
+    end = nonempty & end_dangles[last]
+    start = nonempty & start_dangles[first]
+    end_whole = nonempty & ~end        # an empty phrase has no edge at all
+    start_whole = nonempty & ~start
+
+    def choices(p: int) -> list:
+        # phrase p's tokens, each as the lemmas a unit may match it by (itself if it has none)
+        return [lemma_sets[i] or (words[i],) for i in tokens[p, :lengths[p]].tolist()]
+
+    units = getattr(lemmatizer, "units", None)
+    if units:
+        # A lexicalised multiword unit ("get rid of", "relate to") is neutral at its dangling
+        # edges (neither bit); its tokens are matched in any of their lemmas ("related to").
+        # Only phrases whose first and last tokens can be a unit's first and last words
+        # (in some lemma) and whose length is a unit's are tried, one by one.
+        unit_words = [u.split() for u in units]
+        firsts = {w[0] for w in unit_words}
+        lasts = {w[-1] for w in unit_words}
+        unit_lengths = np.fromiter({len(w) for w in unit_words}, dtype=np.int64)
+        first_ok = np.fromiter((bool((lemma_sets[i] or {w}) & firsts) for i, w in enumerate(words)),
+                               dtype=bool, count=n_vocab)
+        last_ok = np.fromiter((bool((lemma_sets[i] or {w}) & lasts) for i, w in enumerate(words)),
+                              dtype=bool, count=n_vocab)
+        maybe = (end | start) & first_ok[first] & last_ok[last] & np.isin(lengths, unit_lengths)
+        for p in np.flatnonzero(maybe).tolist():
+            if _any_unit(choices(p), units):
+                end[p] = start[p] = False
+
+    cmask = present & is_content[safe]
+    if units:
+        # A letter in a name (LETTERS): "a" / "i" after a content word, inside a span that
+        # WordNet lists as a unit ("vitamin a", "hepatitis a supplementation", "type i
+        # diabetes"), is content; the phrase's end is then whole, not dangling.
+        letter = np.fromiter((w in LETTERS for w in words), dtype=bool, count=n_vocab)
+        after_content = np.zeros_like(present)
+        after_content[:, 1:] = present[:, 1:] & letter[safe[:, 1:]] & cmask[:, :-1]
+        max_unit = int(unit_lengths.max())
+        for p, j in zip(*(a.tolist() for a in np.nonzero(after_content))):
+            row = choices(p)
+            if any(_any_unit(row[s:e], units) for s in range(max(0, j + 1 - max_unit), j)
+                   for e in range(j + 1, min(len(row), s + max_unit) + 1)):
+                cmask[p, j] = True
+                if j == len(row) - 1:
+                    end[p], end_whole[p] = False, True
+    n_content = cmask.sum(axis=1).astype(np.int32)
+    # Compact content tokens to the left, keeping their order (stable sort on "not content").
+    order = np.argsort(~cmask, axis=1, kind="stable")
+    content = np.where(np.take_along_axis(cmask, order, axis=1), np.take_along_axis(tokens, order, axis=1), -1)
+    content = np.ascontiguousarray(content[:, :max(int(n_content.max()) if n else 0, 1)], dtype=np.int32)
+    # The token sequence without the genitive, compacted the same way.
+    genitive = words.index(GENITIVE) if GENITIVE in words else -2
+    is_genitive = tokens == genitive
+    kept = present & ~is_genitive
+    order = np.argsort(~kept, axis=1, kind="stable")
+    core = np.where(np.take_along_axis(kept, order, axis=1), np.take_along_axis(tokens, order, axis=1), -1)
+    bits = (np.where(edge_punct, _P_EDGE, 0) | np.where(end, _P_END, 0) | np.where(start, _P_START, 0)
+            | np.where(end_whole, _P_END_WHOLE, 0) | np.where(start_whole, _P_START_WHOLE, 0)
+            | np.where(n_content == 0, _P_NO_CONTENT, 0)
+            | np.where(is_genitive.any(axis=1), _P_GENITIVE, 0)).astype(np.uint8)
+    return {"tokens": tokens, "content": content, "n_content": n_content, "core": np.ascontiguousarray(core, np.int32),
+            "bits": bits, "lemma_ids": lemma_ids}
 
 
 @contextmanager
