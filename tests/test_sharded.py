@@ -449,20 +449,32 @@ def test_row_work_and_the_block_cut_by_hand(tmp_path):
     folder = _hand_structure(tmp_path / "s")
     assert pivoting.row_work(folder, 0, 4).tolist() == [5, 3, 1, 4]
     assert pivoting.row_work(folder, 2, 3).tolist() == [1]      # an empty row
-    assert pivoting.cut_block_total(folder, 0, 2) == 8 and pivoting.cut_block_total(folder, 2, 4) == 5
+    # the running sums at each window's end: windows of 1 row in block 0..2, of 3 rows in 0..4
+    # (rows 0..2, then row 3), of 1024 (the block) in 2..4
+    assert pivoting.cut_block_totals(folder, 0, 2, 1).tolist() == [5, 8]
+    assert pivoting.cut_block_totals(folder, 0, 4, 3).tolist() == [9, 13]
+    assert pivoting.cut_block_totals(folder, 2, 4).tolist() == [5]
     assert pivoting.cut_in_block(folder, 2, 4, 8, [26 / 3]) == [2]
     assert pivoting.cut_in_block(folder, 2, 4, 8, [9.0, 9.5, 13.0]) == [2, 3, 3]
     for n_tasks, want in ((3, [(0, 2), (2, 4)]), (4, [(0, 1), (1, 3), (3, 4)]), (1, [(0, 4)])):
         assert pivoting.row_ranges(HAND_ROW_PTR, HAND_COL_PTR, HAND_ROW_F, n_tasks) == want
         engine = RecordingEngine()
         assert pivoting.row_ranges_by_blocks(folder, n_tasks, engine, block_rows=2) == want
-        # the tasks: a total per block, then a cut per block holding a target (none for one range)
+        # the tasks: running sums per block, then a cut per block holding a target, reading the
+        # windows that hold one (none for one range)
         totals, *cuts = engine.calls
-        assert [a[1:] for a in totals[1]] == [(0, 2), (2, 4)]
-        assert [[a[1:4] for a in c[1]] for c in cuts] == \
-            {3: [[(0, 2, 0), (2, 4, 8)]], 4: [[(0, 2, 0), (2, 4, 8)]], 1: []}[n_tasks]
+        assert [a[1:3] for a in totals[1]] == [(0, 2), (2, 4)]
+        assert [[[w[:3] for w in a[1]] for a in c[1]] for c in cuts] == \
+            {3: [[[(0, 2, 0)], [(2, 4, 8)]]], 4: [[[(0, 2, 0)], [(2, 4, 8)]]], 1: []}[n_tasks]
+        # windows of one row: the cut of t = 8.67 reads row 2 alone (C before it: 8)
+        engine = RecordingEngine()
+        assert pivoting.row_ranges_by_blocks(folder, n_tasks, engine, block_rows=2, window=1) == want
+        if n_tasks == 3:
+            assert [[w[:3] for w in a[1]] for a in engine.calls[1][1]] == [[(0, 1, 0)], [(2, 3, 8)]]
         for block_rows in (1, 3, 4, 100):
-            assert pivoting.row_ranges_by_blocks(folder, n_tasks, Engine(workers=1), block_rows=block_rows) == want
+            for window in (1, 2, 3, 1024):
+                assert pivoting.row_ranges_by_blocks(folder, n_tasks, Engine(workers=1), block_rows=block_rows,
+                                                     window=window) == want
 
 
 @pytest.mark.parametrize("n_parts", [1, 3])
@@ -477,10 +489,10 @@ def test_the_block_cut_is_row_ranges_on_a_built_structure(tmp_path, n_parts):
     assert n_e > 50
     for n_tasks in (1, 2, 5, 17, n_e, 2 * n_e):
         want = pivoting.row_ranges(s["row_ptr"], s["col_ptr"], s["row_f"], n_tasks)
-        for block_rows in (1, 7, 64, n_e, 10 * n_e):
+        for block_rows, window in ((1, 1), (7, 3), (64, 5), (64, 64), (n_e, 10), (10 * n_e, 1024)):
             got = pivoting.row_ranges_by_blocks(tmp_path / "run" / "structure", n_tasks, Engine(workers=1),
-                                                block_rows=block_rows)
-            assert got == want, (n_tasks, block_rows)
+                                                block_rows=block_rows, window=window)
+            assert got == want, (n_tasks, block_rows, window)
 
 
 H = 1 << 63  # partition_of(key, 2) is the key's top bit: keys below H are partition 0

@@ -337,6 +337,9 @@ def row_ranges(row_ptr: np.ndarray, col_ptr: np.ndarray, row_f: np.ndarray, n_ta
 #: English rows of one task of the cut (row_ranges_by_blocks): 1 MiB of row_ptr and, at
 #: bio-multi's 6.2 entries a row, 0.8M entries (their f, 4 B, and degrees, 8 B).
 CUT_BLOCK_ROWS = 1 << 17
+#: Rows between the running totals a block's task hands back (128 a block): the cut's second
+#: pass reads, for each cut, only the window of 1024 rows it falls in.
+CUT_WINDOW_ROWS = 1 << 10
 
 
 def row_work(structure_dir, lo: int, hi: int) -> np.ndarray:
@@ -362,33 +365,47 @@ def row_work(structure_dir, lo: int, hi: int) -> np.ndarray:
     return run[at[1:]] - run[at[:-1]] + 1
 
 
-def cut_block_total(structure_dir, lo: int, hi: int) -> int:
-    """sum of w(e) + 1 over the rows lo <= e < hi (row_work): one block's share of the total."""
-    return int(row_work(structure_dir, lo, hi).sum())
+def window_ends(lo: int, hi: int, window: int) -> np.ndarray:
+    """The ends of the windows of ``window`` rows that cut lo..hi: lo + window, lo + 2 window,
+    ..., hi (the last one shorter when window does not divide hi - lo)."""
+    return np.append(np.arange(lo + window, hi, window, dtype=np.int64), np.int64(hi))
+
+
+def cut_block_totals(structure_dir, lo: int, hi: int, window: int = CUT_WINDOW_ROWS) -> np.ndarray:
+    """The running sum of w(e) + 1 from row lo (row_work) at the end of each window of the block
+    (window_ends): its last value is the block's total."""
+    cum = np.cumsum(row_work(structure_dir, lo, hi))
+    return cum[window_ends(lo, hi, window) - lo - 1]
 
 
 def cut_in_block(structure_dir, lo: int, hi: int, before: int, targets: list) -> list[int]:
-    """The cut rows of the targets that fall in block lo..hi: for each target t, the first row
-    e of the block with C(e) >= t, C(e) = before + sum over lo <= e' <= e of (w(e') + 1) the
-    running total over all rows (``before``: the totals of the blocks before this one)."""
+    """The cut rows of the targets that fall in rows lo..hi: for each target t, the first row e
+    with C(e) >= t, C(e) = before + sum over lo <= e' <= e of (w(e') + 1) the running total over
+    all rows (``before``: C(lo - 1))."""
     cum = before + np.cumsum(row_work(structure_dir, lo, hi))
     # float64 as row_ranges' running sum: the integers are exact below 2^53
     return (lo + np.searchsorted(cum.astype(np.float64), np.asarray(targets, dtype=np.float64))).tolist()
 
 
-def row_ranges_by_blocks(structure_dir, n_tasks: int, engine,
-                         block_rows: int = CUT_BLOCK_ROWS) -> list[tuple[int, int]]:
+def cut_in_windows(structure_dir, windows: list) -> list[int]:
+    """cut_in_block for each (lo, hi, before, targets) of ``windows``, their cuts in turn."""
+    return [e for lo, hi, before, targets in windows for e in cut_in_block(structure_dir, lo, hi, before, targets)]
+
+
+def row_ranges_by_blocks(structure_dir, n_tasks: int, engine, block_rows: int = CUT_BLOCK_ROWS,
+                         window: int = CUT_WINDOW_ROWS) -> list[tuple[int, int]]:
     """:func:`row_ranges` of an assembled structure with the work in tasks, by blocks of rows.
 
     row_ranges cuts where the running total C(e) = sum over e' <= e of (w(e') + 1) first reaches
     t_i = C(n_e - 1) i / n_tasks (i = 1 .. n_tasks - 1). Here one task per block of
-    ``block_rows`` rows returns its total (cut_block_total); this process adds them up in block
-    order into each block's running total before it (B_b) and after it, finds the block where
-    each t_i is first reached, and a task per such block finds the row (cut_in_block). Every
-    w(e) is an integer, so each sum is exact whatever its grouping (below 2^53 = 9.0e15 in
-    float64: the total is sum_f deg(f)^2 + n_e), and t_i is computed from the same total as
-    row_ranges: the same ranges. This process holds numbers per block and per range, never per
-    row or entry.
+    ``block_rows`` rows returns its running sum at the end of each window of ``window`` rows
+    (cut_block_totals); this process adds each block's total before it, in block order, so that
+    it holds C at the end of every window, finds the window where each t_i is first reached
+    (C before it < t_i <= C at its end), and a task per block holding such windows reads only
+    those rows to find the row (cut_in_windows). Every w(e) is an integer, so each sum is exact
+    whatever its grouping (below 2^53 = 9.0e15 in float64: the total is sum_f deg(f)^2 + n_e),
+    and t_i is computed from the same total as row_ranges: the same ranges. This process holds
+    two numbers per window (16 B per 1024 rows), never a number per row or entry.
     """
     folder = Path(structure_dir)
     with open(folder / "row_ptr.npy", "rb") as fh:
@@ -396,15 +413,25 @@ def row_ranges_by_blocks(structure_dir, n_tasks: int, engine,
     if n_e == 0:
         return []
     blocks = [(lo, min(lo + block_rows, n_e)) for lo in range(0, n_e, block_rows)]
-    totals = engine.map(cut_block_total, [(folder, lo, hi) for lo, hi in blocks], name="pivot-cut")
-    after = np.cumsum(np.array(totals, dtype=np.int64))
+    marks = engine.map(cut_block_totals, [(folder, lo, hi, window) for lo, hi in blocks], name="pivot-cut")
+    # C at the end of every window, over all rows: a block's marks plus the blocks' totals before it
+    before = np.cumsum([0] + [int(m[-1]) for m in marks[:-1]])
+    ends = np.concatenate([window_ends(lo, hi, window) for lo, hi in blocks])
+    block_of = np.concatenate([np.full(len(m), b) for b, m in enumerate(marks)])
+    after = np.concatenate([np.asarray(m, dtype=np.int64) + before[b] for b, m in enumerate(marks)])
+    del marks
     targets = np.float64(after[-1]) * np.arange(1, n_tasks) / n_tasks
-    # block b holds the cut of t when B_b < t <= B_(b+1); a t past the total (none, in exact
-    # arithmetic) cuts at n_e, as searchsorted over every row would
-    block_of = np.searchsorted(after.astype(np.float64), targets)
-    jobs = [(folder, *blocks[b], int(after[b] - totals[b]), targets[block_of == b].tolist())
-            for b in np.unique(block_of).tolist() if b < len(blocks)]
-    cuts = engine.map(cut_in_block, jobs, name="pivot-cut-rows") if jobs else []
+    # window k holds the cut of t when C(end of k - 1) < t <= C(end of k); a t past the total
+    # (none, in exact arithmetic) cuts at n_e, as searchsorted over every row would
+    win = np.searchsorted(after.astype(np.float64), targets)
+    jobs = {}
+    for k in np.unique(win).tolist():
+        if k < len(ends):
+            start = int(ends[k - 1]) if k else 0  # the windows tile the rows
+            jobs.setdefault(int(block_of[k]), []).append(
+                (start, int(ends[k]), int(after[k - 1]) if k else 0, targets[win == k].tolist()))
+    cuts = engine.map(cut_in_windows, [(folder, w) for _, w in sorted(jobs.items())], name="pivot-cut-rows") \
+        if jobs else []
     edges = np.unique(np.concatenate([[0], *cuts, [n_e]]).astype(np.int64))
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
 
