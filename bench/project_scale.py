@@ -316,18 +316,25 @@ def late_split(measured: dict) -> dict:
     return out
 
 
+_VECTORS = re.compile(r"word vectors .* PPMI and SVD ([\d.]+), phrase means [\d.]+, join ([\d.]+)\)")
 _BATCH = re.compile(r"^\S+ \S+ pivot INFO\s+(\S+): (\d+) tasks in ([\d.]+) s")
 
 
 def single_tasks(log_text: str, prefix: str = "ppdb2") -> dict:
     """{batch name: seconds} of a build log's batches of one task whose name starts with ``prefix``
-    (the engine's lines "  NAME: 1 tasks in X s"; a name seen twice: the longer). Wall seconds
-    from the batch's submission: at least its task's CPU on a quiet machine, on the safe side."""
+    (the engine's lines "  NAME: 1 tasks in X s"; a name seen twice: the longer; wall seconds
+    from the batch's submission: at least its task's CPU on a quiet machine, on the safe side),
+    and the word vectors' PPMI-and-SVD and join tasks (CPU seconds from the stage's summary line)."""
     out = {}
     for line in log_text.splitlines():
         m = _BATCH.match(line)
         if m and m.group(1).startswith(prefix) and m.group(2) == "1":
             out[m.group(1)] = max(out.get(m.group(1), 0.0), float(m.group(3)))
+        # the word vectors' steps log no line of their own: their summary's single-task steps (the
+        # PPMI and SVD, the join of the phrase blocks), in CPU seconds
+        v = _VECTORS.search(line)
+        if v:
+            out["ppdb2-vectors-svd"], out["ppdb2-vectors-join"] = float(v.group(1)), float(v.group(2))
     return out
 
 

@@ -180,12 +180,15 @@ def test_single_tasks_of_the_late_batches_and_the_longest_at_the_target():
                      "2026-11-27 01:44:13,486 pivot INFO   ppdb2-labels: 8 tasks in 1.8 s",
                      "2026-11-27 01:44:13,591 pivot INFO   ppdb2-phrases: 1 tasks in 4.9 s",
                      "2026-11-27 01:44:13,600 pivot INFO   extract: 1 tasks in 9.0 s",
-                     "2026-11-27 01:44:13,815 pivot INFO ppdb2: 4481299 pairs labelled in 6.2 s"])
+                     "2026-11-27 01:44:13,815 pivot INFO ppdb2: 4481299 pairs labelled in 6.2 s",
+                     "2026-11-27 01:44:14,000 pivot INFO ppdb2: word vectors (15476 words, 50 dimensions) in 5.9 s: "
+                     "2.8 CPU s in 8 tasks (counts 0.9, PPMI and SVD 1.1, phrase means 0.5, join 0.3)"])
     multi = "\n".join(["2026-11-27 01:44:11,674 pivot INFO   ppdb2-forms: 1 tasks in 8.0 s",
                        "2026-11-27 01:44:11,938 pivot INFO   ppdb2-vectors: 1 tasks in 6.0 s",
                        "2026-11-27 01:44:13,591 pivot INFO   ppdb2-phrases: 5 tasks in 9.9 s"])
     got_bio, got_multi = ps.single_tasks(bio), ps.single_tasks(multi)
-    assert got_bio == {"ppdb2-forms": 2.0, "ppdb2-vectors": 3.0, "ppdb2-phrases": 4.9}
+    assert got_bio == {"ppdb2-forms": 2.0, "ppdb2-vectors": 3.0, "ppdb2-phrases": 4.9, "ppdb2-vectors-svd": 1.1,
+                       "ppdb2-vectors-join": 0.3}
     assert got_multi == {"ppdb2-forms": 8.0, "ppdb2-vectors": 6.0}
     name, bio_s, b, at = ps.longest_single(got_bio, got_multi, 4.0, 100.0)
     assert (name, bio_s) == ("ppdb2-forms", 2.0) and b == pytest.approx(1.0) and at == pytest.approx(200.0)
