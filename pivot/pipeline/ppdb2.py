@@ -1596,7 +1596,7 @@ def _phrase_side_job(table, texts_path, blocks, alphabet, slot, tokens, counts, 
     (shared with the apply tasks through ``phrases_paths[0]``, a row per stored phrase in slot
     order: the rows of a phrase id are its slots), the blocks' trigrams copied into that file
     one block at a time, and the synsets as the Lexical it returns. The vectors go to
-    ``phrases_paths[1]``: written by vectors_task (with_vectors), else empty here."""
+    ``phrases_paths[1]``: written by _vectors_job's tasks (with_vectors), else empty here."""
     from pivot.pipeline.engine import Batch
 
     tmp = Path(texts_path).parent
