@@ -384,8 +384,7 @@ class PhraseFile:
             bounds = b.rows("tri_ptr", np.stack([rows, rows + 1], axis=1).ravel())
             start, count = bounds[0::2], bounds[1::2] - bounds[0::2]
             del bounds
-            tri_ptr = np.zeros(len(rows) + 1, np.int64)
-            np.cumsum(count, out=tri_ptr[1:])
+            tri_ptr = _offsets(count)
             # the codes of the rows, in row order (ascending positions of the file's codes)
             at = np.arange(int(tri_ptr[-1]), dtype=np.int64) + np.repeat(start - tri_ptr[:-1], count)
             tri = b.rows("tri", at)
@@ -446,9 +445,7 @@ def char_trigrams(texts: list[str], width: int = TRIGRAM_CHARS, alphabet=None) -
         counts.append(c)
         codes[at:at + len(t)] = t
         at += len(t)
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.concatenate(counts), out=ptr[1:])
-    return ptr, codes[:at]
+    return _offsets(np.concatenate(counts)), codes[:at]
 
 
 def _char_trigrams_block(texts: list[str], width: int, alphabet: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
