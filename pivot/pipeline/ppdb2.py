@@ -1368,11 +1368,9 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     e_rows, e_count = e_phrases()
     n_e = len(e_rows)
     used = table.used_phrases(n_e)
-    texts = phrase_text_list(e_rows, e_tokens, used)
-    # the stored phrases' rows of what the features need of the translation stage's phrases; the
-    # rest goes before the phrase side runs beside the forms task
+    # the stored phrases' rows of what the features need of the translation stage's phrases (the
+    # rest goes once their texts are written)
     tokens, counts = np.asarray(e_rows[used], np.int32), np.asarray(e_count[used], np.float64)
-    del e_rows, e_count
     # int32: the pairs' slots (e1's, e2's) are this array indexed by a part's e1 and e2
     slot = np.full(n_e, -1, np.int32)
     slot[used] = np.arange(len(used))
@@ -1384,7 +1382,11 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     texts_path, slot_path, tokens_path = tmp / ".texts.txt", tmp / ".slot.arrays", tmp / ".tokens.arrays"
     # the Phrases' arrays, the vectors in a file of their own (written before the codes are made)
     phrases_paths = (tmp / ".phrases.arrays", tmp / ".vectors.arrays")
-    blocks = _write_texts(texts_path, texts)
+    # the texts straight to their file, a block at a time (never a list of every text here)
+    blocks, starts = write_text_blocks(texts_path, (phrase_text_list(e_rows, e_tokens, used[a:a + PHRASE_BLOCK])
+                                                    for a in range(0, len(used), PHRASE_BLOCK)))
+    del e_rows, e_count
+    texts = TextFile(texts_path, starts)
     save_bundle(slot_path, slot=slot)
     save_bundle(tokens_path, tokens=tokens)
     # the labels stay in their per-part files until the stage ends: the fits read the rows they
@@ -1408,21 +1410,35 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     else:
         yield Together(labelled)
     del tokens, counts
-    for path in (texts_path, slot_path, tokens_path):
+    for path in (slot_path, tokens_path):
         path.unlink()
-    # the forms' counts, summed part by part
-    counts = dict.fromkeys(wellformed.NAMES.values(), 0)
-    hidden = 0
-    for _, z in table.scan(("form",), labels):
-        for flag, name in wellformed.NAMES.items():
-            counts[name] += int(((z["form"] & flag) > 0).sum())
-        hidden += int(((z["form"] & wellformed.HIDDEN) > 0).sum())
+    if params["learn"]:
+        # one pass over the parts as tasks: the forms' counts and what the fits select (the
+        # within lists' and the relations' rows), reduced here (_survey_job)
+        lex_path, starts_path = tmp / ".lexical.arrays", tmp / ".texts-starts.arrays"
+        lex.save(lex_path)
+        save_bundle(starts_path, starts=texts.starts)
+        survey, listed = yield from _survey_job(table, labels, lex_path, texts_path, starts_path, params["seed"],
+                                                params["max_relation_pairs"])
+        for path in (lex_path, starts_path):
+            path.unlink()
+        counts, hidden = survey["counts"], survey["hidden"]
+    else:
+        # the forms' counts, summed part by part
+        counts = dict.fromkeys(wellformed.NAMES.values(), 0)
+        hidden = 0
+        for _, z in table.scan(("form",), labels):
+            for flag, name in wellformed.NAMES.items():
+                counts[name] += int(((z["form"] & flag) > 0).sum())
+            hidden += int(((z["form"] & wellformed.HIDDEN) > 0).sum())
     log.info("ppdb2: %d pairs of %d phrases labelled in %.1f s", table.n_pairs, len(used), time.perf_counter() - t0)
     meta = {"forms": {"lemmatizer": ("WordNet 3.0 (NLTK's morphy on the data files, pivot.pipeline.wordnet)"
                                      if params["wordnet"] else "none ([ppdb2] wordnet = false): INFLECTION is never set"),
                       "counts": counts, "hidden": hidden, "n_pairs": table.n_pairs}}
     parts = [tmp / f"x-{j:04d}.arrays" for j in range(len(part_paths))]
     if not params["learn"]:
+        texts.close()
+        texts_path.unlink()
         for label, path in zip(labels, parts):
             with open_bundle(label) as z:
                 save_bundle(path, form=z["form"])
@@ -1438,9 +1454,10 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     # The relation classifier's fits on the workers, the score's here. WordNet is read by the
     # relations job (its selected phrases' links) before its first task, which then lets it go: the score's fit, run here
     # meanwhile, is the stage's peak (with WordNet's 0.12 GB held, 0.1 GB more on bio).
-    relations_job = _relations_job(table, ph, labels, names, texts, lex, params, data_root, tmp)
+    relations_job = _relations_job(table, ph, labels, names, texts, lex, survey, params, data_root, tmp)
     (relations, fit["relations"]), (score, fit["score"]) = yield Together(
-        relations_job, _here(_score_side, table, ph, labels, lex, models, texts, used, params, data_root))
+        relations_job, _here(_score_side, table, ph, labels, lex, models, texts, used, listed, params, data_root))
+    del survey, listed
     del relations_job
     log.info("ppdb2: fitted in %.1f s (dev Spearman %.3f; relations macro-F1 %.3f)", time.perf_counter() - t0,
              fit["score"]["dev"]["spearman"], fit["relations"]["eval"]["full"]["macro_f1"])
@@ -1459,6 +1476,8 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
         del t1, t2
     # The apply tasks read all they need from these files: what the labels and fits held here
     # (the list and lexicon features) goes before the tasks run beside it.
+    texts.close()
+    texts_path.unlink()
     del lex, ph, texts, slot, used
     release_heap()          # the fits' freed heap, before the apply tasks run beside this process
     done = yield Batch(apply_range, [(part_paths, j, phrases_paths, labels[j], fit_path, parts[j], terms_path)
@@ -1535,15 +1554,60 @@ def _write_texts(path: Path, texts: list[str], block: int = PHRASE_BLOCK) -> lis
     """Write "\n".join(texts) to ``path`` (UTF-8 bytes, no newline translation) a block of
     ``block`` texts at a time; return each block's (first text, texts, byte offset, bytes), by
     which a task reads its block alone (read_text_block)."""
-    out, at = [], 0
+    return write_text_blocks(path, (texts[a:a + block] for a in range(0, len(texts), block)))[0]
+
+
+def write_text_blocks(path: Path, pieces) -> tuple[list[tuple[int, int, int, int]], np.ndarray]:
+    """Write the texts of ``pieces`` (lists of texts, one block each, none holding a newline)
+    to ``path`` as "\n".join of them all; return each block's (first text, texts, byte offset,
+    bytes) and every text's start (n + 1 int64, the last one the file's size + 1: text i is
+    the bytes starts[i]:starts[i + 1] - 1), the newlines found in each block's bytes."""
+    out, starts, at, first = [], [np.zeros(1, np.int64)], 0, 0
     with open(path, "wb") as fh:
-        for a in range(0, len(texts), block):
-            data = ("\n" if a else "").encode() + "\n".join(texts[a:a + block]).encode("utf-8")
-            fh.write(data)
-            skip = 1 if a else 0
-            out.append((a, len(texts[a:a + block]), at + skip, len(data) - skip))
-            at += len(data)
-    return out
+        for piece in pieces:
+            if not len(piece):
+                continue
+            data = "\n".join(piece).encode("utf-8")
+            skip = 1 if first else 0
+            fh.write(b"\n" * skip + data)
+            out.append((first, len(piece), at + skip, len(data)))
+            newlines = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
+            starts.append(at + skip + np.append(newlines, len(data)) + 1)
+            if len(newlines) != len(piece) - 1:
+                raise ValueError(f"{path}: a text of block {len(out) - 1} holds a newline")
+            at += skip + len(data)
+            first += len(piece)
+    return out, np.concatenate(starts)
+
+
+class TextFile:
+    """The stored phrases' texts, read one at a time from a file write_text_blocks wrote (by
+    slot: the file's order), through a map of the file and the texts' starts: the build's
+    process reads the few texts it hashes (the fits' splits) without holding every text
+    (bio-multi's 2.37M as Python strings were ~0.25 GB; hundreds of millions at PPDB scale)."""
+
+    def __init__(self, path, starts: np.ndarray):
+        import mmap
+
+        self.path, self.starts = Path(path), starts
+        with open(self.path, "rb") as fh:
+            self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if self.starts[-1] > 1 else b""
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def __getitem__(self, i: int) -> str:
+        return self._map[self.starts[i]:self.starts[i + 1] - 1].decode("utf-8")
+
+    def blocks(self, size: int = PHRASE_BLOCK):
+        """(first slot, texts) of each ``size`` texts in turn."""
+        for a in range(0, len(self), size):
+            b = min(a + size, len(self))
+            yield a, self._map[self.starts[a]:self.starts[b] - 1].decode("utf-8").split("\n")
+
+    def close(self) -> None:
+        if not isinstance(self._map, bytes):
+            self._map.close()
 
 
 def read_text_block(path, offset: int, size: int, n: int) -> list[str]:
@@ -1694,10 +1758,11 @@ def _vectors_job(shard_paths, n_tokens, tokens_path, out_path):
     return done
 
 
-def _score_side(table, ph, labels, lex, models, texts, used, params, data_root):
-    """The score's within lists (training side, and the held-out side it is reported on) and fit."""
-    within = _within_lists(table, ph, labels, lex, models, texts, params["seed"])
-    held_lists = _within_lists(table, ph, labels, lex, models, texts, params["seed"], held_out=True)
+def _score_side(table, ph, labels, lex, models, texts, used, listed, params, data_root):
+    """The score's within lists (training side, and the held-out side it is reported on; their
+    rows ``listed`` as _survey_job found them) and fit."""
+    within = _within_lists(table, ph, labels, lex, models, texts, params["seed"], listed["train"])
+    held_lists = _within_lists(table, ph, labels, lex, models, texts, params["seed"], listed["held"], held_out=True)
     return _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists)
 
 
@@ -1832,6 +1897,27 @@ class Lexical:
     def __post_init__(self):
         self.has = self.syn_ptr[1:] > self.syn_ptr[:-1]     # per slot: the phrase has synsets
 
+    def save(self, path) -> None:
+        """The arrays (and share_synset's sorted keys) as one bundle: what the scan tasks read."""
+        save_bundle(path, syn_ptr=self.syn_ptr, syn_ids=self.syn_ids, held=self.held, slot=self.slot,
+                    keys=self._synset_keys())
+
+    @classmethod
+    def load(cls, path) -> "Lexical":
+        with open_bundle(path) as z:
+            lex = cls(z["syn_ptr"], z["syn_ids"], z["held"], z["slot"])
+            lex.__dict__["_keys"] = z["keys"]
+        return lex
+
+    def _synset_keys(self) -> np.ndarray:
+        """slot * 2^32 + synset id of every (slot, synset), sorted (computed once)."""
+        keys = self.__dict__.get("_keys")
+        if keys is None:
+            ptr = self.syn_ptr
+            keys = self.__dict__["_keys"] = unique(np.repeat(np.arange(len(ptr) - 1), np.diff(ptr)) << 32
+                                                   | self.syn_ids)
+        return keys
+
     def synsets(self, i: int) -> tuple:
         """The synset ids of slot i."""
         return tuple(self.syn_ids[self.syn_ptr[i]:self.syn_ptr[i + 1]].tolist())
@@ -1845,9 +1931,7 @@ class Lexical:
         arrays: each synset s of a_i is looked up among b_i's as the key b_i * 2^32 + s."""
         a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
         ptr, ids = self.syn_ptr, self.syn_ids
-        keys = self.__dict__.get("_keys")
-        if keys is None:
-            keys = self.__dict__["_keys"] = unique(np.repeat(np.arange(len(ptr) - 1), np.diff(ptr)) << 32 | ids)
+        keys = self._synset_keys()
         count = ptr[a + 1] - ptr[a]
         pair = np.repeat(np.arange(len(a)), count)
         at = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + np.repeat(ptr[a], count)
@@ -1857,47 +1941,128 @@ class Lexical:
         return np.bincount(pair[hit], minlength=len(a)) > 0
 
 
-def _within_lists(table, ph, labels, lex: Lexical, models, texts, seed: int, held_out: bool = False) -> WithinLists:
+def _visible_synonyms(lex: Lexical, s1, s2, visible, rows, held_out: bool) -> np.ndarray:
+    """The rows (of ``rows``) whose pair is a visible WordNet synonym pair of one side of the
+    relation split (held_out: the held-out side, else the training side)."""
+    side = lex.held[s1[rows]] if held_out else ~lex.held[s1[rows]]
+    both = rows[visible[rows] & lex.has[s1[rows]] & lex.has[s2[rows]] & side]
+    return both[lex.share_synset(s1[both], s2[both])]
+
+
+@_heap_released
+def survey_range(part_path, label_path, lex_path, texts_path, starts_path, lo: int, seed: int, limit: int) -> dict:
+    """What the fits need of one pivot part (global rows from ``lo``), in one pass (a task):
+
+    - its pairs' form counts (per wellformed flag, and the HIDDEN ones);
+    - the within lists' queries: the slots (e1's) of its visible WordNet synonym pairs, of the
+      relation split's training side and of its held-out side (_within_lists);
+    - the relation candidates (both phrases have synsets): their number, the held-out side's
+      rows (both phrases held out), and the ``limit`` smallest (hash, row) of the training
+      side's (neither held out; the hash of "e1 text\te2 text" with ``seed``; smallest_by_hash).
+
+    Each is a sum, a union or the smallest of this part's: the build's process reduces them over
+    the parts to what one pass over every part gave (the same rows, the same order)."""
+    from pivot.hashes import unit_hash
+    from pivot.pipeline import wellformed
+
+    lex = Lexical.load(lex_path)
+    z = _read_fields(part_path, label_path, ("e1", "e2", "form"))
+    s1, s2 = lex.slots(z["e1"], z["e2"])
+    form = z["form"]
+    del z
+    counts = {name: int(((form & flag) > 0).sum()) for flag, name in wellformed.NAMES.items()}
+    visible = (form & wellformed.HIDDEN) == 0
+    every = np.arange(len(s1))
+    queries = {side: unique(s1[_visible_synonyms(lex, s1, s2, visible, every, side)]) for side in (False, True)}
+    cand = lex.has[s1] & lex.has[s2]
+    test = np.flatnonzero(cand & lex.held[s1] & lex.held[s2])
+    train = np.flatnonzero(cand & ~lex.held[s1] & ~lex.held[s2])
+    with open_bundle(starts_path) as zs:
+        texts = TextFile(texts_path, zs.memmap("starts"))
+        try:
+            h = np.array([unit_hash(f"{texts[a]}\t{texts[b]}", seed)
+                          for a, b in zip(s1[train].tolist(), s2[train].tolist())], dtype=np.float64)
+        finally:
+            texts.close()
+    train_h, train_rows = smallest_by_hash(h, lo + train, limit)
+    return {"counts": counts, "hidden": int((~visible).sum()), "queries": queries[False],
+            "held_queries": queries[True], "n_candidates": int(cand.sum()), "test_rows": lo + test,
+            "train_h": train_h, "train_rows": train_rows}
+
+
+@_heap_released
+def list_rows_range(part_path, label_path, lex_path, lo: int, queries, held_queries) -> dict:
+    """The within lists' rows of one pivot part (a task): the global rows of its visible pairs
+    whose e1 is a query (``queries``, ``held_queries``: sorted slots), and whether each is a
+    WordNet synonym pair of that side (_within_lists)."""
+    from pivot.pipeline.wellformed import HIDDEN
+
+    lex = Lexical.load(lex_path)
+    z = _read_fields(part_path, label_path, ("e1", "e2", "form"))
+    s1, s2 = lex.slots(z["e1"], z["e2"])
+    visible = (z["form"] & HIDDEN) == 0
+    del z
+    out = {}
+    for name, q, side in (("train", queries, False), ("held", held_queries, True)):
+        is_query = np.zeros(len(lex.has), dtype=bool)
+        is_query[np.asarray(q, np.int64)] = True
+        listed = np.flatnonzero(visible & is_query[s1])
+        out[name] = (lo + listed, np.isin(listed, _visible_synonyms(lex, s1, s2, visible, listed, side)))
+    return out
+
+
+def _survey_job(table, labels, lex_path, texts_path, starts_path, seed: int, limit: int):
+    """A job of Engine.run: survey_range per pivot part, reduced (the relation candidates' limit
+    smallest kept part by part, in part order: smallest_by_hash), then the within lists' rows
+    per part (list_rows_range) of the queries that survey found. Returns the survey (with its
+    training rows sorted) and the lists' rows of each side."""
+    from pivot.pipeline import wellformed
+    from pivot.pipeline.engine import Batch
+
+    lows = [int(lo) for lo in table.bounds[:-1]]
+    done = yield Batch(survey_range, [(path, label, lex_path, texts_path, starts_path, lo, seed, limit)
+                                      for path, label, lo in zip(table.part_paths, labels, lows)], name="ppdb2-survey")
+    survey = {"counts": {name: sum(d["counts"][name] for d in done) for name in wellformed.NAMES.values()},
+              "hidden": sum(d["hidden"] for d in done), "n_candidates": sum(d["n_candidates"] for d in done),
+              "test_rows": np.concatenate([d["test_rows"] for d in done]) if done else np.zeros(0, np.int64)}
+    train_h, train_rows = np.zeros(0), np.zeros(0, np.int64)
+    for d in done:
+        train_h, train_rows = smallest_by_hash(np.concatenate([train_h, d["train_h"]]),
+                                               np.concatenate([train_rows, d["train_rows"]]), limit)
+    survey["train_rows"] = np.sort(train_rows)
+    # the training side's lists: those of the MAX_WITHIN_QUERIES smallest query slots
+    empty = np.zeros(0, np.int64)
+    queries = unique(np.concatenate([empty, *(d["queries"] for d in done)]))[:MAX_WITHIN_QUERIES]
+    held_queries = unique(np.concatenate([empty, *(d["held_queries"] for d in done)]))
+    del done
+    lists = yield Batch(list_rows_range, [(path, label, lex_path, lo, queries, held_queries)
+                                          for path, label, lo in zip(table.part_paths, labels, lows)],
+                        name="ppdb2-lists")
+    rows = {side: tuple(np.concatenate([empty, *(d[side][k] for d in lists)]) for k in (0, 1))
+            for side in ("train", "held")}
+    return survey, {side: (r, positive.astype(bool)) for side, (r, positive) in rows.items()}
+
+
+def _within_lists(table, ph, labels, lex: Lexical, models, texts, seed: int, listed,
+                  held_out: bool = False) -> WithinLists:
     """The candidate lists of fit_score's within-list term: the lists (pairs no HIDDEN flag hides)
     of training-side WordNet phrases (the relation split's, so no held-out synset is seen) that
     have a WordNet synonym among them, at most MAX_WITHIN_QUERIES lists (the smallest slots),
     WITHIN_VALIDATION of them held back by hash(query text, seed + 1). held_out: the lists of
     the held-out side instead, every one of them (the score's report, never its fit).
 
-    Two passes over the parts, one held at a time: the queries (a mask over the slots), then
-    their lists' rows (global rows, ascending)."""
+    ``listed``: (global rows ascending, positive) of those lists, as _survey_job's tasks found
+    them (two passes over the parts: the queries, then their lists' rows)."""
     from pivot.hashes import unit_hash
-    from pivot.pipeline.wellformed import HIDDEN
 
-    def synonyms(s1, s2, visible, rows):
-        # the rows (of these) whose pair is a visible WordNet synonym pair of the side
-        side = lex.held[s1[rows]] if held_out else ~lex.held[s1[rows]]
-        both = rows[visible[rows] & lex.has[s1[rows]] & lex.has[s2[rows]] & side]
-        return both[lex.share_synset(s1[both], s2[both])]
-
-    is_query = np.zeros(len(lex.has), dtype=bool)
-    for _, z in table.scan(("e1", "e2", "form"), labels):
-        s1, s2 = lex.slots(z["e1"], z["e2"])
-        is_query[s1[synonyms(s1, s2, (z["form"] & HIDDEN) == 0, np.arange(len(s1)))]] = True
-    queries = np.flatnonzero(is_query)
-    if not held_out:
-        queries = queries[:MAX_WITHIN_QUERIES]
-    is_query[:] = False
-    is_query[queries] = True
-    rows, positive = [], []
-    for lo, z in table.scan(("e1", "e2", "form"), labels):
-        s1, s2 = lex.slots(z["e1"], z["e2"])
-        visible = (z["form"] & HIDDEN) == 0
-        listed = np.flatnonzero(visible & is_query[s1])
-        rows.append(lo + listed)
-        positive.append(np.isin(listed, synonyms(s1, s2, visible, listed)))
-    rows, positive = np.concatenate(rows), np.concatenate(positive)
+    rows, positive = listed
     all_names, names = pair_feature_names(models, ph.dim), score_features(models, ph.dim)
     x = _rows_features(table, ph, labels, rows, phrases=False)[:, [all_names.index(n) for n in names]]
-    held_back = {int(q): (not held_out) and unit_hash(texts[q], seed + 1) < WITHIN_VALIDATION
-                 for q in queries.tolist()}
     e1, e2 = table.rows(rows, ("e1", "e2"))
-    validation = np.array([held_back[q] for q in lex.slots(e1, e2)[0].tolist()], dtype=bool)
+    query_slots = lex.slots(e1, e2)[0]
+    held_back = {q: (not held_out) and unit_hash(texts[q], seed + 1) < WITHIN_VALIDATION
+                 for q in unique(query_slots).tolist()}
+    validation = np.array([held_back[q] for q in query_slots.tolist()], dtype=bool)
     return WithinLists(x, e1, e2, positive, table.p_rows(rows, 0), validation)
 
 
@@ -1914,7 +2079,7 @@ def _fit_score(table, ph, labels, models, texts, used, params, data_root, within
     # the phrase id of each rated text the pairs hold (a dict of every stored text was ~0.2 GB
     # on bio-multi, for a few thousand lookups)
     rated_texts = set(norm)
-    id_of = {t: int(used[k]) for k, t in enumerate(texts) if t in rated_texts}
+    id_of = {t: int(used[k]) for a, block in texts.blocks() for k, t in enumerate(block, a) if t in rated_texts}
     a_ids, b_ids, ratings, keys = [], [], [], []
     for (_, _, y), a, b in zip(rated, norm[0::2], norm[1::2]):
         if a in id_of and b in id_of and a != b:
@@ -1973,7 +2138,7 @@ def _held_out_report(lists: WithinLists, score) -> dict:
             "score_top_k_synonyms": lists.hits(score)}
 
 
-def _relations_job(table, ph, labels, names, texts, lex: Lexical, params, data_root, tmp):
+def _relations_job(table, ph, labels, names, texts, lex: Lexical, survey: dict, params, data_root, tmp):
     """WordNet-labelled pairs the database stores: synset split, fit, held-out evaluation (a job of
     Engine.run: the grid's fits and the two refits are tasks, fit_relations' steps)."""
     from pivot.hashes import unit_hash
@@ -1981,22 +2146,10 @@ def _relations_job(table, ph, labels, names, texts, lex: Lexical, params, data_r
     from pivot.pipeline.wordnet import WordNet, relation, wordnet_folder
 
     seed, q = params["seed"], params["relation_test_fraction"]
-    # At most max_relation_pairs training pairs, chosen by a hash of the pair (not by order):
-    # the ``limit`` smallest (hash, row), kept part by part (the smallest of all are the smallest
-    # of the kept ones and the next part's), so the training side is never held whole.
-    limit = params["max_relation_pairs"]
-    n_candidates, test_rows, train_h, train_rows = 0, [], np.zeros(0), np.zeros(0, np.int64)
-    for lo, z in table.scan(("e1", "e2")):
-        s1, s2 = lex.slots(z["e1"], z["e2"])
-        cand = lex.has[s1] & lex.has[s2]
-        n_candidates += int(cand.sum())
-        test_rows.append(lo + np.flatnonzero(cand & lex.held[s1] & lex.held[s2]))
-        train = np.flatnonzero(cand & ~lex.held[s1] & ~lex.held[s2])
-        h = np.array([unit_hash(f"{texts[a]}\t{texts[b]}", seed) for a, b in zip(s1[train].tolist(),
-                                                                                  s2[train].tolist())])
-        train_h, train_rows = smallest_by_hash(np.concatenate([train_h, h]), np.concatenate([train_rows, lo + train]),
-                                               limit)
-    test_rows, train_rows = np.concatenate(test_rows), np.sort(train_rows)
+    # At most max_relation_pairs training pairs, chosen by a hash of the pair (not by order): the
+    # survey's, each part's ``limit`` smallest (hash, row) kept, then the smallest of those
+    # (_survey_job), so the training side is never held whole; the held-out side's every row.
+    n_candidates, test_rows, train_rows = survey["n_candidates"], survey["test_rows"], survey["train_rows"]
     # the slots (s1, s2) of the selected rows' phrases
     train_slots, test_slots = (lex.slots(*table.rows(rows, ("e1", "e2"))) for rows in (train_rows, test_rows))
     # WordNet's links of the selected pairs' phrases, read here (0.12 GB) and let go before the fits
