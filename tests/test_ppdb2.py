@@ -957,3 +957,93 @@ def test_phrase_file_reads_the_rows_of_the_pairs_phrases(tmp_path):
     assert [c.tobytes() for c in got] == [c.tobytes() for c in want]
     loaded = P.Phrases.load(tmp_path / "p.arrays", tmp_path / "v.arrays", mmap=True)
     assert all(np.asarray(getattr(loaded, k)).tobytes() == v.tobytes() for k, v in fields.items())
+
+
+def test_text_file_reads_each_text_by_its_start(tmp_path):
+    """write_text_blocks writes "\\n".join of the blocks' texts and gives each text's start; the
+    TextFile reads any text back (UTF-8: "bœuf" is 5 bytes, an empty text 0) and the texts a
+    block at a time. Starts by hand: "beef" 0, "bœuf" 5, "" 11, "day night" 12, end 21 + 1."""
+    texts = ["beef", "bœuf", "", "day night"]
+    blocks, starts = P.write_text_blocks(tmp_path / "t.txt", [texts[:2], [], texts[2:]])
+    assert (tmp_path / "t.txt").read_bytes() == "\n".join(texts).encode()
+    assert starts.tolist() == [0, 5, 11, 12, 22]
+    assert blocks == [(0, 2, 0, 10), (2, 2, 11, 10)]        # the empty block writes nothing
+    assert P._write_texts(tmp_path / "u.txt", texts, block=2) == blocks
+    tf = P.TextFile(tmp_path / "t.txt", starts)
+    assert len(tf) == 4 and [tf[i] for i in (3, 1, 2, 0)] == ["day night", "bœuf", "", "beef"]
+    assert [(a, b) for a, b in tf.blocks(3)] == [(0, texts[:3]), (3, texts[3:])]
+    tf.close()
+    with pytest.raises(ValueError, match="newline"):
+        P.write_text_blocks(tmp_path / "v.txt", [["a\nb"]])
+    empty_blocks, empty_starts = P.write_text_blocks(tmp_path / "w.txt", [])
+    assert empty_blocks == [] and len(P.TextFile(tmp_path / "w.txt", empty_starts)) == 0
+
+
+def test_size_cuts_as_tasks_are_size_cuts_parts(tmp_path):
+    """The stage's size cuts (_size_cuts_job: a task per apply file and pass, in one process
+    here) give size_cuts_parts' floats and counts over the same files' (score, not HIDDEN)."""
+    from pivot.pipeline.engine import Engine
+    from pivot.pipeline.wellformed import HIDDEN
+
+    rng = np.random.default_rng(4)
+    paths, pieces = [], []
+    for k, n in enumerate((0, 700, 1, 2300)):
+        scores = rng.choice(np.concatenate([rng.normal(3.0, 1.0, 9), [-2.0, 1e-300]]), n)
+        form = np.where(rng.random(n) < 0.2, HIDDEN, 0).astype(np.uint8)
+        paths.append(tmp_path / f"x-{k}.arrays")
+        save_bundle(paths[-1], ppdb2=scores, form=form)
+        pieces.append((scores, (form & HIDDEN) == 0))
+    got = Engine(workers=1).run(P._size_cuts_job(paths))[0]
+    want = P.size_cuts_parts(lambda: iter(pieces))
+    assert got == want
+    whole = P.size_cuts(np.concatenate([s for s, _ in pieces]), np.concatenate([v for _, v in pieces]))
+    assert {k: v.hex() for k, v in got[0].items()} == {k: float(v).hex() for k, v in whole.items()}
+
+
+def test_survey_and_lists_tasks_by_hand(tmp_path):
+    """survey_range and list_rows_range over two pivot parts, reduced by _survey_job.
+
+    Phrases 0..4 in slots 0..4 with synsets 0: (5, 7), 1: (7,), 2: none, 3: (5, 9), 4: (7,);
+    held out: slots 3 and 4. Pairs (part 0: rows 0-2, part 1: rows 3-6) and forms:
+      row 0 (0, 1) visible, share 7: training synonyms -> query 0
+      row 1 (0, 2) visible; row 2 (1, 0) HIDDEN (edge punctuation), share 7
+      row 3 (1, 4) visible, share 7, 4 held but 1 not: a candidate on neither relation side,
+            a training-side synonym pair for the lists (their side is e1's) -> query 1
+      row 4 (3, 4) visible, both held, no shared synset: a held-out candidate
+      row 5 (4, 3) visible, both held; row 6 (4, 1) visible, share 7, 4 held: held-out query 4
+    Form counts: EDGE_PUNCT once, HIDDEN once. Candidates (both have synsets): rows 0, 2, 3,
+    4, 5, 6 = 6; held-out side rows 4, 5; training side rows 0, 2 (limit 1: the smaller of the
+    two pair hashes). Lists: queries 0 and 1, their visible rows 0, 1, 3 (rows 0 and 3
+    synonyms); held-out query 4's rows 5, 6 (row 6 a synonym)."""
+    from pivot.hashes import unit_hash
+    from pivot.pipeline import wellformed
+    from pivot.pipeline.engine import Engine
+
+    texts = ["beef", "meat", "day", "boeuf", "flesh"]
+    _, starts = P.write_text_blocks(tmp_path / "t.txt", [texts])
+    save_bundle(tmp_path / "starts.arrays", starts=starts)
+    lex = P.Lexical.from_synsets([(5, 7), (7,), (), (5, 9), (7,)], np.array([0, 0, 0, 1, 1], bool), np.arange(5))
+    lex.save(tmp_path / "lex.arrays")
+    e1 = np.array([0, 0, 1, 1, 3, 4, 4], np.int32)
+    e2 = np.array([1, 2, 0, 4, 4, 3, 1], np.int32)
+    form = np.array([0, 0, wellformed.EDGE_PUNCT, 0, 0, 0, 0], np.uint8)
+    parts, labels = [], []
+    for j, (lo, hi) in enumerate(((0, 3), (3, 7))):
+        parts.append(tmp_path / f"part-{j}.arrays")
+        labels.append(tmp_path / f"form-{j}.arrays")
+        save_bundle(parts[-1], e1=e1[lo:hi], e2=e2[lo:hi], p=np.full((hi - lo, 1), 0.5),
+                    n_pivots=np.ones(hi - lo, np.int32), pivots=np.zeros((hi - lo, 3), np.int32))
+        save_bundle(labels[-1], form=form[lo:hi], rev=np.full(hi - lo, -1, np.int64))
+    table = P.PairTable.read(parts)
+    survey, listed = Engine(workers=1).run(P._survey_job(table, labels, tmp_path / "lex.arrays", tmp_path / "t.txt",
+                                                         tmp_path / "starts.arrays", 11, 1))[0]
+    assert survey["counts"] == {name: int(flag == wellformed.EDGE_PUNCT) for flag, name in wellformed.NAMES.items()}
+    assert survey["hidden"] == 1 and survey["n_candidates"] == 6
+    assert survey["test_rows"].tolist() == [4, 5]
+    h0, h2 = unit_hash("beef\tmeat", 11), unit_hash("meat\tbeef", 11)
+    assert survey["train_rows"].tolist() == [0 if h0 <= h2 else 2]
+    assert listed["train"][0].tolist() == [0, 1, 3] and listed["train"][1].tolist() == [True, False, True]
+    assert listed["held"][0].tolist() == [5, 6] and listed["held"][1].tolist() == [False, True]
+    # the phrase ids and pivots of the parts (ids_range per part, _ids_job)
+    used, f_used = Engine(workers=1).run(P._ids_job(table, 6))[0]
+    assert used.tolist() == [0, 1, 2, 3, 4] and f_used.tolist() == [0]

@@ -789,14 +789,15 @@ class RelationModel:
         return RelationModel(Standardiser([self.std.names[j] for j in keep], self.std.mean[keep], self.std.sd[keep],
                                           self.std.dropped), self.W[:, [0] + [1 + j for j in keep]])
 
-    def phrase_terms(self, vec: np.ndarray, rows=None) -> tuple[np.ndarray, np.ndarray]:
+    def phrase_terms(self, vec: np.ndarray, rows=None, sides=(0, 1)) -> tuple[np.ndarray, ...]:
         """(t1, t2), each (n, classes): the phrase-vector columns' part of the linear predictor,
         per phrase (rows of ``vec``; ``rows``: only those, the others 0):
 
             t1[e, c] = sum_i W[c, vec_e1[i]] (vec[e, i] - mean) / sd,   t2 likewise with vec_e2[i],
 
         so that eta_c(e1, e2) = pair_part's eta_c + t1[e1, c] + t2[e2, c]: a pair costs two
-        lookups instead of 2 x dim columns (summed coordinate after coordinate, a fixed order)."""
+        lookups instead of 2 x dim columns (summed coordinate after coordinate, a fixed order).
+        ``sides``: those of (t1, t2) to compute and return (each one's sums are its own)."""
         rows = np.arange(len(vec)) if rows is None else np.asarray(rows, np.int64)
         n_classes = self.W.shape[0]
         out = (np.zeros((len(vec), n_classes)), np.zeros((len(vec), n_classes)))
@@ -809,11 +810,13 @@ class RelationModel:
             for j, name in enumerate(self.std.names):
                 if is_phrase_feature(name):
                     side = PHRASE_PREFIXES.index(name[:len(PHRASE_PREFIXES[0])])
+                    if side not in sides:
+                        continue
                     z = (x[int(name[len(PHRASE_PREFIXES[0]):-1])] - self.std.mean[j]) / self.std.sd[j]
                     for c in range(n_classes):
                         acc[side, c] += self.W[c, 1 + j] * z
             out[0][block], out[1][block] = acc[0].T, acc[1].T
-        return out
+        return tuple(out[k] for k in sides)
 
     def to_json(self) -> dict:
         return {"features": self.std.names, "mean": self.std.mean.tolist(), "sd": self.std.sd.tolist(),
@@ -1106,7 +1109,8 @@ def key_value(key: int) -> float:
 def size_cuts_parts(parts) -> tuple[dict, dict]:
     """(size_cuts, {size: visible pairs scoring >= its cut}) over pairs read in parts, the same
     floats as size_cuts over all of them at once, without ever holding them all:
-    ``parts()`` gives an iterator of (scores, visible) per part, read anew for every pass.
+    ``parts()`` gives an iterator of (scores, visible) per part, read anew for every pass (in
+    this process; the stage's passes are tasks per apply file: _size_cuts_job).
 
     The cut of a share is the k-th largest visible score, k = max(1, ceil(share n)): the
     value of ascending rank r = n - k (from 0) among the n visible scores. It is found on the
@@ -1115,22 +1119,51 @@ def size_cuts_parts(parts) -> tuple[dict, dict]:
     far, each value of the next CUT_BITS bits; the bucket holding rank r becomes the prefix and
     r the rank inside it (r minus the keys of the lower buckets). After 64 / CUT_BITS passes the
     key is whole: the cut is its float. A last pass counts the visible scores >= each cut."""
+    def count(shift, prefixes):
+        return _merge_cut_counts([cut_counts(*sv, shift, prefixes) for sv in parts()], prefixes)
+        yield  # unreachable: a generator, as _size_cuts_job's
+
+    def pairs(cuts):
+        return _merge_size_pairs([size_pairs_of(*sv, cuts) for sv in parts()], cuts)
+        yield  # unreachable
+
+    job = _radix_cuts(count, pairs)
+    try:
+        next(job)
+    except StopIteration as stop:
+        return stop.value
+    raise RuntimeError("size_cuts_parts: a pass asked for tasks")
+
+
+def _size_cuts_job(paths):
+    """A job of Engine.run: size_cuts_parts over the apply tasks' files, each pass a task per
+    file (cut_counts_file, size_pairs_file) and their counts summed here (sparse: a pass's
+    buckets hold the few prefixes the scores reach)."""
+    from pivot.pipeline.engine import Batch
+
+    def count(shift, prefixes):
+        done = yield Batch(cut_counts_file, [(path, shift, prefixes) for path in paths], name="ppdb2-sizes", quiet=True)
+        return _merge_cut_counts(done, prefixes)
+
+    def pairs(cuts):
+        done = yield Batch(size_pairs_file, [(path, cuts) for path in paths], name="ppdb2-sizes", quiet=True)
+        return _merge_size_pairs(done, cuts)
+
+    return (yield from _radix_cuts(count, pairs))
+
+
+def _radix_cuts(count, pairs):
+    """size_cuts_parts' selection, a generator: ``count(shift, prefixes)`` and ``pairs(cuts)``
+    are generators (jobs of Engine.run, or none that yield) returning the passes' sums."""
     n, low, any_pair = 0, np.inf, False
     names = SIZES[:-1]
     prefix, rank = dict.fromkeys(names, 0), {}
-    digits = np.uint64((1 << CUT_BITS) - 1)
     for level in range(64 // CUT_BITS):
-        shift = np.uint64(64 - CUT_BITS * (level + 1))
+        shift = 64 - CUT_BITS * (level + 1)
         # one count per distinct prefix (sizes whose cuts share the bits so far share it)
-        counts = {p: np.zeros(1 << CUT_BITS, np.int64) for p in set(prefix.values())}
-        for scores, visible in parts():
-            if level == 0 and len(scores):
-                n, low, any_pair = n + int(visible.sum()), np.minimum(low, np.min(scores)), True
-            top = order_keys(scores[visible]) >> shift      # the prefix's bits, then the next CUT_BITS
-            high = top >> np.uint64(CUT_BITS)
-            for p, c in counts.items():
-                c += np.bincount((top[high == np.uint64(p)] & digits).astype(np.int64), minlength=1 << CUT_BITS)
+        counts, stats = yield from count(shift, sorted(set(prefix.values())))
         if level == 0:
+            n, low, any_pair = stats
             if not n:
                 break
             rank = {name: n - max(1, int(math.ceil(share * n))) for name, share in zip(names, SIZE_SHARES)}
@@ -1142,12 +1175,62 @@ def size_cuts_parts(parts) -> tuple[dict, dict]:
     lowest = float(low) if any_pair else 0.0
     cuts = {name: key_value(prefix[name]) if n else lowest for name in names}
     cuts[SIZES[-1]] = lowest
-    size_pairs = dict.fromkeys(cuts, 0)
-    for scores, visible in parts():
-        v = scores[visible]
-        for name, cut in cuts.items():
-            size_pairs[name] += int((v >= cut).sum())
-    return cuts, size_pairs
+    return cuts, (yield from pairs(cuts))
+
+
+def cut_counts(scores, visible, shift: int, prefixes) -> tuple[dict, tuple]:
+    """One part's share of a pass of size_cuts_parts: for each prefix (the key bits above
+    ``shift`` + CUT_BITS), the visible scores' keys under it counted by their next CUT_BITS bits
+    (sparse: (buckets, counts)); and (visible scores, their lowest, any pair)."""
+    digits = np.uint64((1 << CUT_BITS) - 1)
+    top = order_keys(scores[visible]) >> np.uint64(shift)      # the prefix's bits, then the next CUT_BITS
+    high = top >> np.uint64(CUT_BITS)
+    out = {}
+    for p in prefixes:
+        c = np.bincount((top[high == np.uint64(p)] & digits).astype(np.int64), minlength=1 << CUT_BITS)
+        nz = np.flatnonzero(c)
+        out[p] = (nz, c[nz])
+    stats = (int(visible.sum()), float(np.min(scores)) if len(scores) else np.inf, bool(len(scores)))
+    return out, stats
+
+
+def _merge_cut_counts(done, prefixes) -> tuple[dict, tuple]:
+    """The parts' cut_counts summed: {prefix: counts (2^CUT_BITS,)}, (n, lowest, any pair)."""
+    counts = {p: np.zeros(1 << CUT_BITS, np.int64) for p in prefixes}
+    n, low, any_pair = 0, np.inf, False
+    for part, (m, lo, anyp) in done:
+        for p, (nz, c) in part.items():
+            counts[p][nz] += c
+        n, low, any_pair = n + m, min(low, lo), any_pair or anyp
+    return counts, (n, low, any_pair)
+
+
+def size_pairs_of(scores, visible, cuts: dict) -> dict:
+    """One part's visible pairs scoring >= each size's cut."""
+    v = scores[visible]
+    return {name: int((v >= cut).sum()) for name, cut in cuts.items()}
+
+
+def _merge_size_pairs(done, cuts) -> dict:
+    return {name: sum(d[name] for d in done) for name in cuts}
+
+
+def _scores_and_visible(path) -> tuple[np.ndarray, np.ndarray]:
+    """(ppdb2 score, visible: no HIDDEN flag) of the pairs of an apply task's file."""
+    from pivot.pipeline.wellformed import HIDDEN
+
+    with open_bundle(path) as z:
+        return z["ppdb2"], (z["form"] & HIDDEN) == 0
+
+
+def cut_counts_file(path, shift: int, prefixes) -> tuple[dict, tuple]:
+    """cut_counts of an apply task's file (a task)."""
+    return cut_counts(*_scores_and_visible(path), shift, prefixes)
+
+
+def size_pairs_file(path, cuts: dict) -> dict:
+    """size_pairs_of an apply task's file (a task)."""
+    return size_pairs_of(*_scores_and_visible(path), cuts)
 
 
 # ------------------------------------------------------------------------------------ the stage
@@ -1308,6 +1391,30 @@ class PairTable:
         return np.flatnonzero(seen)
 
 
+def ids_range(part_path) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct English phrase ids (e1 or e2) and foreign pivot ids of one pivot part,
+    ascending (a task: PairTable.used_phrases and pivot_ids, part by part)."""
+    with open_bundle(part_path) as z:
+        e = unique(np.concatenate([z["e1"], z["e2"]]).astype(np.int64))
+        pivots = z["pivots"]
+    return e, unique(pivots[pivots >= 0].astype(np.int64))
+
+
+def _ids_job(table: PairTable, n_e: int):
+    """A job of Engine.run: (used, f_used), PairTable.used_phrases(n_e) and pivot_ids() from a
+    task per pivot part (ids_range), their presence marked here."""
+    from pivot.pipeline.engine import Batch
+
+    done = yield Batch(ids_range, [(path,) for path in table.part_paths], name="ppdb2-ids")
+    seen = np.zeros(n_e, dtype=bool)
+    f_max = max((int(f[-1]) for _, f in done if len(f)), default=-1)
+    f_seen = np.zeros(f_max + 1, dtype=bool)
+    for e, f in done:
+        seen[e] = True
+        f_seen[f] = True
+    return np.flatnonzero(seen), np.flatnonzero(f_seen)
+
+
 #: The fields of a pair's label file (label_range: one per pivot part): the well-formedness
 #: mask and the global row of the pair's reverse (-1: not stored).
 LABEL_FIELDS = ("form", "rev")
@@ -1367,7 +1474,8 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     table = PairTable.read(part_paths)
     e_rows, e_count = e_phrases()
     n_e = len(e_rows)
-    used = table.used_phrases(n_e)
+    # the stored phrases (and pivots) from a task per pivot part, not a pass over every pair here
+    used, f_used = yield from _ids_job(table, n_e)
     # the stored phrases' rows of what the features need of the translation stage's phrases (the
     # rest goes once their texts are written)
     tokens, counts = np.asarray(e_rows[used], np.int32), np.asarray(e_count[used], np.float64)
@@ -1400,7 +1508,7 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
         jobs = [labelled]
         if shard_paths:
             jobs.append(_vectors_job(shard_paths, len(e_tokens), tokens_path, phrases_paths[1]))
-        done = yield Together(*jobs, _phrase_side_job(table, texts_path, blocks, words_alphabet(tokens, e_tokens),
+        done = yield Together(*jobs, _phrase_side_job(f_used, texts_path, blocks, words_alphabet(tokens, e_tokens),
                                                       slot, tokens, counts,
                                                       f_lang_of, data_root, params, phrases_paths,
                                                       bool(shard_paths)))
@@ -1409,7 +1517,7 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
         ph = PhraseFile(*phrases_paths)
     else:
         yield Together(labelled)
-    del tokens, counts
+    del tokens, counts, f_used
     for path in (slot_path, tokens_path):
         path.unlink()
     if params["learn"]:
@@ -1468,12 +1576,10 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
         # the phrase vectors' part of the relations' linear predictor, once per phrase (the
         # apply tasks add t1[e1] + t2[e2] to the pair part's); APPLY_ROWS phrases' vectors read
         # at a time (a phrase's terms are its own: the same bytes)
-        t1, t2 = (np.zeros((ph.n, len(RELATIONS))) for _ in range(2))
-        for a in range(0, ph.n, APPLY_ROWS):
-            b1, b2 = relations.phrase_terms(ph.vectors(a, a + APPLY_ROWS))
-            t1[a:a + len(b1)], t2[a:a + len(b2)] = b1, b2
-        save_bundle(terms_path, t1=t1, t2=t2)
-        del t1, t2
+        # (written a block at a time, one side after the other: never an array of every phrase's)
+        shape = (ph.n, len(RELATIONS))
+        save_bundle(terms_path, t1=Blocks(np.float64, shape, _term_blocks(relations, ph, 0)),
+                    t2=Blocks(np.float64, shape, _term_blocks(relations, ph, 1)))
     # The apply tasks read all they need from these files: what the labels and fits held here
     # (the list and lexicon features) goes before the tasks run beside it.
     texts.close()
@@ -1484,7 +1590,7 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
                                      for j in range(len(part_paths))], name="ppdb2")
     log.info("ppdb2: applied to %d ranges, %.1f CPU s in the tasks", len(done),
              sum(d.get("cpu_seconds", 0.0) for d in done))
-    sizes, size_pairs = size_cuts_parts(lambda: _scores_visible(parts))
+    sizes, size_pairs = yield from _size_cuts_job(parts)
     for p in (fit_path, *phrases_paths, *labels, *([terms_path] if terms_path else [])):
         p.unlink()
     meta["ppdb2"] = {"learned": True, **fit["score"], "sizes": sizes, "size_pairs": size_pairs,
@@ -1494,13 +1600,11 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     return meta
 
 
-def _scores_visible(parts):
-    """(ppdb2 score, visible: no HIDDEN flag) of the pairs of each apply task's file in turn."""
-    from pivot.pipeline.wellformed import HIDDEN
-
-    for path in parts:
-        with open_bundle(path) as z:
-            yield z["ppdb2"], (z["form"] & HIDDEN) == 0
+def _term_blocks(relations: "RelationModel", ph: "PhraseFile", side: int):
+    """One side's phrase terms (RelationModel.phrase_terms) of every stored phrase, APPLY_ROWS
+    phrases' vectors read at a time."""
+    for a in range(0, ph.n, APPLY_ROWS):
+        yield relations.phrase_terms(ph.vectors(a, a + APPLY_ROWS), sides=(side,))[0]
 
 
 def _label_job(texts_path, blocks, tokens_path, slot_path, label_paths, part_paths, data_root):
@@ -1543,7 +1647,7 @@ def phrase_side(table, texts, slot, tokens, e_tokens, counts, f_lang_of, data_ro
     texts_path = Path(phrases_paths[0]).parent / ".texts.txt"
     blocks = _write_texts(texts_path, texts)
     try:
-        return Engine(workers=1).run(_phrase_side_job(table, texts_path, blocks, words_alphabet(tokens, e_tokens),
+        return Engine(workers=1).run(_phrase_side_job(table.pivot_ids(), texts_path, blocks, words_alphabet(tokens, e_tokens),
                                                       slot, tokens, counts, f_lang_of, data_root, params,
                                                       phrases_paths, with_vectors))[0]
     finally:
@@ -1650,7 +1754,7 @@ def phrase_side_task(texts_path, block: tuple, alphabet: np.ndarray, data_root, 
     return {"reused": False, "n_phrases": n}
 
 
-def _phrase_side_job(table, texts_path, blocks, alphabet, slot, tokens, counts, f_lang_of, data_root, params,
+def _phrase_side_job(f_used, texts_path, blocks, alphabet, slot, tokens, counts, f_lang_of, data_root, params,
                      phrases_paths, with_vectors: bool = False):
     """A job of Engine.run: what the fits need of the phrases. The trigrams and WordNet synsets
     of each block of phrases are tasks (phrase_side_task); here, the per-phrase feature inputs
@@ -1666,7 +1770,6 @@ def _phrase_side_job(table, texts_path, blocks, alphabet, slot, tokens, counts, 
                                     params["relation_test_fraction"], path) for block, path in zip(blocks, paths)],
                 name="ppdb2-phrases")
     n_words = (tokens >= 0).sum(axis=1).astype(np.int8)
-    f_used = table.pivot_ids()
     f_lang = np.full(int(f_used.max()) + 1 if len(f_used) else 0, -1, np.int16)
     f_lang[f_used] = f_lang_of(f_used)
     del f_used
