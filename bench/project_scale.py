@@ -316,7 +316,7 @@ def late_split(measured: dict) -> dict:
     return out
 
 
-_VECTORS = re.compile(r"word vectors .* PPMI and SVD ([\d.]+), phrase means [\d.]+, join ([\d.]+)\)")
+_VECTORS = re.compile(r"word vectors .* PPMI and SVD ([\d.]+), phrase means [\d.]+(?:, join ([\d.]+))?\)")
 _BATCH = re.compile(r"^\S+ \S+ pivot INFO\s+(\S+): (\d+) tasks in ([\d.]+) s")
 
 
@@ -334,7 +334,9 @@ def single_tasks(log_text: str, prefix: str = "ppdb2") -> dict:
         # PPMI and SVD, the join of the phrase blocks), in CPU seconds
         v = _VECTORS.search(line)
         if v:
-            out["ppdb2-vectors-svd"], out["ppdb2-vectors-join"] = float(v.group(1)), float(v.group(2))
+            out["ppdb2-vectors-svd"] = float(v.group(1))
+            if v.group(2) is not None:    # a log before session 13 (the means' blocks joined by one task)
+                out["ppdb2-vectors-join"] = float(v.group(2))
     return out
 
 

@@ -5,7 +5,7 @@ import struct
 import numpy as np
 import pytest
 
-from pivot.pipeline.bundle import open_bundle, read_npy_header, save_bundle
+from pivot.pipeline.bundle import allocate_bundle, open_bundle, read_npy_header, save_bundle, write_rows
 
 
 def test_members_come_back_exactly_in_order(tmp_path):
@@ -144,3 +144,22 @@ def test_rows_maps_one_window_of_the_member_at_a_time(tmp_path, monkeypatch):
         assert b.rows("a", np.zeros(0, np.int64)).shape == (0, 2)
         with pytest.raises(ValueError, match="outside"):
             b.rows("a", np.array([3, 30]))
+
+
+def test_an_allocated_bundle_filled_row_by_row_is_save_bundles_bytes(tmp_path):
+    """allocate_bundle + write_rows in any order (rows 3:5 of both members, then 0:3, then 3:5
+    again: a retried task) give the bytes save_bundle writes of the whole arrays; an empty
+    member (0 rows) too; rows outside the member or of another shape are refused."""
+    vec = np.arange(10, dtype=np.float32).reshape(5, 2) / 3
+    has = np.array([True, False, True, True, False])
+    save_bundle(tmp_path / "whole.arrays", vec=vec, vec_has=has, empty=np.zeros((0, 2), np.float32))
+    path = tmp_path / "filled.arrays"
+    allocate_bundle(path, vec=(np.float32, (5, 2)), vec_has=(bool, (5,)), empty=(np.float32, (0, 2)))
+    for a, b in ((3, 5), (0, 3), (3, 5)):
+        write_rows(path, "vec", a, vec[a:b])
+        write_rows(path, "vec_has", a, has[a:b])
+    assert path.read_bytes() == (tmp_path / "whole.arrays").read_bytes()
+    with pytest.raises(ValueError, match="cannot hold"):
+        write_rows(path, "vec", 4, vec[:2])
+    with pytest.raises(ValueError, match="cannot hold"):
+        write_rows(path, "vec", 0, np.zeros((1, 3), np.float32))

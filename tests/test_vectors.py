@@ -375,8 +375,7 @@ def test_the_jobs_vectors_file_is_the_bytes_of_the_one_task(tmp_path, monkeypatc
     n_words = int((np.bincount(np.concatenate(sentences), minlength=42) >= V.MIN_COUNT).sum())
     assert done["vocab"] == n_words and n_words >= 10 and done["dim"] == V.DIM
     n_ranges = -(-sum(map(len, sentences)) // sum_tokens)
-    assert done["tasks"] == {"counts": 2 * -(-6 // groups), "sums": n_ranges, "svd": 1, "means": -(-23 // block),
-                             "join": 1}
+    assert done["tasks"] == {"counts": 2 * -(-6 // groups), "sums": n_ranges, "svd": 1, "means": -(-23 // block)}
 
 
 def test_the_jobs_vectors_without_words_or_phrases_are_the_one_tasks(tmp_path):
@@ -387,7 +386,7 @@ def test_the_jobs_vectors_without_words_or_phrases_are_the_one_tasks(tmp_path):
     (tmp_path / "a").mkdir()
     one, job, left, done = _vectors_both_ways(tmp_path / "a", sentences, np.array([[0, 1], [2, -1]], np.int32), 4, 2)
     assert job == one and left == [".vectors.arrays"] and done["words"] == 0
-    assert done["tasks"] == {"counts": 1, "sums": 0, "svd": 1, "means": 1, "join": 1}
+    assert done["tasks"] == {"counts": 1, "sums": 0, "svd": 1, "means": 1}
     (tmp_path / "b").mkdir()
     sentences = [[0, 1, 2, 3]] * 5
     one, job, left, done = _vectors_both_ways(tmp_path / "b", sentences, np.zeros((0, 3), np.int32), 4, 2)

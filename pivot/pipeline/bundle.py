@@ -81,6 +81,42 @@ def save_bundle(path, **arrays) -> None:
         fh.write(struct.pack("<Q", at) + _TAG)
 
 
+def allocate_bundle(path, **members) -> None:
+    """A bundle at ``path`` whose members, given as (dtype, shape), are written later row by row
+    in place (write_rows: tasks writing their own rows of one file at once). The file is
+    save_bundle's bytes once every row is written: the same headers, offsets and index, the
+    data regions left as holes meanwhile (a sparse file: allocating writes no data). Not
+    atomic: the caller writes it under a scratch name and renames it when every row is in."""
+    index = {}
+    with open(path, "wb") as fh:
+        for name, (dtype, shape) in members.items():
+            fh.seek(fh.tell() + (-fh.tell() % _ALIGN))
+            index[name] = fh.tell()
+            header = np.lib.format.header_data_from_array_1_0(np.empty((0, *shape[1:]), dtype))
+            header["shape"] = tuple(shape)
+            np.lib.format.write_array_header_1_0(fh, header)
+            fh.seek(fh.tell() + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
+        at = fh.tell()
+        fh.write(json.dumps(index).encode())
+        fh.write(struct.pack("<Q", at) + _TAG)
+
+
+def write_rows(path, name: str, start: int, rows: np.ndarray) -> None:
+    """Rows start:start + len(rows) of member ``name`` of an allocated bundle (allocate_bundle),
+    written in place (writing them again writes the same bytes: a retried task is harmless)."""
+    with open_bundle(path) as z:
+        z._seek(name)
+        shape, fortran, dtype = read_npy_header(z._fh)
+        data = z._fh.tell()
+    rows = np.ascontiguousarray(rows, dtype=dtype)
+    if fortran or rows.shape[1:] != tuple(shape[1:]) or not 0 <= start <= start + len(rows) <= shape[0]:
+        raise ValueError(f"{path}: member {name!r} {shape}: cannot hold rows {start}:{start + len(rows)} "
+                         f"of shape {rows.shape}")
+    with open(path, "r+b") as fh:
+        fh.seek(data + start * int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize)
+        fh.write(rows.tobytes())
+
+
 class Bundle:
     """An open bundle: ``b[name]`` reads a member into a new array; ``b.files`` lists them."""
 

@@ -1855,9 +1855,9 @@ def _vectors_job(shard_paths, n_tokens, tokens_path, out_path):
     if not done["reused"]:
         cpu, n = done["cpu_seconds"], done["tasks"]
         log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f s: %.1f CPU s in %d tasks (counts %.1f, "
-                 "PPMI and SVD %.2f, phrase means %.2f, join %.2f)", done["words"] or 0, done["dim"],
+                 "PPMI and SVD %.2f, phrase means %.2f)", done["words"] or 0, done["dim"],
                  time.perf_counter() - t0, sum(cpu.values()), sum(n.values()),
-                 cpu["occurrences"] + cpu["cooccurrences"] + cpu["sums"], cpu["ppmi_svd"], cpu["phrases"], cpu["join"])
+                 cpu["occurrences"] + cpu["cooccurrences"] + cpu["sums"], cpu["ppmi_svd"], cpu["phrases"])
     return done
 
 

@@ -23,13 +23,14 @@ thread while the vectors are trained (threadpoolctl): a build's main process and
 give the same vectors. The phrase vectors are kept as float32 (what the fit and the apply tasks
 both read). The stage runs the training and the means as tasks (:func:`job`). bio: 3.4M tokens,
 15.5k words, 0.45M phrases, 2.6-3.0 CPU s; bio-multi: 18.2M tokens, 56k words, 2.4M phrases,
-15.7 CPU s in 61 tasks (counts 6.0, PPMI and SVD 4.0, phrase means 4.0, their join 1.7), the
-longest the SVD's 4.0 (one task: 13.5 CPU s, the phrase vectors written once). DIM 50, not 100: on the bio
+15.7 CPU s in 61 tasks (counts 6.0, PPMI and SVD 4.0, phrase means 4.0, then a join of the means'
+blocks, 1.7, since written in place by the means' tasks), the longest the SVD's 4.0 (one task: 13.5 CPU s, the phrase vectors written once). DIM 50, not 100: on the bio
 build's relation split 100 coordinates scored 0.3 validation points more (0.390 against 0.387;
 test 0.379 against 0.389) for twice the fits' and the apply tasks' vector cost.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -384,14 +385,13 @@ def vocabulary_rows(tokens: np.ndarray, vocab: np.ndarray) -> np.ndarray:
 def phrase_task(tokens_path, a: int, n: int, vocab_path, words_path, out_path) -> dict:
     """Rows a:a+n of the phrases' token rows (``tokens`` of ``tokens_path``): their mean vectors
     (phrase_vectors of the vocabulary's vectors, ``words`` of ``words_path``, by vocabulary_rows)
-    as ``vec`` and ``has``, written to ``out_path`` (a task; a row's mean is its own, so the
-    blocks make up the whole's bytes)."""
+    written in place as rows a:a+n of ``vec`` and ``vec_has`` of ``out_path`` (a bundle the job
+    allocated: write_rows; a task, and a row's mean is its own, so the blocks make up the
+    whole's bytes)."""
     import time
 
-    from pivot.pipeline.bundle import open_bundle, save_bundle
+    from pivot.pipeline.bundle import open_bundle, write_rows
 
-    if Path(out_path).is_file():
-        return {"reused": True}
     t0 = time.process_time()
     with open_bundle(tokens_path) as z:
         tokens = z.take("tokens", slice(a, a + n))
@@ -400,26 +400,8 @@ def phrase_task(tokens_path, a: int, n: int, vocab_path, words_path, out_path) -
     with open_bundle(words_path) as z:
         words = z["words"]
     vec, has = phrase_vectors(vocabulary_rows(tokens, vocab), words)
-    save_bundle(out_path, vec=vec, has=has)
-    return {"reused": False, "cpu_seconds": _cpu(t0)}
-
-
-def join_task(block_paths, n: int, dim: int, out_path) -> dict:
-    """The phrase blocks' vectors (phrase_task's files, in order) as one file, ``vec`` then
-    ``vec_has`` (a task: copies one block at a time, never the whole)."""
-    import time
-
-    from pivot.pipeline.bundle import Blocks, open_bundle, save_bundle
-
-    if Path(out_path).is_file():
-        return {"reused": True}
-    t0 = time.process_time()
-
-    def member(name):
-        for path in block_paths:
-            with open_bundle(path) as z:
-                yield z[name]
-    save_bundle(out_path, vec=Blocks(np.float32, (n, dim), member("vec")), vec_has=Blocks(bool, (n,), member("has")))
+    write_rows(out_path, "vec", a, vec)
+    write_rows(out_path, "vec_has", a, has)
     return {"reused": False, "cpu_seconds": _cpu(t0)}
 
 
@@ -430,9 +412,10 @@ def job(shard_paths, n_tokens: int, tokens_path, out_path, phrase_block: int):
     Steps (each a batch of tasks but the SVD): the occurrences per group of SHARDS_PER_TASK
     shards; here, their sum and the vocabulary (and the ranges of its rows); the co-occurrence
     counts per group; their sums per range of rows; the PPMI and SVD (one task); the phrases'
-    means per ``phrase_block`` phrases; the blocks joined into one file. Returns what it did,
+    means per ``phrase_block`` phrases, each task writing its rows into the one file (allocated
+    here, renamed to ``out_path`` when every block is in). Returns what it did,
     with each step's CPU seconds in the tasks."""
-    from pivot.pipeline.bundle import open_bundle, save_bundle
+    from pivot.pipeline.bundle import allocate_bundle, open_bundle, save_bundle
     from pivot.pipeline.engine import Batch
 
     out_path = Path(out_path)
@@ -443,7 +426,7 @@ def job(shard_paths, n_tokens: int, tokens_path, out_path, phrase_block: int):
     count_paths = [_scratch(out_path, f"counts-{g:04d}") for g in range(len(groups))]
     cooc_paths = [_scratch(out_path, f"cooc-{g:04d}") for g in range(len(groups))]
     vocab_path, words_path = _scratch(out_path, "vocab"), _scratch(out_path, "words")
-    steps = ("occurrences", "cooccurrences", "sums", "ppmi_svd", "phrases", "join")
+    steps = ("occurrences", "cooccurrences", "sums", "ppmi_svd", "phrases")
     cpu, longest = dict.fromkeys(steps, 0.0), dict.fromkeys(steps, 0.0)
 
     def add(step, done):
@@ -472,16 +455,18 @@ def job(shard_paths, n_tokens: int, tokens_path, out_path, phrase_block: int):
         n_phrases = z.shape("tokens")[0]
     with open_bundle(words_path) as z:
         dim = z.shape("words")[1]
+    # the phrases' means per block, each task writing its rows in place into one file allocated
+    # here (no task joins the blocks: at PPDB scale that join alone copied every vector on one core)
     starts = range(0, n_phrases, phrase_block)
-    block_paths = [_scratch(out_path, f"phrases-{b:04d}") for b in range(len(starts))]
+    filling = _scratch(out_path, "filling")
+    allocate_bundle(filling, vec=(np.float32, (n_phrases, dim)), vec_has=(bool, (n_phrases,)))
     add("phrases", (yield Batch(phrase_task, [(str(tokens_path), a, min(phrase_block, n_phrases - a), str(vocab_path),
-                                               str(words_path), str(p)) for a, p in zip(starts, block_paths)],
+                                               str(words_path), str(filling)) for a in starts],
                                 name="ppdb2-vectors-phrases", quiet=True)))
-    add("join", (yield Batch(join_task, [(list(map(str, block_paths)), n_phrases, dim, str(out_path))],
-                                name="ppdb2-vectors-join", quiet=True)))
-    for path in (*count_paths, *cooc_paths, *sum_paths, vocab_path, words_path, *block_paths):
+    os.replace(filling, out_path)
+    for path in (*count_paths, *cooc_paths, *sum_paths, vocab_path, words_path):
         path.unlink(missing_ok=True)
     return {"reused": False, "words": trained.get("words"), "dim": dim, "vocab": int(len(vocab)),
             "tasks": {"counts": 2 * len(groups) if sum_paths else len(groups), "sums": len(sum_paths), "svd": 1,
-                      "means": len(block_paths), "join": 1},
+                      "means": len(starts)},
             "cpu_seconds": cpu, "longest_task_cpu_seconds": longest, "svd_cpu_seconds": trained.get("svd_cpu_seconds")}
