@@ -179,8 +179,10 @@ MEMORY = [
     {"row": "ppdb2, lhs, combine", "process": "build", "law": STORED_U, "w1": ["ppdb2", "lhs", "combine", "tagger"],
      "w2": ["ppdb2", "after ppdb2", "lhs", "after lhs", "combine", "after combine"],
      "roles": ['ppdb2|build', 'after ppdb2|build', 'lhs|build', 'after lhs|build', 'combine|build', 'after combine|build'],
-     "holds": "ppdb2's phrase side and score fit: every stored phrase's text, trigrams, tokens and "
-              "WordNet features, an n_e slot array; lhs: every English phrase's token rows (28 B)"},
+     "holds": "ppdb2 (session 13): the stored phrases' ids, slots (an n_e slot array), token rows and "
+              "counts until the phrase side's tasks end, their synsets (CSR) and texts' starts; the "
+              "fits' selected rows (the within lists, both sides; the relations' rows) and their "
+              "features; no pair array and no text list; lhs: every English phrase's token rows (28 B)"},
     {"row": "ppdb2 (tasks)", "process": "task", "law": N_E, "w1": [], "w2": [],
      "roles": ['ppdb2|worker', 'after ppdb2|worker', 'lhs|worker', 'after lhs|worker', 'combine|worker', 'after combine|worker'],
      "holds": "a pivot part's pairs (labels, apply) with the per-phrase files it reads (an n_e slot "
