@@ -329,3 +329,50 @@ def test_statement_rows_follow_sqlites_limit_on_parameters():
     assert W._statement_rows(conn, 5) == 128
     conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 20)
     assert W._statement_rows(conn, 26) == 1
+
+
+class _Opened:
+    """The chunks of _kwargs (rows 0..3, 4..7, 8..9 of the table), recording which it opens;
+    from_chunk(j): chunk j on, as pivot.pipeline.store.StoreChunks."""
+
+    def __init__(self):
+        self.chunks, self.opened = list(_kwargs()["chunks"]()), []
+
+    def __call__(self):
+        return self.from_chunk(0)
+
+    def from_chunk(self, first):
+        for j in range(first, len(self.chunks)):
+            self.opened.append(j)
+            yield self.chunks[j]
+
+
+def test_a_block_opens_no_chunk_before_its_first_row(tmp_path):
+    """With the chunks' rows [4, 4, 2], block [6, 9) starts in chunk 1 (rows 4..7) and block
+    [9, 10) in chunk 2 (rows 8..9): chunk 0 is not opened, nor chunk 2 for a block ending at 8,
+    and the pieces and the scratch file are those of reading every chunk from the first."""
+    rows = [4, 4, 2]
+    c = _Opened()
+    assert [p.e1.tolist() for p in W._block_pieces(c, 6, 9, rows)] == [[3, 4], [4]]
+    assert c.opened == [1, 2]
+    c.opened.clear()
+    assert [p.e2.tolist() for p in W._block_pieces(c, 9, 10, rows)] == [[4]]   # row 9: (5, 4)
+    assert c.opened == [2]
+    c.opened.clear()
+    assert [p.e1.tolist() for p in W._block_pieces(c, 4, 8, rows)] == [[1, 2, 3, 4]]
+    assert c.opened == [1]
+    # an empty chunk before the block: chunk 2 (of [4, 0, 4, 2]) starts at row 4 too
+    with_empty = [c.chunks[0], W._rows(c.chunks[0], 0, 0), *c.chunks[1:]]
+    assert [p.e1.tolist() for p in W._block_pieces(lambda: with_empty, 4, 6, [4, 0, 4, 2])] == [[1, 2]]
+    skipped, every = tmp_path / "skipped.db", tmp_path / "every.db"
+    assert W.write_pair_file(skipped, _Opened(), 3, 9, 3, 2, chunk_rows=rows) == 6
+    assert W.write_pair_file(every, _kwargs()["chunks"], 3, 9, 3, 2) == 6
+    assert _sha256(skipped) == _sha256(every)
+
+
+def test_survey_task_opens_only_its_chunk():
+    from pivot.store.parts import survey_task
+
+    c = _Opened()
+    assert survey_task(c, 2, 2)["first"] == 4 << 32 | 5   # chunk 2's first key: (4, 5)
+    assert c.opened == [2]

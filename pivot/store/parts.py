@@ -66,10 +66,10 @@ import numpy as np
 from pivot.atomic import atomic_path
 from pivot.atomic import write_text as write_text_atomic
 from pivot.errors import InputError
-from pivot.store.write import (FTS_SQL, FTS_TABLE, TEXT_BLOCK, PairChunk, _insert_columns, _insert_flat, _integers,
-                               _used_ids, _write_failed, begin_load, check_models, finish_load, foreign_rows,
-                               full_meta, insert_pairs, merge_surveys, model_column, phrase_rows, survey_chunk,
-                               survey_chunks)
+from pivot.store.write import (FTS_SQL, FTS_TABLE, TEXT_BLOCK, PairChunk, _chunks_from, _insert_columns, _insert_flat,
+                               _integers, _used_ids, _write_failed, begin_load, check_models, finish_load,
+                               foreign_rows, full_meta, insert_pairs, merge_surveys, model_column, phrase_rows,
+                               survey_chunk, survey_chunks)
 
 MANIFEST = "manifest.json"
 FORMAT = "pivot-parts"
@@ -359,8 +359,8 @@ def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, blocks: list[tupl
 
 def survey_task(chunks, j: int, n_stored: int) -> dict:
     """pivot.store.write.survey_chunk of chunk j of ``chunks()`` (a task: the chunks before it are
-    opened as memory maps, never read)."""
-    c = next(itertools.islice(chunks(), j, None), None)
+    not opened when ``chunks`` has a ``from_chunk``, see pivot.store.write._chunks_from)."""
+    c = next(_chunks_from(chunks, j), None)
     if c is None:
         raise ValueError(f"the chunks are fewer than {j + 1}, as their n_chunks said")
     return survey_chunk(c, n_stored)

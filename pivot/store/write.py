@@ -9,9 +9,11 @@ write holds one chunk of pairs, not the table; `write_database` takes whole arra
 and reverse probabilities are not stored; the reader derives them from the pair rows of one
 phrase, which are few.
 
-Binding a row from Python costs ~8 of its ~10 us (sqlite3's per-value binding and the Python
-values themselves; SQLite's own insert ~1.7 us). Given an engine with workers, the rows are bound
-there instead: one task per block of BLOCK_ROWS rows writes a scratch SQLite file, all blocks
+Binding a row from Python costs most of its time (sqlite3's per-value binding and the Python
+values themselves): ~2.7 us a row of `pair` on bio, of which SQLite's own insert ~0.5 us, once the
+values are made a run of rows at a time and NULL is bound as NaN (:func:`_insert_columns`; ~5 us
+with a tuple a row and None for NULL). Given an engine with workers, the rows are bound there
+instead: one task per block of BLOCK_ROWS rows writes a scratch SQLite file, all blocks
 at once, while this process builds the texts; this process then copies each block's rows into
 the database in key order inside SQLite (ATTACH, INSERT ... SELECT), the same sequence of
 inserts and transactions as one writer, so the same bytes (see `_load_pairs_joined`).
@@ -275,8 +277,9 @@ BLOCK_ROWS = 250_000
 # - on the workers: each block's rows bound from Python into a scratch SQLite file by an engine
 #   task, all blocks at once, while this process builds and inserts the texts; then each file
 #   copied into `pair` in key order inside SQLite (ATTACH, INSERT ... SELECT: no Python value
-#   per row, ~1.7 us a row against ~8-10 us through executemany), each as soon as it and the
-#   ones before it are written.
+#   per row), each as soon as it and the ones before it are written. A scratch row is 5 packed
+#   integers and the scores (~1.3-1.5 us a row to write, bio and bio-multi), so the workers bind
+#   about half the values the table's rows have.
 
 
 def _blocks(n: int) -> list[tuple[int, int]]:
@@ -291,10 +294,24 @@ def _rows(c, a: int, b: int) -> PairChunk:
                         for f in ("form", "ppdb2", "rel")})
 
 
-def _block_pieces(chunks, start: int, stop: int):
-    """The pieces of the chunks that hold rows start..stop of the table, in order."""
-    pos = 0
-    for c in chunks():
+def _chunks_from(chunks, first: int):
+    """``chunks()`` from chunk ``first`` on: ``chunks.from_chunk(first)`` when it has one
+    (pivot.pipeline.store.StoreChunks, which then never opens the chunks before)."""
+    if hasattr(chunks, "from_chunk"):
+        return chunks.from_chunk(first)
+    return itertools.islice(chunks(), first, None)
+
+
+def _block_pieces(chunks, start: int, stop: int, chunk_rows: list | None = None):
+    """The pieces of the chunks that hold rows start..stop of the table, in order. ``chunk_rows``
+    (the rows of each chunk, Survey.chunk_rows): the chunks before the block are skipped, not
+    opened (:func:`_chunks_from`); chunk j starts at row sum(chunk_rows[:j])."""
+    first, pos = 0, 0
+    if chunk_rows is not None and len(chunk_rows):
+        ends = np.cumsum(chunk_rows)
+        first = int(np.searchsorted(ends, start, side="right"))   # the first chunk ending after start
+        pos = int(ends[first - 1]) if first else 0
+    for c in _chunks_from(chunks, first):
         m = len(c.e1)
         a, b = max(start - pos, 0), min(stop - pos, m)
         if a < b:
@@ -343,10 +360,10 @@ def _scratch_sql(n_stored: int, n_piv_cols: int) -> str:
 
 
 def write_pair_file(path, chunks, start: int, stop: int, n_piv_cols: int, n_stored: int,
-                    batch_rows: int = 200_000) -> int:
+                    batch_rows: int = 200_000, chunk_rows: list | None = None) -> int:
     """Rows start..stop of the table (``chunks()`` in key order) as a scratch SQLite file at
     ``path``: an engine task (a retry after a dead worker starts the file again). Returns the
-    rows written."""
+    rows written. ``chunk_rows``: see :func:`_block_pieces`."""
     path = Path(path)
     path.unlink(missing_ok=True)
     conn = sqlite3.connect(path, isolation_level=None)
@@ -356,7 +373,7 @@ def write_pair_file(path, chunks, start: int, stop: int, n_piv_cols: int, n_stor
         conn.execute("PRAGMA synchronous=OFF")
         conn.execute(_scratch_sql(n_stored, n_piv_cols))
         conn.execute("BEGIN")
-        for piece in _block_pieces(chunks, start, stop):
+        for piece in _block_pieces(chunks, start, stop, chunk_rows):
             insert_pairs(conn, piece, n_piv_cols, n_stored, batch_rows, packed=True)
             n += len(piece.e1)
         conn.execute("COMMIT")
@@ -397,7 +414,8 @@ def _load_pairs_joined(conn, path: Path, survey: Survey, chunks, n_stored: int, 
 
     def writer(k):
         start, stop = blocks[k]
-        yield Batch(write_pair_file, [(files[k], chunks, start, stop, survey.n_piv_cols, n_stored, batch_rows)],
+        yield Batch(write_pair_file, [(files[k], chunks, start, stop, survey.n_piv_cols, n_stored, batch_rows,
+                                       survey.chunk_rows)],
                     name="store-pairs", quiet=True)   # one line for them all, below
         state["written"].add(k)
         join_ready()
