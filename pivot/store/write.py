@@ -726,8 +726,8 @@ def _insert_columns(conn, table: str, columns: list) -> None:
 
     A run of statements' values is made in one step: the columns assigned into an object array
     of the run's rows (numpy makes each a Python int or float), reshaped to a statement a row
-    and listed, rather than rows zipped into tuples and chained (half the cost of a row's
-    values, measured on bio's 4.5M pairs: 3.4 us a row before, with None for NULL)."""
+    and listed, rather than rows zipped into tuples and chained. With NaN for NULL, on bio's
+    first 1M pairs: a scratch row 3.4 -> 1.5 us, a row of `pair` 5.1 -> 2.7 us (CPU)."""
     n_columns = len(columns)
     m = len(columns[0]) if columns else 0
     per = _statement_rows(conn, n_columns)
