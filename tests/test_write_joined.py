@@ -154,13 +154,13 @@ def test_values_the_scratch_cannot_pack_are_refused():
 
 
 def test_flat_inserts_cross_runs_of_statements():
-    """_insert_flat takes its values a run of 1,024 statements at a time: rows across two runs and
+    """_insert_flat takes its values a run of RUN_STATEMENTS statements at a time: rows across two runs and
     a tail that fills no statement all arrive, in order."""
     import sqlite3
 
-    from pivot.store.write import ROWS_PER_STATEMENT, _insert_flat
+    from pivot.store.write import ROWS_PER_STATEMENT, RUN_STATEMENTS, _insert_flat
 
-    n = ROWS_PER_STATEMENT * 1024 * 2 + 5
+    n = ROWS_PER_STATEMENT * RUN_STATEMENTS * 2 + 5
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE t (a INTEGER, b TEXT)")
     _insert_flat(conn, "t", 2, (v for i in range(n) for v in (i, f"x{i}")))
@@ -275,3 +275,104 @@ def test_foreign_phrase_texts_prefix_the_language_of_the_first_token():
         foreign_phrase_texts(np.array([[0, -1, 1]]), tokens, langs, f_lang)
     with pytest.raises(ValueError, match="no token"):
         foreign_phrase_texts(np.array([[-1, -1, -1]]), tokens, langs, f_lang)
+
+
+def test_columns_go_in_runs_of_statements_with_nan_as_null(monkeypatch):
+    """_insert_columns: 3 rows a statement, 2 statements a run (6 rows): 14 rows are two runs
+    and a run of 2 rows that fill no statement, all in order; a NaN is stored as NULL, an id
+    given as a float (_or_null) as the integer."""
+    monkeypatch.setattr(W, "ROWS_PER_STATEMENT", 3)
+    monkeypatch.setattr(W, "RUN_STATEMENTS", 2)
+    n = 14
+    ids = np.arange(n, dtype=np.int32) * 1000
+    pivot = W._or_null(np.arange(n) + 2**31 - n, np.arange(n) % 3 != 0)   # NULL in rows 0, 3, 6, ...
+    score = np.where(np.arange(n) % 2 == 0, np.arange(n) / 4, np.nan)     # NULL in odd rows
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (a INTEGER, b INTEGER, c REAL)")
+    W._insert_columns(conn, "t", [ids, pivot, score])
+    rows = conn.execute("SELECT a, b, typeof(b), c FROM t ORDER BY rowid").fetchall()
+    assert len(rows) == n
+    assert rows[0] == (0, None, "null", 0.0)
+    assert rows[1] == (1000, 2**31 - 13, "integer", None)
+    assert rows[13] == (13000, 2**31 - 1, "integer", None)
+    assert [r[0] for r in rows] == list(range(0, 14000, 1000))
+    assert [r[3] for r in rows[::2]] == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
+
+
+def test_nan_for_null_writes_the_bytes_of_none(tmp_path):
+    """The same rows bound with None (sqlite3's adaptation) and as NaN floats (_insert_columns)
+    give the same file: NaN is stored as NULL, an integral float in an INTEGER column as the
+    integer, in a REAL column as it was."""
+    rows = [(1, None, None), (2, 7, 0.5), (3, 2**31 - 1, 1.0), (4, None, 1e-300)]
+    paths = []
+    for name in ("none", "nan"):
+        path = tmp_path / f"{name}.db"
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("CREATE TABLE t (a INTEGER PRIMARY KEY, b INTEGER, c REAL) WITHOUT ROWID")
+        if name == "none":
+            conn.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
+        else:
+            b = W._or_null(np.array([0, 7, 2**31 - 1, 0]), np.array([False, True, True, False]))
+            c = np.array([np.nan, 0.5, 1.0, 1e-300])
+            W._insert_columns(conn, "t", [np.array([1, 2, 3, 4]), b, c])
+        conn.close()
+        paths.append(path)
+    assert _sha256(paths[0]) == _sha256(paths[1])
+    assert sqlite3.connect(paths[1]).execute("SELECT * FROM t").fetchall() == rows
+
+
+def test_statement_rows_follow_sqlites_limit_on_parameters():
+    conn = sqlite3.connect(":memory:")
+    assert W._statement_rows(conn, 26) == W.ROWS_PER_STATEMENT == 128
+    conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)   # SQLite's default before 3.32
+    assert W._statement_rows(conn, 26) == 38                   # 38 x 26 = 988 <= 999 < 39 x 26
+    assert W._statement_rows(conn, 5) == 128
+    conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 20)
+    assert W._statement_rows(conn, 26) == 1
+
+
+class _Opened:
+    """The chunks of _kwargs (rows 0..3, 4..7, 8..9 of the table), recording which it opens;
+    from_chunk(j): chunk j on, as pivot.pipeline.store.StoreChunks."""
+
+    def __init__(self):
+        self.chunks, self.opened = list(_kwargs()["chunks"]()), []
+
+    def __call__(self):
+        return self.from_chunk(0)
+
+    def from_chunk(self, first):
+        for j in range(first, len(self.chunks)):
+            self.opened.append(j)
+            yield self.chunks[j]
+
+
+def test_a_block_opens_no_chunk_before_its_first_row(tmp_path):
+    """With the chunks' rows [4, 4, 2], block [6, 9) starts in chunk 1 (rows 4..7) and block
+    [9, 10) in chunk 2 (rows 8..9): chunk 0 is not opened, nor chunk 2 for a block ending at 8,
+    and the pieces and the scratch file are those of reading every chunk from the first."""
+    rows = [4, 4, 2]
+    c = _Opened()
+    assert [p.e1.tolist() for p in W._block_pieces(c, 6, 9, rows)] == [[3, 4], [4]]
+    assert c.opened == [1, 2]
+    c.opened.clear()
+    assert [p.e2.tolist() for p in W._block_pieces(c, 9, 10, rows)] == [[4]]   # row 9: (5, 4)
+    assert c.opened == [2]
+    c.opened.clear()
+    assert [p.e1.tolist() for p in W._block_pieces(c, 4, 8, rows)] == [[1, 2, 3, 4]]
+    assert c.opened == [1]
+    # an empty chunk before the block: chunk 2 (of [4, 0, 4, 2]) starts at row 4 too
+    with_empty = [c.chunks[0], W._rows(c.chunks[0], 0, 0), *c.chunks[1:]]
+    assert [p.e1.tolist() for p in W._block_pieces(lambda: with_empty, 4, 6, [4, 0, 4, 2])] == [[1, 2]]
+    skipped, every = tmp_path / "skipped.db", tmp_path / "every.db"
+    assert W.write_pair_file(skipped, _Opened(), 3, 9, 3, 2, chunk_rows=rows) == 6
+    assert W.write_pair_file(every, _kwargs()["chunks"], 3, 9, 3, 2) == 6
+    assert _sha256(skipped) == _sha256(every)
+
+
+def test_survey_task_opens_only_its_chunk():
+    from pivot.store.parts import survey_task
+
+    c = _Opened()
+    assert survey_task(c, 2, 2)["first"] == 4 << 32 | 5   # chunk 2's first key: (4, 5)
+    assert c.opened == [2]

@@ -66,9 +66,10 @@ import numpy as np
 from pivot.atomic import atomic_path
 from pivot.atomic import write_text as write_text_atomic
 from pivot.errors import InputError
-from pivot.store.write import (FTS_SQL, FTS_TABLE, TEXT_BLOCK, PairChunk, _integers, _used_ids, _write_failed,
-                               begin_load, check_models, finish_load, foreign_rows, full_meta, insert_pairs,
-                               merge_surveys, model_column, phrase_rows, survey_chunk, survey_chunks)
+from pivot.store.write import (FTS_SQL, FTS_TABLE, TEXT_BLOCK, PairChunk, _chunks_from, _insert_columns, _insert_flat,
+                               _integers, _used_ids, _write_failed, begin_load, check_models, finish_load,
+                               foreign_rows, full_meta, insert_pairs, merge_surveys, model_column, phrase_rows,
+                               survey_chunk, survey_chunks)
 
 MANIFEST = "manifest.json"
 FORMAT = "pivot-parts"
@@ -229,11 +230,12 @@ CREATE TABLE foreign_phrase (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
                     j = shard_of(row[1], n_shards)
                     per_shard[j] += 1
                     yield (*row, j)
-            conn.executemany("INSERT INTO phrase VALUES (?, ?, ?, ?, ?, ?)", rows())
+            # many rows a statement (a scratch file: only its rows' content reaches the database)
+            _insert_flat(conn, "phrase", 6, itertools.chain.from_iterable(rows()))
             # a caller's mapping is asked as a function would be: the block's entries only
             texts_of = foreign if callable(foreign) else (lambda ids: {f: foreign[f] for f in ids.tolist()
                                                                        if f in foreign})
-            conn.executemany("INSERT INTO foreign_phrase VALUES (?, ?)", foreign_rows(block.f_ids, texts_of))
+            _insert_flat(conn, "foreign_phrase", 2, itertools.chain.from_iterable(foreign_rows(block.f_ids, texts_of)))
             # what each index shard reads of the block: its rows, in id order
             conn.execute("CREATE INDEX phrase_shard ON phrase(shard, id)")
             conn.execute("COMMIT")
@@ -329,9 +331,9 @@ def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, blocks: list[tupl
                 first = int(e1[a]) if first is None else first
                 last = int(e1[b - 1])
             conn.execute("CREATE TEMP TABLE used_e (id INTEGER PRIMARY KEY)")
-            conn.executemany("INSERT INTO used_e VALUES (?)", ((i,) for i in used.tolist()))
+            _insert_columns(conn, "temp.used_e", [used])
             conn.execute("CREATE TEMP TABLE used_f (id INTEGER PRIMARY KEY)")
-            conn.executemany("INSERT INTO used_f VALUES (?)", ((i,) for i in used_f.tolist()))
+            _insert_columns(conn, "temp.used_f", [used_f])
             conn.execute("COMMIT")
             # The texts the part's pairs name, copied from the blocks in id order (the blocks'
             # ranges ascend), each ATTACHed in turn outside a transaction.
@@ -357,8 +359,8 @@ def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, blocks: list[tupl
 
 def survey_task(chunks, j: int, n_stored: int) -> dict:
     """pivot.store.write.survey_chunk of chunk j of ``chunks()`` (a task: the chunks before it are
-    opened as memory maps, never read)."""
-    c = next(itertools.islice(chunks(), j, None), None)
+    not opened when ``chunks`` has a ``from_chunk``, see pivot.store.write._chunks_from)."""
+    c = next(_chunks_from(chunks, j), None)
     if c is None:
         raise ValueError(f"the chunks are fewer than {j + 1}, as their n_chunks said")
     return survey_chunk(c, n_stored)

@@ -9,9 +9,11 @@ write holds one chunk of pairs, not the table; `write_database` takes whole arra
 and reverse probabilities are not stored; the reader derives them from the pair rows of one
 phrase, which are few.
 
-Binding a row from Python costs ~8 of its ~10 us (sqlite3's per-value binding and the Python
-values themselves; SQLite's own insert ~1.7 us). Given an engine with workers, the rows are bound
-there instead: one task per block of BLOCK_ROWS rows writes a scratch SQLite file, all blocks
+Binding a row from Python costs most of its time (sqlite3's per-value binding and the Python
+values themselves): ~2.7 us a row of `pair` on bio, of which SQLite's own insert ~0.5 us, once the
+values are made a run of rows at a time and NULL is bound as NaN (:func:`_insert_columns`; ~5 us
+with a tuple a row and None for NULL). Given an engine with workers, the rows are bound there
+instead: one task per block of BLOCK_ROWS rows writes a scratch SQLite file, all blocks
 at once, while this process builds the texts; this process then copies each block's rows into
 the database in key order inside SQLite (ATTACH, INSERT ... SELECT), the same sequence of
 inserts and transactions as one writer, so the same bytes (see `_load_pairs_joined`).
@@ -105,15 +107,6 @@ def _write_failed(exc: sqlite3.OperationalError, path: Path) -> InputError:
                           f"most {limit:,} bytes (ulimit -f): raise that limit, or check the disk", path)
     return InputError(f"cannot write the database (SQLite: {exc}); check the disk and the free space in "
                       f"{path.parent}", path)
-
-
-def _masked(values: np.ndarray, absent: np.ndarray) -> list:
-    """values as Python scalars, None where `absent` (SQL NULL)."""
-    if not absent.any():
-        return values.tolist()
-    out = values.astype(object)
-    out[absent] = None
-    return out.tolist()
 
 
 def _integers(a) -> np.ndarray:
@@ -284,8 +277,9 @@ BLOCK_ROWS = 250_000
 # - on the workers: each block's rows bound from Python into a scratch SQLite file by an engine
 #   task, all blocks at once, while this process builds and inserts the texts; then each file
 #   copied into `pair` in key order inside SQLite (ATTACH, INSERT ... SELECT: no Python value
-#   per row, ~1.7 us a row against ~8-10 us through executemany), each as soon as it and the
-#   ones before it are written.
+#   per row), each as soon as it and the ones before it are written. A scratch row is 5 packed
+#   integers and the scores (~1.3-1.5 us a row to write, bio and bio-multi), so the workers bind
+#   about half the values the table's rows have.
 
 
 def _blocks(n: int) -> list[tuple[int, int]]:
@@ -300,10 +294,24 @@ def _rows(c, a: int, b: int) -> PairChunk:
                         for f in ("form", "ppdb2", "rel")})
 
 
-def _block_pieces(chunks, start: int, stop: int):
-    """The pieces of the chunks that hold rows start..stop of the table, in order."""
-    pos = 0
-    for c in chunks():
+def _chunks_from(chunks, first: int):
+    """``chunks()`` from chunk ``first`` on: ``chunks.from_chunk(first)`` when it has one
+    (pivot.pipeline.store.StoreChunks, which then never opens the chunks before)."""
+    if hasattr(chunks, "from_chunk"):
+        return chunks.from_chunk(first)
+    return itertools.islice(chunks(), first, None)
+
+
+def _block_pieces(chunks, start: int, stop: int, chunk_rows: list | None = None):
+    """The pieces of the chunks that hold rows start..stop of the table, in order. ``chunk_rows``
+    (the rows of each chunk, Survey.chunk_rows): the chunks before the block are skipped, not
+    opened (:func:`_chunks_from`); chunk j starts at row sum(chunk_rows[:j])."""
+    first, pos = 0, 0
+    if chunk_rows is not None and len(chunk_rows):
+        ends = np.cumsum(chunk_rows)
+        first = int(np.searchsorted(ends, start, side="right"))   # the first chunk ending after start
+        pos = int(ends[first - 1]) if first else 0
+    for c in _chunks_from(chunks, first):
         m = len(c.e1)
         a, b = max(start - pos, 0), min(stop - pos, m)
         if a < b:
@@ -352,10 +360,10 @@ def _scratch_sql(n_stored: int, n_piv_cols: int) -> str:
 
 
 def write_pair_file(path, chunks, start: int, stop: int, n_piv_cols: int, n_stored: int,
-                    batch_rows: int = 200_000) -> int:
+                    batch_rows: int = 200_000, chunk_rows: list | None = None) -> int:
     """Rows start..stop of the table (``chunks()`` in key order) as a scratch SQLite file at
     ``path``: an engine task (a retry after a dead worker starts the file again). Returns the
-    rows written."""
+    rows written. ``chunk_rows``: see :func:`_block_pieces`."""
     path = Path(path)
     path.unlink(missing_ok=True)
     conn = sqlite3.connect(path, isolation_level=None)
@@ -365,7 +373,7 @@ def write_pair_file(path, chunks, start: int, stop: int, n_piv_cols: int, n_stor
         conn.execute("PRAGMA synchronous=OFF")
         conn.execute(_scratch_sql(n_stored, n_piv_cols))
         conn.execute("BEGIN")
-        for piece in _block_pieces(chunks, start, stop):
+        for piece in _block_pieces(chunks, start, stop, chunk_rows):
             insert_pairs(conn, piece, n_piv_cols, n_stored, batch_rows, packed=True)
             n += len(piece.e1)
         conn.execute("COMMIT")
@@ -406,7 +414,8 @@ def _load_pairs_joined(conn, path: Path, survey: Survey, chunks, n_stored: int, 
 
     def writer(k):
         start, stop = blocks[k]
-        yield Batch(write_pair_file, [(files[k], chunks, start, stop, survey.n_piv_cols, n_stored, batch_rows)],
+        yield Batch(write_pair_file, [(files[k], chunks, start, stop, survey.n_piv_cols, n_stored, batch_rows,
+                                       survey.chunk_rows)],
                     name="store-pairs", quiet=True)   # one line for them all, below
         state["written"].add(k)
         join_ready()
@@ -639,18 +648,34 @@ def begin_load(conn: sqlite3.Connection, n_stored: int, n_piv_cols: int) -> None
     conn.execute("BEGIN")  # one transaction for the whole load
 
 
-#: Rows per INSERT statement of the pair load: a statement of many rows is bound and stepped
-#: once, where one of one row pays the statement's dispatch, reset and step set-up per row
-#: (the load is ~80 % Python and sqlite3 binding overhead, ~20 % SQLite's b-tree; measured on
-#: bio's 4.5M pairs). 32 rows x 26 columns = 832 parameters, under SQLite's oldest default
-#: limit of 999. The rows go in the same order either way: the file is the same bytes.
-ROWS_PER_STATEMENT = 32
+#: Rows per INSERT statement of a load: a statement of many rows is bound and stepped once, where
+#: one of one row pays the statement's dispatch, reset and step set-up per row. 128 rows of the
+#: pair table's 26 columns are 3,328 parameters: where SQLite allows fewer (its limit before 3.32
+#: was 999) a statement holds as many rows as fit (:func:`_statement_rows`). The rows go in the
+#: same order either way: the file is the same bytes.
+ROWS_PER_STATEMENT = 128
+
+#: Statements whose values are made at a time by :func:`_insert_columns` (rows: 256 x 128): the
+#: Python values of a run only are held, never a batch's.
+RUN_STATEMENTS = 256
 
 
 def pair_columns(n_piv_cols: int, n_stored: int) -> list[str]:
     """The column names of `pair`, in table order."""
     return (["e1", "e2", "n_pivots", *(f"pivot{j + 1}" for j in range(n_piv_cols)),
              *(f"p_{j}" for j in range(n_stored)), "form", "ppdb2", *RELATION_COLUMNS, "relation"])
+
+
+def _or_null(values: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """values where ``present``, else NaN: a float column SQLite stores with NULL where NaN.
+
+    SQLite stores a bound NaN as NULL (sqlite3_bind_double), and Python's sqlite3 binds a float
+    directly, where every None goes through its adaptation lookup first (a tuple, a dict probe and
+    two failed attribute lookups: 4-5 times a number's cost). An integer column given this way
+    (a pivot id) gets its integer back: INTEGER affinity stores a float with no fractional part
+    as that integer (ids below 2^53 are exact in a double), the same record as an int bound.
+    """
+    return np.where(present, values, np.nan)
 
 
 def insert_pairs(conn: sqlite3.Connection, c, n_piv_cols: int, n_stored: int, batch_rows: int = 200_000,
@@ -677,40 +702,64 @@ def insert_pairs(conn: sqlite3.Connection, c, n_piv_cols: int, n_stored: int, ba
     for start in range(0, m, batch_rows):
         sl = slice(start, start + batch_rows)
         sc = scores[sl]
-        ab = ~(sc > 0)
-        floats = [_masked(sc[:, j], ab[:, j]) for j in range(n_stored)] + [score[sl].tolist()]
+        # a score of 0 or NaN: the model does not propose the pair (NULL)
+        floats = [_or_null(sc[:, j], sc[:, j] > 0) for j in range(n_stored)] + [score[sl]]
         if packed:
             columns = _packed(e1[sl], e2[sl], n_piv[sl], piv[sl], form[sl], rel[sl], relation[sl]) + floats
         else:
             pv = piv[sl]
-            columns = [e1[sl].tolist(), e2[sl].tolist(), n_piv[sl].tolist()]
-            columns += [_masked(pv[:, j], pv[:, j] < 0) for j in range(n_piv_cols)]
-            columns += floats[:n_stored] + [form[sl].tolist(), floats[-1]]
-            columns += [rel[sl, j].tolist() for j in range(len(RELATION_COLUMNS))]
-            columns.append(relation[sl].tolist())
-        _insert_rows(conn, "pair", columns)
+            columns = [e1[sl], e2[sl], n_piv[sl], *(_or_null(pv[:, j], pv[:, j] >= 0) for j in range(n_piv_cols)),
+                       *floats[:n_stored], form[sl], floats[-1], *(rel[sl, j] for j in range(len(RELATION_COLUMNS))),
+                       relation[sl]]
+        _insert_columns(conn, "pair", columns)
 
 
-def _insert_rows(conn, table: str, columns: list) -> None:
-    """Rows given as column lists, ROWS_PER_STATEMENT to an INSERT statement."""
-    # the values row after row, cut into statements of ROWS_PER_STATEMENT rows
-    _insert_flat(conn, table, len(columns), chain.from_iterable(zip(*columns)))
+def _statement_rows(conn, n_columns: int) -> int:
+    """Rows per INSERT statement of n_columns values each: ROWS_PER_STATEMENT, or as many as
+    this SQLite's limit on a statement's parameters allows."""
+    return max(1, min(ROWS_PER_STATEMENT, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // n_columns))
+
+
+def _insert_columns(conn, table: str, columns: list) -> None:
+    """Rows given as columns (1-D arrays of one length: integers, or floats with NaN for NULL,
+    see :func:`_or_null`), :func:`_statement_rows` to an INSERT statement.
+
+    A run of statements' values is made in one step: the columns assigned into an object array
+    of the run's rows (numpy makes each a Python int or float), reshaped to a statement a row
+    and listed, rather than rows zipped into tuples and chained. With NaN for NULL, on bio's
+    first 1M pairs: a scratch row 3.4 -> 1.5 us, a row of `pair` 5.1 -> 2.7 us (CPU)."""
+    n_columns = len(columns)
+    m = len(columns[0]) if columns else 0
+    per = _statement_rows(conn, n_columns)
+    one = f"({', '.join('?' * n_columns)})"
+    many = f"INSERT INTO {table} VALUES {', '.join([one] * per)}"
+    run = per * RUN_STATEMENTS
+    for a in range(0, m, run):
+        b = min(a + run, m)
+        values = np.empty((b - a, n_columns), dtype=object)
+        for j, col in enumerate(columns):
+            values[:, j] = col[a:b]
+        full = (b - a) - (b - a) % per   # a run is whole statements but for the table's last rows
+        conn.executemany(many, values[:full].reshape(-1, per * n_columns).tolist())
+        if full < b - a:
+            conn.executemany(f"INSERT INTO {table} VALUES {one}", values[full:].tolist())
 
 
 def _insert_flat(conn, table: str, n_columns: int, values) -> None:
     """Rows of n_columns values each, one after the other in the iterable ``values``,
-    ROWS_PER_STATEMENT to an INSERT statement (the last rows that fill no statement one by one).
-    The values are taken a run of statements at a time: the rows are never all held as Python
-    objects at once (a bio database's foreign phrases alone are millions of values)."""
+    :func:`_statement_rows` to an INSERT statement (the last rows that fill no statement one by
+    one). The values are taken a run of statements at a time: the rows are never all held as
+    Python objects at once (a bio database's foreign phrases alone are millions of values)."""
     one = f"({', '.join('?' * n_columns)})"
-    width = n_columns * ROWS_PER_STATEMENT
-    many = f"INSERT INTO {table} VALUES {', '.join([one] * ROWS_PER_STATEMENT)}"
+    per = _statement_rows(conn, n_columns)
+    width = n_columns * per
+    many = f"INSERT INTO {table} VALUES {', '.join([one] * per)}"
     it = iter(values)
     while True:
-        flat = list(itertools.islice(it, width * 1024))
+        flat = list(itertools.islice(it, width * RUN_STATEMENTS))
         full = len(flat) - len(flat) % width
         conn.executemany(many, (flat[i:i + width] for i in range(0, full, width)))
-        if len(flat) < width * 1024:   # the last run: its rows that fill no statement
+        if len(flat) < width * RUN_STATEMENTS:   # the last run: its rows that fill no statement
             conn.executemany(f"INSERT INTO {table} VALUES {one}",
                              (flat[i:i + n_columns] for i in range(full, len(flat), n_columns)))
             return
@@ -737,14 +786,14 @@ def _check_packable(e1, e2, n_piv, piv, form, rel) -> None:
 
 def _packed(e1, e2, n_piv, piv, form, rel, relation) -> list:
     i64 = np.int64
-    columns = [(e1.astype(i64) << 32 | e2.astype(i64)).tolist()]
+    columns = [e1.astype(i64) << 32 | e2.astype(i64)]
     p1 = piv.astype(i64) + 1
     for j in range(0, p1.shape[1], 2):
-        columns.append((p1[:, j] << 32 | p1[:, j + 1] if j + 1 < p1.shape[1] else p1[:, j]).tolist())
-    columns.append((n_piv.astype(i64) << 8 | form.astype(i64) << 3 | relation.astype(i64)).tolist())
+        columns.append(p1[:, j] << 32 | p1[:, j + 1] if j + 1 < p1.shape[1] else p1[:, j])
+    columns.append(n_piv.astype(i64) << 8 | form.astype(i64) << 3 | relation.astype(i64))
     r = rel.astype(i64)
-    columns.append(np.bitwise_or.reduce([r[:, j] << (10 * j) for j in range(r.shape[1])], axis=0).tolist()
-                   if len(r) else [])
+    columns.append(np.bitwise_or.reduce([r[:, j] << (10 * j) for j in range(r.shape[1])], axis=0)
+                   if len(r) else np.zeros(0, i64))
     return columns
 
 
