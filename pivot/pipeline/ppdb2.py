@@ -613,24 +613,44 @@ def linear(z: list[np.ndarray], intercept: float, coef) -> np.ndarray:
 
 
 def standardised_sums(std: "Standardiser", names, cols, intercepts, coefs) -> list[np.ndarray]:
-    """[linear(std.columns(names, cols), intercepts[k], coefs[k]) for every k], computed column
-    by column: each standardised column z_j = (x_j - mean_j) / sd_j is made once, in one buffer,
-    and c_kj z_j added to every sum k before the next column. The same operations in the same
-    order for every element (the same bytes), without every z_j held at once: an apply block's
-    ~60 columns of 2 x APPLY_ROWS floats (30 MB) made and read again per model, where one
-    column's 0.5 MB stays in the cache."""
-    n = len(cols[0]) if len(cols) else 0
-    sums = [np.full(n, float(b)) for b in np.asarray(intercepts, np.float64).tolist()]
-    coefs = [np.asarray(c, np.float64).tolist() for c in coefs]
-    z, term = np.empty(n), np.empty(n)
-    for j, (name, m, sd) in enumerate(zip(std.names, std.mean.tolist(), std.sd.tolist())):
-        np.subtract(cols[names.index(name)], m, out=z)
-        np.divide(z, sd, out=z)
-        for out, c in zip(sums, coefs):
-            if j < len(c):
-                np.multiply(c[j], z, out=term)
-                out += term
-    return sums
+    """[linear(std.columns(names, cols), intercepts[k], coefs[k]) for every k], to the byte: the
+    columns of standardised_matrix."""
+    return list(standardised_matrix(std, names, cols, intercepts, coefs).T)
+
+
+def standardised_matrix(std: "Standardiser", names, cols, intercepts, coefs) -> np.ndarray:
+    """(n, K): column k is linear(std.columns(names, cols), intercepts[k], coefs[k]), the same
+    operations in the same order for every element (the same bytes):
+
+        s_k = b_k;  for j in std's order:  z_j = (x_j - mean_j) / sd_j;  s_k = s_k + c_kj z_j
+
+    (coefs[k] may be shorter than std's columns: its sum stops there), every step rounded to
+    double as numpy's ufuncs round it. Computed by pivot._counts.standardised_sums, a block of
+    rows at a time: the numpy form (each z_j made once, c_kj z_j added to every sum before the
+    next column) made 2 + 2K passes over memory per column, 15% of an apply task's CPU on bio
+    (58 columns, K = 1 for the score and 6 for the relations); in the kernel a block's sums
+    stay in the cache. The columns are float64 (pair_features' and the fits' matrices) or
+    integer / bool (exactly float64 then, as numpy's ufuncs take them); float32 is refused
+    (numpy would subtract the mean in float32)."""
+    from pivot._native import _counts
+
+    x = []
+    for name in std.names:
+        col = np.asarray(cols[names.index(name)])
+        if col.dtype != np.float64:
+            if col.dtype.kind not in "biu":
+                raise TypeError(f"standardised_matrix: column {name!r} is {col.dtype}, not float64")
+            col = col.astype(np.float64)
+        x.append(np.ascontiguousarray(col))
+    n = len(x[0]) if x else len(cols[0]) if len(cols) else 0
+    intercepts = np.ascontiguousarray(intercepts, dtype=np.float64).reshape(-1)
+    coefs = [np.asarray(c, np.float64).reshape(-1) for c in coefs]
+    coef = np.zeros((len(coefs), len(x)))
+    for k, c in enumerate(coefs):
+        coef[k, :min(len(c), len(x))] = c[:len(x)]
+    n_terms = np.array([min(len(c), len(x)) for c in coefs], np.int64)
+    return _counts.standardised_sums(x, n, np.ascontiguousarray(std.mean, np.float64),
+                                     np.ascontiguousarray(std.sd, np.float64), coef, n_terms, intercepts)
 
 
 def ridge_fit(z: np.ndarray, y: np.ndarray, penalty: np.ndarray) -> tuple[float, np.ndarray]:
@@ -749,7 +769,7 @@ class ScoreModel:
         return self.predict_columns(names, [x[:, j] for j in range(x.shape[1])])
 
     def predict_columns(self, names, cols) -> np.ndarray:
-        return standardised_sums(self.std, names, cols, [self.intercept], [self.coef])[0]
+        return standardised_matrix(self.std, names, cols, [self.intercept], [self.coef])[:, 0]
 
     def to_json(self) -> dict:
         return {"features": self.std.names, "mean": self.std.mean.tolist(), "sd": self.std.sd.tolist(),
@@ -777,7 +797,7 @@ class RelationModel:
     def probabilities_columns(self, names, cols, phrase_terms=None) -> np.ndarray:
         """P(relation | pair) from the pair's columns; phrase_terms: (t1[e1], t2[e2]) of
         :meth:`phrase_terms` when the model is the :meth:`pair_part` of one with phrase columns."""
-        eta = np.column_stack(standardised_sums(self.std, names, cols, self.W[:, 0], self.W[:, 1:]))
+        eta = standardised_matrix(self.std, names, cols, self.W[:, 0], self.W[:, 1:])
         if phrase_terms is not None:
             eta += phrase_terms[0]
             eta += phrase_terms[1]
