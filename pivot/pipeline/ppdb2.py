@@ -495,21 +495,32 @@ def string_overlaps(ph: "Phrases", e1: np.ndarray, e2: np.ndarray):
 
 
 def n_distinct_languages(langs: np.ndarray) -> np.ndarray:
-    """Distinct values >= 0 per row of a small (n, k) int array."""
-    s = np.sort(langs, axis=1)
-    valid = s >= 0
-    new = valid.copy()
-    new[:, 1:] &= s[:, 1:] != s[:, :-1]
-    return new.sum(axis=1)
+    """Distinct values >= 0 per row of a small (n, k) int array: entry j counts when it is >= 0
+    and differs from entries 0..j-1 (k(k-1)/2 comparisons of columns; a sort of every row
+    along its k entries cost ~15 times as much for k = 3)."""
+    langs = np.asarray(langs)
+    count = np.zeros(len(langs), np.int64)
+    for j in range(langs.shape[1] if langs.ndim == 2 else 0):
+        new = langs[:, j] >= 0
+        for i in range(j):
+            new &= langs[:, j] != langs[:, i]
+        count += new
+    return count
 
 
 # ------------------------------------------------------------------------------------ features
 
 
 def _log_floor(p: np.ndarray) -> np.ndarray:
-    """log p, FLOOR_LOG_P where p <= 0: pivot.portable.log (numpy's log loop differs by CPU)."""
+    """log p, FLOOR_LOG_P where p <= 0 (or NaN): pivot.portable.log (numpy's log loop differs
+    by CPU), taken of the positive entries alone: an element's log is its own (portable.log's
+    paths give the same bits), and most entries of p are 0 (63% of bio's, a direction a model
+    does not propose)."""
+    p = np.asarray(p, np.float64)
     ok = p > 0
-    return np.where(ok, portable.log(np.where(ok, p, 1.0)), FLOOR_LOG_P)
+    out = np.full(p.shape, FLOOR_LOG_P)
+    out[ok] = portable.log(p[ok])
+    return out
 
 
 def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list[np.ndarray]:
@@ -522,13 +533,14 @@ def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list
     from pivot.pipeline.wellformed import CONTAINMENT, DANGLING, EDGE_PUNCT, FUNCTION_ONLY, INFLECTION
 
     e1, e2 = ph.rows(e1), ph.rows(e2)            # from here on, rows of ph's arrays
-    p, p_rev = np.asarray(p, np.float64), np.asarray(p_rev, np.float64)
-    k = p.shape[1]
+    # (K, n): a model's columns are rows, contiguous (the sums read each column whole)
+    p, p_rev = np.asarray(p, np.float64).T.copy(), np.asarray(p_rev, np.float64).T.copy()
     log_p, log_rev = _log_floor(p), _log_floor(p_rev)
+    log_min = np.minimum(log_p, log_rev)
+    missing, missing_rev = (p <= 0).astype(np.float64), (p_rev <= 0).astype(np.float64)
     cols = []
-    for m in range(k):
-        cols += [log_p[:, m], log_rev[:, m], np.minimum(log_p[:, m], log_rev[:, m]),
-                 (p[:, m] <= 0).astype(np.float64), (p_rev[:, m] <= 0).astype(np.float64)]
+    for m in range(len(p)):
+        cols += [log_p[m], log_rev[m], log_min[m], missing[m], missing_rev[m]]
     pivots = np.asarray(pivots)
     langs = np.where(pivots >= 0, ph.f_lang[np.maximum(pivots, 0)], -1) if len(ph.f_lang) else np.full(pivots.shape, -1)
     n1, n2 = ph.n_words[e1].astype(np.float64), ph.n_words[e2].astype(np.float64)
@@ -544,7 +556,7 @@ def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list
              ((b_in_a == n2) & (n2 < n1)).astype(np.float64), ((a_in_b == n1) & (n1 < n2)).astype(np.float64)]
     cols += [((form & flag) > 0).astype(np.float64) for flag in (EDGE_PUNCT, FUNCTION_ONLY, DANGLING, INFLECTION,
                                                                  CONTAINMENT)]
-    cols.append((p[:, 0] > p_rev[:, 0]).astype(np.float64))
+    cols.append((p[0] > p_rev[0]).astype(np.float64))
     if ph.dim:
         cols += vector_pair_columns(ph, e1, e2)
     return cols
@@ -2086,11 +2098,53 @@ def distinct_rows(r, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(rows, local) of row numbers ``r`` in 0..n-1: their distinct values ascending and each
     one's index among them (np.unique(r, return_inverse=True)), by a mark per row instead of a
     sort (an apply block's 2 x APPLY_ROWS rows: a third of the sort's time on bio)."""
-    r = np.asarray(r, np.int64)
-    mark = np.zeros(n, bool)
-    mark[r] = True
-    number = np.cumsum(mark, dtype=np.int64) - 1
-    return np.flatnonzero(mark), number[r]
+    return RowNumbers(n)(r)
+
+
+class RowNumbers:
+    """distinct_rows(r, n) for many ``r`` over the same n, its scratch kept between calls: a
+    mark and a number per row, the marks cleared after each call. A call costs one pass over
+    the n marks (np.flatnonzero) and O(len(r)) scatters and gathers; distinct_rows with an
+    n-long cumsum (int64) per call, three calls per apply block, was 18% of an apply task's
+    CPU on bio-multi (2.37M phrases)."""
+
+    def __init__(self, n: int):
+        self.mark = np.zeros(n, bool)
+        self.number = np.zeros(n, np.int32 if n <= np.iinfo(np.int32).max else np.int64)
+
+    def __call__(self, r) -> tuple[np.ndarray, np.ndarray]:
+        r = np.asarray(r, np.int64)
+        self.mark[r] = True
+        rows = np.flatnonzero(self.mark)
+        self.mark[rows] = False
+        self.number[rows] = np.arange(len(rows))
+        return rows, self.number[r].astype(np.int64)
+
+
+def part_rows(table: "PairTable", rows, field: str) -> np.ndarray:
+    """``field`` of the global rows ``rows`` of the pivot parts (PairTable.rows' values), each
+    part's rows read in ascending order through one map of it that goes with the read: the
+    rows are sorted once and cut at the parts' bounds, where PairTable.rows compares every row
+    with each part (44 parts on bio-multi) and reads a part's rows in the given order (an
+    apply task's reverses: ~25% less CPU for the read, whose cost is mostly the maps' page
+    faults)."""
+    rows = np.asarray(rows, np.int64)
+    order = np.argsort(rows, kind="stable")
+    ordered = rows[order]
+    cuts = np.searchsorted(ordered, table.bounds).tolist()
+    with open_bundle(table.part_paths[0]) as z:
+        m = z.memmap(field)
+        out = np.zeros((len(rows), *m.shape[1:]), m.dtype)
+        del m
+    for j in range(len(table.part_paths)):
+        lo, hi = cuts[j], cuts[j + 1]
+        if lo == hi:
+            continue
+        with open_bundle(table.part_paths[j]) as z:
+            m = z.memmap(field)
+            out[order[lo:hi]] = m[ordered[lo:hi] - table.bounds[j]]
+            del m                                         # the map goes here
+    return out
 
 
 @_heap_released
@@ -2132,7 +2186,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     # (0.29 GB on bio, 2 GB on bio-multi). Read for the whole part in one pass: a pass per
     # block mapped every part again for each block (twice the apply tasks' CPU on bio-multi).
     found = rev >= 0
-    p_rev_found = PairTable.read(part_paths).p_rows(rev[found])
+    p_rev_found = part_rows(PairTable.read(part_paths), rev[found], "p").astype(np.float64, copy=False)
     at = np.cumsum(found) - 1                  # a found pair's row in p_rev_found
     # Blocks of APPLY_ROWS pairs: every feature, the score and the softmax are functions of one
     # row, so the blocks give the bytes of one pass over the part, and a task holds a block's
@@ -2140,6 +2194,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     # a block's p and pivots (with the part's whole p_rev as well, ~0.15 GB a task on
     # bio-multi, where two apply tasks beside this stage's process were the stage's peak).
     ppdb2, rel = [], []
+    numbers = RowNumbers(phrases.n)
     for a in range(0, len(e1), APPLY_ROWS):
         b = min(a + APPLY_ROWS, len(e1))
         with open_bundle(part_paths[j]) as z:
@@ -2148,7 +2203,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
         p_rev[found[a:b]] = p_rev_found[at[a:b][found[a:b]]]
         # the block's phrases, numbered 0..n-1 in row order: l1, l2 are each pair's numbers
         r1, r2 = phrases.rows(e1[a:b]), phrases.rows(e2[a:b])
-        rows, local = distinct_rows(np.concatenate([r1, r2]), phrases.n)
+        rows, local = numbers(np.concatenate([r1, r2]))
         l1, l2 = local[:b - a], local[b - a:]
         ph = phrases.gather(rows)
         cols = pair_features(ph, l1, l2, p, p_rev, n_pivots, pivots, form[a:b])
@@ -2159,7 +2214,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
             # t1 of the e1 rows, t2 of the e2 rows (each side's distinct rows alone)
             with open_bundle(terms_path) as z:
                 terms = tuple(z.rows(t, rows)[local] for t, rows, local in
-                              (("t1", *distinct_rows(r1, phrases.n)), ("t2", *distinct_rows(r2, phrases.n))))
+                              (("t1", *numbers(r1)), ("t2", *numbers(r2))))
         rel.append(per_mille(relations.probabilities_columns(names, cols, terms)))
         del cols, p, p_rev, n_pivots, pivots, terms, r1, r2
     ppdb2 = np.concatenate(ppdb2) if ppdb2 else np.zeros(0, np.float64)
