@@ -27,6 +27,11 @@ headers at build time; the callers in ``pivot/pipeline/extract.py`` and
     model k, b_k + sum_j c_kj (x_ij - mean_j) / sd_j, every operation rounded as numpy's
     elementwise ufuncs round it and in the same order (the Python reference's bytes).
 
+``log_floor``
+    log x where x > 0, a floor elsewhere: pivot.portable.log's operations (its fast path,
+    fdlibm's form) for normal positive finite x, in C: the same bits, the coefficients passed
+    from pivot.portable.
+
 ``normalise_kept`` and ``pivot_product``
     p_k(f|e) = c_k(e,f) / sum_f' c_k(e,f'),  p_k(e|f) = c_k(e,f) / sum_e' c_k(e',f)
     P_k(e1,e2) = sum_f p_k(e2|f) p_k(f|e1)   (e2 != e1), for all K models in one pass:
@@ -1296,3 +1301,97 @@ def standardised_sums(list cols, int64_t n, const double[::1] mean, const double
                                 &sd[0] if J else NULL, &coef[0, 0] if J else NULL, &n_terms[0], &intercept[0],
                                 K, &o[0, 0], acc.data(), z.data(), SUM_BLOCK)
     return out
+
+
+
+cdef extern from * nogil:
+    """
+    #include <cfloat>
+    #include <cmath>
+    /* log x by pivot.portable._log_fast's operations in its order, each rounded to double
+       (frexp is exact): for normal positive finite x (only) the bits of pivot.portable.log. R: its
+       Horner coefficients R[0..nR-1]. No FMA contraction (as pivot_standardised_sums). */
+    #if defined(__GNUC__) && !defined(__clang__)
+    __attribute__((optimize("fp-contract=off")))
+    #endif
+    static inline double pivot_log_normal(double x, const double* R, int64_t nR, double ln2_hi, double ln2_lo,
+                                          double sqrt_half) {
+    #if defined(__clang__)
+    #pragma clang fp contract(off)
+    #endif
+        int e;
+        double m = std::frexp(x, &e);
+        double k = (double)e;
+        if (m < sqrt_half) {
+            m = m * 2.0;
+            k = k - 1.0;
+        }
+        const double f = m - 1.0;
+        double s = f + 2.0;
+        s = f / s;
+        const double z = s * s;
+        double r = z * R[nR - 1];
+        for (int64_t c = nR - 2; c >= 0; c--) {
+            r = r + R[c];
+            r = r * z;
+        }
+        double hf = f * 0.5;
+        hf = hf * f;
+        r = r + hf;
+        r = r * s;
+        const double lo = k * ln2_lo;
+        r = r + lo;
+        r = hf - r;
+        r = r - f;
+        const double hi = k * ln2_hi;
+        return hi - r;
+    }
+
+    /* out = log x where x > 0, floor elsewhere (NaN too); the positive x that are not normal
+       finite (subnormal, inf) get NaN and are counted: the caller's to compute. */
+    #if defined(__GNUC__) && !defined(__clang__)
+    __attribute__((optimize("fp-contract=off")))
+    #endif
+    static int64_t pivot_log_floor(const double* x, double* out, int64_t n, double floor, const double* R,
+                                   int64_t nR, double ln2_hi, double ln2_lo, double sqrt_half) {
+    #if defined(__clang__)
+    #pragma clang fp contract(off)
+    #endif
+        int64_t odd = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const double v = x[i];
+            if (!(v > 0.0)) {
+                out[i] = floor;
+            } else if (v >= DBL_MIN && v <= DBL_MAX) {
+                out[i] = pivot_log_normal(v, R, nR, ln2_hi, ln2_lo, sqrt_half);
+            } else {
+                out[i] = NAN;
+                odd++;
+            }
+        }
+        return odd;
+    }
+    """
+    int64_t pivot_log_floor(const double* x, double* out, int64_t n, double floor, const double* R, int64_t nR,
+                            double ln2_hi, double ln2_lo, double sqrt_half)
+
+
+def log_floor(const double[::1] x, double floor, const double[::1] coefficients, double ln2_hi, double ln2_lo,
+              double sqrt_half):
+    """(out, odd): out = log x where x > 0 by pivot.portable's fast path (pivot.portable._log_fast:
+    x = m 2^k, f = m - 1, s = f / (2 + f), log x = k ln2_hi - ((hf - (s (hf + R) + k ln2_lo)) - f)),
+    the same operations in its order, so its bits for normal positive finite x; ``floor`` where
+    x <= 0 or NaN; NaN for the ``odd`` other positive x (subnormal, inf), the caller's to
+    replace (pivot.pipeline.ppdb2._log_floor). ``coefficients``: portable's R'(z) Horner
+    coefficients (_LOG_R)."""
+    cdef Py_ssize_t n = x.shape[0], nR = coefficients.shape[0]
+    cdef int64_t odd = 0
+    if nR < 1:
+        raise ValueError("log_floor: no coefficients")
+    out = np.empty(n, dtype=np.float64)
+    if n == 0:
+        return out, 0
+    cdef double[::1] o = out
+    with nogil:
+        odd = pivot_log_floor(&x[0], &o[0], n, floor, &coefficients[0], nR, ln2_hi, ln2_lo, sqrt_half)
+    return out, int(odd)

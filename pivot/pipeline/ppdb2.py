@@ -512,14 +512,23 @@ def n_distinct_languages(langs: np.ndarray) -> np.ndarray:
 
 
 def _log_floor(p: np.ndarray) -> np.ndarray:
-    """log p, FLOOR_LOG_P where p <= 0 (or NaN): pivot.portable.log (numpy's log loop differs
-    by CPU), taken of the positive entries alone: an element's log is its own (portable.log's
-    paths give the same bits), and most entries of p are 0 (63% of bio's, a direction a model
-    does not propose)."""
+    """log p, FLOOR_LOG_P where p <= 0 (or NaN), by pivot.portable.log (numpy's log loop
+    differs by CPU): pivot._counts.log_floor, portable's fast path in C for the normal positive
+    entries (the same operations, so the same bits) in one pass with the floor, and
+    portable.log itself for the rare other positive ones (subnormal, inf). The numpy form
+    (every entry's log, 63% of bio's p being 0, then np.where) was 8-13% of an apply task's
+    CPU; this is ~10 times faster."""
+    from pivot import portable as pt
+    from pivot._native import _counts
+
     p = np.asarray(p, np.float64)
-    ok = p > 0
-    out = np.full(p.shape, FLOOR_LOG_P)
-    out[ok] = portable.log(p[ok])
+    # portable's coefficients and constants, so that the two stay one method
+    out, odd = _counts.log_floor(np.ascontiguousarray(p).reshape(-1), FLOOR_LOG_P, np.asarray(pt._LOG_R, np.float64),
+                                 pt._LN2_HI, pt._LN2_LO, pt._SQRT_HALF)
+    out = out.reshape(p.shape)
+    if odd:
+        rest = (p > 0) & ~((p >= pt._TINY) & (p <= np.finfo(np.float64).max))
+        out[rest] = portable.log(p[rest])
     return out
 
 
