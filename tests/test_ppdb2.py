@@ -606,6 +606,8 @@ def test_standardised_matrix_by_hand_with_a_shorter_coefficient_row():
     got = P.standardised_matrix(std, ["a", "b"], cols, [1.0, 0.0], [[2.0, -1.0], [0.5]])
     assert got.shape == (2, 2) and got.tolist() == [[2.0, 0.5], [2.0, -0.25]]
     assert P.standardised_matrix(std, ["a", "b"], [c[:0] for c in cols], [1.0], [[1.0, 1.0]]).shape == (0, 1)
+    # an intercept without a coefficient row is its sum (as the numpy form's zip left it)
+    assert P.standardised_matrix(std, ["a", "b"], cols, [1.0, 7.0], [[2.0, -1.0]]).tolist() == [[2.0, 7.0], [2.0, 7.0]]
     with pytest.raises(TypeError, match="float32"):
         P.standardised_matrix(std, ["a", "b"], [cols[0], cols[1].astype(np.float32)], [1.0], [[1.0, 1.0]])
 
