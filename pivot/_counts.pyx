@@ -22,6 +22,16 @@ headers at build time; the callers in ``pivot/pipeline/extract.py`` and
     token positions of each found in the other, and the size of the intersection of their
     character-trigram sets (a merge of two ascending id lists).
 
+``standardised_sums``
+    The linear predictors of pivot.pipeline.ppdb2's fits applied to every pair: per pair i and
+    model k, b_k + sum_j c_kj (x_ij - mean_j) / sd_j, every operation rounded as numpy's
+    elementwise ufuncs round it and in the same order (the Python reference's bytes).
+
+``log_floor``
+    log x where x > 0, a floor elsewhere: pivot.portable.log's operations (its fast path,
+    fdlibm's form) for normal positive finite x, in C: the same bits, the coefficients passed
+    from pivot.portable.
+
 ``normalise_kept`` and ``pivot_product``
     p_k(f|e) = c_k(e,f) / sum_f' c_k(e,f'),  p_k(e|f) = c_k(e,f) / sum_e' c_k(e',f)
     P_k(e1,e2) = sum_f p_k(e2|f) p_k(f|e1)   (e2 != e1), for all K models in one pass:
@@ -1200,3 +1210,188 @@ def pair_overlaps(const int32_t[:, ::1] tokens, const int64_t[::1] tri_ptr, cons
             out_b[i] = count_b
             out_s[i] = count_s
     return a_in_b, b_in_a, shared
+
+
+
+# ------------------------------------------------------------------------------ linear predictors
+
+
+cdef extern from * nogil:
+    """
+    /* The sums of pivot.pipeline.ppdb2.standardised_sums: a block of rows at a time, so the
+       block's K sums and its standardised column z stay in the L1 cache. Per element, the
+       operations of the numpy reference in its order: z = x - mean; z = z / sd; t = c z;
+       s = s + t (j ascending), each rounded to double. No contraction of c z + s into a fused
+       multiply-add (one rounding instead of two): off for this function, so that a target
+       whose baseline has FMA (aarch64; x86-64's has none) still gives the reference's bytes. */
+    #if defined(__GNUC__) && !defined(__clang__)
+    __attribute__((optimize("fp-contract=off")))
+    #endif
+    static void pivot_standardised_sums(const double* const* cols, int64_t J, int64_t n,
+                                        const double* mean, const double* sd, const double* coef,
+                                        const int64_t* n_terms, const double* intercept, int64_t K,
+                                        double* out, double* acc, double* z, int64_t block) {
+    #if defined(__clang__)
+    #pragma clang fp contract(off)
+    #endif
+        for (int64_t r0 = 0; r0 < n; r0 += block) {
+            const int64_t m = n - r0 < block ? n - r0 : block;
+            for (int64_t k = 0; k < K; k++) {
+                double* a = acc + k * block;
+                for (int64_t i = 0; i < m; i++) a[i] = intercept[k];
+            }
+            for (int64_t j = 0; j < J; j++) {
+                const double* x = cols[j] + r0;
+                const double mu = mean[j], s = sd[j];
+                for (int64_t i = 0; i < m; i++) {
+                    const double d = x[i] - mu;
+                    z[i] = d / s;
+                }
+                for (int64_t k = 0; k < K; k++) {
+                    if (j >= n_terms[k]) continue;
+                    const double c = coef[k * J + j];
+                    double* a = acc + k * block;
+                    for (int64_t i = 0; i < m; i++) {
+                        const double t = c * z[i];
+                        a[i] = a[i] + t;
+                    }
+                }
+            }
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t k = 0; k < K; k++) out[(r0 + i) * K + k] = acc[k * block + i];
+        }
+    }
+    """
+    void pivot_standardised_sums(const double* const* cols, int64_t J, int64_t n, const double* mean,
+                                 const double* sd, const double* coef, const int64_t* n_terms,
+                                 const double* intercept, int64_t K, double* out, double* acc, double* z,
+                                 int64_t block)
+
+
+#: Rows standardised_sums sums at a time: K sums and one z of SUM_BLOCK doubles (14 KB for K = 6).
+cdef int64_t SUM_BLOCK = 256
+
+
+def standardised_sums(list cols, int64_t n, const double[::1] mean, const double[::1] sd,
+                      const double[:, ::1] coef, const int64_t[::1] n_terms, const double[::1] intercept):
+    """(n, K) float64: out[i, k] = intercept[k] + sum_{j < n_terms[k]} coef[k, j] z_ij, z_ij =
+    (cols[j][i] - mean[j]) / sd[j], summed j ascending from the intercept, each product and sum
+    rounded to double (numpy's ``np.subtract``, ``np.divide``, ``np.multiply``, ``+=`` one
+    column after another give these bytes). ``cols``: J C-contiguous float64 arrays of n rows;
+    coef (K, J) (coef[k, j] for j >= n_terms[k] is not read). The caller checks dtypes and
+    lengths (pivot.pipeline.ppdb2.standardised_matrix)."""
+    cdef Py_ssize_t J = len(cols), K = intercept.shape[0], j
+    if mean.shape[0] != J or sd.shape[0] != J or coef.shape[0] != K or coef.shape[1] != J or n_terms.shape[0] != K:
+        raise ValueError("standardised_sums: mean, sd (J), coef (K, J), n_terms and intercept (K) disagree")
+    out = np.empty((n, K), dtype=np.float64)
+    if n == 0 or K == 0:
+        return out
+    cdef double[:, ::1] o = out
+    cdef vector[double*] ptr
+    cdef const double[::1] v
+    for j in range(J):
+        v = cols[j]
+        if v.shape[0] != n:
+            raise ValueError(f"standardised_sums: column {j} has {v.shape[0]} rows, not {n}")
+        ptr.push_back(<double*>&v[0])      # the list holds the arrays: the pointers stay valid
+    cdef vector[double] acc = vector[double](K * SUM_BLOCK)
+    cdef vector[double] z = vector[double](SUM_BLOCK)
+    with nogil:
+        pivot_standardised_sums(<const double* const*>ptr.data(), J, n, &mean[0] if J else NULL,
+                                &sd[0] if J else NULL, &coef[0, 0] if J else NULL, &n_terms[0], &intercept[0],
+                                K, &o[0, 0], acc.data(), z.data(), SUM_BLOCK)
+    return out
+
+
+
+cdef extern from * nogil:
+    """
+    #include <cfloat>
+    #include <cmath>
+    /* log x by pivot.portable._log_fast's operations in its order, each rounded to double
+       (frexp is exact): for normal positive finite x (only) the bits of pivot.portable.log. R: its
+       Horner coefficients R[0..nR-1]. No FMA contraction (as pivot_standardised_sums). */
+    #if defined(__GNUC__) && !defined(__clang__)
+    __attribute__((optimize("fp-contract=off")))
+    #endif
+    static inline double pivot_log_normal(double x, const double* R, int64_t nR, double ln2_hi, double ln2_lo,
+                                          double sqrt_half) {
+    #if defined(__clang__)
+    #pragma clang fp contract(off)
+    #endif
+        int e;
+        double m = std::frexp(x, &e);
+        double k = (double)e;
+        if (m < sqrt_half) {
+            m = m * 2.0;
+            k = k - 1.0;
+        }
+        const double f = m - 1.0;
+        double s = f + 2.0;
+        s = f / s;
+        const double z = s * s;
+        double r = z * R[nR - 1];
+        for (int64_t c = nR - 2; c >= 0; c--) {
+            r = r + R[c];
+            r = r * z;
+        }
+        double hf = f * 0.5;
+        hf = hf * f;
+        r = r + hf;
+        r = r * s;
+        const double lo = k * ln2_lo;
+        r = r + lo;
+        r = hf - r;
+        r = r - f;
+        const double hi = k * ln2_hi;
+        return hi - r;
+    }
+
+    /* out = log x where x > 0, floor elsewhere (NaN too); the positive x that are not normal
+       finite (subnormal, inf) get NaN and are counted: the caller's to compute. */
+    #if defined(__GNUC__) && !defined(__clang__)
+    __attribute__((optimize("fp-contract=off")))
+    #endif
+    static int64_t pivot_log_floor(const double* x, double* out, int64_t n, double floor, const double* R,
+                                   int64_t nR, double ln2_hi, double ln2_lo, double sqrt_half) {
+    #if defined(__clang__)
+    #pragma clang fp contract(off)
+    #endif
+        int64_t odd = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const double v = x[i];
+            if (!(v > 0.0)) {
+                out[i] = floor;
+            } else if (v >= DBL_MIN && v <= DBL_MAX) {
+                out[i] = pivot_log_normal(v, R, nR, ln2_hi, ln2_lo, sqrt_half);
+            } else {
+                out[i] = NAN;
+                odd++;
+            }
+        }
+        return odd;
+    }
+    """
+    int64_t pivot_log_floor(const double* x, double* out, int64_t n, double floor, const double* R, int64_t nR,
+                            double ln2_hi, double ln2_lo, double sqrt_half)
+
+
+def log_floor(const double[::1] x, double floor, const double[::1] coefficients, double ln2_hi, double ln2_lo,
+              double sqrt_half):
+    """(out, odd): out = log x where x > 0 by pivot.portable's fast path (pivot.portable._log_fast:
+    x = m 2^k, f = m - 1, s = f / (2 + f), log x = k ln2_hi - ((hf - (s (hf + R) + k ln2_lo)) - f)),
+    the same operations in its order, so its bits for normal positive finite x; ``floor`` where
+    x <= 0 or NaN; NaN for the ``odd`` other positive x (subnormal, inf), the caller's to
+    replace (pivot.pipeline.ppdb2._log_floor). ``coefficients``: portable's R'(z) Horner
+    coefficients (_LOG_R)."""
+    cdef Py_ssize_t n = x.shape[0], nR = coefficients.shape[0]
+    cdef int64_t odd = 0
+    if nR < 1:
+        raise ValueError("log_floor: no coefficients")
+    out = np.empty(n, dtype=np.float64)
+    if n == 0:
+        return out, 0
+    cdef double[::1] o = out
+    with nogil:
+        odd = pivot_log_floor(&x[0], &o[0], n, floor, &coefficients[0], nR, ln2_hi, ln2_lo, sqrt_half)
+    return out, int(odd)

@@ -596,6 +596,106 @@ def test_standardised_sums_are_linear_over_the_standardised_columns_to_the_byte(
     assert [g.tobytes() for g in got] == [P.linear(z, b, c).tobytes() for b, c in zip([0.3, -1.0, 2.0], coefs)]
 
 
+def test_standardised_matrix_by_hand_with_a_shorter_coefficient_row():
+    """The kernel's (n, K) sums: mean (1, 10), sd (2, 4); rows x = (3, 14), (0, 2) have z = (1, 1),
+    (-0.5, -2). Sum 0: 1 + 2 z_a - z_b = 2, 2. Sum 1 has one coefficient (0.5 on a): its sum
+    stops there, 0.5 z_a = 0.5, -0.25. Integer columns are taken as float64 (numpy's ufuncs
+    do); a float32 column is refused (numpy would subtract the mean in float32)."""
+    std = P.Standardiser(["a", "b"], np.array([1.0, 10.0]), np.array([2.0, 4.0]), [])
+    cols = [np.array([3, 0]), np.array([14.0, 2.0])]
+    got = P.standardised_matrix(std, ["a", "b"], cols, [1.0, 0.0], [[2.0, -1.0], [0.5]])
+    assert got.shape == (2, 2) and got.tolist() == [[2.0, 0.5], [2.0, -0.25]]
+    assert P.standardised_matrix(std, ["a", "b"], [c[:0] for c in cols], [1.0], [[1.0, 1.0]]).shape == (0, 1)
+    # an intercept without a coefficient row is its sum (as the numpy form's zip left it)
+    assert P.standardised_matrix(std, ["a", "b"], cols, [1.0, 7.0], [[2.0, -1.0]]).tolist() == [[2.0, 7.0], [2.0, 7.0]]
+    with pytest.raises(TypeError, match="float32"):
+        P.standardised_matrix(std, ["a", "b"], [cols[0], cols[1].astype(np.float32)], [1.0], [[1.0, 1.0]])
+
+
+def test_standardised_matrix_is_numpy_one_column_at_a_time_to_the_byte():
+    """The kernel (blocks of 256 rows: 1000 rows end in a short block) against the numpy
+    reference, z_j = (x_j - mean_j) / sd_j then s_k += c_kj z_j column after column: the
+    same bytes for coefficient rows of every length, with infinities and NaN among the x."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1000, 9)) * rng.uniform(0.1, 30, 9) + rng.uniform(-5, 5, 9)
+    names = [f"f{j}" for j in range(9)]
+    std = P.Standardiser(names[::-1], x.mean(axis=0)[::-1], x.std(axis=0)[::-1] + 0.1, [])
+    x[3, 2], x[7, 5], x[999, 0] = np.inf, np.nan, -np.inf
+    cols = [x[:, j] for j in range(9)]                      # strided columns: the kernel copies them
+    coefs = [rng.standard_normal(k) for k in (9, 9, 4, 0, 9, 1)]
+    intercepts = rng.standard_normal(6)
+    want = []
+    for b, c in zip(intercepts, coefs):
+        s = np.full(1000, b)
+        for cj, name, m, sd in zip(c, std.names, std.mean, std.sd):
+            s += cj * ((cols[names.index(name)] - m) / sd)
+        want.append(s)
+    got = P.standardised_matrix(std, names, cols, intercepts, coefs)
+    assert got.flags.c_contiguous and [got[:, k].tobytes() for k in range(6)] == [w.tobytes() for w in want]
+    assert [g.tobytes() for g in P.standardised_sums(std, names, cols, intercepts, coefs)] == [w.tobytes() for w in want]
+
+
+def test_log_floor_is_portable_log_of_the_positive_entries_to_the_bit():
+    """_log_floor: portable.log where p > 0 (log 1 = 0, log 0.5 = -ln 2, log 0.25 = -2 ln 2),
+    FLOOR_LOG_P for 0, -0, negatives and NaN; the kernel (portable's fast path in C) leaves the
+    positive non-normal entries (subnormal, inf) to portable.log: the bits of the numpy form,
+    log of every entry then masked, over 2^-1074..2^1023 and around the cut sqrt(1/2)."""
+    from pivot import portable
+    from pivot._native import _counts
+
+    got = P._log_floor(np.array([[1.0, 0.0], [0.5, -1.0], [np.nan, 0.25], [-0.0, 1.0]]))
+    assert got.tolist() == [[0.0, FLOOR_LOG_P], [-math.log(2), FLOOR_LOG_P], [FLOOR_LOG_P, -2 * math.log(2)],
+                            [FLOOR_LOG_P, 0.0]]
+    rng = np.random.default_rng(4)
+    p = rng.uniform(0.5, 1, 200_000) * np.exp2(rng.integers(-1074, 1024, 200_000).astype(float))
+    p[rng.uniform(0, 1, len(p)) < 0.4] = 0.0
+    cut = portable._SQRT_HALF
+    p = np.concatenate([p, [5e-324, 1e-310, np.inf, -np.inf, np.nan, np.finfo(float).max, portable._TINY],
+                        np.outer([np.nextafter(cut, 0), cut, np.nextafter(cut, 1), 1.0, np.nextafter(1.0, 0)],
+                                 np.exp2(np.arange(-60.0, 60.0))).ravel()])
+    want = np.where(p > 0, portable.log(np.where(p > 0, p, 1.0)), FLOOR_LOG_P)
+    assert P._log_floor(p.reshape(-1, 1)).tobytes() == want.reshape(-1, 1).tobytes()
+    # the kernel itself: 5e-324, 1e-310 and inf are its "odd" entries (NaN, for the caller)
+    out, odd = _counts.log_floor(np.array([5e-324, 1e-310, np.inf, 0.5, 0.0]), -7.0,
+                                 np.asarray(portable._LOG_R), portable._LN2_HI, portable._LN2_LO, cut)
+    assert odd == 3 and np.isnan(out[:3]).all() and out[3] == -math.log(2) and out[4] == -7.0
+
+
+def test_n_distinct_languages_as_a_sort_of_each_row():
+    """The pairwise comparison of columns counts what the sorted rows' distinct values >= 0 count."""
+    langs = np.random.default_rng(3).integers(-1, 4, (2000, 3))
+    s = np.sort(langs, axis=1)
+    want = (s[:, :1] >= 0).sum(axis=1) + ((s[:, 1:] != s[:, :-1]) & (s[:, 1:] >= 0)).sum(axis=1)
+    assert P.n_distinct_languages(langs).tolist() == want.tolist()
+    assert P.n_distinct_languages(np.array([[2], [-1]])).tolist() == [1, 0]
+
+
+def test_row_numbers_clear_their_marks_between_calls():
+    """RowNumbers(7): [5, 1, 5, 3, 1] has rows 1, 3, 5 (numbers 2 0 2 1 0); the next call,
+    [6, 0, 6], sees none of them: rows 0, 6 (numbers 1 0 1); then distinct_rows' own answers."""
+    numbers = P.RowNumbers(7)
+    rows, local = numbers(np.array([5, 1, 5, 3, 1]))
+    assert rows.tolist() == [1, 3, 5] and local.tolist() == [2, 0, 2, 1, 0]
+    rows, local = numbers([6, 0, 6])
+    assert rows.tolist() == [0, 6] and local.tolist() == [1, 0, 1] and not numbers.mark.any()
+    r = np.random.default_rng(8).integers(0, 500, 3000)
+    big = P.RowNumbers(500)
+    for a in range(0, 3000, 700):
+        want = np.unique(r[a:a + 700], return_inverse=True)
+        got = big(r[a:a + 700])
+        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+
+
+def test_part_rows_read_rows_of_every_part_in_any_order(tmp_path):
+    """part_rows: _table()'s p (0.5 0.1 0.25 0.2 0.4 0.8) in parts (0,2), (2,2) empty, (2,5),
+    (5,6): global rows 5, 0, 3, 3, 2 give 0.8, 0.5, 0.2, 0.2, 0.25, as PairTable.rows."""
+    parts, table = _row_parts(tmp_path, [(0, 2), (2, 2), (2, 5), (5, 6)])
+    got = P.part_rows(table, [5, 0, 3, 3, 2], "p")
+    assert got[:, 0].tolist() == [0.8, 0.5, 0.2, 0.2, 0.25]
+    assert got.tobytes() == table.rows([5, 0, 3, 3, 2], ("p",))[0].tobytes()
+    assert P.part_rows(table, [], "pivots").shape == (0, 3)
+
+
 def test_distinct_rows_are_numpy_unique_with_the_inverse():
     """distinct_rows(r, n): the distinct rows ascending and each one's index among them."""
     rows, local = P.distinct_rows(np.array([5, 1, 5, 3, 1]), 7)

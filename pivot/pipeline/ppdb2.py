@@ -495,21 +495,41 @@ def string_overlaps(ph: "Phrases", e1: np.ndarray, e2: np.ndarray):
 
 
 def n_distinct_languages(langs: np.ndarray) -> np.ndarray:
-    """Distinct values >= 0 per row of a small (n, k) int array."""
-    s = np.sort(langs, axis=1)
-    valid = s >= 0
-    new = valid.copy()
-    new[:, 1:] &= s[:, 1:] != s[:, :-1]
-    return new.sum(axis=1)
+    """Distinct values >= 0 per row of a small (n, k) int array: entry j counts when it is >= 0
+    and differs from entries 0..j-1 (k(k-1)/2 comparisons of columns; a sort of every row
+    along its k entries cost ~15 times as much for k = 3)."""
+    langs = np.asarray(langs)
+    count = np.zeros(len(langs), np.int64)
+    for j in range(langs.shape[1] if langs.ndim == 2 else 0):
+        new = langs[:, j] >= 0
+        for i in range(j):
+            new &= langs[:, j] != langs[:, i]
+        count += new
+    return count
 
 
 # ------------------------------------------------------------------------------------ features
 
 
 def _log_floor(p: np.ndarray) -> np.ndarray:
-    """log p, FLOOR_LOG_P where p <= 0: pivot.portable.log (numpy's log loop differs by CPU)."""
-    ok = p > 0
-    return np.where(ok, portable.log(np.where(ok, p, 1.0)), FLOOR_LOG_P)
+    """log p, FLOOR_LOG_P where p <= 0 (or NaN), by pivot.portable.log (numpy's log loop
+    differs by CPU): pivot._counts.log_floor, portable's fast path in C for the normal positive
+    entries (the same operations, so the same bits) in one pass with the floor, and
+    portable.log itself for the rare other positive ones (subnormal, inf). The numpy form
+    (every entry's log, 63% of bio's p being 0, then np.where) was 8-13% of an apply task's
+    CPU; an apply block's call (8 x 65,536 entries) went from 8.5 to 3.9 ms."""
+    from pivot import portable as pt
+    from pivot._native import _counts
+
+    p = np.asarray(p, np.float64)
+    # portable's coefficients and constants, so that the two stay one method
+    out, odd = _counts.log_floor(np.ascontiguousarray(p).reshape(-1), FLOOR_LOG_P, np.asarray(pt._LOG_R, np.float64),
+                                 pt._LN2_HI, pt._LN2_LO, pt._SQRT_HALF)
+    out = out.reshape(p.shape)
+    if odd:
+        rest = (p > 0) & ~((p >= pt._TINY) & (p <= np.finfo(np.float64).max))
+        out[rest] = portable.log(p[rest])
+    return out
 
 
 def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list[np.ndarray]:
@@ -522,13 +542,14 @@ def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list
     from pivot.pipeline.wellformed import CONTAINMENT, DANGLING, EDGE_PUNCT, FUNCTION_ONLY, INFLECTION
 
     e1, e2 = ph.rows(e1), ph.rows(e2)            # from here on, rows of ph's arrays
-    p, p_rev = np.asarray(p, np.float64), np.asarray(p_rev, np.float64)
-    k = p.shape[1]
+    # (K, n): a model's columns are rows, contiguous (the sums read each column whole)
+    p, p_rev = np.asarray(p, np.float64).T.copy(), np.asarray(p_rev, np.float64).T.copy()
     log_p, log_rev = _log_floor(p), _log_floor(p_rev)
+    log_min = np.minimum(log_p, log_rev)
+    missing, missing_rev = (p <= 0).astype(np.float64), (p_rev <= 0).astype(np.float64)
     cols = []
-    for m in range(k):
-        cols += [log_p[:, m], log_rev[:, m], np.minimum(log_p[:, m], log_rev[:, m]),
-                 (p[:, m] <= 0).astype(np.float64), (p_rev[:, m] <= 0).astype(np.float64)]
+    for m in range(len(p)):
+        cols += [log_p[m], log_rev[m], log_min[m], missing[m], missing_rev[m]]
     pivots = np.asarray(pivots)
     langs = np.where(pivots >= 0, ph.f_lang[np.maximum(pivots, 0)], -1) if len(ph.f_lang) else np.full(pivots.shape, -1)
     n1, n2 = ph.n_words[e1].astype(np.float64), ph.n_words[e2].astype(np.float64)
@@ -544,7 +565,7 @@ def pair_features(ph: Phrases, e1, e2, p, p_rev, n_pivots, pivots, form) -> list
              ((b_in_a == n2) & (n2 < n1)).astype(np.float64), ((a_in_b == n1) & (n1 < n2)).astype(np.float64)]
     cols += [((form & flag) > 0).astype(np.float64) for flag in (EDGE_PUNCT, FUNCTION_ONLY, DANGLING, INFLECTION,
                                                                  CONTAINMENT)]
-    cols.append((p[:, 0] > p_rev[:, 0]).astype(np.float64))
+    cols.append((p[0] > p_rev[0]).astype(np.float64))
     if ph.dim:
         cols += vector_pair_columns(ph, e1, e2)
     return cols
@@ -613,24 +634,46 @@ def linear(z: list[np.ndarray], intercept: float, coef) -> np.ndarray:
 
 
 def standardised_sums(std: "Standardiser", names, cols, intercepts, coefs) -> list[np.ndarray]:
-    """[linear(std.columns(names, cols), intercepts[k], coefs[k]) for every k], computed column
-    by column: each standardised column z_j = (x_j - mean_j) / sd_j is made once, in one buffer,
-    and c_kj z_j added to every sum k before the next column. The same operations in the same
-    order for every element (the same bytes), without every z_j held at once: an apply block's
-    ~60 columns of 2 x APPLY_ROWS floats (30 MB) made and read again per model, where one
-    column's 0.5 MB stays in the cache."""
-    n = len(cols[0]) if len(cols) else 0
-    sums = [np.full(n, float(b)) for b in np.asarray(intercepts, np.float64).tolist()]
-    coefs = [np.asarray(c, np.float64).tolist() for c in coefs]
-    z, term = np.empty(n), np.empty(n)
-    for j, (name, m, sd) in enumerate(zip(std.names, std.mean.tolist(), std.sd.tolist())):
-        np.subtract(cols[names.index(name)], m, out=z)
-        np.divide(z, sd, out=z)
-        for out, c in zip(sums, coefs):
-            if j < len(c):
-                np.multiply(c[j], z, out=term)
-                out += term
-    return sums
+    """[linear(std.columns(names, cols), intercepts[k], coefs[k]) for every k], to the byte: the
+    columns of standardised_matrix."""
+    return list(standardised_matrix(std, names, cols, intercepts, coefs).T)
+
+
+def standardised_matrix(std: "Standardiser", names, cols, intercepts, coefs) -> np.ndarray:
+    """(n, K): column k is linear(std.columns(names, cols), intercepts[k], coefs[k]), the same
+    operations in the same order for every element (the same bytes):
+
+        s_k = b_k;  for j in std's order:  z_j = (x_j - mean_j) / sd_j;  s_k = s_k + c_kj z_j
+
+    (coefs[k] may be shorter than std's columns: its sum stops there), every step rounded to
+    double as numpy's ufuncs round it. Computed by pivot._counts.standardised_sums, a block of
+    rows at a time: the numpy form (each z_j made once, c_kj z_j added to every sum before the
+    next column) made 2 + 2K passes over memory per column, 15% of an apply task's CPU on bio
+    (58 columns, K = 1 for the score and 6 for the relations); in the kernel a block's sums
+    stay in the cache. The columns are float64 (pair_features' and the fits' matrices) or
+    integer / bool (exactly float64 then, as numpy's ufuncs take them); float32 is refused
+    (numpy would subtract the mean in float32)."""
+    from pivot._native import _counts
+
+    x = []
+    for name in std.names:
+        col = np.asarray(cols[names.index(name)])
+        if col.dtype != np.float64:
+            if col.dtype.kind not in "biu":
+                raise TypeError(f"standardised_matrix: column {name!r} is {col.dtype}, not float64")
+            col = col.astype(np.float64)
+        x.append(np.ascontiguousarray(col))
+    n = len(x[0]) if x else len(cols[0]) if len(cols) else 0
+    intercepts = np.ascontiguousarray(intercepts, dtype=np.float64).reshape(-1)
+    # one coefficient row per intercept (a sum without a row is its intercept, as zip() left it)
+    coefs = [np.asarray(c, np.float64).reshape(-1) for c in coefs][:len(intercepts)]
+    coefs += [np.zeros(0)] * (len(intercepts) - len(coefs))
+    coef = np.zeros((len(coefs), len(x)))
+    for k, c in enumerate(coefs):
+        coef[k, :min(len(c), len(x))] = c[:len(x)]
+    n_terms = np.array([min(len(c), len(x)) for c in coefs], np.int64)
+    return _counts.standardised_sums(x, n, np.ascontiguousarray(std.mean, np.float64),
+                                     np.ascontiguousarray(std.sd, np.float64), coef, n_terms, intercepts)
 
 
 def ridge_fit(z: np.ndarray, y: np.ndarray, penalty: np.ndarray) -> tuple[float, np.ndarray]:
@@ -749,7 +792,7 @@ class ScoreModel:
         return self.predict_columns(names, [x[:, j] for j in range(x.shape[1])])
 
     def predict_columns(self, names, cols) -> np.ndarray:
-        return standardised_sums(self.std, names, cols, [self.intercept], [self.coef])[0]
+        return standardised_matrix(self.std, names, cols, [self.intercept], [self.coef])[:, 0]
 
     def to_json(self) -> dict:
         return {"features": self.std.names, "mean": self.std.mean.tolist(), "sd": self.std.sd.tolist(),
@@ -777,7 +820,7 @@ class RelationModel:
     def probabilities_columns(self, names, cols, phrase_terms=None) -> np.ndarray:
         """P(relation | pair) from the pair's columns; phrase_terms: (t1[e1], t2[e2]) of
         :meth:`phrase_terms` when the model is the :meth:`pair_part` of one with phrase columns."""
-        eta = np.column_stack(standardised_sums(self.std, names, cols, self.W[:, 0], self.W[:, 1:]))
+        eta = standardised_matrix(self.std, names, cols, self.W[:, 0], self.W[:, 1:])
         if phrase_terms is not None:
             eta += phrase_terms[0]
             eta += phrase_terms[1]
@@ -2322,11 +2365,53 @@ def distinct_rows(r, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(rows, local) of row numbers ``r`` in 0..n-1: their distinct values ascending and each
     one's index among them (np.unique(r, return_inverse=True)), by a mark per row instead of a
     sort (an apply block's 2 x APPLY_ROWS rows: a third of the sort's time on bio)."""
-    r = np.asarray(r, np.int64)
-    mark = np.zeros(n, bool)
-    mark[r] = True
-    number = np.cumsum(mark, dtype=np.int64) - 1
-    return np.flatnonzero(mark), number[r]
+    return RowNumbers(n)(r)
+
+
+class RowNumbers:
+    """distinct_rows(r, n) for many ``r`` over the same n, its scratch kept between calls: a
+    mark and a number per row, the marks cleared after each call. A call costs one pass over
+    the n marks (np.flatnonzero) and O(len(r)) scatters and gathers; distinct_rows with an
+    n-long cumsum (int64) per call, three calls per apply block, was 18% of an apply task's
+    CPU on bio-multi (2.37M phrases)."""
+
+    def __init__(self, n: int):
+        self.mark = np.zeros(n, bool)
+        self.number = np.zeros(n, np.int32 if n <= np.iinfo(np.int32).max else np.int64)
+
+    def __call__(self, r) -> tuple[np.ndarray, np.ndarray]:
+        r = np.asarray(r, np.int64)
+        self.mark[r] = True
+        rows = np.flatnonzero(self.mark)
+        self.mark[rows] = False
+        self.number[rows] = np.arange(len(rows))
+        return rows, self.number[r].astype(np.int64)
+
+
+def part_rows(table: "PairTable", rows, field: str) -> np.ndarray:
+    """``field`` of the global rows ``rows`` of the pivot parts (PairTable.rows' values), each
+    part's rows read in ascending order through one map of it that goes with the read: the
+    rows are sorted once and cut at the parts' bounds, where PairTable.rows compares every row
+    with each part (44 parts on bio-multi) and reads a part's rows in the given order (an
+    apply task's reverses: ~25% less CPU for the read, whose cost is mostly the maps' page
+    faults)."""
+    rows = np.asarray(rows, np.int64)
+    order = np.argsort(rows, kind="stable")
+    ordered = rows[order]
+    cuts = np.searchsorted(ordered, table.bounds).tolist()
+    with open_bundle(table.part_paths[0]) as z:
+        m = z.memmap(field)
+        out = np.zeros((len(rows), *m.shape[1:]), m.dtype)
+        del m
+    for j in range(len(table.part_paths)):
+        lo, hi = cuts[j], cuts[j + 1]
+        if lo == hi:
+            continue
+        with open_bundle(table.part_paths[j]) as z:
+            m = z.memmap(field)
+            out[order[lo:hi]] = m[ordered[lo:hi] - table.bounds[j]]
+            del m                                         # the map goes here
+    return out
 
 
 @_heap_released
@@ -2368,7 +2453,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     # (0.29 GB on bio, 2 GB on bio-multi). Read for the whole part in one pass: a pass per
     # block mapped every part again for each block (twice the apply tasks' CPU on bio-multi).
     found = rev >= 0
-    p_rev_found = PairTable.read(part_paths).p_rows(rev[found])
+    p_rev_found = part_rows(PairTable.read(part_paths), rev[found], "p").astype(np.float64, copy=False)
     at = np.cumsum(found) - 1                  # a found pair's row in p_rev_found
     # Blocks of APPLY_ROWS pairs: every feature, the score and the softmax are functions of one
     # row, so the blocks give the bytes of one pass over the part, and a task holds a block's
@@ -2376,6 +2461,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     # a block's p and pivots (with the part's whole p_rev as well, ~0.15 GB a task on
     # bio-multi, where two apply tasks beside this stage's process were the stage's peak).
     ppdb2, rel = [], []
+    numbers = RowNumbers(phrases.n)
     for a in range(0, len(e1), APPLY_ROWS):
         b = min(a + APPLY_ROWS, len(e1))
         with open_bundle(part_paths[j]) as z:
@@ -2384,7 +2470,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
         p_rev[found[a:b]] = p_rev_found[at[a:b][found[a:b]]]
         # the block's phrases, numbered 0..n-1 in row order: l1, l2 are each pair's numbers
         r1, r2 = phrases.rows(e1[a:b]), phrases.rows(e2[a:b])
-        rows, local = distinct_rows(np.concatenate([r1, r2]), phrases.n)
+        rows, local = numbers(np.concatenate([r1, r2]))
         l1, l2 = local[:b - a], local[b - a:]
         ph = phrases.gather(rows)
         cols = pair_features(ph, l1, l2, p, p_rev, n_pivots, pivots, form[a:b])
@@ -2395,7 +2481,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
             # t1 of the e1 rows, t2 of the e2 rows (each side's distinct rows alone)
             with open_bundle(terms_path) as z:
                 terms = tuple(z.rows(t, rows)[local] for t, rows, local in
-                              (("t1", *distinct_rows(r1, phrases.n)), ("t2", *distinct_rows(r2, phrases.n))))
+                              (("t1", *numbers(r1)), ("t2", *numbers(r2))))
         rel.append(per_mille(relations.probabilities_columns(names, cols, terms)))
         del cols, p, p_rev, n_pivots, pivots, terms, r1, r2
     ppdb2 = np.concatenate(ppdb2) if ppdb2 else np.zeros(0, np.float64)
