@@ -29,8 +29,8 @@ headers at build time; the callers in ``pivot/pipeline/extract.py`` and
 
 ``log_floor``
     log x where x > 0, a floor elsewhere: pivot.portable.log's operations (its fast path,
-    fdlibm's form) for normal positive finite x, in C: the same bits, the coefficients passed
-    from pivot.portable.
+    fdlibm's form) for normal positive finite x, in C: the same bits, with the coefficients
+    that pivot.portable passes in.
 
 ``normalise_kept`` and ``pivot_product``
     p_k(f|e) = c_k(e,f) / sum_f' c_k(e,f'),  p_k(e|f) = c_k(e,f) / sum_e' c_k(e',f)
