@@ -686,14 +686,14 @@ def test_row_numbers_clear_their_marks_between_calls():
         assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
 
 
-def test_part_rows_read_rows_of_every_part_in_any_order(tmp_path):
-    """part_rows: _table()'s p (0.5 0.1 0.25 0.2 0.4 0.8) in parts (0,2), (2,2) empty, (2,5),
-    (5,6): global rows 5, 0, 3, 3, 2 give 0.8, 0.5, 0.2, 0.2, 0.25, as PairTable.rows."""
+def test_pair_table_rows_read_rows_of_every_part_in_any_order(tmp_path):
+    """PairTable.rows: _table()'s p (0.5 0.1 0.25 0.2 0.4 0.8) in parts (0,2), (2,2) empty,
+    (2,5), (5,6): global rows 5, 0, 3, 3, 2 give 0.8, 0.5, 0.2, 0.2, 0.25."""
     parts, table = _row_parts(tmp_path, [(0, 2), (2, 2), (2, 5), (5, 6)])
-    got = P.part_rows(table, [5, 0, 3, 3, 2], "p")
+    got = table.rows([5, 0, 3, 3, 2], ("p",))[0]
     assert got[:, 0].tolist() == [0.8, 0.5, 0.2, 0.2, 0.25]
-    assert got.tobytes() == table.rows([5, 0, 3, 3, 2], ("p",))[0].tobytes()
-    assert P.part_rows(table, [], "pivots").shape == (0, 3)
+    assert table.p_rows([5, 0, 3, 3, 2]).tobytes() == got.astype(np.float64).tobytes()
+    assert table.rows([], ("pivots",))[0].shape == (0, 3)
 
 
 def test_distinct_rows_are_numpy_unique_with_the_inverse():

@@ -1362,22 +1362,30 @@ class PairTable:
             yield int(self.bounds[j]), _read_fields(path, labels[j] if labels else None, fields)
 
     def rows(self, rows, fields, labels=None) -> list[np.ndarray]:
-        """The fields (as :meth:`scan`'s) of the given global rows, in their order."""
+        """The fields (as :meth:`scan`'s) of the given global rows, in their order. The rows are
+        sorted once and cut at the parts' bounds; each part's are read in ascending order through
+        one map of it that goes with the read (comparing every row with every part, and reading
+        a part's rows in the given order, cost an apply task's reverse rows ~25% more CPU on
+        bio-multi's 44 parts, mostly the maps' page faults)."""
         rows = np.asarray(rows, np.int64)
-        part = np.searchsorted(self.bounds[1:], rows, side="right")
+        order = np.argsort(rows, kind="stable")
+        ordered = rows[order]
+        cuts = np.searchsorted(ordered, self.bounds).tolist()
         out = []
-        for i, f in enumerate(fields):
+        for f in fields:
             sources = labels if labels and f in LABEL_FIELDS else self.part_paths
             with open_bundle(sources[0]) as z:
                 m = z.memmap(f)
-                out.append(np.zeros((len(rows), *m.shape[1:]), m.dtype))
+                got = np.zeros((len(rows), *m.shape[1:]), m.dtype)
                 del m
-            for j in np.unique(part).tolist():
-                sel = part == j
+            for j, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:])):
+                if lo == hi:
+                    continue
                 with open_bundle(sources[j]) as z:
                     m = z.memmap(f)
-                    out[i][sel] = m[rows[sel] - self.bounds[j]]
+                    got[order[lo:hi]] = m[ordered[lo:hi] - self.bounds[j]]
                     del m                                     # the map goes here
+            out.append(got)
         return out
 
     def p_rows(self, rows, column=None) -> np.ndarray:
@@ -2388,32 +2396,6 @@ class RowNumbers:
         return rows, self.number[r].astype(np.int64)
 
 
-def part_rows(table: "PairTable", rows, field: str) -> np.ndarray:
-    """``field`` of the global rows ``rows`` of the pivot parts (PairTable.rows' values), each
-    part's rows read in ascending order through one map of it that goes with the read: the
-    rows are sorted once and cut at the parts' bounds, where PairTable.rows compares every row
-    with each part (44 parts on bio-multi) and reads a part's rows in the given order (an
-    apply task's reverses: ~25% less CPU for the read, whose cost is mostly the maps' page
-    faults)."""
-    rows = np.asarray(rows, np.int64)
-    order = np.argsort(rows, kind="stable")
-    ordered = rows[order]
-    cuts = np.searchsorted(ordered, table.bounds).tolist()
-    with open_bundle(table.part_paths[0]) as z:
-        m = z.memmap(field)
-        out = np.zeros((len(rows), *m.shape[1:]), m.dtype)
-        del m
-    for j in range(len(table.part_paths)):
-        lo, hi = cuts[j], cuts[j + 1]
-        if lo == hi:
-            continue
-        with open_bundle(table.part_paths[j]) as z:
-            m = z.memmap(field)
-            out[order[lo:hi]] = m[ordered[lo:hi] - table.bounds[j]]
-            del m                                         # the map goes here
-    return out
-
-
 @_heap_released
 def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path, terms_path=None) -> dict:
     """One pivot part: features, score and relation probabilities of its pairs (a Dask task).
@@ -2453,7 +2435,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     # (0.29 GB on bio, 2 GB on bio-multi). Read for the whole part in one pass: a pass per
     # block mapped every part again for each block (twice the apply tasks' CPU on bio-multi).
     found = rev >= 0
-    p_rev_found = part_rows(PairTable.read(part_paths), rev[found], "p").astype(np.float64, copy=False)
+    p_rev_found = PairTable.read(part_paths).p_rows(rev[found])
     at = np.cumsum(found) - 1                  # a found pair's row in p_rev_found
     # Blocks of APPLY_ROWS pairs: every feature, the score and the softmax are functions of one
     # row, so the blocks give the bytes of one pass over the part, and a task holds a block's
