@@ -23,7 +23,7 @@ headers at build time; the callers in ``pivot/pipeline/extract.py`` and
     character-trigram sets (a merge of two ascending id lists).
 
 ``standardised_sums``
-    The linear predictors of pivot.pipeline.ppdb2's fits applied to every pair: per pair i and
+    The linear predictors (pivot.pipeline.ppdb2.standardised_matrix) of pivot.pipeline.ppdb2's fits applied to every pair: per pair i and
     model k, b_k + sum_j c_kj (x_ij - mean_j) / sd_j, every operation rounded as numpy's
     elementwise ufuncs round it and in the same order (the Python reference's bytes).
 
@@ -1218,7 +1218,7 @@ def pair_overlaps(const int32_t[:, ::1] tokens, const int64_t[::1] tri_ptr, cons
 
 cdef extern from * nogil:
     """
-    /* The sums of pivot.pipeline.ppdb2.standardised_sums: a block of rows at a time, so the
+    /* The sums of pivot.pipeline.ppdb2.standardised_matrix: a block of rows at a time, so the
        block's K sums and its standardised column z stay in the L1 cache. Per element, the
        operations of the numpy reference in its order: z = x - mean; z = z / sd; t = c z;
        s = s + t (j ascending), each rounded to double. No contraction of c z + s into a fused

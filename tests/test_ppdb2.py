@@ -576,14 +576,14 @@ def test_phrase_file_gathers_rows_as_the_whole_arrays_hold_them(tmp_path, monkey
 
 
 
-def test_standardised_sums_are_linear_over_the_standardised_columns_to_the_byte():
-    """The score's and the softmax's linear predictors, one column at a time (standardised_sums),
+def test_standardised_matrix_is_linear_over_the_standardised_columns_to_the_byte():
+    """The score's and the softmax's linear predictors, one column at a time (standardised_matrix),
     give the bytes of linear() over Standardiser.columns; by hand, with mean (1, 10) and sd
     (2, 4): rows x = (3, 14) and (0, 2) have z = (1, 1) and (-0.5, -2), and 1 + 2 z1 - z2 is 2 and 2."""
     std = P.Standardiser(["a", "b"], np.array([1.0, 10.0]), np.array([2.0, 4.0]), [])
     cols = [np.array([14.0, 2.0]), np.array([7.0, 7.0]), np.array([3.0, 0.0])]      # b, x (unused), a
     names = ["b", "x", "a"]
-    got = P.standardised_sums(std, names, cols, [1.0, 0.0], [[2.0, -1.0], [0.5, 0.25]])
+    got = list(P.standardised_matrix(std, names, cols, [1.0, 0.0], [[2.0, -1.0], [0.5, 0.25]]).T)
     assert got[0].tolist() == [2.0, 2.0] and got[1].tolist() == [0.75, -0.75]
     rng = np.random.default_rng(5)
     x = rng.standard_normal((1000, 7)) * rng.uniform(0.1, 30, 7) + rng.uniform(-5, 5, 7)
@@ -591,7 +591,7 @@ def test_standardised_sums_are_linear_over_the_standardised_columns_to_the_byte(
     std = P.Standardiser.fit(names[:6], x[:, :6])
     coefs = rng.standard_normal((3, 6))
     cols = [x[:, j] for j in range(7)]
-    got = P.standardised_sums(std, names, cols, [0.3, -1.0, 2.0], coefs)
+    got = list(P.standardised_matrix(std, names, cols, [0.3, -1.0, 2.0], coefs).T)
     z = std.columns(names, cols)
     assert [g.tobytes() for g in got] == [P.linear(z, b, c).tobytes() for b, c in zip([0.3, -1.0, 2.0], coefs)]
 
@@ -632,7 +632,6 @@ def test_standardised_matrix_is_numpy_one_column_at_a_time_to_the_byte():
         want.append(s)
     got = P.standardised_matrix(std, names, cols, intercepts, coefs)
     assert got.flags.c_contiguous and [got[:, k].tobytes() for k in range(6)] == [w.tobytes() for w in want]
-    assert [g.tobytes() for g in P.standardised_sums(std, names, cols, intercepts, coefs)] == [w.tobytes() for w in want]
 
 
 def test_log_floor_is_portable_log_of_the_positive_entries_to_the_bit():

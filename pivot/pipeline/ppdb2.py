@@ -518,16 +518,16 @@ def _log_floor(p: np.ndarray) -> np.ndarray:
     portable.log itself for the rare other positive ones (subnormal, inf). The numpy form
     (every entry's log, 63% of bio's p being 0, then np.where) was 8-13% of an apply task's
     CPU; an apply block's call (8 x 65,536 entries) went from 8.5 to 3.9 ms."""
-    from pivot import portable as pt
     from pivot._native import _counts
 
     p = np.asarray(p, np.float64)
     # portable's coefficients and constants, so that the two stay one method
-    out, odd = _counts.log_floor(np.ascontiguousarray(p).reshape(-1), FLOOR_LOG_P, np.asarray(pt._LOG_R, np.float64),
-                                 pt._LN2_HI, pt._LN2_LO, pt._SQRT_HALF)
+    out, odd = _counts.log_floor(np.ascontiguousarray(p).reshape(-1), FLOOR_LOG_P,
+                                 np.asarray(portable._LOG_R, np.float64), portable._LN2_HI, portable._LN2_LO,
+                                 portable._SQRT_HALF)
     out = out.reshape(p.shape)
     if odd:
-        rest = (p > 0) & ~((p >= pt._TINY) & (p <= np.finfo(np.float64).max))
+        rest = (p > 0) & ~((p >= portable._TINY) & (p <= np.finfo(np.float64).max))
         out[rest] = portable.log(p[rest])
     return out
 
@@ -631,12 +631,6 @@ def linear(z: list[np.ndarray], intercept: float, coef) -> np.ndarray:
     for c, col in zip(np.asarray(coef, np.float64).tolist(), z):
         out += c * col
     return out
-
-
-def standardised_sums(std: "Standardiser", names, cols, intercepts, coefs) -> list[np.ndarray]:
-    """[linear(std.columns(names, cols), intercepts[k], coefs[k]) for every k], to the byte: the
-    columns of standardised_matrix."""
-    return list(standardised_matrix(std, names, cols, intercepts, coefs).T)
 
 
 def standardised_matrix(std: "Standardiser", names, cols, intercepts, coefs) -> np.ndarray:
