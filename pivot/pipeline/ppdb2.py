@@ -139,6 +139,7 @@ process from 2.59 to 1.79).
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import logging
 import math
@@ -1372,7 +1373,7 @@ class PairTable:
                 m = z.memmap(f)
                 got = np.zeros((len(rows), *m.shape[1:]), m.dtype)
                 del m
-            for j, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:])):
+            for j, (lo, hi) in enumerate(itertools.pairwise(cuts)):
                 if lo == hi:
                     continue
                 with open_bundle(sources[j]) as z:
@@ -1416,24 +1417,14 @@ class PairTable:
         return np.where(rev[:, None] >= 0, self.p_rows(np.maximum(rev, 0)), 0.0)
 
     def used_phrases(self, n_e: int) -> np.ndarray:
-        """The phrase ids some stored pair holds (as e1 or e2), ascending."""
-        seen = np.zeros(n_e, dtype=bool)
-        for _, z in self.scan(("e1", "e2")):
-            seen[z["e1"]] = True
-            seen[z["e2"]] = True
-        return np.flatnonzero(seen)
+        """The phrase ids some stored pair holds (as e1 or e2), ascending (ids_range, part by part)."""
+        return _present(n_e, (ids_range(path)[0] for path in self.part_paths))
 
     def pivot_ids(self) -> np.ndarray:
-        """The distinct foreign phrase ids of the pairs' stored pivots, ascending (a presence
-        mask, grown as the parts are read: np.unique of every pair's pivots held ~0.2 GB of
-        copies and sort space on bio)."""
-        seen = np.zeros(0, dtype=bool)
-        for _, z in self.scan(("pivots",)):
-            ids = z["pivots"][z["pivots"] >= 0]
-            if len(ids) and ids.max() >= len(seen):
-                seen = np.concatenate([seen, np.zeros(int(ids.max()) + 1 - len(seen), dtype=bool)])
-            seen[ids] = True
-        return np.flatnonzero(seen)
+        """The distinct foreign phrase ids of the pairs' stored pivots, ascending (ids_range, part
+        by part)."""
+        f = [ids_range(path)[1] for path in self.part_paths]
+        return _present(max((int(a[-1]) + 1 for a in f if len(a)), default=0), f)
 
 
 def ids_range(part_path) -> tuple[np.ndarray, np.ndarray]:
@@ -1445,19 +1436,22 @@ def ids_range(part_path) -> tuple[np.ndarray, np.ndarray]:
     return e, unique(pivots[pivots >= 0].astype(np.int64))
 
 
+def _present(n: int, pieces) -> np.ndarray:
+    """The ids 0..n-1 that some array of ``pieces`` holds, ascending (a presence mark per id)."""
+    seen = np.zeros(n, dtype=bool)
+    for ids in pieces:
+        seen[ids] = True
+    return np.flatnonzero(seen)
+
+
 def _ids_job(table: PairTable, n_e: int):
     """A job of Engine.run: (used, f_used), PairTable.used_phrases(n_e) and pivot_ids() from a
     task per pivot part (ids_range), their presence marked here."""
     from pivot.pipeline.engine import Batch
 
     done = yield Batch(ids_range, [(path,) for path in table.part_paths], name="ppdb2-ids")
-    seen = np.zeros(n_e, dtype=bool)
-    f_max = max((int(f[-1]) for _, f in done if len(f)), default=-1)
-    f_seen = np.zeros(f_max + 1, dtype=bool)
-    for e, f in done:
-        seen[e] = True
-        f_seen[f] = True
-    return np.flatnonzero(seen), np.flatnonzero(f_seen)
+    n_f = max((int(f[-1]) + 1 for _, f in done if len(f)), default=0)
+    return _present(n_e, (e for e, _ in done)), _present(n_f, (f for _, f in done))
 
 
 #: The fields of a pair's label file (label_range: one per pivot part): the well-formedness
@@ -1577,13 +1571,10 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
             path.unlink()
         counts, hidden = survey["counts"], survey["hidden"]
     else:
-        # the forms' counts, summed part by part
-        counts = dict.fromkeys(wellformed.NAMES.values(), 0)
-        hidden = 0
-        for _, z in table.scan(("form",), labels):
-            for flag, name in wellformed.NAMES.items():
-                counts[name] += int(((z["form"] & flag) > 0).sum())
-            hidden += int(((z["form"] & wellformed.HIDDEN) > 0).sum())
+        # the forms' counts, a task per label file
+        done = yield Batch(form_counts_file, [(path,) for path in labels], name="ppdb2-counts")
+        counts = {name: sum(c[name] for c, _ in done) for name in wellformed.NAMES.values()}
+        hidden = sum(h for _, h in done)
     log.info("ppdb2: %d pairs of %d phrases labelled in %.1f s", table.n_pairs, len(used), time.perf_counter() - t0)
     meta = {"forms": {"lemmatizer": ("WordNet 3.0 (NLTK's morphy on the data files, pivot.pipeline.wordnet)"
                                      if params["wordnet"] else "none ([ppdb2] wordnet = false): INFLECTION is never set"),
@@ -2118,7 +2109,7 @@ def survey_range(part_path, label_path, lex_path, texts_path, starts_path, lo: i
     s1, s2 = lex.slots(z["e1"], z["e2"])
     form = z["form"]
     del z
-    counts = {name: int(((form & flag) > 0).sum()) for flag, name in wellformed.NAMES.items()}
+    counts, hidden = form_counts(form)
     visible = (form & wellformed.HIDDEN) == 0
     every = np.arange(len(s1))
     queries = {side: unique(s1[_visible_synonyms(lex, s1, s2, visible, every, side)]) for side in (False, True)}
@@ -2133,9 +2124,23 @@ def survey_range(part_path, label_path, lex_path, texts_path, starts_path, lo: i
         finally:
             texts.close()
     train_h, train_rows = smallest_by_hash(h, lo + train, limit)
-    return {"counts": counts, "hidden": int((~visible).sum()), "queries": queries[False],
+    return {"counts": counts, "hidden": hidden, "queries": queries[False],
             "held_queries": queries[True], "n_candidates": int(cand.sum()), "test_rows": lo + test,
             "train_h": train_h, "train_rows": train_rows}
+
+
+def form_counts(form: np.ndarray) -> tuple[dict, int]:
+    """({form name: pairs with its flag}, pairs with a HIDDEN flag) of pairs' well-formedness masks."""
+    from pivot.pipeline import wellformed
+
+    return ({name: int(((form & flag) > 0).sum()) for flag, name in wellformed.NAMES.items()},
+            int(((form & wellformed.HIDDEN) > 0).sum()))
+
+
+def form_counts_file(label_path) -> tuple[dict, int]:
+    """form_counts of a label file (a task)."""
+    with open_bundle(label_path) as z:
+        return form_counts(z["form"])
 
 
 @_heap_released
@@ -2172,23 +2177,23 @@ def _survey_job(table, labels, lex_path, texts_path, starts_path, seed: int, lim
                                       for path, label, lo in zip(table.part_paths, labels, lows)], name="ppdb2-survey")
     survey = {"counts": {name: sum(d["counts"][name] for d in done) for name in wellformed.NAMES.values()},
               "hidden": sum(d["hidden"] for d in done), "n_candidates": sum(d["n_candidates"] for d in done),
-              "test_rows": np.concatenate([d["test_rows"] for d in done]) if done else np.zeros(0, np.int64)}
+              "test_rows": np.concatenate([np.zeros(0, np.int64), *(d["test_rows"] for d in done)])}
     train_h, train_rows = np.zeros(0), np.zeros(0, np.int64)
     for d in done:
         train_h, train_rows = smallest_by_hash(np.concatenate([train_h, d["train_h"]]),
                                                np.concatenate([train_rows, d["train_rows"]]), limit)
     survey["train_rows"] = np.sort(train_rows)
     # the training side's lists: those of the MAX_WITHIN_QUERIES smallest query slots
-    empty = np.zeros(0, np.int64)
-    queries = unique(np.concatenate([empty, *(d["queries"] for d in done)]))[:MAX_WITHIN_QUERIES]
-    held_queries = unique(np.concatenate([empty, *(d["held_queries"] for d in done)]))
+    empty = (np.zeros(0, np.int64), np.zeros(0, bool))
+    queries = unique(np.concatenate([empty[0], *(d["queries"] for d in done)]))[:MAX_WITHIN_QUERIES]
+    held_queries = unique(np.concatenate([empty[0], *(d["held_queries"] for d in done)]))
     del done
     lists = yield Batch(list_rows_range, [(path, label, lex_path, lo, queries, held_queries)
                                           for path, label, lo in zip(table.part_paths, labels, lows)],
                         name="ppdb2-lists")
-    rows = {side: tuple(np.concatenate([empty, *(d[side][k] for d in lists)]) for k in (0, 1))
-            for side in ("train", "held")}
-    return survey, {side: (r, positive.astype(bool)) for side, (r, positive) in rows.items()}
+    # (global rows ascending, positive) of each side's lists
+    return survey, {side: tuple(np.concatenate([empty[k], *(d[side][k] for d in lists)]) for k in (0, 1))
+                    for side in ("train", "held")}
 
 
 def _within_lists(table, ph, labels, lex: Lexical, models, texts, seed: int, listed,
