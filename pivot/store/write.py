@@ -720,6 +720,13 @@ def _statement_rows(conn, n_columns: int) -> int:
     return max(1, min(ROWS_PER_STATEMENT, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // n_columns))
 
 
+def _statements(conn, table: str, n_columns: int) -> tuple[int, str, str]:
+    """(rows a statement, the INSERT of that many rows, the INSERT of one row) of ``table``."""
+    per = _statement_rows(conn, n_columns)
+    one = f"({', '.join('?' * n_columns)})"
+    return per, f"INSERT INTO {table} VALUES {', '.join([one] * per)}", f"INSERT INTO {table} VALUES {one}"
+
+
 def _insert_columns(conn, table: str, columns: list) -> None:
     """Rows given as columns (1-D arrays of one length: integers, or floats with NaN for NULL,
     see :func:`_or_null`), :func:`_statement_rows` to an INSERT statement.
@@ -730,9 +737,7 @@ def _insert_columns(conn, table: str, columns: list) -> None:
     first 1M pairs: a scratch row 3.4 -> 1.5 us, a row of `pair` 5.1 -> 2.7 us (CPU)."""
     n_columns = len(columns)
     m = len(columns[0]) if columns else 0
-    per = _statement_rows(conn, n_columns)
-    one = f"({', '.join('?' * n_columns)})"
-    many = f"INSERT INTO {table} VALUES {', '.join([one] * per)}"
+    per, many, single = _statements(conn, table, n_columns)
     run = per * RUN_STATEMENTS
     for a in range(0, m, run):
         b = min(a + run, m)
@@ -742,7 +747,7 @@ def _insert_columns(conn, table: str, columns: list) -> None:
         full = (b - a) - (b - a) % per   # a run is whole statements but for the table's last rows
         conn.executemany(many, values[:full].reshape(-1, per * n_columns).tolist())
         if full < b - a:
-            conn.executemany(f"INSERT INTO {table} VALUES {one}", values[full:].tolist())
+            conn.executemany(single, values[full:].tolist())
 
 
 def _insert_flat(conn, table: str, n_columns: int, values) -> None:
@@ -750,18 +755,15 @@ def _insert_flat(conn, table: str, n_columns: int, values) -> None:
     :func:`_statement_rows` to an INSERT statement (the last rows that fill no statement one by
     one). The values are taken a run of statements at a time: the rows are never all held as
     Python objects at once (a bio database's foreign phrases alone are millions of values)."""
-    one = f"({', '.join('?' * n_columns)})"
-    per = _statement_rows(conn, n_columns)
+    per, many, single = _statements(conn, table, n_columns)
     width = n_columns * per
-    many = f"INSERT INTO {table} VALUES {', '.join([one] * per)}"
     it = iter(values)
     while True:
         flat = list(itertools.islice(it, width * RUN_STATEMENTS))
         full = len(flat) - len(flat) % width
         conn.executemany(many, (flat[i:i + width] for i in range(0, full, width)))
         if len(flat) < width * RUN_STATEMENTS:   # the last run: its rows that fill no statement
-            conn.executemany(f"INSERT INTO {table} VALUES {one}",
-                             (flat[i:i + n_columns] for i in range(full, len(flat), n_columns)))
+            conn.executemany(single, (flat[i:i + n_columns] for i in range(full, len(flat), n_columns)))
             return
 
 
