@@ -238,7 +238,8 @@ def shard_cuts(e_offsets, f_offsets, max_cells):
     return cuts
 
 
-def _words(array) -> list[str]:
+def chunk_words(array) -> list[str]:
+    """The words of a tokenized chunk's vocabulary (``e_words`` / ``f_words`` of tokenize_chunk), in id order."""
     text = array.tobytes().decode("utf-8")
     return text.split("\n") if text else []
 
@@ -280,7 +281,7 @@ def _encode_corpus(corpus_dir, chunk_sentences, scratch):
     shards, e_words, f_words = [], [], []
     for k in range(n_chunks):
         with open_bundle(tok[k]) as z:
-            e_words, f_words = _words(z["e_words"]), _words(z["f_words"])
+            e_words, f_words = chunk_words(z["e_words"]), chunk_words(z["f_words"])
             cuts = shard_cuts(z["e_offsets"], z["f_offsets"], ibm_shards.SHARD_CELLS)
         save_bundle(maps[k], e_ids=np.array([e_vocab.add(w) for w in e_words], dtype=np.int32),
                     f_ids=np.array([f_vocab.add(w) for w in f_words], dtype=np.int32))
