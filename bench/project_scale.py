@@ -54,9 +54,11 @@ The model, stated so that it can be argued with:
   phrases per sentence than 20 would).
 * **where it runs** (this code, ``pivot build --graph``): tasks on every worker of every node
   at the measured efficiency: align (by shard), score (by LM and range), extract,
-  translation, pivot, ppdb2's labels, relation fits and apply, the database's parts
-  (``--parts N``); the corpus stage one task per language (at most ``--languages`` at once);
-  on one core (the build's process, or a single task): preflight, encode, lmtext, lm (a task
+  translation, pivot, encode (by file, chunk and shard since session 14), ppdb2's labels,
+  relation fits and apply, the database's parts (``--parts N``); the corpus stage one task per
+  language (at most ``--languages`` at once); on one core (the build's process, or a single
+  task): preflight, encode's join of its chunks' vocabularies (``--encode-share``: the largest
+  share of its CPU measured in the build's process, bench/bench_encode.py), lmtext, lm (a task
   per model: two), weights, the tagger, ppdb2's score fit with lhs and combine (threads of
   one process: added up; its phrase side is tasks by block of phrases since session 12), the
   write's survey (since session 11 the phrase index is tasks: its texts by block of ids, its
@@ -92,7 +94,10 @@ STAGES = {
     "start": (LINEAR, SERIAL),           # preflight reads every input (--preflight: its parts)
     "corpus": (COPIES, LANGUAGES),
     "align": (COPIES, TASKS),
-    "encode": (COPIES, SERIAL),
+    # encode's tasks (its files' lines, chunks, shards) and its join of the chunks' vocabularies
+    # in the build's process (--encode-share: the measured share of its CPU)
+    "encode": (COPIES, TASKS),
+    "encode-serial": (COPIES, SERIAL),
     "lmtext": (COPIES, SERIAL),
     "lm": (COPIES, SERIAL),
     "score": (COPIES, TASKS),
@@ -119,7 +124,7 @@ STAGES = {
 OVERLAP = [("align",), ("lmtext", "lm", "score")]       # side by side: the longer counts
 #: ppdb2's tasks, its in-process part, lhs and combine: their sum (the apply tasks wait for the fit)
 TOGETHER = [("late-tasks", "late-serial", "late-single", "tagger")]
-CHAIN = ("encode", "weights", "extract", "translation", "pivot")
+CHAIN = ("encode", "encode-serial", "weights", "extract", "translation", "pivot")
 #: The one-core parts that grow fastest: the write's survey (its phrase index until session 10), ppdb2's phrase side and
 #: fit (with lhs), preflight's reads. The projection also says what the build would take were they tasks.
 WOULD_MOVE = ("store-serial", "late-serial", "start")
@@ -148,7 +153,8 @@ MEMORY = [
     {"row": "preflight", "process": "build", "law": CONSTANT, "w1": ["start"], "w2": ["start"],
      "holds": "one input file's reader at a time"},
     {"row": "encode", "process": "build", "law": CONSTANT, "w1": ["encode"], "w2": ["encode"],
-     "holds": "streaming: a shard of sentence pairs, the vocabularies"},
+     "holds": "the vocabularies and one language's token counts (8 B a line: 40 MB at 5M lines a language); "
+              "its tasks a chunk of 50k lines or a shard"},
     {"row": "weights", "process": "build", "law": SENTENCES, "w1": ["weights"], "w2": ["weights"],
      "holds": "every sentence's Moore-Lewis scores and weight columns (8 B x models each) and their sorts"},
     {"row": "align, LM branch (tasks)", "process": "task", "law": CONSTANT,
@@ -571,6 +577,8 @@ def main():
                          "bio-multi: their memory rows (the build's process, the tasks)")
     ap.add_argument("--task-memory", type=Path, default=RESULTS / "task-memory-session12.json",
                     help="the build's process's bytes per task of a map (bench/bench_task_memory.py)")
+    ap.add_argument("--encode-share", type=Path, default=RESULTS / "encode-share-session14.json",
+                    help="bench/bench_encode.py's result: the share of encode's CPU in the build's process")
     ap.add_argument("--sentences", type=float, default=100e6)
     ap.add_argument("--languages", type=int, default=20, help="pivot languages the target bitext is spread over")
     ap.add_argument("--cores", type=int, default=2, help="cores per node")
@@ -591,6 +599,10 @@ def main():
 
     builds = one_worker_builds(args.builds)
     cpu1, exponents = copies_curves(builds)
+    # encode's build-process share: the largest measured (bench/bench_encode.py)
+    share = max(run["build_share"] for run in json.loads(args.encode_share.read_text())["runs"])
+    cpu1["encode-serial"], cpu1["encode"] = share * cpu1["encode"], (1 - share) * cpu1["encode"]
+    exponents["encode-serial"] = exponents.get("encode", 1.0)
     roles_runs = [json.loads(Path(p).read_text()) for p in args.roles]
     if args.write_roles:
         roles_runs = [with_write_of(r, json.loads(Path(w).read_text())) for r, w in zip(roles_runs, args.write_roles)]
