@@ -10,7 +10,7 @@ import pytest
 
 from pivot.pipeline import ppdb2 as P
 from pivot.pipeline import wellformed, wordnet
-from pivot.pipeline.bundle import save_bundle
+from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.store.combined import FLOOR_LOG_P
 from pivot.store.db import ParaphraseDB
 from pivot.store.write import write_database
@@ -1143,6 +1143,36 @@ def test_survey_and_lists_tasks_by_hand(tmp_path):
     assert survey["train_rows"].tolist() == [0 if h0 <= h2 else 2]
     assert listed["train"][0].tolist() == [0, 1, 3] and listed["train"][1].tolist() == [True, False, True]
     assert listed["held"][0].tolist() == [5, 6] and listed["held"][1].tolist() == [False, True]
-    # the phrase ids and pivots of the parts (ids_range per part, _ids_job)
-    used, f_used = Engine(workers=1).run(P._ids_job(table, 6))[0]
+    # the phrase ids and pivots of the parts (ids_file per part, _ids_job), their scratch files gone
+    used, f_used = Engine(workers=1).run(P._ids_job(table, 6, tmp_path))[0]
     assert used.tolist() == [0, 1, 2, 3, 4] and f_used.tolist() == [0]
+    assert not list(tmp_path.glob(".ids-*"))
+
+
+def test_phrase_rows_by_block(tmp_path):
+    """write_phrase_rows asks e_phrases for a block of ids at a time and writes the rows and
+    counts of exactly those ids; member_blocks reads them back by block; words_alphabet_of over
+    blocks is words_alphabet over the whole."""
+    rows = np.array([[0, 1, -1], [2, -1, -1], [1, 3, 4], [4, -1, -1], [0, -1, -1]], np.int32)
+    count = np.array([7, 5, 9, 2, 4], np.int64)
+    asked = []
+
+    def e_phrases(ids):
+        asked.append(ids.tolist())
+        return rows[ids], count[ids]
+
+    path = tmp_path / "t.arrays"
+    P.write_phrase_rows(path, e_phrases, np.array([0, 2, 3, 4]), block=3)
+    # the width from an empty ask, then [0, 2, 3] and [4] for the rows and again for the counts
+    assert asked == [[], [0, 2, 3], [4], [0, 2, 3], [4]]
+    with open_bundle(path) as z:
+        assert z["tokens"].tolist() == [[0, 1, -1], [1, 3, 4], [4, -1, -1], [0, -1, -1]]
+        assert z["tokens"].dtype == np.int32
+        assert z["counts"].tolist() == [7.0, 9.0, 2.0, 4.0] and z["counts"].dtype == np.float64
+    got = list(P.member_blocks(path, "counts", block=3))
+    assert [b.tolist() for b in got] == [[7.0, 9.0, 2.0], [4.0]]
+    words = ["a", "bc", "d", "ce", "f"]
+    # ids 0, 1, 3, 4 in the stored rows: characters a, b, c, e, f and the space
+    whole = P.words_alphabet(rows[[0, 2, 3, 4]], words)
+    assert P.words_alphabet_of(P.member_blocks(path, "tokens", block=1), words).tolist() == whole.tolist()
+    assert "".join(map(chr, whole.tolist())) == " #abcef"

@@ -1444,14 +1444,35 @@ def _present(n: int, pieces) -> np.ndarray:
     return np.flatnonzero(seen)
 
 
-def _ids_job(table: PairTable, n_e: int):
+def ids_file(part_path, out_path) -> int:
+    """ids_range of one pivot part written to ``out_path`` (``e``, ``f``); returns the largest
+    foreign id + 1 (0: none) (a task)."""
+    e, f = ids_range(part_path)
+    save_bundle(out_path, e=e, f=f)
+    return int(f[-1]) + 1 if len(f) else 0
+
+
+def _ids_job(table: PairTable, n_e: int, tmp):
     """A job of Engine.run: (used, f_used), PairTable.used_phrases(n_e) and pivot_ids() from a
-    task per pivot part (ids_range), their presence marked here."""
+    task per pivot part (ids_file, in a scratch file of ``tmp`` each), their presence marked
+    here one part's file at a time. (Returned by the tasks, every part's distinct ids came
+    back at once and stayed until the stage's next batch, as a job's sent value does: 221 MiB
+    on bio-multi's 44 parts, ~120 bytes a stored phrase; read from the files, this process
+    holds one part's ids beside the marks, a byte per phrase id and per foreign id.)"""
     from pivot.pipeline.engine import Batch
 
-    done = yield Batch(ids_range, [(path,) for path in table.part_paths], name="ppdb2-ids")
-    n_f = max((int(f[-1]) + 1 for _, f in done if len(f)), default=0)
-    return _present(n_e, (e for e, _ in done)), _present(n_f, (f for _, f in done))
+    paths = [Path(tmp) / f".ids-{j:04d}.arrays" for j in range(len(table.part_paths))]
+    n_f = max((yield Batch(ids_file, list(zip(table.part_paths, paths)), name="ppdb2-ids")), default=0)
+
+    def member(name):
+        for path in paths:
+            with open_bundle(path) as z:
+                yield z[name]
+    try:
+        return _present(n_e, member("e")), _present(n_f, member("f"))
+    finally:
+        for path in paths:
+            path.unlink(missing_ok=True)
 
 
 #: The fields of a pair's label file (label_range: one per pivot part): the well-formedness
@@ -1477,13 +1498,14 @@ def _read_fields(path, label_path, fields) -> dict:
 FORM_ARRAYS = ("tokens", "content", "n_content", "core", "bits")
 
 
-def build(tmp: Path, *, part_paths: list[Path], e_phrases, e_tokens: list[str],
+def build(tmp: Path, *, part_paths: list[Path], n_e: int, e_phrases, e_tokens: list[str],
           f_lang_of, models: list[str], params: dict, data_root: Path, engine, shard_paths=()) -> dict:
     """The stage: labels, fits, applies; writes ``x-NNNN.arrays`` per pivot part and
-    ``ppdb2.json`` (what the database's meta records). ``e_phrases()`` gives the English
-    phrases' (token rows, counts) (read when the stage needs them and let go after its phrase
-    side: 92 MB on bio-multi, held through the stage beside the apply tasks when they were
-    arguments); ``f_lang_of(ids)`` gives the language index of foreign phrase ids;
+    ``ppdb2.json`` (what the database's meta records). ``n_e``: the English phrase ids
+    0..n_e-1; ``e_phrases(ids)`` gives the (token rows, counts) of the English phrase ids
+    ``ids`` (ascending), asked for PHRASE_BLOCK stored phrases at a time: every phrase's rows
+    at once were n_e x 36 bytes in this process (126 MB on bio-multi's 3.49M ids, and the lhs
+    stage beside it read them too); ``f_lang_of(ids)`` gives the language index of foreign phrase ids;
     ``models``: the stored models, General first; ``shard_paths``:
     the encode stage's shards, whose English the relations' word vectors are trained on
     (pivot.pipeline.vectors; none: no vector features).
@@ -1492,7 +1514,7 @@ def build(tmp: Path, *, part_paths: list[Path], e_phrases, e_tokens: list[str],
     per pivot part on the workers beside the phrases' trigrams and synsets per block; the
     relation classifier's fits on the workers while this process fits the score; then the apply
     tasks. In one process the same steps run one after another: the same bytes."""
-    return engine.run(_build_job(tmp, part_paths=part_paths, e_phrases=e_phrases, e_tokens=e_tokens,
+    return engine.run(_build_job(tmp, part_paths=part_paths, n_e=n_e, e_phrases=e_phrases, e_tokens=e_tokens,
                                  f_lang_of=f_lang_of, models=models, params=params, data_root=data_root,
                                  shard_paths=list(shard_paths)))[0]
 
@@ -1503,7 +1525,7 @@ def _here(fn, *args):
     yield  # unreachable: makes this a generator
 
 
-def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models, params, data_root,
+def _build_job(tmp: Path, *, part_paths, n_e, e_phrases, e_tokens, f_lang_of, models, params, data_root,
                shard_paths=()):
     from pivot.pipeline import wellformed
     from pivot.pipeline.encode import phrase_text_list
@@ -1511,13 +1533,8 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
 
     t0 = time.perf_counter()
     table = PairTable.read(part_paths)
-    e_rows, e_count = e_phrases()
-    n_e = len(e_rows)
     # the stored phrases (and pivots) from a task per pivot part, not a pass over every pair here
-    used, f_used = yield from _ids_job(table, n_e)
-    # the stored phrases' rows of what the features need of the translation stage's phrases (the
-    # rest goes once their texts are written)
-    tokens, counts = np.asarray(e_rows[used], np.int32), np.asarray(e_count[used], np.float64)
+    used, f_used = yield from _ids_job(table, n_e, tmp)
     # int32: the pairs' slots (e1's, e2's) are this array indexed by a part's e1 and e2
     slot = np.full(n_e, -1, np.int32)
     slot[used] = np.arange(len(used))
@@ -1529,13 +1546,15 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     texts_path, slot_path, tokens_path = tmp / ".texts.txt", tmp / ".slot.arrays", tmp / ".tokens.arrays"
     # the Phrases' arrays, the vectors in a file of their own (written before the codes are made)
     phrases_paths = (tmp / ".phrases.arrays", tmp / ".vectors.arrays")
-    # the texts straight to their file, a block at a time (never a list of every text here)
-    blocks, starts = write_text_blocks(texts_path, (phrase_text_list(e_rows, e_tokens, used[a:a + PHRASE_BLOCK])
-                                                    for a in range(0, len(used), PHRASE_BLOCK)))
-    del e_rows, e_count
+    # The stored phrases' token rows and counts (what the features need of the translation
+    # stage's phrases) to tokens_path, PHRASE_BLOCK phrases read at a time; then their texts
+    # straight to their file, a block of rows at a time (never a list of every text here). The
+    # rows of a phrase are its own: the same bytes as the rows of every id indexed by ``used``.
+    write_phrase_rows(tokens_path, e_phrases, used)
+    blocks, starts = write_text_blocks(texts_path, (phrase_text_list(rows, e_tokens, np.arange(len(rows)))
+                                                    for rows in member_blocks(tokens_path, "tokens")))
     texts = TextFile(texts_path, starts)
     save_bundle(slot_path, slot=slot)
-    save_bundle(tokens_path, tokens=tokens)
     # the labels stay in their per-part files until the stage ends: the fits read the rows they
     # select, each apply task its own part's
     labels = [tmp / f".form-{j:04d}.arrays" for j in range(len(part_paths))]
@@ -1547,8 +1566,8 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
         jobs = [labelled]
         if shard_paths:
             jobs.append(_vectors_job(shard_paths, len(e_tokens), tokens_path, phrases_paths[1]))
-        done = yield Together(*jobs, _phrase_side_job(f_used, texts_path, blocks, words_alphabet(tokens, e_tokens),
-                                                      slot, tokens, counts,
+        alphabet = words_alphabet_of(member_blocks(tokens_path, "tokens"), e_tokens)
+        done = yield Together(*jobs, _phrase_side_job(f_used, texts_path, blocks, alphabet, slot, tokens_path,
                                                       f_lang_of, data_root, params, phrases_paths,
                                                       bool(shard_paths)))
         lex = done[-1]
@@ -1556,7 +1575,7 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
         ph = PhraseFile(*phrases_paths)
     else:
         yield Together(labelled)
-    del tokens, counts, f_used
+    del f_used
     for path in (slot_path, tokens_path):
         path.unlink()
     if params["learn"]:
@@ -1671,7 +1690,37 @@ def words_alphabet(tokens: np.ndarray, e_tokens: list[str]) -> np.ndarray:
     """The trigrams' alphabet of the phrases of token rows ``tokens`` (-1 padded; ids of the
     words ``e_tokens``): their words' characters and the space that joins them (a text's cut
     holds no others), so that every block of phrases is coded alike (phrase_side_task)."""
-    return trigram_alphabet([" ", *(e_tokens[w] for w in np.unique(tokens[tokens >= 0]).tolist())])
+    return words_alphabet_of([tokens], e_tokens)
+
+
+def words_alphabet_of(blocks, e_tokens: list[str]) -> np.ndarray:
+    """words_alphabet of the phrases whose token rows are the blocks of rows ``blocks``: the
+    union of each block's words is every phrase's (each block's distinct ids, merged)."""
+    ids = np.zeros(0, np.int64)
+    for tokens in blocks:
+        ids = np.union1d(ids, np.unique(np.asarray(tokens)[np.asarray(tokens) >= 0]).astype(np.int64))
+    return trigram_alphabet([" ", *(e_tokens[w] for w in ids.tolist())])
+
+
+def write_phrase_rows(path, e_phrases, ids, block: int = PHRASE_BLOCK) -> None:
+    """``tokens`` (int32 token rows) and ``counts`` (float64 bitext counts) of the phrase ids
+    ``ids`` (ascending) to ``path``, e_phrases(ids[a:a + block]) asked for a block at a time and
+    written as it comes (bundle.Blocks): this process holds one block's rows, not every id's."""
+    ids = np.asarray(ids, np.int64)
+    width = e_phrases(ids[:0])[0].shape[1]
+    cuts = range(0, len(ids), block)
+    save_bundle(path, tokens=Blocks(np.int32, (len(ids), width), (e_phrases(ids[a:a + block])[0] for a in cuts)),
+                counts=Blocks(np.float64, (len(ids),), (e_phrases(ids[a:a + block])[1] for a in cuts)))
+
+
+def member_blocks(path, name: str, block: int = PHRASE_BLOCK):
+    """Rows a:a + block of member ``name`` of bundle ``path``, for a = 0, block, ... (copies; the
+    map of each goes with its read)."""
+    with open_bundle(path) as z:
+        n = z.shape(name)[0]
+    for a in range(0, n, block):
+        with open_bundle(path) as z:
+            yield z.take(name, slice(a, a + block))
 
 
 def phrase_side(table, texts, slot, tokens, e_tokens, counts, f_lang_of, data_root, params, phrases_paths,
@@ -1681,13 +1730,16 @@ def phrase_side(table, texts, slot, tokens, e_tokens, counts, f_lang_of, data_ro
     from pivot.pipeline.engine import Engine
 
     texts_path = Path(phrases_paths[0]).parent / ".texts.txt"
+    tokens_path = Path(phrases_paths[0]).parent / ".tokens.arrays"
     blocks = _write_texts(texts_path, texts)
+    save_bundle(tokens_path, tokens=np.asarray(tokens, np.int32), counts=np.asarray(counts, np.float64))
     try:
         return Engine(workers=1).run(_phrase_side_job(table.pivot_ids(), texts_path, blocks, words_alphabet(tokens, e_tokens),
-                                                      slot, tokens, counts, f_lang_of, data_root, params,
+                                                      slot, tokens_path, f_lang_of, data_root, params,
                                                       phrases_paths, with_vectors))[0]
     finally:
         texts_path.unlink()
+        tokens_path.unlink()
 
 
 def _write_texts(path: Path, texts: list[str], block: int = PHRASE_BLOCK) -> list[tuple[int, int, int, int]]:
@@ -1790,13 +1842,14 @@ def phrase_side_task(texts_path, block: tuple, alphabet: np.ndarray, data_root, 
     return {"reused": False, "n_phrases": n}
 
 
-def _phrase_side_job(f_used, texts_path, blocks, alphabet, slot, tokens, counts, f_lang_of, data_root, params,
+def _phrase_side_job(f_used, texts_path, blocks, alphabet, slot, tokens_path, f_lang_of, data_root, params,
                      phrases_paths, with_vectors: bool = False):
     """A job of Engine.run: what the fits need of the phrases. The trigrams and WordNet synsets
     of each block of phrases are tasks (phrase_side_task); here, the per-phrase feature inputs
     (shared with the apply tasks through ``phrases_paths[0]``, a row per stored phrase in slot
     order: the rows of a phrase id are its slots), the blocks' trigrams copied into that file
-    one block at a time, and the synsets as the Lexical it returns. The vectors go to
+    one block at a time, and the synsets as the Lexical it returns; the phrases' token rows and
+    counts (``tokens_path``: write_phrase_rows') go to that file a block at a time too. The vectors go to
     ``phrases_paths[1]``: written by _vectors_job's tasks (with_vectors), else empty here."""
     from pivot.pipeline.engine import Batch
 
@@ -1805,7 +1858,6 @@ def _phrase_side_job(f_used, texts_path, blocks, alphabet, slot, tokens, counts,
     yield Batch(phrase_side_task, [(texts_path, block, alphabet, str(data_root), params["seed"],
                                     params["relation_test_fraction"], path) for block, path in zip(blocks, paths)],
                 name="ppdb2-phrases")
-    n_words = (tokens >= 0).sum(axis=1).astype(np.int8)
     f_lang = np.full(int(f_used.max()) + 1 if len(f_used) else 0, -1, np.int16)
     f_lang[f_used] = f_lang_of(f_used)
     del f_used
@@ -1814,9 +1866,16 @@ def _phrase_side_job(f_used, texts_path, blocks, alphabet, slot, tokens, counts,
         save_bundle(vectors_path, vec=np.zeros((0, 0), np.float32), vec_has=np.zeros(0, bool))
     tri_ptr = _offsets(_members(paths, "tri_count", np.int64))
     codes = Blocks(trigram_dtype(alphabet), (int(tri_ptr[-1]),), (_members([path], "tri") for path in paths))
-    save_bundle(phrases_path, n_words=n_words, log_count=portable.log(1.0 + counts), tokens=tokens, tri_ptr=tri_ptr,
+    with open_bundle(tokens_path) as z:
+        shape = z.shape("tokens")
+    # each phrase's words and log(1 + count) are its own: block by block, the same bytes
+    n_words = Blocks(np.int8, shape[:1], ((t >= 0).sum(axis=1).astype(np.int8)
+                                          for t in member_blocks(tokens_path, "tokens")))
+    log_count = Blocks(np.float64, shape[:1], (portable.log(1.0 + c) for c in member_blocks(tokens_path, "counts")))
+    save_bundle(phrases_path, n_words=n_words, log_count=log_count,
+                tokens=Blocks(np.int32, shape, member_blocks(tokens_path, "tokens")), tri_ptr=tri_ptr,
                 tri=codes, f_lang=f_lang, row_of=slot)
-    del n_words, tri_ptr, f_lang
+    del tri_ptr, f_lang
     lex = Lexical(_offsets(_members(paths, "syn_count", np.int32)), _members(paths, "syn_ids", np.int64),
                   _members(paths, "held", bool), slot)
     for path in paths:
@@ -2495,8 +2554,11 @@ def run_stage(context) -> None:
         return f_lang_of_token[translation.foreign_rows(translation.part_paths(translation_dir, "f"),
                                                         np.asarray(f_keys[ids]))[:, 0]]
 
-    build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")),
-          e_phrases=lambda: translation.english_phrases(translation_dir), e_tokens=Vocab.load(encode_dir / "vocab.en").tokens, f_lang_of=f_lang_of,
+    def e_phrases(ids):
+        return translation.english_rows(translation_dir, ids)
+
+    build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")), n_e=translation.n_phrases(translation_dir),
+          e_phrases=e_phrases, e_tokens=Vocab.load(encode_dir / "vocab.en").tokens, f_lang_of=f_lang_of,
           models=[m["name"] for m in read_models(context.dir("weights"))], params=context.params,
           data_root=context.data_root, engine=context.engine,
           shard_paths=[encode_dir / shard["file"] for shard in read_shards(encode_dir)["shards"]])
