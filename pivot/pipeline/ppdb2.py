@@ -1960,8 +1960,12 @@ def _score_side(table, ph, labels, lex, models, texts, used, listed, params, dat
     """The score's within lists (training side, and the held-out side it is reported on; their
     rows ``listed`` as _survey_job found them) and fit."""
     within = _within_lists(table, ph, labels, lex, models, texts, params["seed"], listed["train"])
-    held_lists = _within_lists(table, ph, labels, lex, models, texts, params["seed"], listed["held"], held_out=True)
-    return _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists)
+    # the held-out side's lists without their features: the report scores them a block of rows
+    # at a time once the fit is made (_fit_score)
+    held_lists = _within_lists(table, ph, labels, lex, models, texts, params["seed"], listed["held"], held_out=True,
+                               features=False)
+    return _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists,
+                      listed["held"][0])
 
 
 @_heap_released
@@ -2073,6 +2077,23 @@ def _rows_features(table: PairTable, ph, labels, rows, phrases: bool = True) -> 
     x = feature_matrix(pair_features(ph, e1, e2, table.p_rows(rows), table.reverse_p(e1, e2), n_pivots, pivots,
                                      form))
     return np.hstack([x, phrase_columns(ph, e1, e2)]) if ph.dim and phrases else x
+
+
+#: Rows a fit's report turns into features at a time (_rows_map: the held-out lists' scores, the
+#: relations' held-out predictions; a row's features and predictions are its own).
+REPORT_ROWS = 1 << 16
+
+
+def _rows_map(fn, table: PairTable, ph, labels, rows, phrases: bool = True, block: int = REPORT_ROWS,
+              empty=None) -> np.ndarray:
+    """fn(x) of the feature matrix x (_rows_features) of each ``block`` of ``rows`` in turn,
+    concatenated: for a row-wise ``fn`` the array fn gives on every row's matrix at once, with
+    one block's matrix held (``empty``: the result of no rows; default float64 (0,))."""
+    out = [np.zeros(0) if empty is None else empty]
+    rows = np.asarray(rows, np.int64)
+    for a in range(0, len(rows), block):
+        out.append(fn(_rows_features(table, ph, labels, rows[a:a + block], phrases=phrases)))
+    return np.concatenate(out)
 
 
 @dataclass
@@ -2256,7 +2277,7 @@ def _survey_job(table, labels, lex_path, texts_path, starts_path, seed: int, lim
 
 
 def _within_lists(table, ph, labels, lex: Lexical, models, texts, seed: int, listed,
-                  held_out: bool = False) -> WithinLists:
+                  held_out: bool = False, features: bool = True) -> WithinLists:
     """The candidate lists of fit_score's within-list term: the lists (pairs no HIDDEN flag hides)
     of training-side WordNet phrases (the relation split's, so no held-out synset is seen) that
     have a WordNet synonym among them, at most MAX_WITHIN_QUERIES lists (the smallest slots),
@@ -2264,12 +2285,14 @@ def _within_lists(table, ph, labels, lex: Lexical, models, texts, seed: int, lis
     the held-out side instead, every one of them (the score's report, never its fit).
 
     ``listed``: (global rows ascending, positive) of those lists, as _survey_job's tasks found
-    them (two passes over the parts: the queries, then their lists' rows)."""
+    them (two passes over the parts: the queries, then their lists' rows). features = False:
+    ``x`` has no columns (a report scores the rows by blocks instead: _rows_map)."""
     from pivot.hashes import unit_hash
 
     rows, positive = listed
     all_names, names = pair_feature_names(models, ph.dim), score_features(models, ph.dim)
-    x = _rows_features(table, ph, labels, rows, phrases=False)[:, [all_names.index(n) for n in names]]
+    x = (_rows_features(table, ph, labels, rows, phrases=False)[:, [all_names.index(n) for n in names]]
+         if features else np.zeros((len(rows), 0)))
     e1, e2 = table.rows(rows, ("e1", "e2"))
     query_slots = lex.slots(e1, e2)[0]
     held_back = {q: (not held_out) and unit_hash(texts[q], seed + 1) < WITHIN_VALIDATION
@@ -2278,9 +2301,10 @@ def _within_lists(table, ph, labels, lex: Lexical, models, texts, seed: int, lis
     return WithinLists(x, e1, e2, positive, table.p_rows(rows, 0), validation)
 
 
-def _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists=None):
+def _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists=None, held_rows=None):
     """The ratings' rows (each stored direction of a rated pair), split, fitted, evaluated
-    (texts: the stored phrases' texts, of phrase ids ``used``)."""
+    (texts: the stored phrases' texts, of phrase ids ``used``); the report's held-out lists
+    ``held_lists`` (their rows ``held_rows``) scored by blocks of rows (_rows_map)."""
     from pivot.eval.gold import pair_key, read_gold
     from pivot.hashes import unit_hash
     from pivot.text import normalize_many
@@ -2334,8 +2358,9 @@ def _fit_score(table, ph, labels, models, texts, used, params, data_root, within
                 "spearman": round(spearman(pred[dev], y[dev]), 4),
                 "spearman_p_general": round(spearman(p_general[dev], y[dev]), 4)},
         "selection": cv, "model": model.to_json(),
-        **({"held_out_lists": _held_out_report(held_lists, model.predict(names, held_lists.x))}
-           if held_lists is not None else {}),
+        **({"held_out_lists": _held_out_report(held_lists, _rows_map(
+            lambda x: model.predict(names, x[:, [all_names.index(n) for n in names]]),
+            table, ph, labels, held_rows, phrases=False))} if held_lists is not None else {}),
         "train_pairs": sorted({tuple(k.split("\t")) for k, d in zip(keys, dev) if not d}),
     }
     info["dev_spearman"] = info["dev"]["spearman"]
@@ -2384,7 +2409,6 @@ def _relations_job(table, ph, labels, names, texts, lex: Lexical, survey: dict, 
     validation = np.array([unit_hash(f"{texts[a]}\t{texts[b]}", seed + 1) < RELATION_VALIDATION
                            for a, b in zip(*(s.tolist() for s in train_slots))], dtype=bool)
     x_train = _rows_features(table, ph, labels, train_rows)
-    x_test = _rows_features(table, ph, labels, test_rows)
     strings = [n for n in names if n in STRING_FEATURES]
     idx = [names.index(n) for n in strings]
     path = tmp / ".relations.arrays"
@@ -2400,8 +2424,13 @@ def _relations_job(table, ph, labels, names, texts, lex: Lexical, survey: dict, 
                                                       in zip(sides, (best, string_best))], name="ppdb2-relations")
     path.unlink()
     majority = int(np.bincount(y_train, minlength=len(RELATIONS)).argmax())
-    ev = {"full": classification_report(y_test, model.probabilities(names, x_test).argmax(axis=1)),
-          "string_only": classification_report(y_test, string_model.probabilities(strings, x_test[:, idx]).argmax(axis=1)),
+    # the held-out rows' classes by both classifiers, their features made a block of rows at a
+    # time (every held-out row's matrix grew with the corpus: 43.5 MiB on bio-multi)
+    pred = _rows_map(lambda x: np.stack([model.probabilities(names, x).argmax(axis=1),
+                                         string_model.probabilities(strings, x[:, idx]).argmax(axis=1)], axis=1),
+                     table, ph, labels, test_rows, empty=np.zeros((0, 2), np.int64))
+    ev = {"full": classification_report(y_test, pred[:, 0]),
+          "string_only": classification_report(y_test, pred[:, 1]),
           "majority": classification_report(y_test, np.full(len(y_test), majority)),
           "majority_class": RELATIONS[majority]}
     ev["full_minus_string_macro_f1"] = round(ev["full"]["macro_f1"] - ev["string_only"]["macro_f1"], 4)
