@@ -1176,3 +1176,18 @@ def test_phrase_rows_by_block(tmp_path):
     whole = P.words_alphabet(rows[[0, 2, 3, 4]], words)
     assert P.words_alphabet_of(P.member_blocks(path, "tokens", block=1), words).tolist() == whole.tolist()
     assert "".join(map(chr, whole.tolist())) == " #abcef"
+
+
+def test_lexical_file_synsets_of(tmp_path):
+    """LexicalFile reads the synsets of the slots asked for from Lexical.save's file: slots
+    0..3 hold (5, 9), (), (9,), (2, 7, 8); asked for 3, 1, 0, 3 (distinct, ascending), the file
+    gives what the Lexical in memory gives."""
+    lex = P.Lexical.from_synsets([(5, 9), (), (9,), (2, 7, 8)], [False, True, False, False],
+                                 np.array([-1, 0, 1, 2, 3], np.int32))
+    lex.save(tmp_path / "lex.arrays")
+    got = P.LexicalFile(tmp_path / "lex.arrays", lex.slot).synsets_of(np.array([3, 1, 0, 3]))
+    assert got == {0: (5, 9), 1: (), 3: (2, 7, 8)}
+    assert got == lex.synsets_of([3, 1, 0, 3])
+    assert P.LexicalFile(tmp_path / "lex.arrays", lex.slot).synsets_of(np.zeros(0, np.int64)) == {}
+    s1, s2 = P.LexicalFile(tmp_path / "lex.arrays", lex.slot).slots(np.array([4, 1]), np.array([0, 2]))
+    assert s1.tolist() == [3, 0] and s2.tolist() == [-1, 1]

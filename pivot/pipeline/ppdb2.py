@@ -327,7 +327,9 @@ class PhraseFile:
     fits and beside the label tasks' workers. A map kept open would keep every page a read
     touched in this process's resident set (as PairTable's reads)."""
 
-    def __init__(self, *paths):
+    def __init__(self, *paths, row_of=None):
+        """``row_of``: the file's row_of when the caller holds it already (read from the file
+        otherwise)."""
         self.paths = [Path(p) for p in paths]
         #: the bundle each array is read from (the first of ``paths`` that holds it)
         self.where = {}
@@ -335,7 +337,7 @@ class PhraseFile:
             with open_bundle(path) as b:
                 self.where.update((k, path) for k in Phrases.__dataclass_fields__ if k in b and k not in self.where)
         with open_bundle(self.where["row_of"]) as b:
-            self.row_of = b["row_of"]
+            self.row_of = b["row_of"] if row_of is None else row_of
             self.f_lang = b["f_lang"]
             self.n = int(b.shape("n_words")[0])
         with open_bundle(self.where["vec"]) as b:
@@ -1572,7 +1574,8 @@ def _build_job(tmp: Path, *, part_paths, n_e, e_phrases, e_tokens, f_lang_of, mo
                                                       bool(shard_paths)))
         lex = done[-1]
         del done
-        ph = PhraseFile(*phrases_paths)
+        # the phrases' rows by id are their slots: the file's row_of is ``slot``, held here anyway
+        ph = PhraseFile(*phrases_paths, row_of=slot)
     else:
         yield Together(labelled)
     del f_used
@@ -1583,11 +1586,13 @@ def _build_job(tmp: Path, *, part_paths, n_e, e_phrases, e_tokens, f_lang_of, mo
         # within lists' and the relations' rows), reduced here (_survey_job)
         lex_path, starts_path = tmp / ".lexical.arrays", tmp / ".texts-starts.arrays"
         lex.save(lex_path)
+        # the fits read the synsets of the slots they select from the file (LexicalFile): every
+        # phrase's synsets, split and keys were ~30 bytes a stored phrase held through the fits
+        lex = LexicalFile(lex_path, slot)
         save_bundle(starts_path, starts=texts.starts)
         survey, listed = yield from _survey_job(table, labels, lex_path, texts_path, starts_path, params["seed"],
                                                 params["max_relation_pairs"])
-        for path in (lex_path, starts_path):
-            path.unlink()
+        starts_path.unlink()
         counts, hidden = survey["counts"], survey["hidden"]
     else:
         # the forms' counts, a task per label file
@@ -1640,6 +1645,7 @@ def _build_job(tmp: Path, *, part_paths, n_e, e_phrases, e_tokens, f_lang_of, mo
     texts.close()
     texts_path.unlink()
     del lex, ph, texts, slot, used
+    lex_path.unlink()
     release_heap()          # the fits' freed heap, before the apply tasks run beside this process
     done = yield Batch(apply_range, [(part_paths, j, phrases_paths, labels[j], fit_path, parts[j], terms_path)
                                      for j in range(len(part_paths))], name="ppdb2")
@@ -2141,6 +2147,11 @@ class Lexical:
         """The synset ids of slot i."""
         return tuple(self.syn_ids[self.syn_ptr[i]:self.syn_ptr[i + 1]].tolist())
 
+    def synsets_of(self, slots) -> dict:
+        """{slot: its synset ids} of the distinct ``slots``, ascending."""
+        return {i: self.synsets(i) for i in unique(np.asarray(slots, np.int64)).tolist()}
+
+
     def slots(self, e1, e2) -> tuple[np.ndarray, np.ndarray]:
         """The slots of pairs' phrases (s1, s2)."""
         return self.slot[e1], self.slot[e2]
@@ -2158,6 +2169,33 @@ class Lexical:
         found = np.searchsorted(keys, query)
         hit = keys[np.minimum(found, len(keys) - 1)] == query if len(keys) else np.zeros(len(query), bool)
         return np.bincount(pair[hit], minlength=len(a)) > 0
+
+
+class LexicalFile:
+    """A Lexical's file (Lexical.save) as the build's process reads it during the fits: the
+    slots of phrase ids (``slot``, the array it holds anyway) and the synsets of the slots a fit
+    selects (:meth:`synsets_of`, read through bounded windows of the file, as PhraseFile.gather),
+    never every phrase's synsets, split and keys."""
+
+    def __init__(self, path, slot: np.ndarray):
+        self.path, self.slot = Path(path), slot
+
+    def slots(self, e1, e2) -> tuple[np.ndarray, np.ndarray]:
+        """The slots of pairs' phrases (s1, s2)."""
+        return self.slot[e1], self.slot[e2]
+
+    def synsets_of(self, slots) -> dict:
+        """{slot: its synset ids} of the distinct ``slots``, ascending (Lexical.synsets_of): the
+        pointers ptr[s], ptr[s + 1] of each slot in one ascending pass, then the ids at those
+        ranges (ascending positions)."""
+        slots = unique(np.asarray(slots, np.int64))
+        with open_bundle(self.path) as b:
+            bounds = b.rows("syn_ptr", np.stack([slots, slots + 1], axis=1).ravel())
+            start, count = bounds[0::2], bounds[1::2] - bounds[0::2]
+            ptr = _offsets(count)
+            ids = b.rows("syn_ids", np.arange(int(ptr[-1]), dtype=np.int64) + np.repeat(start - ptr[:-1], count))
+        flat, ptr = ids.tolist(), ptr.tolist()
+        return {s: tuple(flat[ptr[k]:ptr[k + 1]]) for k, s in enumerate(slots.tolist())}
 
 
 def _visible_synonyms(lex: Lexical, s1, s2, visible, rows, held_out: bool) -> np.ndarray:
@@ -2391,9 +2429,7 @@ def _relations_job(table, ph, labels, names, texts, lex: Lexical, survey: dict, 
     train_slots, test_slots = (lex.slots(*table.rows(rows, ("e1", "e2"))) for rows in (train_rows, test_rows))
     # WordNet's links of the selected pairs' phrases, read here (0.12 GB) and let go before the fits
     wn = WordNet.read(wordnet_folder(data_root, LEXICON))
-    profiles = {}
-    for i in unique(np.concatenate([*train_slots, *test_slots])).tolist():
-        profiles[i] = wn.profile(lex.synsets(i))
+    profiles = {i: wn.profile(ids) for i, ids in lex.synsets_of(np.concatenate([*train_slots, *test_slots])).items()}
     del wn
 
     def relation_labels(s1, s2):
