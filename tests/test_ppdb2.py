@@ -1191,3 +1191,34 @@ def test_lexical_file_synsets_of(tmp_path):
     assert P.LexicalFile(tmp_path / "lex.arrays", lex.slot).synsets_of(np.zeros(0, np.int64)) == {}
     s1, s2 = P.LexicalFile(tmp_path / "lex.arrays", lex.slot).slots(np.array([4, 1]), np.array([0, 2]))
     assert s1.tolist() == [3, 0] and s2.tolist() == [-1, 1]
+
+
+def test_phrase_file_rows_and_pivots_without_lookup(tmp_path):
+    """PhraseFile(lookup=False) holds neither row_of nor f_lang; rows_of reads the rows of
+    ascending ids from the file, pivot_languages the languages of a block's distinct pivots with
+    the pivots numbered among them: f_lang (0, 1, 1, 2) and pivots [[3, 1, -1], [1, -1, -1]] give
+    distinct (1, 3), languages (1, 2), numbers [[1, 0, -1], [0, -1, -1]], and the pairs'
+    n_pivot_languages column is that of the whole f_lang (2 and 1)."""
+    whole = _phrases(["a", "b c", "d"], f_lang=(0, 1, 1, 2))
+    whole.row_of = np.array([-1, 0, 1, -1, 2], np.int32)
+    whole.save(tmp_path / "ph.arrays")
+    f = P.PhraseFile(tmp_path / "ph.arrays", lookup=False)
+    assert f.row_of is None and f.f_lang is None
+    assert f.rows_of(np.array([1, 2, 4])).tolist() == [0, 1, 2]
+    with pytest.raises(ValueError, match="without a row"):
+        f.rows_of(np.array([0, 1]))
+    pivots = np.array([[3, 1, -1], [1, -1, -1]], np.int32)
+    langs, numbers = f.pivot_languages(pivots)
+    assert langs.tolist() == [1, 2] and numbers.tolist() == [[1, 0, -1], [0, -1, -1]]
+    part = f.gather(np.array([0, 1, 2]))
+    part.f_lang = langs
+    args = (np.array([[0.5], [0.2]]), np.array([[0.2], [0.5]]), [2, 1])
+    e1, e2 = np.array([0, 1]), np.array([1, 2])
+    got = P.pair_features(part, e1, e2, *args, numbers, np.zeros(2, np.uint8))
+    want = P.pair_features(whole, np.array([1, 2]), np.array([2, 4]), *args, pivots, np.zeros(2, np.uint8))
+    names = P.pair_feature_names(["general"])
+    assert got[names.index("n_pivot_languages")].tolist() == [2.0, 1.0]
+    assert [c.tobytes() for c in got] == [c.tobytes() for c in want]
+    # no pivot in the block: no languages, the pivots as they are
+    langs, numbers = f.pivot_languages(np.full((2, 3), -1, np.int32))
+    assert langs.tolist() == [] and numbers.tolist() == [[-1] * 3] * 2

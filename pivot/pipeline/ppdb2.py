@@ -327,9 +327,10 @@ class PhraseFile:
     fits and beside the label tasks' workers. A map kept open would keep every page a read
     touched in this process's resident set (as PairTable's reads)."""
 
-    def __init__(self, *paths, row_of=None):
+    def __init__(self, *paths, row_of=None, lookup: bool = True):
         """``row_of``: the file's row_of when the caller holds it already (read from the file
-        otherwise)."""
+        otherwise); lookup = False: neither row_of nor f_lang is read (a caller that reads the
+        rows of its phrase ids and its pivots' languages alone: rows_of, pivot_languages)."""
         self.paths = [Path(p) for p in paths]
         #: the bundle each array is read from (the first of ``paths`` that holds it)
         self.where = {}
@@ -337,8 +338,8 @@ class PhraseFile:
             with open_bundle(path) as b:
                 self.where.update((k, path) for k in Phrases.__dataclass_fields__ if k in b and k not in self.where)
         with open_bundle(self.where["row_of"]) as b:
-            self.row_of = b["row_of"] if row_of is None else row_of
-            self.f_lang = b["f_lang"]
+            self.row_of = (b["row_of"] if row_of is None else row_of) if lookup else None
+            self.f_lang = b["f_lang"] if lookup else None
             self.n = int(b.shape("n_words")[0])
         with open_bundle(self.where["vec"]) as b:
             shape = b.shape("vec")
@@ -350,6 +351,30 @@ class PhraseFile:
         if len(rows) and rows.min() < 0:
             raise ValueError("phrase ids without a row in the phrases' arrays")
         return rows
+
+    def rows_of(self, ids) -> np.ndarray:
+        """The rows of phrase ids ``ids`` (ascending, distinct; int64) read from the file's
+        row_of through bounded windows (Bundle.rows); an id without a row is an error."""
+        with open_bundle(self.where["row_of"]) as b:
+            rows = b.rows("row_of", np.asarray(ids, np.int64)).astype(np.int64)
+        if len(rows) and rows.min() < 0:
+            raise ValueError("phrase ids without a row in the phrases' arrays")
+        return rows
+
+    def pivot_languages(self, pivots) -> tuple[np.ndarray, np.ndarray]:
+        """(f_lang, numbers): the languages of the distinct foreign ids of ``pivots`` (>= 0;
+        -1 pads), read through bounded windows of the file's f_lang, and ``pivots`` with each id
+        replaced by its number among them (-1 kept): f_lang[numbers] is the file's
+        f_lang[pivots]. A file without languages gives an empty f_lang (pair_features: -1)."""
+        pivots = np.asarray(pivots)
+        with open_bundle(self.where["f_lang"]) as b:
+            if not b.shape("f_lang")[0]:
+                return np.zeros(0, np.int16), pivots
+            known = pivots >= 0
+            distinct, number = np.unique(pivots[known].astype(np.int64), return_inverse=True)
+            out = np.full(pivots.shape, -1, np.int64)
+            out[known] = number
+            return b.rows("f_lang", distinct), out
 
     def take(self, ids) -> Phrases:
         """The Phrases of phrase ids ``ids`` alone: their rows (ascending), ``row_of`` renumbered
@@ -2048,29 +2073,71 @@ def label_range(form_paths, lemmas_path, slot_path, part_paths, j: int, out_path
     forms of the blocks ``form_paths`` (forms_task's) and the lemma table of ``lemmas_path``
     (lemmas_task's), phrase ids through the ``slot`` of ``slot_path``), and the global row of
     each pair's reverse (e2, e1) (-1: not stored; PairTable.find, one part's keys held at a
-    time); written to ``out_path`` as LABEL_FIELDS (a task)."""
-    from contextlib import ExitStack
+    time); written to ``out_path`` as LABEL_FIELDS (a task).
 
-    from pivot.pipeline.wellformed import FormBlocks
-
+    The task reads the slots and the form rows of its part's distinct phrases alone (through
+    bounded windows of the files: Bundle.rows), numbered 0..n-1 in id order, and labels the
+    pairs by those numbers: its memory is its part's, not the stored phrases'. (With the slot
+    array read whole and the forms' files mapped whole, a part's e2 anywhere, each task held a
+    slot per phrase id and touched most pages of every forms file: 0.26 GiB a task on
+    bio-multi's 2.37M phrases.) A pair's label is a function of its two phrases' rows alone,
+    so the numbering changes nothing (FormBlocks pads every block's rows to the widest)."""
     out_path = Path(out_path)
     if out_path.is_file():
         return {"reused": True}
-    with ExitStack() as stack:
-        blocks = [stack.enter_context(open_bundle(path)) for path in form_paths]
-        with open_bundle(lemmas_path) as z:
-            lemma_ids = z["lemma_ids"]
-        forms = FormBlocks([{k: z.memmap(k) for k in FORM_ARRAYS} for z in blocks], lemma_ids)
-        with open_bundle(slot_path) as z:
-            slot = z["slot"]
-        with open_bundle(part_paths[j]) as z:
-            e1, e2 = z["e1"].astype(np.int64), z["e2"].astype(np.int64)
-        form = np.zeros(len(e1), np.uint8)
-        for a in range(0, len(e1), LABEL_ROWS):
-            form[a:a + LABEL_ROWS] = forms.pair_labels(slot[e1[a:a + LABEL_ROWS]], slot[e2[a:a + LABEL_ROWS]])
-        del forms
+    with open_bundle(part_paths[j]) as z:
+        e1, e2 = z["e1"].astype(np.int64), z["e2"].astype(np.int64)
+    ids, local = np.unique(np.concatenate([e1, e2]), return_inverse=True)
+    with open_bundle(slot_path) as z:
+        # slot[used] = 0, 1, ...: ascending ids have ascending slots
+        slots = z.rows("slot", ids).astype(np.int64)
+    forms = gathered_forms(form_paths, lemmas_path, slots)
+    del ids, slots
+    form = np.zeros(len(e1), np.uint8)
+    l1, l2 = local[:len(e1)], local[len(e1):]
+    for a in range(0, len(e1), LABEL_ROWS):
+        form[a:a + LABEL_ROWS] = forms.pair_labels(l1[a:a + LABEL_ROWS], l2[a:a + LABEL_ROWS])
+    del forms, local, l1, l2
     save_bundle(out_path, form=form, rev=PairTable.read(part_paths).find(e2, e1))
     return {"reused": False, "n_pairs": int(len(form))}
+
+
+def gathered_forms(form_paths, lemmas_path, slots):
+    """The FormBlocks of the phrases of slots ``slots`` (ascending, distinct) alone, as one
+    block numbered 0..n-1 in that order: each forms file's (forms_task's: its block of slots,
+    one after another) rows of the slots it holds, read through bounded windows (Bundle.rows),
+    the 2-D arrays -1 padded to the widest file's (as FormBlocks pads its blocks' rows)."""
+    from pivot.pipeline.wellformed import FormBlocks
+
+    slots = np.asarray(slots, np.int64)
+    with open_bundle(lemmas_path) as z:
+        lemma_ids = z["lemma_ids"]
+    shapes, lo = [], 0
+    for path in form_paths:
+        with open_bundle(path) as z:
+            shapes.append({k: z.shape(k) for k in FORM_ARRAYS})
+    widths = {k: max((sh[k][1] for sh in shapes), default=1) for k in FORM_ARRAYS if len(shapes[0][k]) == 2} \
+        if shapes else {}
+    if not shapes:
+        return FormBlocks([], lemma_ids)
+    out = {}
+    with open_bundle(form_paths[0]) as z:
+        for k in FORM_ARRAYS:
+            dtype = z.dtype(k)
+            out[k] = np.full((len(slots), widths[k]), -1, dtype) if k in widths else np.zeros(len(slots), dtype)
+    for path, sh in zip(form_paths, shapes):
+        hi = lo + sh["bits"][0]
+        a, b = np.searchsorted(slots, [lo, hi])
+        if a < b:
+            with open_bundle(path) as z:
+                for k in FORM_ARRAYS:
+                    rows = z.rows(k, slots[a:b] - lo)
+                    if k in widths:
+                        out[k][a:b, :rows.shape[1]] = rows
+                    else:
+                        out[k][a:b] = rows
+        lo = hi
+    return FormBlocks([out], lemma_ids)
 
 
 def _rows_features(table: PairTable, ph, labels, rows, phrases: bool = True) -> np.ndarray:
@@ -2544,7 +2611,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     names = fit["names"]
     score = ScoreModel.from_json(fit["score"])
     relations = RelationModel.from_json(fit["relations"])
-    phrases = PhraseFile(*([phrases_path] if isinstance(phrases_path, (str, Path)) else phrases_path))
+    phrases = PhraseFile(*([phrases_path] if isinstance(phrases_path, (str, Path)) else phrases_path), lookup=False)
     if phrases.dim:
         # the phrase vectors' terms, per row of the phrases (written next to them by the stage)
         relations = relations.pair_part()
@@ -2566,7 +2633,15 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     # a block's p and pivots (with the part's whole p_rev as well, ~0.15 GB a task on
     # bio-multi, where two apply tasks beside this stage's process were the stage's peak).
     ppdb2, rel = [], []
-    numbers = RowNumbers(phrases.n)
+    # The part's distinct phrases, numbered 0..m-1 in id order (k1, k2: each pair's numbers),
+    # and their rows of the phrase files (read through bounded windows of row_of: ascending, as
+    # rows follow ids): a block's phrases are then numbered among the part's m, not among every
+    # stored phrase (row_of whole, a mark and a number per phrase: 13 bytes a phrase id).
+    ids, k = np.unique(np.concatenate([e1, e2]).astype(np.int64), return_inverse=True)
+    part_rows = phrases.rows_of(ids)
+    del ids
+    k1, k2 = k[:len(e1)], k[len(e1):]
+    numbers = RowNumbers(len(part_rows))
     for a in range(0, len(e1), APPLY_ROWS):
         b = min(a + APPLY_ROWS, len(e1))
         with open_bundle(part_paths[j]) as z:
@@ -2574,10 +2649,12 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
         p_rev = np.zeros_like(p)
         p_rev[found[a:b]] = p_rev_found[at[a:b][found[a:b]]]
         # the block's phrases, numbered 0..n-1 in row order: l1, l2 are each pair's numbers
-        r1, r2 = phrases.rows(e1[a:b]), phrases.rows(e2[a:b])
+        r1, r2 = k1[a:b], k2[a:b]
         rows, local = numbers(np.concatenate([r1, r2]))
         l1, l2 = local[:b - a], local[b - a:]
-        ph = phrases.gather(rows)
+        ph = phrases.gather(part_rows[rows])
+        # the languages of the block's pivots alone, the pivots numbered among them
+        ph.f_lang, pivots = phrases.pivot_languages(pivots)
         cols = pair_features(ph, l1, l2, p, p_rev, n_pivots, pivots, form[a:b])
         del ph, rows, local, l1, l2
         ppdb2.append(score.predict_columns(names, cols))
@@ -2585,7 +2662,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
         if phrases.dim:
             # t1 of the e1 rows, t2 of the e2 rows (each side's distinct rows alone)
             with open_bundle(terms_path) as z:
-                terms = tuple(z.rows(t, rows)[local] for t, rows, local in
+                terms = tuple(z.rows(t, part_rows[rows])[local] for t, rows, local in
                               (("t1", *numbers(r1)), ("t2", *numbers(r2))))
         rel.append(per_mille(relations.probabilities_columns(names, cols, terms)))
         del cols, p, p_rev, n_pivots, pivots, terms, r1, r2
