@@ -1222,3 +1222,18 @@ def test_phrase_file_rows_and_pivots_without_lookup(tmp_path):
     # no pivot in the block: no languages, the pivots as they are
     langs, numbers = f.pivot_languages(np.full((2, 3), -1, np.int32))
     assert langs.tolist() == [] and numbers.tolist() == [[-1] * 3] * 2
+
+
+def test_part_lexical_numbers_the_parts_phrases(tmp_path):
+    """part_lexical: the pairs (5, 1), (1, 7), (5, 7) hold ids 1, 5, 7 (slots 0, 2, 3), numbered
+    0, 1, 2; their synsets (5, 9), (9,), (2, 7, 8) and sides read for those slots alone; slot 1
+    (id 3, synsets ()) is in no pair and not read. ids 1 and 5 share synset 9."""
+    full = P.Lexical.from_synsets([(5, 9), (), (9,), (2, 7, 8)], [False, True, True, False],
+                                  np.array([-1, 0, -1, 1, -1, 2, -1, 3], np.int32))
+    full.save(tmp_path / "lex.arrays")
+    lex, s1, s2, slots = P.part_lexical(tmp_path / "lex.arrays", np.array([5, 1, 5]), np.array([1, 7, 7]))
+    assert s1.tolist() == [1, 0, 1] and s2.tolist() == [0, 2, 2] and slots.tolist() == [0, 2, 3]
+    assert lex.syn_ptr.tolist() == [0, 2, 3, 6] and lex.syn_ids.tolist() == [5, 9, 9, 2, 7, 8]
+    assert lex.held.tolist() == [False, True, False] and lex.has.tolist() == [True, True, True]
+    assert lex.share_synset(s1, s2).tolist() == [True, False, False]
+    assert lex.share_synset(s1, s2).tolist() == full.share_synset(slots[s1], slots[s2]).tolist()

@@ -2265,6 +2265,28 @@ class LexicalFile:
         return {s: tuple(flat[ptr[k]:ptr[k + 1]]) for k, s in enumerate(slots.tolist())}
 
 
+def part_lexical(lex_path, e1, e2) -> tuple["Lexical", np.ndarray, np.ndarray, np.ndarray]:
+    """(lex, s1, s2, slots): the Lexical (Lexical.save's file ``lex_path``) of the distinct
+    phrases of pairs (e1, e2) alone, numbered 0..m-1 in id order (slots follow ids, so in slot
+    order too); the pairs' numbers s1, s2; each number's slot. Read through bounded windows of
+    the file (Bundle.rows): a scan task's memory is its part's, not every phrase's (the whole
+    Lexical was ~50 bytes a stored phrase in each task). Synonymy, sides and candidates are
+    functions of a pair's two phrases' synsets and sides: the same on the numbers."""
+    e1, e2 = np.asarray(e1, np.int64), np.asarray(e2, np.int64)
+    ids, k = np.unique(np.concatenate([e1, e2]), return_inverse=True)
+    with open_bundle(lex_path) as b:
+        slots = b.rows("slot", ids).astype(np.int64)
+        if len(slots) and slots.min() < 0:
+            raise ValueError("a pair's phrase without a slot")
+        bounds = b.rows("syn_ptr", np.stack([slots, slots + 1], axis=1).ravel())
+        start, count = bounds[0::2], bounds[1::2] - bounds[0::2]
+        ptr = _offsets(count)
+        syn_ids = b.rows("syn_ids", np.arange(int(ptr[-1]), dtype=np.int64) + np.repeat(start - ptr[:-1], count))
+        held = b.rows("held", slots)
+    lex = Lexical(ptr, syn_ids, held, np.arange(len(ids), dtype=np.int64))
+    return lex, k[:len(e1)], k[len(e1):], slots
+
+
 def _visible_synonyms(lex: Lexical, s1, s2, visible, rows, held_out: bool) -> np.ndarray:
     """The rows (of ``rows``) whose pair is a visible WordNet synonym pair of one side of the
     relation split (held_out: the held-out side, else the training side)."""
@@ -2289,15 +2311,15 @@ def survey_range(part_path, label_path, lex_path, texts_path, starts_path, lo: i
     from pivot.hashes import unit_hash
     from pivot.pipeline import wellformed
 
-    lex = Lexical.load(lex_path)
     z = _read_fields(part_path, label_path, ("e1", "e2", "form"))
-    s1, s2 = lex.slots(z["e1"], z["e2"])
+    # the part's phrases alone, numbered 0..m-1 (s1, s2); ``slots``: each number's slot
+    lex, s1, s2, slots = part_lexical(lex_path, z["e1"], z["e2"])
     form = z["form"]
     del z
     counts, hidden = form_counts(form)
     visible = (form & wellformed.HIDDEN) == 0
     every = np.arange(len(s1))
-    queries = {side: unique(s1[_visible_synonyms(lex, s1, s2, visible, every, side)]) for side in (False, True)}
+    queries = {side: slots[unique(s1[_visible_synonyms(lex, s1, s2, visible, every, side)])] for side in (False, True)}
     cand = lex.has[s1] & lex.has[s2]
     test = np.flatnonzero(cand & lex.held[s1] & lex.held[s2])
     train = np.flatnonzero(cand & ~lex.held[s1] & ~lex.held[s2])
@@ -2305,7 +2327,7 @@ def survey_range(part_path, label_path, lex_path, texts_path, starts_path, lo: i
         texts = TextFile(texts_path, zs.memmap("starts"))
         try:
             h = np.array([unit_hash(f"{texts[a]}\t{texts[b]}", seed)
-                          for a, b in zip(s1[train].tolist(), s2[train].tolist())], dtype=np.float64)
+                          for a, b in zip(slots[s1[train]].tolist(), slots[s2[train]].tolist())], dtype=np.float64)
         finally:
             texts.close()
     train_h, train_rows = smallest_by_hash(h, lo + train, limit)
@@ -2335,15 +2357,16 @@ def list_rows_range(part_path, label_path, lex_path, lo: int, queries, held_quer
     WordNet synonym pair of that side (_within_lists)."""
     from pivot.pipeline.wellformed import HIDDEN
 
-    lex = Lexical.load(lex_path)
     z = _read_fields(part_path, label_path, ("e1", "e2", "form"))
-    s1, s2 = lex.slots(z["e1"], z["e2"])
+    lex, s1, s2, slots = part_lexical(lex_path, z["e1"], z["e2"])
     visible = (z["form"] & HIDDEN) == 0
     del z
     out = {}
     for name, q, side in (("train", queries, False), ("held", held_queries, True)):
-        is_query = np.zeros(len(lex.has), dtype=bool)
-        is_query[np.asarray(q, np.int64)] = True
+        # per number of the part's phrases: its slot is a query (q: sorted slots)
+        q = np.asarray(q, np.int64)
+        at = np.minimum(np.searchsorted(q, slots), max(len(q) - 1, 0))
+        is_query = q[at] == slots if len(q) else np.zeros(len(slots), dtype=bool)
         listed = np.flatnonzero(visible & is_query[s1])
         out[name] = (lo + listed, np.isin(listed, _visible_synonyms(lex, s1, s2, visible, listed, side)))
     return out
