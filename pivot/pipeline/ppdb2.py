@@ -143,6 +143,7 @@ import itertools
 import json
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1805,32 +1806,37 @@ def write_text_blocks(path: Path, pieces) -> tuple[list[tuple[int, int, int, int
 
 class TextFile:
     """The stored phrases' texts, read one at a time from a file write_text_blocks wrote (by
-    slot: the file's order), through a map of the file and the texts' starts: the build's
-    process reads the few texts it hashes (the fits' splits) without holding every text
-    (bio-multi's 2.37M as Python strings were ~0.25 GB; hundreds of millions at PPDB scale)."""
+    slot: the file's order), through the texts' starts and positioned reads of the file: the
+    build's process reads the few texts it hashes (the fits' splits) without holding every text
+    (bio-multi's 2.37M as Python strings were ~0.25 GB; hundreds of millions at PPDB scale).
+    Read, not mapped: a map open through the fits kept every page that the rated texts' scan
+    (blocks) and the hashed texts touched in the process's resident set, the whole file's."""
 
     def __init__(self, path, starts: np.ndarray):
-        import mmap
-
         self.path, self.starts = Path(path), starts
-        with open(self.path, "rb") as fh:
-            self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if self.starts[-1] > 1 else b""
+        self._fd = os.open(self.path, os.O_RDONLY)
 
     def __len__(self) -> int:
         return len(self.starts) - 1
 
+    def _read(self, a: int, b: int) -> str:
+        """Texts a..b-1 joined by newlines (bytes starts[a]:starts[b] - 1)."""
+        lo, hi = int(self.starts[a]), int(self.starts[b]) - 1
+        return os.pread(self._fd, hi - lo, lo).decode("utf-8") if hi > lo else ""
+
     def __getitem__(self, i: int) -> str:
-        return self._map[self.starts[i]:self.starts[i + 1] - 1].decode("utf-8")
+        return self._read(i, i + 1)
 
     def blocks(self, size: int = PHRASE_BLOCK):
         """(first slot, texts) of each ``size`` texts in turn."""
         for a in range(0, len(self), size):
             b = min(a + size, len(self))
-            yield a, self._map[self.starts[a]:self.starts[b] - 1].decode("utf-8").split("\n")
+            yield a, self._read(a, b).split("\n")
 
     def close(self) -> None:
-        if not isinstance(self._map, bytes):
-            self._map.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def read_text_block(path, offset: int, size: int, n: int) -> list[str]:
