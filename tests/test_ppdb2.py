@@ -1237,3 +1237,32 @@ def test_part_lexical_numbers_the_parts_phrases(tmp_path):
     assert lex.held.tolist() == [False, True, False] and lex.has.tolist() == [True, True, True]
     assert lex.share_synset(s1, s2).tolist() == [True, False, False]
     assert lex.share_synset(s1, s2).tolist() == full.share_synset(slots[s1], slots[s2]).tolist()
+
+
+def test_rows_features_from_the_file_are_the_whole_arrays(tmp_path):
+    """_rows_features with a PhraseFile(lookup=False) (the fits' phrases: the rows' phrases and
+    pivots' languages read alone) gives the bytes of the whole Phrases in memory, for rows in any
+    order and by blocks (_rows_map of the identity); pivots of rows 1 and 4 given by hand: (1, 0)
+    (languages 1 and 0: two) and (2, -1) (one); the rest none."""
+    cuts = [(0, 3), (3, 6)]
+    e1, e2, p = _table()
+    pivots = np.full((6, 3), -1, np.int32)
+    pivots[1, :2], pivots[4, :1] = (1, 0), (2,)
+    parts = []
+    for j, (lo, hi) in enumerate(cuts):
+        parts.append(tmp_path / f"rows-{j}.arrays")
+        save_bundle(parts[-1], e1=e1[lo:hi], e2=e2[lo:hi], p=p[lo:hi], n_pivots=np.ones(hi - lo, np.int32),
+                    pivots=pivots[lo:hi])
+    table = P.PairTable.read(parts)
+    labels = _label_parts(tmp_path, table, cuts, np.array([0, 1, 0, 8, 0, 0], np.uint8))
+    whole = _phrases(["cell", "cells", "cellular", "kidney"], f_lang=(0, 1, 1))
+    whole.save(tmp_path / "ph.arrays")
+    f = P.PhraseFile(tmp_path / "ph.arrays", lookup=False)
+    rows = np.array([4, 1, 5, 0, 2])
+    want = P._rows_features(table, whole, labels, rows)
+    got = P._rows_features(table, f, labels, rows)
+    assert got.tobytes() == want.tobytes()
+    col = P.pair_feature_names(["general"]).index("n_pivot_languages")
+    assert got[:, col].tolist() == [1.0, 2.0, 0.0, 0.0, 0.0]
+    by_blocks = P._rows_map(lambda x: x, table, f, labels, rows, block=2, empty=np.zeros((0, want.shape[1])))
+    assert by_blocks.tobytes() == want.tobytes()

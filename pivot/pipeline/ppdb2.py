@@ -328,10 +328,9 @@ class PhraseFile:
     fits and beside the label tasks' workers. A map kept open would keep every page a read
     touched in this process's resident set (as PairTable's reads)."""
 
-    def __init__(self, *paths, row_of=None, lookup: bool = True):
-        """``row_of``: the file's row_of when the caller holds it already (read from the file
-        otherwise); lookup = False: neither row_of nor f_lang is read (a caller that reads the
-        rows of its phrase ids and its pivots' languages alone: rows_of, pivot_languages)."""
+    def __init__(self, *paths, lookup: bool = True):
+        """lookup = False: neither row_of nor f_lang is read (a caller that reads the rows of
+        its phrase ids and its pivots' languages alone: rows_of, pivot_languages)."""
         self.paths = [Path(p) for p in paths]
         #: the bundle each array is read from (the first of ``paths`` that holds it)
         self.where = {}
@@ -339,7 +338,7 @@ class PhraseFile:
             with open_bundle(path) as b:
                 self.where.update((k, path) for k in Phrases.__dataclass_fields__ if k in b and k not in self.where)
         with open_bundle(self.where["row_of"]) as b:
-            self.row_of = (b["row_of"] if row_of is None else row_of) if lookup else None
+            self.row_of = b["row_of"] if lookup else None
             self.f_lang = b["f_lang"] if lookup else None
             self.n = int(b.shape("n_words")[0])
         with open_bundle(self.where["vec"]) as b:
@@ -1600,8 +1599,8 @@ def _build_job(tmp: Path, *, part_paths, n_e, e_phrases, e_tokens, f_lang_of, mo
                                                       bool(shard_paths)))
         lex = done[-1]
         del done
-        # the phrases' rows by id are their slots: the file's row_of is ``slot``, held here anyway
-        ph = PhraseFile(*phrases_paths, row_of=slot)
+        # the fits read their rows' phrases and pivots' languages alone (_rows_features)
+        ph = PhraseFile(*phrases_paths, lookup=False)
     else:
         yield Together(labelled)
     del f_used
@@ -2151,10 +2150,16 @@ def _rows_features(table: PairTable, ph, labels, rows, phrases: bool = True) -> 
     ``labels``), feature_names(models, ph.dim) order (phrases = False: without the phrase-vector
     columns, pair_feature_names order). ph: Phrases, or a PhraseFile (the rows' phrases read)."""
     e1, e2, n_pivots, pivots, form = table.rows(rows, ("e1", "e2", "n_pivots", "pivots", "form"), labels)
+    p_rev = table.reverse_p(e1, e2)
     if isinstance(ph, PhraseFile):
-        ph = ph.take(np.concatenate([e1, e2]))
-    x = feature_matrix(pair_features(ph, e1, e2, table.p_rows(rows), table.reverse_p(e1, e2), n_pivots, pivots,
-                                     form))
+        # the rows' phrases alone, numbered 0..m-1 in id order (the pairs' e1, e2 then their
+        # numbers), and their pivots' languages alone (the pivots numbered among them), read
+        # through bounded windows: no lookup array with an entry per phrase id or foreign id
+        ids, k = np.unique(np.concatenate([e1, e2]).astype(np.int64), return_inverse=True)
+        part = ph.gather(ph.rows_of(ids))
+        part.f_lang, pivots = ph.pivot_languages(pivots)
+        ph, e1, e2 = part, k[:len(e1)], k[len(e1):]
+    x = feature_matrix(pair_features(ph, e1, e2, table.p_rows(rows), p_rev, n_pivots, pivots, form))
     return np.hstack([x, phrase_columns(ph, e1, e2)]) if ph.dim and phrases else x
 
 
