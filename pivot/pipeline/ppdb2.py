@@ -120,9 +120,14 @@ fit per range of rows (:func:`apply_range`). Every number is a function of the i
 same bytes for any number of workers (each fit is the same arithmetic in whichever process runs
 it, and the applied sums run in a fixed order, one feature after another).
 
-Memory: this process holds the phrases' texts and synsets, and the rows the fits select
-(rated, within-list, relation training and test rows), never one entry per stored pair: every
-pass over the pairs reads one pivot part at a time (:class:`PairTable`), the labels stay in
+Memory: this process holds a few arrays with an entry per stored phrase (its slot by id, the
+ids, the texts' starts: ~22 bytes a stored phrase on bio-multi) and the rows the fits select
+(rated, within-list, relation training and test rows; the held-out rows' features made a block
+at a time, _rows_map), never one entry per stored pair: the phrases' token rows come a block of
+ids at a time (write_phrase_rows), their synsets are read for the selected slots
+(LexicalFile), their rows and pivots' languages for the selected pairs (_rows_features), and
+the tasks read their part's phrases alone (gathered_forms, part_lexical, PhraseFile.rows_of);
+every pass over the pairs reads one pivot part at a time (:class:`PairTable`), the labels stay in
 their per-part files, and the size cuts are selected exactly over the parts' scores
 (:func:`size_cuts_parts`). The per-phrase feature arrays (:class:`Phrases`: trigram codes,
 vectors, tokens) go to a file as soon as they are made; the fits read their pairs' phrases'
