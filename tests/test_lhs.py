@@ -173,9 +173,11 @@ def test_read_brown(tmp_path):
 PHRASES = ["treat", "cure", "handle", "manage", "patients", "people", "they", "the drug", "treat patients"]
 
 
-def _stage(tmp_path, block=lhs.LABEL_BLOCK):
+def _stage(tmp_path, block=lhs.LABEL_BLOCK, by_ids=False):
     """The lhs stage on a synthetic data root and a one-part pivot table using phrases 0-8
-    (phrase 9, "unused", is in no pair and gets no label), ``block`` phrases a task."""
+    (phrase 9, "unused", is in no pair and gets no label), ``block`` phrases a task (by_ids:
+    the rows given as a function of the ids, as the stage gives them; the ids it asks for are
+    recorded in ``_stage.asked``)."""
     root = write_data_root(tmp_path / "data")
     tokens = sorted({w for p in PHRASES + ["unused"] for w in p.split()})
     e_rows = np.full((len(PHRASES) + 1, 2), -1, np.int32)
@@ -188,8 +190,33 @@ def _stage(tmp_path, block=lhs.LABEL_BLOCK):
     lhs.train_stage(tagger, root)
     out = tmp_path / "stage"
     out.mkdir()
-    meta = lhs.build(out, part_paths=[part], e_rows=e_rows, e_tokens=tokens, tagger_dir=tagger, block=block)
+    _stage.asked = []
+
+    def rows_of(ids):
+        _stage.asked.append(ids.tolist())
+        return e_rows[ids]
+    meta = lhs.build(out, part_paths=[part], e_rows=rows_of if by_ids else e_rows, e_tokens=tokens,
+                     tagger_dir=tagger, block=block)
     return out, meta, root
+
+
+def test_used_phrases_by_part(tmp_path):
+    """The ids of two parts' pairs, ascending, the mark grown to the largest id seen."""
+    parts = [tmp_path / "a.arrays", tmp_path / "b.arrays", tmp_path / "c.arrays"]
+    save_bundle(parts[0], e1=np.array([0, 0, 2], np.int32), e2=np.array([5, 2, 0], np.int32))
+    save_bundle(parts[1], e1=np.zeros(0, np.int32), e2=np.zeros(0, np.int32))
+    save_bundle(parts[2], e1=np.array([7, 9], np.int32), e2=np.array([2, 7], np.int32))
+    assert lhs.used_phrases(parts).tolist() == [0, 2, 5, 7, 9]
+    assert lhs.used_phrases(parts[1:2]).tolist() == []
+
+
+def test_stage_rows_by_ids_block(tmp_path):
+    """With the rows as a function of the ids, the stage asks for the used ids (0-8) a block at
+    a time (after an empty ask for the rows' width) and labels them as with the whole array."""
+    out, meta, _ = _stage(tmp_path / "f", block=4, by_ids=True)
+    assert _stage.asked == [[], [0, 1, 2, 3], [4, 5, 6, 7], [8]]
+    out2, meta2, _ = _stage(tmp_path / "a", block=4)
+    assert lhs.read(out)[0] == lhs.read(out2)[0] and meta["distribution"] == meta2["distribution"]
 
 
 def test_stage_labels_every_used_phrase(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 from pivot.pipeline import ppdb2 as P
 from pivot.pipeline import wellformed, wordnet
-from pivot.pipeline.bundle import save_bundle
+from pivot.pipeline.bundle import open_bundle, save_bundle
 from pivot.store.combined import FLOOR_LOG_P
 from pivot.store.db import ParaphraseDB
 from pivot.store.write import write_database
@@ -1143,6 +1143,126 @@ def test_survey_and_lists_tasks_by_hand(tmp_path):
     assert survey["train_rows"].tolist() == [0 if h0 <= h2 else 2]
     assert listed["train"][0].tolist() == [0, 1, 3] and listed["train"][1].tolist() == [True, False, True]
     assert listed["held"][0].tolist() == [5, 6] and listed["held"][1].tolist() == [False, True]
-    # the phrase ids and pivots of the parts (ids_range per part, _ids_job)
-    used, f_used = Engine(workers=1).run(P._ids_job(table, 6))[0]
+    # the phrase ids and pivots of the parts (ids_file per part, _ids_job), their scratch files gone
+    used, f_used = Engine(workers=1).run(P._ids_job(table, 6, tmp_path))[0]
     assert used.tolist() == [0, 1, 2, 3, 4] and f_used.tolist() == [0]
+    assert not list(tmp_path.glob(".ids-*"))
+
+
+def test_phrase_rows_by_block(tmp_path):
+    """write_phrase_rows asks e_phrases for a block of ids at a time and writes the rows and
+    counts of exactly those ids; member_blocks reads them back by block; words_alphabet_of over
+    blocks is words_alphabet over the whole."""
+    rows = np.array([[0, 1, -1], [2, -1, -1], [1, 3, 4], [4, -1, -1], [0, -1, -1]], np.int32)
+    count = np.array([7, 5, 9, 2, 4], np.int64)
+    asked = []
+
+    def e_phrases(ids):
+        asked.append(ids.tolist())
+        return rows[ids], count[ids]
+
+    path = tmp_path / "t.arrays"
+    P.write_phrase_rows(path, e_phrases, np.array([0, 2, 3, 4]), block=3)
+    # the width from an empty ask, then [0, 2, 3] and [4] for the rows and again for the counts
+    assert asked == [[], [0, 2, 3], [4], [0, 2, 3], [4]]
+    with open_bundle(path) as z:
+        assert z["tokens"].tolist() == [[0, 1, -1], [1, 3, 4], [4, -1, -1], [0, -1, -1]]
+        assert z["tokens"].dtype == np.int32
+        assert z["counts"].tolist() == [7.0, 9.0, 2.0, 4.0] and z["counts"].dtype == np.float64
+    got = list(P.member_blocks(path, "counts", block=3))
+    assert [b.tolist() for b in got] == [[7.0, 9.0, 2.0], [4.0]]
+    words = ["a", "bc", "d", "ce", "f"]
+    # ids 0, 1, 3, 4 in the stored rows: characters a, b, c, e, f and the space
+    whole = P.words_alphabet(rows[[0, 2, 3, 4]], words)
+    assert P.words_alphabet_of(P.member_blocks(path, "tokens", block=1), words).tolist() == whole.tolist()
+    assert "".join(map(chr, whole.tolist())) == " #abcef"
+
+
+def test_lexical_file_synsets_of(tmp_path):
+    """LexicalFile reads the synsets of the slots asked for from Lexical.save's file: slots
+    0..3 hold (5, 9), (), (9,), (2, 7, 8); asked for 3, 1, 0, 3 (distinct, ascending), the file
+    gives what the Lexical in memory gives."""
+    lex = P.Lexical.from_synsets([(5, 9), (), (9,), (2, 7, 8)], [False, True, False, False],
+                                 np.array([-1, 0, 1, 2, 3], np.int32))
+    lex.save(tmp_path / "lex.arrays")
+    got = P.LexicalFile(tmp_path / "lex.arrays", lex.slot).synsets_of(np.array([3, 1, 0, 3]))
+    assert got == {0: (5, 9), 1: (), 3: (2, 7, 8)}
+    assert got == lex.synsets_of([3, 1, 0, 3])
+    assert P.LexicalFile(tmp_path / "lex.arrays", lex.slot).synsets_of(np.zeros(0, np.int64)) == {}
+    s1, s2 = P.LexicalFile(tmp_path / "lex.arrays", lex.slot).slots(np.array([4, 1]), np.array([0, 2]))
+    assert s1.tolist() == [3, 0] and s2.tolist() == [-1, 1]
+
+
+def test_phrase_file_rows_and_pivots_without_lookup(tmp_path):
+    """PhraseFile(lookup=False) holds neither row_of nor f_lang; rows_of reads the rows of
+    ascending ids from the file, pivot_languages the languages of a block's distinct pivots with
+    the pivots numbered among them: f_lang (0, 1, 1, 2) and pivots [[3, 1, -1], [1, -1, -1]] give
+    distinct (1, 3), languages (1, 2), numbers [[1, 0, -1], [0, -1, -1]], and the pairs'
+    n_pivot_languages column is that of the whole f_lang (2 and 1)."""
+    whole = _phrases(["a", "b c", "d"], f_lang=(0, 1, 1, 2))
+    whole.row_of = np.array([-1, 0, 1, -1, 2], np.int32)
+    whole.save(tmp_path / "ph.arrays")
+    f = P.PhraseFile(tmp_path / "ph.arrays", lookup=False)
+    assert f.row_of is None and f.f_lang is None
+    assert f.rows_of(np.array([1, 2, 4])).tolist() == [0, 1, 2]
+    with pytest.raises(ValueError, match="without a row"):
+        f.rows_of(np.array([0, 1]))
+    pivots = np.array([[3, 1, -1], [1, -1, -1]], np.int32)
+    langs, numbers = f.pivot_languages(pivots)
+    assert langs.tolist() == [1, 2] and numbers.tolist() == [[1, 0, -1], [0, -1, -1]]
+    part = f.gather(np.array([0, 1, 2]))
+    part.f_lang = langs
+    args = (np.array([[0.5], [0.2]]), np.array([[0.2], [0.5]]), [2, 1])
+    e1, e2 = np.array([0, 1]), np.array([1, 2])
+    got = P.pair_features(part, e1, e2, *args, numbers, np.zeros(2, np.uint8))
+    want = P.pair_features(whole, np.array([1, 2]), np.array([2, 4]), *args, pivots, np.zeros(2, np.uint8))
+    names = P.pair_feature_names(["general"])
+    assert got[names.index("n_pivot_languages")].tolist() == [2.0, 1.0]
+    assert [c.tobytes() for c in got] == [c.tobytes() for c in want]
+    # no pivot in the block: no languages, the pivots as they are
+    langs, numbers = f.pivot_languages(np.full((2, 3), -1, np.int32))
+    assert langs.tolist() == [] and numbers.tolist() == [[-1] * 3] * 2
+
+
+def test_part_lexical_numbers_the_parts_phrases(tmp_path):
+    """part_lexical: the pairs (5, 1), (1, 7), (5, 7) hold ids 1, 5, 7 (slots 0, 2, 3), numbered
+    0, 1, 2; their synsets (5, 9), (9,), (2, 7, 8) and sides read for those slots alone; slot 1
+    (id 3, synsets ()) is in no pair and not read. ids 1 and 5 share synset 9."""
+    full = P.Lexical.from_synsets([(5, 9), (), (9,), (2, 7, 8)], [False, True, True, False],
+                                  np.array([-1, 0, -1, 1, -1, 2, -1, 3], np.int32))
+    full.save(tmp_path / "lex.arrays")
+    lex, s1, s2, slots = P.part_lexical(tmp_path / "lex.arrays", np.array([5, 1, 5]), np.array([1, 7, 7]))
+    assert s1.tolist() == [1, 0, 1] and s2.tolist() == [0, 2, 2] and slots.tolist() == [0, 2, 3]
+    assert lex.syn_ptr.tolist() == [0, 2, 3, 6] and lex.syn_ids.tolist() == [5, 9, 9, 2, 7, 8]
+    assert lex.held.tolist() == [False, True, False] and lex.has.tolist() == [True, True, True]
+    assert lex.share_synset(s1, s2).tolist() == [True, False, False]
+    assert lex.share_synset(s1, s2).tolist() == full.share_synset(slots[s1], slots[s2]).tolist()
+
+
+def test_rows_features_from_the_file_are_the_whole_arrays(tmp_path):
+    """_rows_features with a PhraseFile(lookup=False) (the fits' phrases: the rows' phrases and
+    pivots' languages read alone) gives the bytes of the whole Phrases in memory, for rows in any
+    order and by blocks (_rows_map of the identity); pivots of rows 1 and 4 given by hand: (1, 0)
+    (languages 1 and 0: two) and (2, -1) (one); the rest none."""
+    cuts = [(0, 3), (3, 6)]
+    e1, e2, p = _table()
+    pivots = np.full((6, 3), -1, np.int32)
+    pivots[1, :2], pivots[4, :1] = (1, 0), (2,)
+    parts = []
+    for j, (lo, hi) in enumerate(cuts):
+        parts.append(tmp_path / f"rows-{j}.arrays")
+        save_bundle(parts[-1], e1=e1[lo:hi], e2=e2[lo:hi], p=p[lo:hi], n_pivots=np.ones(hi - lo, np.int32),
+                    pivots=pivots[lo:hi])
+    table = P.PairTable.read(parts)
+    labels = _label_parts(tmp_path, table, cuts, np.array([0, 1, 0, 8, 0, 0], np.uint8))
+    whole = _phrases(["cell", "cells", "cellular", "kidney"], f_lang=(0, 1, 1))
+    whole.save(tmp_path / "ph.arrays")
+    f = P.PhraseFile(tmp_path / "ph.arrays", lookup=False)
+    rows = np.array([4, 1, 5, 0, 2])
+    want = P._rows_features(table, whole, labels, rows)
+    got = P._rows_features(table, f, labels, rows)
+    assert got.tobytes() == want.tobytes()
+    col = P.pair_feature_names(["general"]).index("n_pivot_languages")
+    assert got[:, col].tolist() == [1.0, 2.0, 0.0, 0.0, 0.0]
+    by_blocks = P._rows_map(lambda x: x, table, f, labels, rows, block=2, empty=np.zeros((0, want.shape[1])))
+    assert by_blocks.tobytes() == want.tobytes()

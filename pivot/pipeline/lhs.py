@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot.atomic import atomic_path
-from pivot.pipeline.bundle import open_bundle, save_bundle
+from pivot.pipeline.bundle import Blocks, open_bundle, save_bundle
 from pivot.pipeline.stage import VOLATILE, Stage
 from pivot.recipes import fingerprint_files
 from pivot.store import labels
@@ -169,13 +169,16 @@ def load_tagger_json(path) -> tuple[labels.LexiconTagger, dict, dict]:
 LABEL_BLOCK = 500_000
 
 
-def build(tmp: Path, *, part_paths: list[Path], e_rows: np.ndarray, e_tokens: list[str], tagger_dir,
+def build(tmp: Path, *, part_paths: list[Path], e_rows, e_tokens: list[str], tagger_dir,
           engine=None, block: int = LABEL_BLOCK) -> dict:
     """The stage: writes ``lhs.arrays`` (``ids``: the used phrase ids, ascending; ``code``: each
     one's label, an index into ``names`` of ``lhs.json``) and ``lhs.json`` (the meta ``lhs``)
     with the tagger of the tagger stage's folder ``tagger_dir`` (:func:`train_stage`). The used
     phrases are labelled ``block`` at a time by tasks of ``engine`` (label_task; None: in this
-    process), their labels' names merged here (sorted, as one task over all would give them)."""
+    process), their labels' names merged here (sorted, as one task over all would give them).
+    ``e_rows``: the English phrases' token rows by id, or a function of ascending ids giving
+    their rows (the stage's: it reads the used phrases' rows ``block`` at a time, never every
+    phrase's, 28 bytes a phrase id)."""
     from pivot.pipeline.engine import Engine
 
     engine = engine or Engine(workers=1)
@@ -191,15 +194,14 @@ def _build_job(tmp: Path, part_paths, e_rows, e_tokens, tagger_dir: Path, block:
     _, info, files = load_tagger_json(tagger_path)
     timings = tagger_dir / "timings.json"
     t_train = json.loads(timings.read_text())["train_cpu_seconds"] if timings.is_file() else None
-    seen = np.zeros(len(e_rows), bool)  # a mark per phrase id: linear in the pairs, no sort
-    for path in part_paths:
-        with open_bundle(path) as z:
-            seen[z["e1"]] = True
-            seen[z["e2"]] = True
-    used = np.flatnonzero(seen)
-    # the tasks read their rows from a file, the words from another (one a line, by id)
+    rows_of = e_rows if callable(e_rows) else (lambda ids: np.asarray(e_rows[ids]))
+    used = used_phrases(part_paths)
+    # the tasks read their rows from a file (written ``block`` used phrases at a time), the
+    # words from another (one a line, by id)
     rows_path, words_path = tmp / ".rows.arrays", tmp / ".words.txt"
-    save_bundle(rows_path, rows=np.asarray(e_rows[used]))
+    width = rows_of(used[:0]).shape[1]
+    save_bundle(rows_path, rows=Blocks(np.int32, (len(used), width),
+                                       (rows_of(used[a:a + block]) for a in range(0, len(used), block))))
     with open(words_path, "w", encoding="utf-8", newline="\n") as fh:
         fh.writelines(w + "\n" for w in e_tokens)
     ranges = [(a, min(a + block, len(used))) for a in range(0, len(used), block)]
@@ -234,6 +236,19 @@ def _build_job(tmp: Path, part_paths, e_rows, e_tokens, tagger_dir: Path, block:
                                                   "stage_cpu_seconds": round(time.process_time() - t0, 2)}))
     log.info("lhs: %d phrases labelled in %.1f CPU s (%d tasks)", len(used), t_label, len(ranges))
     return meta
+
+
+def used_phrases(part_paths) -> np.ndarray:
+    """The phrase ids some pair of the pivot parts holds (as e1 or e2), ascending: a mark per id
+    up to the largest seen (linear in the pairs, no sort), one part's ids read at a time."""
+    seen = np.zeros(0, bool)
+    for path in part_paths:
+        with open_bundle(path) as z:
+            for e in (z["e1"], z["e2"]):
+                if len(e) and int(e.max()) >= len(seen):
+                    seen = np.concatenate([seen, np.zeros(int(e.max()) + 1 - len(seen), bool)])
+                seen[e] = True
+    return np.flatnonzero(seen)
 
 
 def label_task(rows_path, a: int, b: int, words_path, tagger_path, out_path) -> dict:
@@ -369,8 +384,8 @@ def run_stage(context) -> None:
     from pivot.pipeline.corpus import Vocab
 
     translation_dir = context.dir("translation")
-    e_rows, _ = translation.english_phrases(translation_dir)
-    build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")), e_rows=e_rows,
+    build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")),
+          e_rows=lambda ids: translation.english_rows(translation_dir, ids)[0],
           e_tokens=Vocab.load(context.dir("encode") / "vocab.en").tokens, tagger_dir=context.dir("tagger"),
           engine=context.engine)
 

@@ -120,9 +120,14 @@ fit per range of rows (:func:`apply_range`). Every number is a function of the i
 same bytes for any number of workers (each fit is the same arithmetic in whichever process runs
 it, and the applied sums run in a fixed order, one feature after another).
 
-Memory: this process holds the phrases' texts and synsets, and the rows the fits select
-(rated, within-list, relation training and test rows), never one entry per stored pair: every
-pass over the pairs reads one pivot part at a time (:class:`PairTable`), the labels stay in
+Memory: this process holds a few arrays with an entry per stored phrase (its slot by id, the
+ids, the texts' starts: ~22 bytes a stored phrase on bio-multi) and the rows the fits select
+(rated, within-list, relation training and test rows; the held-out rows' features made a block
+at a time, _rows_map), never one entry per stored pair: the phrases' token rows come a block of
+ids at a time (write_phrase_rows), their synsets are read for the selected slots
+(LexicalFile), their rows and pivots' languages for the selected pairs (_rows_features), and
+the tasks read their part's phrases alone (gathered_forms, part_lexical, PhraseFile.rows_of);
+every pass over the pairs reads one pivot part at a time (:class:`PairTable`), the labels stay in
 their per-part files, and the size cuts are selected exactly over the parts' scores
 (:func:`size_cuts_parts`). The per-phrase feature arrays (:class:`Phrases`: trigram codes,
 vectors, tokens) go to a file as soon as they are made; the fits read their pairs' phrases'
@@ -143,6 +148,7 @@ import itertools
 import json
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -327,7 +333,9 @@ class PhraseFile:
     fits and beside the label tasks' workers. A map kept open would keep every page a read
     touched in this process's resident set (as PairTable's reads)."""
 
-    def __init__(self, *paths):
+    def __init__(self, *paths, lookup: bool = True):
+        """lookup = False: neither row_of nor f_lang is read (a caller that reads the rows of
+        its phrase ids and its pivots' languages alone: rows_of, pivot_languages)."""
         self.paths = [Path(p) for p in paths]
         #: the bundle each array is read from (the first of ``paths`` that holds it)
         self.where = {}
@@ -335,8 +343,8 @@ class PhraseFile:
             with open_bundle(path) as b:
                 self.where.update((k, path) for k in Phrases.__dataclass_fields__ if k in b and k not in self.where)
         with open_bundle(self.where["row_of"]) as b:
-            self.row_of = b["row_of"]
-            self.f_lang = b["f_lang"]
+            self.row_of = b["row_of"] if lookup else None
+            self.f_lang = b["f_lang"] if lookup else None
             self.n = int(b.shape("n_words")[0])
         with open_bundle(self.where["vec"]) as b:
             shape = b.shape("vec")
@@ -348,6 +356,30 @@ class PhraseFile:
         if len(rows) and rows.min() < 0:
             raise ValueError("phrase ids without a row in the phrases' arrays")
         return rows
+
+    def rows_of(self, ids) -> np.ndarray:
+        """The rows of phrase ids ``ids`` (ascending, distinct; int64) read from the file's
+        row_of through bounded windows (Bundle.rows); an id without a row is an error."""
+        with open_bundle(self.where["row_of"]) as b:
+            rows = b.rows("row_of", np.asarray(ids, np.int64)).astype(np.int64)
+        if len(rows) and rows.min() < 0:
+            raise ValueError("phrase ids without a row in the phrases' arrays")
+        return rows
+
+    def pivot_languages(self, pivots) -> tuple[np.ndarray, np.ndarray]:
+        """(f_lang, numbers): the languages of the distinct foreign ids of ``pivots`` (>= 0;
+        -1 pads), read through bounded windows of the file's f_lang, and ``pivots`` with each id
+        replaced by its number among them (-1 kept): f_lang[numbers] is the file's
+        f_lang[pivots]. A file without languages gives an empty f_lang (pair_features: -1)."""
+        pivots = np.asarray(pivots)
+        with open_bundle(self.where["f_lang"]) as b:
+            if not b.shape("f_lang")[0]:
+                return np.zeros(0, np.int16), pivots
+            known = pivots >= 0
+            distinct, number = np.unique(pivots[known].astype(np.int64), return_inverse=True)
+            out = np.full(pivots.shape, -1, np.int64)
+            out[known] = number
+            return b.rows("f_lang", distinct), out
 
     def take(self, ids) -> Phrases:
         """The Phrases of phrase ids ``ids`` alone: their rows (ascending), ``row_of`` renumbered
@@ -1444,14 +1476,35 @@ def _present(n: int, pieces) -> np.ndarray:
     return np.flatnonzero(seen)
 
 
-def _ids_job(table: PairTable, n_e: int):
+def ids_file(part_path, out_path) -> int:
+    """ids_range of one pivot part written to ``out_path`` (``e``, ``f``); returns the largest
+    foreign id + 1 (0: none) (a task)."""
+    e, f = ids_range(part_path)
+    save_bundle(out_path, e=e, f=f)
+    return int(f[-1]) + 1 if len(f) else 0
+
+
+def _ids_job(table: PairTable, n_e: int, tmp):
     """A job of Engine.run: (used, f_used), PairTable.used_phrases(n_e) and pivot_ids() from a
-    task per pivot part (ids_range), their presence marked here."""
+    task per pivot part (ids_file, in a scratch file of ``tmp`` each), their presence marked
+    here one part's file at a time. (Returned by the tasks, every part's distinct ids came
+    back at once and stayed until the stage's next batch, as a job's sent value does: 221 MiB
+    on bio-multi's 44 parts, ~120 bytes a stored phrase; read from the files, this process
+    holds one part's ids beside the marks, a byte per phrase id and per foreign id.)"""
     from pivot.pipeline.engine import Batch
 
-    done = yield Batch(ids_range, [(path,) for path in table.part_paths], name="ppdb2-ids")
-    n_f = max((int(f[-1]) + 1 for _, f in done if len(f)), default=0)
-    return _present(n_e, (e for e, _ in done)), _present(n_f, (f for _, f in done))
+    paths = [Path(tmp) / f".ids-{j:04d}.arrays" for j in range(len(table.part_paths))]
+    n_f = max((yield Batch(ids_file, list(zip(table.part_paths, paths)), name="ppdb2-ids")), default=0)
+
+    def member(name):
+        for path in paths:
+            with open_bundle(path) as z:
+                yield z[name]
+    try:
+        return _present(n_e, member("e")), _present(n_f, member("f"))
+    finally:
+        for path in paths:
+            path.unlink(missing_ok=True)
 
 
 #: The fields of a pair's label file (label_range: one per pivot part): the well-formedness
@@ -1477,13 +1530,14 @@ def _read_fields(path, label_path, fields) -> dict:
 FORM_ARRAYS = ("tokens", "content", "n_content", "core", "bits")
 
 
-def build(tmp: Path, *, part_paths: list[Path], e_phrases, e_tokens: list[str],
+def build(tmp: Path, *, part_paths: list[Path], n_e: int, e_phrases, e_tokens: list[str],
           f_lang_of, models: list[str], params: dict, data_root: Path, engine, shard_paths=()) -> dict:
     """The stage: labels, fits, applies; writes ``x-NNNN.arrays`` per pivot part and
-    ``ppdb2.json`` (what the database's meta records). ``e_phrases()`` gives the English
-    phrases' (token rows, counts) (read when the stage needs them and let go after its phrase
-    side: 92 MB on bio-multi, held through the stage beside the apply tasks when they were
-    arguments); ``f_lang_of(ids)`` gives the language index of foreign phrase ids;
+    ``ppdb2.json`` (what the database's meta records). ``n_e``: the English phrase ids
+    0..n_e-1; ``e_phrases(ids)`` gives the (token rows, counts) of the English phrase ids
+    ``ids`` (ascending), asked for PHRASE_BLOCK stored phrases at a time: every phrase's rows
+    at once were n_e x 36 bytes in this process (126 MB on bio-multi's 3.49M ids, and the lhs
+    stage beside it read them too); ``f_lang_of(ids)`` gives the language index of foreign phrase ids;
     ``models``: the stored models, General first; ``shard_paths``:
     the encode stage's shards, whose English the relations' word vectors are trained on
     (pivot.pipeline.vectors; none: no vector features).
@@ -1492,7 +1546,7 @@ def build(tmp: Path, *, part_paths: list[Path], e_phrases, e_tokens: list[str],
     per pivot part on the workers beside the phrases' trigrams and synsets per block; the
     relation classifier's fits on the workers while this process fits the score; then the apply
     tasks. In one process the same steps run one after another: the same bytes."""
-    return engine.run(_build_job(tmp, part_paths=part_paths, e_phrases=e_phrases, e_tokens=e_tokens,
+    return engine.run(_build_job(tmp, part_paths=part_paths, n_e=n_e, e_phrases=e_phrases, e_tokens=e_tokens,
                                  f_lang_of=f_lang_of, models=models, params=params, data_root=data_root,
                                  shard_paths=list(shard_paths)))[0]
 
@@ -1503,7 +1557,7 @@ def _here(fn, *args):
     yield  # unreachable: makes this a generator
 
 
-def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models, params, data_root,
+def _build_job(tmp: Path, *, part_paths, n_e, e_phrases, e_tokens, f_lang_of, models, params, data_root,
                shard_paths=()):
     from pivot.pipeline import wellformed
     from pivot.pipeline.encode import phrase_text_list
@@ -1511,13 +1565,8 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
 
     t0 = time.perf_counter()
     table = PairTable.read(part_paths)
-    e_rows, e_count = e_phrases()
-    n_e = len(e_rows)
     # the stored phrases (and pivots) from a task per pivot part, not a pass over every pair here
-    used, f_used = yield from _ids_job(table, n_e)
-    # the stored phrases' rows of what the features need of the translation stage's phrases (the
-    # rest goes once their texts are written)
-    tokens, counts = np.asarray(e_rows[used], np.int32), np.asarray(e_count[used], np.float64)
+    used, f_used = yield from _ids_job(table, n_e, tmp)
     # int32: the pairs' slots (e1's, e2's) are this array indexed by a part's e1 and e2
     slot = np.full(n_e, -1, np.int32)
     slot[used] = np.arange(len(used))
@@ -1529,13 +1578,15 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     texts_path, slot_path, tokens_path = tmp / ".texts.txt", tmp / ".slot.arrays", tmp / ".tokens.arrays"
     # the Phrases' arrays, the vectors in a file of their own (written before the codes are made)
     phrases_paths = (tmp / ".phrases.arrays", tmp / ".vectors.arrays")
-    # the texts straight to their file, a block at a time (never a list of every text here)
-    blocks, starts = write_text_blocks(texts_path, (phrase_text_list(e_rows, e_tokens, used[a:a + PHRASE_BLOCK])
-                                                    for a in range(0, len(used), PHRASE_BLOCK)))
-    del e_rows, e_count
+    # The stored phrases' token rows and counts (what the features need of the translation
+    # stage's phrases) to tokens_path, PHRASE_BLOCK phrases read at a time; then their texts
+    # straight to their file, a block of rows at a time (never a list of every text here). The
+    # rows of a phrase are its own: the same bytes as the rows of every id indexed by ``used``.
+    write_phrase_rows(tokens_path, e_phrases, used)
+    blocks, starts = write_text_blocks(texts_path, (phrase_text_list(rows, e_tokens, np.arange(len(rows)))
+                                                    for rows in member_blocks(tokens_path, "tokens")))
     texts = TextFile(texts_path, starts)
     save_bundle(slot_path, slot=slot)
-    save_bundle(tokens_path, tokens=tokens)
     # the labels stay in their per-part files until the stage ends: the fits read the rows they
     # select, each apply task its own part's
     labels = [tmp / f".form-{j:04d}.arrays" for j in range(len(part_paths))]
@@ -1547,16 +1598,17 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
         jobs = [labelled]
         if shard_paths:
             jobs.append(_vectors_job(shard_paths, len(e_tokens), tokens_path, phrases_paths[1]))
-        done = yield Together(*jobs, _phrase_side_job(f_used, texts_path, blocks, words_alphabet(tokens, e_tokens),
-                                                      slot, tokens, counts,
+        alphabet = words_alphabet_of(member_blocks(tokens_path, "tokens"), e_tokens)
+        done = yield Together(*jobs, _phrase_side_job(f_used, texts_path, blocks, alphabet, slot, tokens_path,
                                                       f_lang_of, data_root, params, phrases_paths,
                                                       bool(shard_paths)))
         lex = done[-1]
         del done
-        ph = PhraseFile(*phrases_paths)
+        # the fits read their rows' phrases and pivots' languages alone (_rows_features)
+        ph = PhraseFile(*phrases_paths, lookup=False)
     else:
         yield Together(labelled)
-    del tokens, counts, f_used
+    del f_used
     for path in (slot_path, tokens_path):
         path.unlink()
     if params["learn"]:
@@ -1564,11 +1616,13 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
         # within lists' and the relations' rows), reduced here (_survey_job)
         lex_path, starts_path = tmp / ".lexical.arrays", tmp / ".texts-starts.arrays"
         lex.save(lex_path)
+        # the fits read the synsets of the slots they select from the file (LexicalFile): every
+        # phrase's synsets, split and keys were ~30 bytes a stored phrase held through the fits
+        lex = LexicalFile(lex_path, slot)
         save_bundle(starts_path, starts=texts.starts)
         survey, listed = yield from _survey_job(table, labels, lex_path, texts_path, starts_path, params["seed"],
                                                 params["max_relation_pairs"])
-        for path in (lex_path, starts_path):
-            path.unlink()
+        starts_path.unlink()
         counts, hidden = survey["counts"], survey["hidden"]
     else:
         # the forms' counts, a task per label file
@@ -1621,6 +1675,7 @@ def _build_job(tmp: Path, *, part_paths, e_phrases, e_tokens, f_lang_of, models,
     texts.close()
     texts_path.unlink()
     del lex, ph, texts, slot, used
+    lex_path.unlink()
     release_heap()          # the fits' freed heap, before the apply tasks run beside this process
     done = yield Batch(apply_range, [(part_paths, j, phrases_paths, labels[j], fit_path, parts[j], terms_path)
                                      for j in range(len(part_paths))], name="ppdb2")
@@ -1671,7 +1726,37 @@ def words_alphabet(tokens: np.ndarray, e_tokens: list[str]) -> np.ndarray:
     """The trigrams' alphabet of the phrases of token rows ``tokens`` (-1 padded; ids of the
     words ``e_tokens``): their words' characters and the space that joins them (a text's cut
     holds no others), so that every block of phrases is coded alike (phrase_side_task)."""
-    return trigram_alphabet([" ", *(e_tokens[w] for w in np.unique(tokens[tokens >= 0]).tolist())])
+    return words_alphabet_of([tokens], e_tokens)
+
+
+def words_alphabet_of(blocks, e_tokens: list[str]) -> np.ndarray:
+    """words_alphabet of the phrases whose token rows are the blocks of rows ``blocks``: the
+    union of each block's words is every phrase's (each block's distinct ids, merged)."""
+    ids = np.zeros(0, np.int64)
+    for tokens in blocks:
+        ids = np.union1d(ids, np.unique(np.asarray(tokens)[np.asarray(tokens) >= 0]).astype(np.int64))
+    return trigram_alphabet([" ", *(e_tokens[w] for w in ids.tolist())])
+
+
+def write_phrase_rows(path, e_phrases, ids, block: int = PHRASE_BLOCK) -> None:
+    """``tokens`` (int32 token rows) and ``counts`` (float64 bitext counts) of the phrase ids
+    ``ids`` (ascending) to ``path``, e_phrases(ids[a:a + block]) asked for a block at a time and
+    written as it comes (bundle.Blocks): this process holds one block's rows, not every id's."""
+    ids = np.asarray(ids, np.int64)
+    width = e_phrases(ids[:0])[0].shape[1]
+    cuts = range(0, len(ids), block)
+    save_bundle(path, tokens=Blocks(np.int32, (len(ids), width), (e_phrases(ids[a:a + block])[0] for a in cuts)),
+                counts=Blocks(np.float64, (len(ids),), (e_phrases(ids[a:a + block])[1] for a in cuts)))
+
+
+def member_blocks(path, name: str, block: int = PHRASE_BLOCK):
+    """Rows a:a + block of member ``name`` of bundle ``path``, for a = 0, block, ... (copies; the
+    map of each goes with its read)."""
+    with open_bundle(path) as z:
+        n = z.shape(name)[0]
+    for a in range(0, n, block):
+        with open_bundle(path) as z:
+            yield z.take(name, slice(a, a + block))
 
 
 def phrase_side(table, texts, slot, tokens, e_tokens, counts, f_lang_of, data_root, params, phrases_paths,
@@ -1681,13 +1766,16 @@ def phrase_side(table, texts, slot, tokens, e_tokens, counts, f_lang_of, data_ro
     from pivot.pipeline.engine import Engine
 
     texts_path = Path(phrases_paths[0]).parent / ".texts.txt"
+    tokens_path = Path(phrases_paths[0]).parent / ".tokens.arrays"
     blocks = _write_texts(texts_path, texts)
+    save_bundle(tokens_path, tokens=np.asarray(tokens, np.int32), counts=np.asarray(counts, np.float64))
     try:
         return Engine(workers=1).run(_phrase_side_job(table.pivot_ids(), texts_path, blocks, words_alphabet(tokens, e_tokens),
-                                                      slot, tokens, counts, f_lang_of, data_root, params,
+                                                      slot, tokens_path, f_lang_of, data_root, params,
                                                       phrases_paths, with_vectors))[0]
     finally:
         texts_path.unlink()
+        tokens_path.unlink()
 
 
 def _write_texts(path: Path, texts: list[str], block: int = PHRASE_BLOCK) -> list[tuple[int, int, int, int]]:
@@ -1722,32 +1810,37 @@ def write_text_blocks(path: Path, pieces) -> tuple[list[tuple[int, int, int, int
 
 class TextFile:
     """The stored phrases' texts, read one at a time from a file write_text_blocks wrote (by
-    slot: the file's order), through a map of the file and the texts' starts: the build's
-    process reads the few texts it hashes (the fits' splits) without holding every text
-    (bio-multi's 2.37M as Python strings were ~0.25 GB; hundreds of millions at PPDB scale)."""
+    slot: the file's order), through the texts' starts and positioned reads of the file: the
+    build's process reads the few texts it hashes (the fits' splits) without holding every text
+    (bio-multi's 2.37M as Python strings were ~0.25 GB; hundreds of millions at PPDB scale).
+    Read, not mapped: a map open through the fits kept every page that the rated texts' scan
+    (blocks) and the hashed texts touched in the process's resident set, the whole file's."""
 
     def __init__(self, path, starts: np.ndarray):
-        import mmap
-
         self.path, self.starts = Path(path), starts
-        with open(self.path, "rb") as fh:
-            self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if self.starts[-1] > 1 else b""
+        self._fd = os.open(self.path, os.O_RDONLY)
 
     def __len__(self) -> int:
         return len(self.starts) - 1
 
+    def _read(self, a: int, b: int) -> str:
+        """Texts a..b-1 joined by newlines (bytes starts[a]:starts[b] - 1)."""
+        lo, hi = int(self.starts[a]), int(self.starts[b]) - 1
+        return os.pread(self._fd, hi - lo, lo).decode("utf-8") if hi > lo else ""
+
     def __getitem__(self, i: int) -> str:
-        return self._map[self.starts[i]:self.starts[i + 1] - 1].decode("utf-8")
+        return self._read(i, i + 1)
 
     def blocks(self, size: int = PHRASE_BLOCK):
         """(first slot, texts) of each ``size`` texts in turn."""
         for a in range(0, len(self), size):
             b = min(a + size, len(self))
-            yield a, self._map[self.starts[a]:self.starts[b] - 1].decode("utf-8").split("\n")
+            yield a, self._read(a, b).split("\n")
 
     def close(self) -> None:
-        if not isinstance(self._map, bytes):
-            self._map.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def read_text_block(path, offset: int, size: int, n: int) -> list[str]:
@@ -1790,13 +1883,14 @@ def phrase_side_task(texts_path, block: tuple, alphabet: np.ndarray, data_root, 
     return {"reused": False, "n_phrases": n}
 
 
-def _phrase_side_job(f_used, texts_path, blocks, alphabet, slot, tokens, counts, f_lang_of, data_root, params,
+def _phrase_side_job(f_used, texts_path, blocks, alphabet, slot, tokens_path, f_lang_of, data_root, params,
                      phrases_paths, with_vectors: bool = False):
     """A job of Engine.run: what the fits need of the phrases. The trigrams and WordNet synsets
     of each block of phrases are tasks (phrase_side_task); here, the per-phrase feature inputs
     (shared with the apply tasks through ``phrases_paths[0]``, a row per stored phrase in slot
     order: the rows of a phrase id are its slots), the blocks' trigrams copied into that file
-    one block at a time, and the synsets as the Lexical it returns. The vectors go to
+    one block at a time, and the synsets as the Lexical it returns; the phrases' token rows and
+    counts (``tokens_path``: write_phrase_rows') go to that file a block at a time too. The vectors go to
     ``phrases_paths[1]``: written by _vectors_job's tasks (with_vectors), else empty here."""
     from pivot.pipeline.engine import Batch
 
@@ -1805,7 +1899,6 @@ def _phrase_side_job(f_used, texts_path, blocks, alphabet, slot, tokens, counts,
     yield Batch(phrase_side_task, [(texts_path, block, alphabet, str(data_root), params["seed"],
                                     params["relation_test_fraction"], path) for block, path in zip(blocks, paths)],
                 name="ppdb2-phrases")
-    n_words = (tokens >= 0).sum(axis=1).astype(np.int8)
     f_lang = np.full(int(f_used.max()) + 1 if len(f_used) else 0, -1, np.int16)
     f_lang[f_used] = f_lang_of(f_used)
     del f_used
@@ -1814,9 +1907,16 @@ def _phrase_side_job(f_used, texts_path, blocks, alphabet, slot, tokens, counts,
         save_bundle(vectors_path, vec=np.zeros((0, 0), np.float32), vec_has=np.zeros(0, bool))
     tri_ptr = _offsets(_members(paths, "tri_count", np.int64))
     codes = Blocks(trigram_dtype(alphabet), (int(tri_ptr[-1]),), (_members([path], "tri") for path in paths))
-    save_bundle(phrases_path, n_words=n_words, log_count=portable.log(1.0 + counts), tokens=tokens, tri_ptr=tri_ptr,
+    with open_bundle(tokens_path) as z:
+        shape = z.shape("tokens")
+    # each phrase's words and log(1 + count) are its own: block by block, the same bytes
+    n_words = Blocks(np.int8, shape[:1], ((t >= 0).sum(axis=1).astype(np.int8)
+                                          for t in member_blocks(tokens_path, "tokens")))
+    log_count = Blocks(np.float64, shape[:1], (portable.log(1.0 + c) for c in member_blocks(tokens_path, "counts")))
+    save_bundle(phrases_path, n_words=n_words, log_count=log_count,
+                tokens=Blocks(np.int32, shape, member_blocks(tokens_path, "tokens")), tri_ptr=tri_ptr,
                 tri=codes, f_lang=f_lang, row_of=slot)
-    del n_words, tri_ptr, f_lang
+    del tri_ptr, f_lang
     lex = Lexical(_offsets(_members(paths, "syn_count", np.int32)), _members(paths, "syn_ids", np.int64),
                   _members(paths, "held", bool), slot)
     for path in paths:
@@ -1901,8 +2001,12 @@ def _score_side(table, ph, labels, lex, models, texts, used, listed, params, dat
     """The score's within lists (training side, and the held-out side it is reported on; their
     rows ``listed`` as _survey_job found them) and fit."""
     within = _within_lists(table, ph, labels, lex, models, texts, params["seed"], listed["train"])
-    held_lists = _within_lists(table, ph, labels, lex, models, texts, params["seed"], listed["held"], held_out=True)
-    return _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists)
+    # the held-out side's lists without their features: the report scores them a block of rows
+    # at a time once the fit is made (_fit_score)
+    held_lists = _within_lists(table, ph, labels, lex, models, texts, params["seed"], listed["held"], held_out=True,
+                               features=False)
+    return _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists,
+                      listed["held"][0])
 
 
 @_heap_released
@@ -1979,29 +2083,71 @@ def label_range(form_paths, lemmas_path, slot_path, part_paths, j: int, out_path
     forms of the blocks ``form_paths`` (forms_task's) and the lemma table of ``lemmas_path``
     (lemmas_task's), phrase ids through the ``slot`` of ``slot_path``), and the global row of
     each pair's reverse (e2, e1) (-1: not stored; PairTable.find, one part's keys held at a
-    time); written to ``out_path`` as LABEL_FIELDS (a task)."""
-    from contextlib import ExitStack
+    time); written to ``out_path`` as LABEL_FIELDS (a task).
 
-    from pivot.pipeline.wellformed import FormBlocks
-
+    The task reads the slots and the form rows of its part's distinct phrases alone (through
+    bounded windows of the files: Bundle.rows), numbered 0..n-1 in id order, and labels the
+    pairs by those numbers: its memory is its part's, not the stored phrases'. (With the slot
+    array read whole and the forms' files mapped whole, a part's e2 anywhere, each task held a
+    slot per phrase id and touched most pages of every forms file: 0.26 GiB a task on
+    bio-multi's 2.37M phrases.) A pair's label is a function of its two phrases' rows alone,
+    so the numbering changes nothing (FormBlocks pads every block's rows to the widest)."""
     out_path = Path(out_path)
     if out_path.is_file():
         return {"reused": True}
-    with ExitStack() as stack:
-        blocks = [stack.enter_context(open_bundle(path)) for path in form_paths]
-        with open_bundle(lemmas_path) as z:
-            lemma_ids = z["lemma_ids"]
-        forms = FormBlocks([{k: z.memmap(k) for k in FORM_ARRAYS} for z in blocks], lemma_ids)
-        with open_bundle(slot_path) as z:
-            slot = z["slot"]
-        with open_bundle(part_paths[j]) as z:
-            e1, e2 = z["e1"].astype(np.int64), z["e2"].astype(np.int64)
-        form = np.zeros(len(e1), np.uint8)
-        for a in range(0, len(e1), LABEL_ROWS):
-            form[a:a + LABEL_ROWS] = forms.pair_labels(slot[e1[a:a + LABEL_ROWS]], slot[e2[a:a + LABEL_ROWS]])
-        del forms
+    with open_bundle(part_paths[j]) as z:
+        e1, e2 = z["e1"].astype(np.int64), z["e2"].astype(np.int64)
+    ids, local = np.unique(np.concatenate([e1, e2]), return_inverse=True)
+    with open_bundle(slot_path) as z:
+        # slot[used] = 0, 1, ...: ascending ids have ascending slots
+        slots = z.rows("slot", ids).astype(np.int64)
+    forms = gathered_forms(form_paths, lemmas_path, slots)
+    del ids, slots
+    form = np.zeros(len(e1), np.uint8)
+    l1, l2 = local[:len(e1)], local[len(e1):]
+    for a in range(0, len(e1), LABEL_ROWS):
+        form[a:a + LABEL_ROWS] = forms.pair_labels(l1[a:a + LABEL_ROWS], l2[a:a + LABEL_ROWS])
+    del forms, local, l1, l2
     save_bundle(out_path, form=form, rev=PairTable.read(part_paths).find(e2, e1))
     return {"reused": False, "n_pairs": int(len(form))}
+
+
+def gathered_forms(form_paths, lemmas_path, slots):
+    """The FormBlocks of the phrases of slots ``slots`` (ascending, distinct) alone, as one
+    block numbered 0..n-1 in that order: each forms file's (forms_task's: its block of slots,
+    one after another) rows of the slots it holds, read through bounded windows (Bundle.rows),
+    the 2-D arrays -1 padded to the widest file's (as FormBlocks pads its blocks' rows)."""
+    from pivot.pipeline.wellformed import FormBlocks
+
+    slots = np.asarray(slots, np.int64)
+    with open_bundle(lemmas_path) as z:
+        lemma_ids = z["lemma_ids"]
+    shapes, lo = [], 0
+    for path in form_paths:
+        with open_bundle(path) as z:
+            shapes.append({k: z.shape(k) for k in FORM_ARRAYS})
+    widths = {k: max((sh[k][1] for sh in shapes), default=1) for k in FORM_ARRAYS if len(shapes[0][k]) == 2} \
+        if shapes else {}
+    if not shapes:
+        return FormBlocks([], lemma_ids)
+    out = {}
+    with open_bundle(form_paths[0]) as z:
+        for k in FORM_ARRAYS:
+            dtype = z.dtype(k)
+            out[k] = np.full((len(slots), widths[k]), -1, dtype) if k in widths else np.zeros(len(slots), dtype)
+    for path, sh in zip(form_paths, shapes):
+        hi = lo + sh["bits"][0]
+        a, b = np.searchsorted(slots, [lo, hi])
+        if a < b:
+            with open_bundle(path) as z:
+                for k in FORM_ARRAYS:
+                    rows = z.rows(k, slots[a:b] - lo)
+                    if k in widths:
+                        out[k][a:b, :rows.shape[1]] = rows
+                    else:
+                        out[k][a:b] = rows
+        lo = hi
+    return FormBlocks([out], lemma_ids)
 
 
 def _rows_features(table: PairTable, ph, labels, rows, phrases: bool = True) -> np.ndarray:
@@ -2009,11 +2155,34 @@ def _rows_features(table: PairTable, ph, labels, rows, phrases: bool = True) -> 
     ``labels``), feature_names(models, ph.dim) order (phrases = False: without the phrase-vector
     columns, pair_feature_names order). ph: Phrases, or a PhraseFile (the rows' phrases read)."""
     e1, e2, n_pivots, pivots, form = table.rows(rows, ("e1", "e2", "n_pivots", "pivots", "form"), labels)
+    p_rev = table.reverse_p(e1, e2)
     if isinstance(ph, PhraseFile):
-        ph = ph.take(np.concatenate([e1, e2]))
-    x = feature_matrix(pair_features(ph, e1, e2, table.p_rows(rows), table.reverse_p(e1, e2), n_pivots, pivots,
-                                     form))
+        # the rows' phrases alone, numbered 0..m-1 in id order (the pairs' e1, e2 then their
+        # numbers), and their pivots' languages alone (the pivots numbered among them), read
+        # through bounded windows: no lookup array with an entry per phrase id or foreign id
+        ids, k = np.unique(np.concatenate([e1, e2]).astype(np.int64), return_inverse=True)
+        part = ph.gather(ph.rows_of(ids))
+        part.f_lang, pivots = ph.pivot_languages(pivots)
+        ph, e1, e2 = part, k[:len(e1)], k[len(e1):]
+    x = feature_matrix(pair_features(ph, e1, e2, table.p_rows(rows), p_rev, n_pivots, pivots, form))
     return np.hstack([x, phrase_columns(ph, e1, e2)]) if ph.dim and phrases else x
+
+
+#: Rows a fit's report turns into features at a time (_rows_map: the held-out lists' scores, the
+#: relations' held-out predictions; a row's features and predictions are its own).
+REPORT_ROWS = 1 << 16
+
+
+def _rows_map(fn, table: PairTable, ph, labels, rows, phrases: bool = True, block: int = REPORT_ROWS,
+              empty=None) -> np.ndarray:
+    """fn(x) of the feature matrix x (_rows_features) of each ``block`` of ``rows`` in turn,
+    concatenated: for a row-wise ``fn`` the array fn gives on every row's matrix at once, with
+    one block's matrix held (``empty``: the result of no rows; default float64 (0,))."""
+    out = [np.zeros(0) if empty is None else empty]
+    rows = np.asarray(rows, np.int64)
+    for a in range(0, len(rows), block):
+        out.append(fn(_rows_features(table, ph, labels, rows[a:a + block], phrases=phrases)))
+    return np.concatenate(out)
 
 
 @dataclass
@@ -2061,6 +2230,11 @@ class Lexical:
         """The synset ids of slot i."""
         return tuple(self.syn_ids[self.syn_ptr[i]:self.syn_ptr[i + 1]].tolist())
 
+    def synsets_of(self, slots) -> dict:
+        """{slot: its synset ids} of the distinct ``slots``, ascending."""
+        return {i: self.synsets(i) for i in unique(np.asarray(slots, np.int64)).tolist()}
+
+
     def slots(self, e1, e2) -> tuple[np.ndarray, np.ndarray]:
         """The slots of pairs' phrases (s1, s2)."""
         return self.slot[e1], self.slot[e2]
@@ -2078,6 +2252,55 @@ class Lexical:
         found = np.searchsorted(keys, query)
         hit = keys[np.minimum(found, len(keys) - 1)] == query if len(keys) else np.zeros(len(query), bool)
         return np.bincount(pair[hit], minlength=len(a)) > 0
+
+
+class LexicalFile:
+    """A Lexical's file (Lexical.save) as the build's process reads it during the fits: the
+    slots of phrase ids (``slot``, the array it holds anyway) and the synsets of the slots a fit
+    selects (:meth:`synsets_of`, read through bounded windows of the file, as PhraseFile.gather),
+    never every phrase's synsets, split and keys."""
+
+    def __init__(self, path, slot: np.ndarray):
+        self.path, self.slot = Path(path), slot
+
+    def slots(self, e1, e2) -> tuple[np.ndarray, np.ndarray]:
+        """The slots of pairs' phrases (s1, s2)."""
+        return self.slot[e1], self.slot[e2]
+
+    def synsets_of(self, slots) -> dict:
+        """{slot: its synset ids} of the distinct ``slots``, ascending (Lexical.synsets_of): the
+        pointers ptr[s], ptr[s + 1] of each slot in one ascending pass, then the ids at those
+        ranges (ascending positions)."""
+        slots = unique(np.asarray(slots, np.int64))
+        with open_bundle(self.path) as b:
+            bounds = b.rows("syn_ptr", np.stack([slots, slots + 1], axis=1).ravel())
+            start, count = bounds[0::2], bounds[1::2] - bounds[0::2]
+            ptr = _offsets(count)
+            ids = b.rows("syn_ids", np.arange(int(ptr[-1]), dtype=np.int64) + np.repeat(start - ptr[:-1], count))
+        flat, ptr = ids.tolist(), ptr.tolist()
+        return {s: tuple(flat[ptr[k]:ptr[k + 1]]) for k, s in enumerate(slots.tolist())}
+
+
+def part_lexical(lex_path, e1, e2) -> tuple["Lexical", np.ndarray, np.ndarray, np.ndarray]:
+    """(lex, s1, s2, slots): the Lexical (Lexical.save's file ``lex_path``) of the distinct
+    phrases of pairs (e1, e2) alone, numbered 0..m-1 in id order (slots follow ids, so in slot
+    order too); the pairs' numbers s1, s2; each number's slot. Read through bounded windows of
+    the file (Bundle.rows): a scan task's memory is its part's, not every phrase's (the whole
+    Lexical was ~50 bytes a stored phrase in each task). Synonymy, sides and candidates are
+    functions of a pair's two phrases' synsets and sides: the same on the numbers."""
+    e1, e2 = np.asarray(e1, np.int64), np.asarray(e2, np.int64)
+    ids, k = np.unique(np.concatenate([e1, e2]), return_inverse=True)
+    with open_bundle(lex_path) as b:
+        slots = b.rows("slot", ids).astype(np.int64)
+        if len(slots) and slots.min() < 0:
+            raise ValueError("a pair's phrase without a slot")
+        bounds = b.rows("syn_ptr", np.stack([slots, slots + 1], axis=1).ravel())
+        start, count = bounds[0::2], bounds[1::2] - bounds[0::2]
+        ptr = _offsets(count)
+        syn_ids = b.rows("syn_ids", np.arange(int(ptr[-1]), dtype=np.int64) + np.repeat(start - ptr[:-1], count))
+        held = b.rows("held", slots)
+    lex = Lexical(ptr, syn_ids, held, np.arange(len(ids), dtype=np.int64))
+    return lex, k[:len(e1)], k[len(e1):], slots
 
 
 def _visible_synonyms(lex: Lexical, s1, s2, visible, rows, held_out: bool) -> np.ndarray:
@@ -2104,15 +2327,15 @@ def survey_range(part_path, label_path, lex_path, texts_path, starts_path, lo: i
     from pivot.hashes import unit_hash
     from pivot.pipeline import wellformed
 
-    lex = Lexical.load(lex_path)
     z = _read_fields(part_path, label_path, ("e1", "e2", "form"))
-    s1, s2 = lex.slots(z["e1"], z["e2"])
+    # the part's phrases alone, numbered 0..m-1 (s1, s2); ``slots``: each number's slot
+    lex, s1, s2, slots = part_lexical(lex_path, z["e1"], z["e2"])
     form = z["form"]
     del z
     counts, hidden = form_counts(form)
     visible = (form & wellformed.HIDDEN) == 0
     every = np.arange(len(s1))
-    queries = {side: unique(s1[_visible_synonyms(lex, s1, s2, visible, every, side)]) for side in (False, True)}
+    queries = {side: slots[unique(s1[_visible_synonyms(lex, s1, s2, visible, every, side)])] for side in (False, True)}
     cand = lex.has[s1] & lex.has[s2]
     test = np.flatnonzero(cand & lex.held[s1] & lex.held[s2])
     train = np.flatnonzero(cand & ~lex.held[s1] & ~lex.held[s2])
@@ -2120,7 +2343,7 @@ def survey_range(part_path, label_path, lex_path, texts_path, starts_path, lo: i
         texts = TextFile(texts_path, zs.memmap("starts"))
         try:
             h = np.array([unit_hash(f"{texts[a]}\t{texts[b]}", seed)
-                          for a, b in zip(s1[train].tolist(), s2[train].tolist())], dtype=np.float64)
+                          for a, b in zip(slots[s1[train]].tolist(), slots[s2[train]].tolist())], dtype=np.float64)
         finally:
             texts.close()
     train_h, train_rows = smallest_by_hash(h, lo + train, limit)
@@ -2150,15 +2373,16 @@ def list_rows_range(part_path, label_path, lex_path, lo: int, queries, held_quer
     WordNet synonym pair of that side (_within_lists)."""
     from pivot.pipeline.wellformed import HIDDEN
 
-    lex = Lexical.load(lex_path)
     z = _read_fields(part_path, label_path, ("e1", "e2", "form"))
-    s1, s2 = lex.slots(z["e1"], z["e2"])
+    lex, s1, s2, slots = part_lexical(lex_path, z["e1"], z["e2"])
     visible = (z["form"] & HIDDEN) == 0
     del z
     out = {}
     for name, q, side in (("train", queries, False), ("held", held_queries, True)):
-        is_query = np.zeros(len(lex.has), dtype=bool)
-        is_query[np.asarray(q, np.int64)] = True
+        # per number of the part's phrases: its slot is a query (q: sorted slots)
+        q = np.asarray(q, np.int64)
+        at = np.minimum(np.searchsorted(q, slots), max(len(q) - 1, 0))
+        is_query = q[at] == slots if len(q) else np.zeros(len(slots), dtype=bool)
         listed = np.flatnonzero(visible & is_query[s1])
         out[name] = (lo + listed, np.isin(listed, _visible_synonyms(lex, s1, s2, visible, listed, side)))
     return out
@@ -2197,7 +2421,7 @@ def _survey_job(table, labels, lex_path, texts_path, starts_path, seed: int, lim
 
 
 def _within_lists(table, ph, labels, lex: Lexical, models, texts, seed: int, listed,
-                  held_out: bool = False) -> WithinLists:
+                  held_out: bool = False, features: bool = True) -> WithinLists:
     """The candidate lists of fit_score's within-list term: the lists (pairs no HIDDEN flag hides)
     of training-side WordNet phrases (the relation split's, so no held-out synset is seen) that
     have a WordNet synonym among them, at most MAX_WITHIN_QUERIES lists (the smallest slots),
@@ -2205,12 +2429,14 @@ def _within_lists(table, ph, labels, lex: Lexical, models, texts, seed: int, lis
     the held-out side instead, every one of them (the score's report, never its fit).
 
     ``listed``: (global rows ascending, positive) of those lists, as _survey_job's tasks found
-    them (two passes over the parts: the queries, then their lists' rows)."""
+    them (two passes over the parts: the queries, then their lists' rows). features = False:
+    ``x`` has no columns (a report scores the rows by blocks instead: _rows_map)."""
     from pivot.hashes import unit_hash
 
     rows, positive = listed
     all_names, names = pair_feature_names(models, ph.dim), score_features(models, ph.dim)
-    x = _rows_features(table, ph, labels, rows, phrases=False)[:, [all_names.index(n) for n in names]]
+    x = (_rows_features(table, ph, labels, rows, phrases=False)[:, [all_names.index(n) for n in names]]
+         if features else np.zeros((len(rows), 0)))
     e1, e2 = table.rows(rows, ("e1", "e2"))
     query_slots = lex.slots(e1, e2)[0]
     held_back = {q: (not held_out) and unit_hash(texts[q], seed + 1) < WITHIN_VALIDATION
@@ -2219,9 +2445,10 @@ def _within_lists(table, ph, labels, lex: Lexical, models, texts, seed: int, lis
     return WithinLists(x, e1, e2, positive, table.p_rows(rows, 0), validation)
 
 
-def _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists=None):
+def _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists=None, held_rows=None):
     """The ratings' rows (each stored direction of a rated pair), split, fitted, evaluated
-    (texts: the stored phrases' texts, of phrase ids ``used``)."""
+    (texts: the stored phrases' texts, of phrase ids ``used``); the report's held-out lists
+    ``held_lists`` (their rows ``held_rows``) scored by blocks of rows (_rows_map)."""
     from pivot.eval.gold import pair_key, read_gold
     from pivot.hashes import unit_hash
     from pivot.text import normalize_many
@@ -2275,8 +2502,9 @@ def _fit_score(table, ph, labels, models, texts, used, params, data_root, within
                 "spearman": round(spearman(pred[dev], y[dev]), 4),
                 "spearman_p_general": round(spearman(p_general[dev], y[dev]), 4)},
         "selection": cv, "model": model.to_json(),
-        **({"held_out_lists": _held_out_report(held_lists, model.predict(names, held_lists.x))}
-           if held_lists is not None else {}),
+        **({"held_out_lists": _held_out_report(held_lists, _rows_map(
+            lambda x: model.predict(names, x[:, [all_names.index(n) for n in names]]),
+            table, ph, labels, held_rows, phrases=False))} if held_lists is not None else {}),
         "train_pairs": sorted({tuple(k.split("\t")) for k, d in zip(keys, dev) if not d}),
     }
     info["dev_spearman"] = info["dev"]["spearman"]
@@ -2307,9 +2535,7 @@ def _relations_job(table, ph, labels, names, texts, lex: Lexical, survey: dict, 
     train_slots, test_slots = (lex.slots(*table.rows(rows, ("e1", "e2"))) for rows in (train_rows, test_rows))
     # WordNet's links of the selected pairs' phrases, read here (0.12 GB) and let go before the fits
     wn = WordNet.read(wordnet_folder(data_root, LEXICON))
-    profiles = {}
-    for i in unique(np.concatenate([*train_slots, *test_slots])).tolist():
-        profiles[i] = wn.profile(lex.synsets(i))
+    profiles = {i: wn.profile(ids) for i, ids in lex.synsets_of(np.concatenate([*train_slots, *test_slots])).items()}
     del wn
 
     def relation_labels(s1, s2):
@@ -2325,7 +2551,6 @@ def _relations_job(table, ph, labels, names, texts, lex: Lexical, survey: dict, 
     validation = np.array([unit_hash(f"{texts[a]}\t{texts[b]}", seed + 1) < RELATION_VALIDATION
                            for a, b in zip(*(s.tolist() for s in train_slots))], dtype=bool)
     x_train = _rows_features(table, ph, labels, train_rows)
-    x_test = _rows_features(table, ph, labels, test_rows)
     strings = [n for n in names if n in STRING_FEATURES]
     idx = [names.index(n) for n in strings]
     path = tmp / ".relations.arrays"
@@ -2341,8 +2566,13 @@ def _relations_job(table, ph, labels, names, texts, lex: Lexical, survey: dict, 
                                                       in zip(sides, (best, string_best))], name="ppdb2-relations")
     path.unlink()
     majority = int(np.bincount(y_train, minlength=len(RELATIONS)).argmax())
-    ev = {"full": classification_report(y_test, model.probabilities(names, x_test).argmax(axis=1)),
-          "string_only": classification_report(y_test, string_model.probabilities(strings, x_test[:, idx]).argmax(axis=1)),
+    # the held-out rows' classes by both classifiers, their features made a block of rows at a
+    # time (every held-out row's matrix grew with the corpus: 43.5 MiB on bio-multi)
+    pred = _rows_map(lambda x: np.stack([model.probabilities(names, x).argmax(axis=1),
+                                         string_model.probabilities(strings, x[:, idx]).argmax(axis=1)], axis=1),
+                     table, ph, labels, test_rows, empty=np.zeros((0, 2), np.int64))
+    ev = {"full": classification_report(y_test, pred[:, 0]),
+          "string_only": classification_report(y_test, pred[:, 1]),
           "majority": classification_report(y_test, np.full(len(y_test), majority)),
           "majority_class": RELATIONS[majority]}
     ev["full_minus_string_macro_f1"] = round(ev["full"]["macro_f1"] - ev["string_only"]["macro_f1"], 4)
@@ -2420,7 +2650,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     names = fit["names"]
     score = ScoreModel.from_json(fit["score"])
     relations = RelationModel.from_json(fit["relations"])
-    phrases = PhraseFile(*([phrases_path] if isinstance(phrases_path, (str, Path)) else phrases_path))
+    phrases = PhraseFile(*([phrases_path] if isinstance(phrases_path, (str, Path)) else phrases_path), lookup=False)
     if phrases.dim:
         # the phrase vectors' terms, per row of the phrases (written next to them by the stage)
         relations = relations.pair_part()
@@ -2442,7 +2672,15 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     # a block's p and pivots (with the part's whole p_rev as well, ~0.15 GB a task on
     # bio-multi, where two apply tasks beside this stage's process were the stage's peak).
     ppdb2, rel = [], []
-    numbers = RowNumbers(phrases.n)
+    # The part's distinct phrases, numbered 0..m-1 in id order (k1, k2: each pair's numbers),
+    # and their rows of the phrase files (read through bounded windows of row_of: ascending, as
+    # rows follow ids): a block's phrases are then numbered among the part's m, not among every
+    # stored phrase (row_of whole, a mark and a number per phrase: 13 bytes a phrase id).
+    ids, k = np.unique(np.concatenate([e1, e2]).astype(np.int64), return_inverse=True)
+    part_rows = phrases.rows_of(ids)
+    del ids
+    k1, k2 = k[:len(e1)], k[len(e1):]
+    numbers = RowNumbers(len(part_rows))
     for a in range(0, len(e1), APPLY_ROWS):
         b = min(a + APPLY_ROWS, len(e1))
         with open_bundle(part_paths[j]) as z:
@@ -2450,10 +2688,12 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
         p_rev = np.zeros_like(p)
         p_rev[found[a:b]] = p_rev_found[at[a:b][found[a:b]]]
         # the block's phrases, numbered 0..n-1 in row order: l1, l2 are each pair's numbers
-        r1, r2 = phrases.rows(e1[a:b]), phrases.rows(e2[a:b])
+        r1, r2 = k1[a:b], k2[a:b]
         rows, local = numbers(np.concatenate([r1, r2]))
         l1, l2 = local[:b - a], local[b - a:]
-        ph = phrases.gather(rows)
+        ph = phrases.gather(part_rows[rows])
+        # the languages of the block's pivots alone, the pivots numbered among them
+        ph.f_lang, pivots = phrases.pivot_languages(pivots)
         cols = pair_features(ph, l1, l2, p, p_rev, n_pivots, pivots, form[a:b])
         del ph, rows, local, l1, l2
         ppdb2.append(score.predict_columns(names, cols))
@@ -2461,7 +2701,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
         if phrases.dim:
             # t1 of the e1 rows, t2 of the e2 rows (each side's distinct rows alone)
             with open_bundle(terms_path) as z:
-                terms = tuple(z.rows(t, rows)[local] for t, rows, local in
+                terms = tuple(z.rows(t, part_rows[rows])[local] for t, rows, local in
                               (("t1", *numbers(r1)), ("t2", *numbers(r2))))
         rel.append(per_mille(relations.probabilities_columns(names, cols, terms)))
         del cols, p, p_rev, n_pivots, pivots, terms, r1, r2
@@ -2495,8 +2735,11 @@ def run_stage(context) -> None:
         return f_lang_of_token[translation.foreign_rows(translation.part_paths(translation_dir, "f"),
                                                         np.asarray(f_keys[ids]))[:, 0]]
 
-    build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")),
-          e_phrases=lambda: translation.english_phrases(translation_dir), e_tokens=Vocab.load(encode_dir / "vocab.en").tokens, f_lang_of=f_lang_of,
+    def e_phrases(ids):
+        return translation.english_rows(translation_dir, ids)
+
+    build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")), n_e=translation.n_phrases(translation_dir),
+          e_phrases=e_phrases, e_tokens=Vocab.load(encode_dir / "vocab.en").tokens, f_lang_of=f_lang_of,
           models=[m["name"] for m in read_models(context.dir("weights"))], params=context.params,
           data_root=context.data_root, engine=context.engine,
           shard_paths=[encode_dir / shard["file"] for shard in read_shards(encode_dir)["shards"]])

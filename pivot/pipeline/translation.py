@@ -487,6 +487,23 @@ def phrase_keys(translation_dir) -> np.ndarray:
     return np.load(Path(translation_dir) / "structure" / "e_key.npy")
 
 
+def n_phrases(translation_dir) -> int:
+    """The number of English phrase ids of the paraphrase table (its keys' file's header)."""
+    return int(np.load(Path(translation_dir) / "structure" / "e_key.npy", mmap_mode="r").shape[0])
+
+
+def english_rows(translation_dir, ids) -> tuple[np.ndarray, np.ndarray]:
+    """(token rows, bitext counts) of the English phrase ids ``ids`` (ascending) alone: their
+    keys read through a map of the keys' file that goes with the call (ids are ranks of keys),
+    their rows through maps of the stage's parts (phrase_rows). A caller that reads the rows
+    it needs a block of ids at a time never holds every phrase's (english_phrases: 36 bytes
+    a phrase id, 126 MB on bio-multi)."""
+    keys = np.load(Path(translation_dir) / "structure" / "e_key.npy", mmap_mode="r")
+    want = np.array(keys[np.asarray(ids, np.int64)])
+    del keys
+    return phrase_rows(part_paths(translation_dir, "e"), want)
+
+
 def english_phrases(translation_dir) -> tuple[np.ndarray, np.ndarray]:
     """(token rows, bitext counts) of every English phrase id of the stage's table."""
     return phrase_rows(part_paths(translation_dir, "e"), phrase_keys(translation_dir))
