@@ -529,6 +529,37 @@ def read_scores(score_dir) -> MooreLewisScores:
     return MooreLewisScores(h_tgt=z["h_tgt"], h_gen=z["h_gen"], sigma=z["sigma"], n_words=z["n_words"])
 
 
+def score_blocks(score_dir, names, block: int):
+    """``(lo, {name: array})`` for the sentences lo, lo + 1, ... of scores.npz, ``block`` at a
+    time: the arrays ``names`` read side by side from the archive's members (np.savez stores
+    them uncompressed, so each is read through in order), never a whole array at once."""
+    import zipfile
+
+    from pivot.pipeline.bundle import read_npy_header
+
+    with zipfile.ZipFile(Path(score_dir) / "scores.npz") as zf:
+        members, sizes = [], set()
+        for name in names:
+            fh = zf.open(name + ".npy")
+            shape, fortran, dtype = read_npy_header(fh)
+            if fortran or len(shape) != 1:
+                raise ValueError(f"{score_dir}/scores.npz: {name} is not a 1-d array")
+            members.append((name, fh, dtype))
+            sizes.add(shape[0])
+        if len(sizes) != 1:
+            raise ValueError(f"{score_dir}/scores.npz: arrays {list(names)} differ in length")
+        n = sizes.pop()
+        for lo in range(0, n, block):
+            k = min(block, n - lo)
+            out = {}
+            for name, fh, dtype in members:
+                data = fh.read(k * dtype.itemsize)
+                if len(data) != k * dtype.itemsize:
+                    raise ValueError(f"{score_dir}/scores.npz: {name} ends before sentence {lo + k}")
+                out[name] = np.frombuffer(data, dtype=dtype)
+            yield lo, out
+
+
 STAGE = Stage("score", 4, ("lm", "lmtext", "corpus"), (), stage_params, ("scores.npz", "ranked.tsv", "oov.json"),
               run_stage, "one per LM and range of 1M sentences, then one join (Dask)",
               "Moore-Lewis sigma = H_tgt - H_gen per English sentence", when=lambda recipe: recipe.get("domain"))
