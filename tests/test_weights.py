@@ -4,8 +4,8 @@ import json
 import numpy as np
 import pytest
 
-from pivot.pipeline.score import MooreLewisScores
-from pivot.pipeline.weights import (PairwiseSum, RankBuckets, _pairwise_leaves, auc_mann_whitney, change_point,
+from pivot.pipeline.score import MooreLewisScores, RankBuckets
+from pivot.pipeline.weights import (PairwiseSum, _pairwise_leaves, auc_mann_whitney, change_point,
                                     default_taus, general, ml_weighted, ml_weighted_ppl, model_columns,
                                     rank_cuts, top_tau, weight_report, words_label, write_model_columns)
 

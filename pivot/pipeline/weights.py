@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pivot.pipeline.score import ranking
+from pivot.pipeline.score import BUCKET_STEP, RankBuckets, _same, _write_npy_header, ranking
 from pivot.pipeline.stage import Stage
 
 # The paper's top-tau subsamples, in English words of its 828M-word bitext.
@@ -237,40 +237,6 @@ def weight_report(weights, models, scores, origin_is_in_domain=None, n_show=5):
 
 #: Sentences of a block of the streaming passes: 8 float64 columns of it are 4 MiB.
 BLOCK = 1 << 16
-#: Sorted positions between two bounds of RankBuckets: an open bucket holds fewer sentences.
-BUCKET_STEP = 1 << 16
-
-
-def _same(a, b):
-    """a == b as NumPy's sorts order floats: NaN equals NaN (they sort last, in corpus order)."""
-    return (a == b) | (np.isnan(a) & np.isnan(b))
-
-
-class RankBuckets:
-    """Sigma's values cut into buckets that follow the ranking (sigma ascending, NaN last).
-
-    bounds: the sorted sigma's values at every ``step``-th position and its last value, distinct
-    (b_0 = min < b_1 < ... < b_last = max). Bucket 2p + 1 holds the sentences with sigma = b_p
-    (ties: ranked in corpus order), bucket 2p those with b_(p-1) < sigma < b_p (fewer than
-    ``step``: they lie strictly between two sampled sorted positions, and never NaN). So every
-    sentence of bucket j ranks before every sentence of bucket j + 1.
-    """
-
-    def __init__(self, sorted_sigma, step=BUCKET_STEP):
-        from pivot.arrays import unique
-
-        self.bounds = unique(np.concatenate((sorted_sigma[::step], sorted_sigma[-1:])))
-        self.n_buckets = 2 * len(self.bounds) + 1
-
-    def of(self, sigma):
-        """The bucket of each sentence (int64)."""
-        b = self.bounds
-        p = np.searchsorted(b, sigma, side="left")   # NumPy's search orders NaN last, as its sort
-        if len(b) == 0:
-            return 2 * p
-        return 2 * p + (_same(b[np.minimum(p, len(b) - 1)], sigma) & (p < len(b)))
-
-
 def rank_cuts(blocks, buckets, tau_words):
     """Where each top-tau subsample ends: the first sentence of the ranking that
     :func:`top_tau` does not take, as (its bucket, its sigma, its index), or None when it takes
@@ -390,12 +356,6 @@ class PairwiseSum:
             return node(m2) + node(m - m2)
 
         return float(node(self.n))
-
-
-def _write_npy_header(fh, dtype, shape) -> None:
-    """The .npy header np.save writes for an array of this dtype and shape (C order)."""
-    np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-                                              "fortran_order": False, "shape": tuple(shape)})
 
 
 def write_model_columns(weights_path, blocks, n, taus=None, extra_taus=(), n_show=5, with_origin=False,
