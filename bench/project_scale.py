@@ -156,14 +156,18 @@ MEMORY = [
      "holds": "the vocabularies and one language's token counts (8 B a line: 40 MB at 5M lines a language); "
               "its tasks a chunk of 50k lines or a shard"},
     {"row": "weights", "process": "build", "law": SENTENCES, "w1": ["weights"], "w2": ["weights"],
-     "holds": "every sentence's Moore-Lewis scores and weight columns (8 B x models each) and their sorts"},
+     "holds": "the sorted sigma (8 B a sentence) while the top-tau cuts are found and the AUC's ranks read "
+              "(session 14; before it every sentence's scores, weight columns and their sorts, ~160 B); a block "
+              "of 65,536 sentences' columns"},
     {"row": "align, LM branch (tasks)", "process": "task", "law": CONSTANT,
      "w1": [], "w2": ["after tagger", "corpus.*", "after align.*", "align.*", "lmtext", "lm", "after lm", "score",
                       "after score"],
      "holds": "a shard's E-step or Viterbi (fixed cells); an LM's counts (the LM text: fixed by the "
               "in-domain text, an assumption; the copies copy it); 1M sentences' scores"},
     {"row": "score's join (a task)", "process": "task", "law": SENTENCES, "w1": ["score"], "w2": ["score"],
-     "holds": "every sentence's cross-entropies, sigma and their order (about 50 B a sentence); in one "
+     "holds": "the sorted sigma (8 B a sentence) while the ranking's buckets are cut (session 14; before it "
+              "every sentence's cross-entropies, sigma, line ends and order); a range of 1M sentences' scores "
+              "and its run; in one "
               "process also the LMs scored with (the copies copy the in-domain text: an upper bound)"},
     {"row": "extract (tasks)", "process": "task", "law": CONSTANT, "w1": [], "w2": ["extract"],
      "holds": "one shard's phrase pairs (a fixed number of sentences and tokens)"},
@@ -180,8 +184,8 @@ MEMORY = [
     {"row": "translation, pivot (tasks)", "process": "task", "law": N_E, "w1": [], "w2": [],
      "roles": ["translation|worker", "after translation|worker", "pivot|worker", "after pivot|worker"],
      "holds": "a merge's partition (1/P of the partial counts or kept entries); assemble: one partition's "
-              "entries; the cut: a block's rows and their degrees; a pivot range: its rows' columns and an "
-              "n_e + 1 row_ptr (8 B an English phrase)"},
+              "entries; the cut: a block's rows and their degrees; a pivot range: its rows' columns and a "
+              "row_ptr of its own rows (session 14; before it n_e + 1 long, 8 B an English phrase)"},
     {"row": "ppdb2, lhs, combine", "process": "build", "law": STORED_U, "w1": ["ppdb2", "lhs", "combine", "tagger"],
      "w2": ["ppdb2", "after ppdb2", "lhs", "after lhs", "combine", "after combine"],
      "roles": ['ppdb2|build', 'after ppdb2|build', 'lhs|build', 'after lhs|build', 'combine|build', 'after combine|build'],

@@ -642,12 +642,15 @@ cdef inline int64_t _table_size(int64_t bound) noexcept nogil:
     return size
 
 
-cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t top_n, double min_p, int64_t bound,
-                     const int64_t* row_ptr, const int32_t* row_f, const double* p_fe,
+cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t base, int64_t n_rows, int K, int64_t top_n, double min_p,
+                     int64_t bound, const int64_t* row_ptr, const int32_t* row_f, const double* p_fe,
                      const int64_t* col_ptr, const int32_t* col_e, const double* p_ef,
                      int32_t tid, int32_t* row_tid, int64_t* row_start,
                      int64_t* row_len) noexcept nogil:
     """P_k(e1, e2) = sum_f p_k(e2|f) p_k(f|e1) for one row e1, every model k at once.
+
+    row_ptr, row_tid, row_start and row_len hold the n_rows rows from English id ``base`` on:
+    row e1's entries are row_ptr[e1 - base] .. row_ptr[e1 - base + 1].
 
     Sums run over f ascending (the row's CSR order), then e2 ascending within f (CSC order),
     whichever thread runs the row, so every value is the same to the bit for any thread count.
@@ -667,14 +670,15 @@ cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t 
     cdef const double* b
     cdef double* s
     cdef double c
-    cdef int64_t row_end = row_ptr[e1 + 1], m_next, n_runs = 0, n_kept_runs, first, run_end
+    cdef int64_t row = e1 - base
+    cdef int64_t row_end = row_ptr[row + 1], m_next, n_runs = 0, n_kept_runs, first, run_end
     while (<uint64_t>1 << shift) <= mask:
         shift += 1
     # The columns of a row lie anywhere in memory: fetch the next column's start while this
     # one is summed, and the column pointer of the one after (two-step software pipeline).
-    if row_ptr[e1] + 1 < row_end:
-        pivot_prefetch(&col_ptr[row_f[row_ptr[e1] + 1]])
-    for j in range(row_ptr[e1], row_end):
+    if row_ptr[row] + 1 < row_end:
+        pivot_prefetch(&col_ptr[row_f[row_ptr[row] + 1]])
+    for j in range(row_ptr[row], row_end):
         f = row_f[j]
         a = p_fe + j * K                       # p_k(f|e1), k = 0..K-1
         if j + 2 < row_end:
@@ -743,11 +747,11 @@ cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t 
             n_runs += 1
 
     # The next row is most likely this thread's next: start fetching its first column.
-    if e1 + 1 < n_rows and row_end < row_ptr[e1 + 2]:
+    if row + 1 < n_rows and row_end < row_ptr[row + 2]:
         m_next = col_ptr[row_f[row_end]]
         pivot_prefetch(col_e + m_next)
         pivot_prefetch(p_ef + m_next * K)
-        if row_end + 1 < row_ptr[e1 + 2]:
+        if row_end + 1 < row_ptr[row + 2]:
             pivot_prefetch(&col_ptr[row_f[row_end + 1]])
 
     for i in range(n_t):
@@ -788,13 +792,13 @@ cdef void _pivot_row(RowScratch* st, int32_t e1, int64_t n_rows, int K, int64_t 
             n_kept_runs += 1
     pivot_merge_runs(st.order, st.order_tmp, st.run, n_kept_runs, n_keep)
 
-    row_tid[e1] = tid
-    row_len[e1] = n_keep
-    row_start[e1] = st.out_size
+    row_tid[row] = tid
+    row_len[row] = n_keep
+    row_start[row] = st.out_size
     if n_keep > 0:
         if _grow(st, n_keep, K) != 0:
             st.failed = 1
-            row_len[e1] = 0
+            row_len[row] = 0
         else:
             r = st.out_size
             for i in range(n_keep):
@@ -961,7 +965,7 @@ cdef bint _valid_layout(const int64_t* ptr, int64_t n_rows, const int32_t* idx, 
 def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const double[:, ::1] p_fe,
                   const int64_t[::1] col_ptr, const int32_t[::1] col_e, const double[:, ::1] p_ef,
                   int64_t top_n, int n_threads, int64_t wave_work=0, int64_t row_lo=0, int64_t row_hi=-1,
-                  double min_p=0.0):
+                  double min_p=0.0, int64_t row_base=0, int64_t n_e=-1):
     """P_k(e1,e2) = sum_f p_k(e2|f) p_k(f|e1), e2 != e1, all K models in one pass, top-N per e1.
 
     row_ptr/row_f/p_fe: the kept entries by English phrase (CSR, f ascending in a row),
@@ -985,8 +989,15 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
     The CSC view need not hold the CSR's entries one for one: it may hold only the columns
     the rows reach (a task's own gathered columns, pivot.pipeline.pivoting.pivot_rows), as
     long as every f of row_f is one of its columns and col_e holds the rows' English ids.
+
+    row_base/n_e: row_ptr may hold only the rows row_base .. row_base + len(row_ptr) - 2
+    (row e's entries are row_ptr[e - row_base] .. row_ptr[e - row_base + 1], the first 0), of
+    n_e English ids (-1: the last row's, row_base + len(row_ptr) - 1): a task's row_ptr is its
+    range's, not n_e + 1 long. The per-row buffers below are the rows row_ptr holds.
     """
-    cdef int64_t n_e = row_ptr.shape[0] - 1
+    cdef int64_t n_rows = row_ptr.shape[0] - 1
+    if n_e < 0:
+        n_e = row_base + n_rows
     cdef int64_t n_f = col_ptr.shape[0] - 1
     cdef int K = <int>p_fe.shape[1]
     cdef int64_t n_kept = row_f.shape[0]
@@ -997,24 +1008,26 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
         raise ValueError("top_n must be >= 0")
     if not min_p >= 0.0:
         raise ValueError("min_p must be >= 0")
-    if n_e < 0 or n_f < 0 or p_fe.shape[0] != n_kept or p_ef.shape[0] != n_csc \
+    if n_rows < 0 or row_base < 0 or row_base + n_rows > n_e:
+        raise ValueError(f"row_ptr's rows {row_base}..{row_base + n_rows} outside the {n_e} English ids")
+    if n_f < 0 or p_fe.shape[0] != n_kept or p_ef.shape[0] != n_csc \
             or p_ef.shape[1] != K or K < 1:
         raise ValueError("CSR and CSC views must hold one probability row per entry, K columns each")
-    # The loops below trust every index: check the layouts once (O(n_e + n_f + n_kept + n_csc)).
-    if not (_valid_layout(&row_ptr[0], n_e, &row_f[0] if n_kept else NULL, n_kept, n_f)
+    # The loops below trust every index: check the layouts once (O(n_rows + n_f + n_kept + n_csc)).
+    if not (_valid_layout(&row_ptr[0], n_rows, &row_f[0] if n_kept else NULL, n_kept, n_f)
             and _valid_layout(&col_ptr[0], n_f, &col_e[0] if n_csc else NULL, n_csc, n_e)):
         raise ValueError("invalid CSR/CSC layout (pointers not monotone, or ids out of range)")
     if row_hi < 0:
-        row_hi = n_e
-    if not 0 <= row_lo <= row_hi <= n_e:
-        raise ValueError(f"row range {row_lo}..{row_hi} outside 0..{n_e}")
+        row_hi = row_base + n_rows
+    if not row_base <= row_lo <= row_hi <= row_base + n_rows:
+        raise ValueError(f"row range {row_lo}..{row_hi} outside {row_base}..{row_base + n_rows}")
     if n_kept == 0 or n_csc == 0 or n_e == 0 or row_lo == row_hi:
         return (np.empty(0, np.int32), np.empty(0, np.int32), np.empty((0, K), np.float64),
                 np.empty(0, np.int32), np.empty((0, 3), np.int32))
 
     # Work of each row, the bound on its distinct e2, and the wave boundaries.
-    wave_ptr_np = np.empty(n_e + 1, dtype=np.int64)
-    row_work_np = np.zeros(n_e, dtype=np.int64)
+    wave_ptr_np = np.empty(n_rows + 1, dtype=np.int64)
+    row_work_np = np.zeros(n_rows, dtype=np.int64)
     cdef int64_t[::1] wave_ptr = wave_ptr_np
     cdef int64_t[::1] row_work_v = row_work_np
     cdef int64_t e, j, work, max_touched = 0, in_wave = 0, n_waves = 0, out_bound = 0, max_row = 0
@@ -1025,13 +1038,13 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
         # The column lookups are random accesses: spread them over the threads.
         for e in prange(row_lo, row_hi, num_threads=n_threads, schedule="static"):
             work = 0
-            for j in range(row_ptr[e], row_ptr[e + 1]):
+            for j in range(row_ptr[e - row_base], row_ptr[e - row_base + 1]):
                 work = work + col_ptr[row_f[j] + 1] - col_ptr[row_f[j]]
-            row_work_v[e] = min(work, n_e)
+            row_work_v[e - row_base] = min(work, n_e)
         wave_ptr[0] = row_lo
         for e in range(row_lo, row_hi):
-            work = row_work_v[e]
-            max_row = max(max_row, row_ptr[e + 1] - row_ptr[e])
+            work = row_work_v[e - row_base]
+            max_row = max(max_row, row_ptr[e - row_base + 1] - row_ptr[e - row_base])
             out_bound += min(work, K * top_n) if top_n > 0 else work
             max_touched = max(max_touched, work)
             in_wave += work
@@ -1058,9 +1071,9 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
     if not failed and _out_reserve(&out, max(out_bound, <int64_t>1), K) != 0:
         _out_free(&out)
 
-    row_tid_np = np.empty(n_e, dtype=np.int32)
-    row_start_np = np.empty(n_e, dtype=np.int64)
-    row_len_np = np.zeros(n_e + 1, dtype=np.int64)
+    row_tid_np = np.empty(n_rows, dtype=np.int32)
+    row_start_np = np.empty(n_rows, dtype=np.int64)
+    row_len_np = np.zeros(n_rows + 1, dtype=np.int64)
     cdef int32_t* row_tid
     cdef int32_t[::1] row_tid_v = row_tid_np
     cdef int64_t[::1] row_start_v = row_start_np
@@ -1088,8 +1101,8 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
                 with parallel(num_threads=n_threads):
                     for e1 in prange(<int32_t>r0, <int32_t>r1, schedule="dynamic", chunksize=16):
                         tid = threadid()
-                        _pivot_row(&states[tid], e1, n_e, K, top_n, min_p, row_work[e1], rp, rf, pfe, cp, ce, pef,
-                                   tid, row_tid, row_start, row_len)
+                        _pivot_row(&states[tid], e1, row_base, n_rows, K, top_n, min_p, row_work[e1 - row_base],
+                                   rp, rf, pfe, cp, ce, pef, tid, row_tid, row_start, row_len)
                 for t in range(n_threads):
                     if states[t].failed:
                         failed = 1
@@ -1097,22 +1110,22 @@ def pivot_product(const int64_t[::1] row_ptr, const int32_t[::1] row_f, const do
                     break
                 # Exclusive prefix sum of the wave's row lengths, reused as output offsets.
                 wave_out = 0
-                for e in range(r0, r1):
+                for e in range(r0 - row_base, r1 - row_base):
                     ln = row_len[e]
                     row_len[e] = out.size + wave_out
                     wave_out += ln
-                row_len[r1] = out.size + wave_out
+                row_len[r1 - row_base] = out.size + wave_out
                 if _out_reserve(&out, out.size + wave_out, K) != 0:
                     failed = 1
                     break
                 with parallel(num_threads=n_threads):
                     for e1 in prange(<int32_t>r0, <int32_t>r1, schedule="static"):
-                        dst = row_len[e1]
-                        ln = row_len[e1 + 1] - dst
+                        dst = row_len[e1 - row_base]
+                        ln = row_len[e1 - row_base + 1] - dst
                         if ln == 0:
                             continue
-                        st = &states[row_tid[e1]]
-                        src = row_start[e1]
+                        st = &states[row_tid[e1 - row_base]]
+                        src = row_start[e1 - row_base]
                         for i in range(ln):
                             out.e1[dst + i] = e1
                         memcpy(out.e2 + dst, st.out_e2 + src, ln * sizeof(int32_t))

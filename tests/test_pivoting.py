@@ -472,3 +472,34 @@ def test_kernel_refuses_broken_layouts():
     bad_ptr = s.col_ptr[::-1].copy()
     with pytest.raises(ValueError, match="layout"):
         _counts.pivot_product(s.row_ptr, s.row_f, p_fe, bad_ptr, s.col_e, p_ef, 0, 1)
+
+
+@pytest.mark.parametrize("top_n", [0, 3])
+def test_a_range_with_its_own_row_ptr_gives_the_same_rows(top_n):
+    # row_base: a task's row_ptr holds its rows lo..hi - 1 only (hi - lo + 1 offsets from 0, and
+    # row_f/p_fe its entries alone); the rows' pairs are those of the whole row_ptr over lo..hi.
+    from pivot._native import _counts
+    from pivot.pipeline.pivoting import translation_probabilities
+
+    table = random_table(seed=4)
+    s = prune(table, **RANDOM_PRUNING)
+    p_fe, p_ef = translation_probabilities(table, s, n_threads=1)
+    n_e = len(s.row_ptr) - 1
+    for lo, hi in ((0, n_e), (0, 1), (3, 40), (n_e // 2, n_e), (n_e, n_e)):
+        a0, a1 = int(s.row_ptr[lo]), int(s.row_ptr[hi])
+        want = _counts.pivot_product(s.row_ptr, s.row_f, p_fe, s.col_ptr, s.col_e, p_ef, top_n, 2, 50, lo, hi)
+        local = np.ascontiguousarray(s.row_ptr[lo:hi + 1] - a0)
+        got = _counts.pivot_product(local, np.ascontiguousarray(s.row_f[a0:a1]), np.ascontiguousarray(p_fe[a0:a1]),
+                                    s.col_ptr, s.col_e, p_ef, top_n, 2, 50, lo, hi, 0.0, lo, n_e)
+        for a, b in zip(want, got):
+            np.testing.assert_array_equal(a, b)
+        if lo < hi and a1 > a0:
+            assert len(want[0]) > 0 and set(want[0].tolist()) <= set(range(lo, hi))
+    # the rows must lie within row_ptr's, and n_e cover them
+    local = np.ascontiguousarray(s.row_ptr[3:41] - s.row_ptr[3])
+    args = (local, np.ascontiguousarray(s.row_f[s.row_ptr[3]:s.row_ptr[40]]),
+            np.ascontiguousarray(p_fe[s.row_ptr[3]:s.row_ptr[40]]), s.col_ptr, s.col_e, p_ef, top_n, 1, 0)
+    with pytest.raises(ValueError, match="row range"):
+        _counts.pivot_product(*args, 2, 40, 0.0, 3, n_e)
+    with pytest.raises(ValueError, match="English ids"):
+        _counts.pivot_product(*args, 3, 40, 0.0, 3, 20)

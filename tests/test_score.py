@@ -343,6 +343,7 @@ def test_score_stage_tasks_write_the_bytes_of_one_pass_over_one_file(tmp_path, e
     texts = [(str(write_lines(tmp_path / f"bitext{k}.en", sentences[a:b], final_newline=k != 2)), b - a)
              for k, (a, b) in enumerate(zip(cuts, cuts[1:]))]
     monkeypatch.setattr(score, "TASK_SENTENCES", task_sentences)
+    monkeypatch.setattr(score, "BUCKET_STEP", 3)    # many buckets, across the ranges' runs
     out = tmp_path / "stage"
     out.mkdir()
     score.score_stage(out, texts, tmp_path / "folds.npy", estimated_lms["tgt"], gen, vocab_path, Engine(workers=1))
@@ -353,3 +354,72 @@ def test_score_stage_tasks_write_the_bytes_of_one_pass_over_one_file(tmp_path, e
     if vocab is not None:
         oov = json.loads((out / "oov.json").read_text())
         assert oov["bitext_tokens"] == int(ml.n_words.sum()) and oov["bitext_oov_tokens"] == int(ml.n_oov.sum()) > 0
+
+
+# ------------------------------------------------------------- the ranking by runs (the join)
+
+def _score_blocks(scores, block):
+    def blocks():
+        for lo in range(0, len(scores.sigma), block):
+            yield lo, {"sigma": scores.sigma[lo:lo + block], "h_tgt": scores.h_tgt[lo:lo + block],
+                       "h_gen": scores.h_gen[lo:lo + block]}
+    return blocks
+
+
+def test_line_spans_by_hand(tmp_path, monkeypatch):
+    from pivot.pipeline import score
+
+    (tmp_path / "a.txt").write_bytes(b"ab\ncde\n\nf")        # lines ab, cde, "", f (unterminated)
+    (tmp_path / "b.txt").write_bytes(b"xy\n")
+    (tmp_path / "c.txt").write_bytes(b"")
+    monkeypatch.setattr(score, "_INDEX_BYTES", 3)           # the lines cross the read buffers
+    spans = [(k, a.tolist(), b.tolist()) for k, a, b in score._line_spans(
+        [tmp_path / "a.txt", tmp_path / "c.txt", tmp_path / "b.txt"])]
+    flat = [(k, a, b) for k, aa, bb in spans for a, b in zip(aa, bb)]
+    assert flat == [(0, 0, 2), (0, 3, 6), (0, 7, 7), (0, 8, 9), (2, 0, 2)]
+
+
+@pytest.mark.parametrize("step, block, chunk_lines", [(1, 1, 1), (2, 7, 3), (5, 40, None), (1 << 16, 500, 2)])
+def test_write_ranked_runs_is_write_ranked(tmp_path, step, block, chunk_lines):
+    from pivot.pipeline.score import write_ranked_runs
+
+    rng = np.random.default_rng(21)
+    sentences = random_sentences(13, 300, tuple("abcxyz")) + [s for s in ODD if "\t" not in s and "\r" not in s]
+    n = len(sentences)
+    h_tgt = rng.integers(1, 9, n) / 4.0                     # sigma on a grid of 1/4: many ties
+    h_gen = rng.integers(1, 9, n) / 4.0
+    sigma = h_tgt - h_gen
+    sigma[:3] = [0.0, -0.0, 0.0]                            # -0.0 ties with 0.0, as in the sort
+    scores = MooreLewisScores(h_tgt=h_tgt, h_gen=h_gen, sigma=sigma, n_words=np.zeros(n, np.int64))
+    want = tmp_path / "want.tsv"
+    write_ranked(want, scores, sentences)
+    cuts = [0, 100, 101, n]                                 # three files, the last unterminated
+    paths = [write_lines(tmp_path / f"en{k}.txt", sentences[a:b], final_newline=k != 2)
+             for k, (a, b) in enumerate(zip(cuts, cuts[1:]))]
+    got = tmp_path / "got.tsv"
+    write_ranked_runs(got, _score_blocks(scores, block), n, paths, tmp_path / "runs", step=step,
+                      chunk_lines=chunk_lines)
+    assert got.read_bytes() == want.read_bytes()
+    assert not (tmp_path / "runs").exists()
+
+
+def test_write_ranked_runs_errors(tmp_path):
+    from pivot.pipeline.score import write_ranked_runs
+
+    sentences = ["a b", "c", "d e f", "g"]
+    scores = MooreLewisScores(h_tgt=np.ones(4), h_gen=np.zeros(4), sigma=np.array([3.0, 1.0, 2.0, 0.0]),
+                              n_words=np.zeros(4, np.int64))
+    path = write_lines(tmp_path / "en.txt", sentences)
+    short = MooreLewisScores(*(x[:3] for x in (scores.h_tgt, scores.h_gen, scores.sigma, scores.n_words)))
+    with pytest.raises(ValueError, match="4 sentences but 3 scores"):
+        write_ranked_runs(tmp_path / "x.tsv", _score_blocks(short, 2), 3, [path], tmp_path / "runs")
+    with pytest.raises(ValueError, match="3 sentences but 4 scores"):
+        write_ranked_runs(tmp_path / "x.tsv", _score_blocks(scores, 2), 4, [write_lines(tmp_path / "three.txt",
+                                                                                       sentences[:3])], tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
+    bad = write_lines(tmp_path / "bad.txt", ["a", "b\tc", "d", "e"])
+    with pytest.raises(ValueError, match=r"sentence 1 holds a TAB"):
+        write_ranked_runs(tmp_path / "x.tsv", _score_blocks(scores, 3), 4, [bad], tmp_path / "runs")
+    # ranked: sentence 3 (sigma 0), 1, 2, 0
+    write_ranked_runs(tmp_path / "ok.tsv", _score_blocks(scores, 3), 4, [path], tmp_path / "runs", step=1)
+    assert [line.split("\t")[3] for line in (tmp_path / "ok.tsv").read_text().splitlines()] == ["g", "c", "d e f", "a b"]

@@ -383,6 +383,8 @@ def test_a_task_on_its_gathered_columns_gives_the_whole_structures_bytes(tmp_pat
         n_pairs += len(want[0])
         # the gathered columns are the task's, far fewer than the structure's
         g = pivoting.gather_rows(structure, lo, hi)
+        assert g["row_ptr"].tolist() == (s["row_ptr"][lo:hi + 1] - s["row_ptr"][lo]).tolist()   # the range's alone
+        assert g["n_e"] == len(s["row_ptr"]) - 1
         assert len(g["f"]) == len(np.unique(s["row_f"][s["row_ptr"][lo]:s["row_ptr"][hi]]))
         assert len(g["p_ef"]) == sum(int(s["col_ptr"][f + 1] - s["col_ptr"][f]) for f in g["f"])
     assert n_pairs > 300

@@ -4,9 +4,10 @@ import json
 import numpy as np
 import pytest
 
-from pivot.pipeline.score import MooreLewisScores
-from pivot.pipeline.weights import (auc_mann_whitney, change_point, default_taus, general, ml_weighted,
-                           ml_weighted_ppl, model_columns, top_tau, weight_report, words_label)
+from pivot.pipeline.score import MooreLewisScores, RankBuckets
+from pivot.pipeline.weights import (PairwiseSum, _pairwise_leaves, auc_mann_whitney, change_point,
+                                    default_taus, general, ml_weighted, ml_weighted_ppl, model_columns,
+                                    rank_cuts, top_tau, weight_report, words_label, write_model_columns)
 
 SIGMA = np.array([0.5, -1.0, 0.0, -2.0, -1.0])
 N_WORDS = np.array([3, 4, 2, 5, 1])
@@ -125,3 +126,82 @@ def test_weight_report():
     # -sigma = [-0.5, 1, 0, 2, 1]; pos {1, 2} vs neg {-0.5, 0, 1}: (1+1+0.5) + 3 = 5.5 of 6
     assert rep["auc_minus_sigma"] == pytest.approx(5.5 / 6)
     json.dumps(rep)
+
+
+# ---------------------------------------------------------------- the stage's streaming columns
+
+def _blocks(scores, block, inside=None):
+    """A blocks() of write_model_columns over in-memory scores, ``block`` sentences at a time."""
+    def blocks():
+        for lo in range(0, len(scores.sigma), block):
+            b = {"sigma": scores.sigma[lo:lo + block], "h_tgt": scores.h_tgt[lo:lo + block],
+                 "h_gen": scores.h_gen[lo:lo + block], "n_words": scores.n_words[lo:lo + block]}
+            if inside is not None:
+                b["inside"] = inside[lo:lo + block]
+            yield lo, b
+    return blocks
+
+
+def test_rank_buckets_by_hand():
+    # sorted sigma [-2, -1, -1, 0, 0.5], step 2: positions 0, 2, 4 and the last -> bounds -2, -1, 0.5;
+    # buckets: 1 (= -2), 2 (-2..-1, empty), 3 (= -1), 4 (-1..0.5: the 0), 5 (= 0.5)
+    buckets = RankBuckets(np.sort(SIGMA), step=2)
+    assert buckets.bounds.tolist() == [-2.0, -1.0, 0.5]
+    assert buckets.n_buckets == 7
+    assert buckets.of(SIGMA).tolist() == [5, 3, 4, 1, 3]
+    # NaN sorts last and is its own equal bucket; -0.0 = 0.0
+    nan_buckets = RankBuckets(np.sort(np.array([1.0, np.nan, 0.0])), step=5)
+    assert nan_buckets.bounds[0] == 0.0 and np.isnan(nan_buckets.bounds[1])
+    assert nan_buckets.of(np.array([np.nan, -0.0, 1.0])).tolist() == [3, 1, 2]
+
+
+@pytest.mark.parametrize("step, block", [(1, 1), (2, 2), (2, 3), (10, 5)])
+def test_rank_cuts_by_hand(step, block):
+    # ranking s3, s1, s4, s2, s0 with running words 5, 9, 10, 12, 15: the cut is the first
+    # sentence whose running total exceeds tau
+    buckets = RankBuckets(np.sort(SIGMA), step=step)
+    cuts = rank_cuts(_blocks(_scores(), block), buckets, [0, 4, 5, 9, 11, 15, 10**9])
+    got = [None if c is None else c[1:] for c in cuts]
+    assert got == [(-2.0, 3), (-2.0, 3), (-1.0, 1), (-1.0, 4), (0.0, 2), None, None]
+
+
+def test_pairwise_leaves_by_hand():
+    # 300 -> 144 + 156 (300 // 2 = 150, less 150 % 8); 144 -> 72 + 72; 156 -> 72 + 84 (78 - 6)
+    assert _pairwise_leaves(300, 128) == [72, 72, 72, 84]
+    assert _pairwise_leaves(100, 128) == [100]
+
+
+def test_pairwise_sum_is_numpys_in_any_pieces():
+    rng = np.random.default_rng(3)
+    x = rng.random(10_007) * 10.0 ** rng.integers(-3, 4, 10_007)
+    s = PairwiseSum(len(x), leaf=128)
+    for a, b in [(0, 1), (1, 900), (900, 5000), (5000, 10_007)]:
+        s.add(x[a:b])
+    assert s.total() == float(np.sum(x))
+    assert PairwiseSum(0).total() == 0.0
+
+
+@pytest.mark.parametrize("step, block", [(1, 1), (2, 2), (3, 7), (1 << 16, 1 << 16)])
+def test_write_model_columns_is_model_columns(tmp_path, step, block):
+    # many ties (sigma on a 0.5 grid) across blocks and buckets, zero-word sentences, a tie at 0
+    rng = np.random.default_rng(5)
+    n = 200
+    h_tgt = rng.integers(2, 12, n) / 2.0
+    h_gen = rng.integers(2, 12, n) / 2.0
+    scores = MooreLewisScores(h_tgt=h_tgt, h_gen=h_gen, sigma=h_tgt - h_gen,
+                              n_words=rng.integers(0, 6, n).astype(np.int64))
+    inside = rng.random(n) < 0.3
+    taus = default_taus(int(scores.n_words.sum()), extra_taus=(0, 7, 100, 333))
+    weights, models = model_columns(scores, taus=taus)
+    report = weight_report(weights, models, scores, inside)
+    path = tmp_path / "weights.npy"
+    got_models, got_report = write_model_columns(path, _blocks(scores, block, inside), n, taus=taus,
+                                                 with_origin=True, step=step)
+    ref = tmp_path / "ref.npy"
+    np.save(ref, weights)
+    assert path.read_bytes() == ref.read_bytes()
+    assert got_models == models
+    assert json.dumps(got_report) == json.dumps(report)
+    # without origin: the report has no in-domain counts, as weight_report without it
+    _, plain = write_model_columns(path, _blocks(scores, block), n, taus=taus, step=step)
+    assert json.dumps(plain) == json.dumps(weight_report(weights, models, scores))

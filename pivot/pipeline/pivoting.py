@@ -483,14 +483,15 @@ def gather_rows(structure_dir, lo: int, hi: int) -> dict:
     an argument of _counts.pivot_product):
 
     - ``f``: the foreign ids the rows reach, ascending; column c of the gathered CSC is f[c];
-    - row_ptr/row_f/p_fe: the CSR of the task's rows (every other row empty), row_f in column
-      numbers;
+    - row_ptr/row_f/p_fe: the CSR of the task's rows lo..hi - 1 (row e's entries from
+      row_ptr[e - lo]; hi - lo + 1 offsets from 0), row_f in column numbers;
     - col_ptr/col_e/p_ef: the CSC of the ``f`` columns, their entries in the structure's order.
 
     The renumbering of f is increasing, so each row's f keep their order: the kernel adds the
     same terms in the same order as over the whole structure (the same bits), and its output,
-    pivots mapped back through ``f``, is the whole structure's. row_ptr is n_e + 1 long (English
-    ids stay the structure's), but zero up to the task's rows: those pages are never written.
+    pivots mapped back through ``f``, is the whole structure's. English ids stay the
+    structure's (``n_e`` of them, col_e's bound): the kernel reads the rows from ``lo`` on
+    (its row_base), so no array of the task is n_e long.
     """
     folder = Path(structure_dir)
     rp = npy_slice(folder / "row_ptr.npy", lo, hi + 1)
@@ -514,11 +515,8 @@ def gather_rows(structure_dir, lo: int, hi: int) -> dict:
     del entries
     with open(folder / "row_ptr.npy", "rb") as fh:
         n_e = _npy_header(fh)[1][0] - 1
-    row_ptr = np.zeros(n_e + 1, dtype=np.int64)
-    row_ptr[lo:hi + 1] = rp - a0
-    row_ptr[hi + 1:] = a1 - a0
-    return {"f": f.astype(np.int32), "row_ptr": row_ptr, "row_f": row_f.astype(np.int32), "p_fe": p_fe,
-            "col_ptr": col_ptr, "col_e": col_e, "p_ef": p_ef}
+    return {"f": f.astype(np.int32), "row_ptr": rp - a0, "row_f": row_f.astype(np.int32), "p_fe": p_fe,
+            "col_ptr": col_ptr, "col_e": col_e, "p_ef": p_ef, "n_e": n_e}
 
 
 def pivot_rows(structure_dir, lo: int, hi: int, top_n: int, out_path, n_threads: int = 1,
@@ -538,7 +536,7 @@ def pivot_rows(structure_dir, lo: int, hi: int, top_n: int, out_path, n_threads:
     g = gather_rows(structure_dir, lo, hi)
     e1, e2, p, n_pivots, pivots = _counts.pivot_product(
         g["row_ptr"], g["row_f"], g["p_fe"], g["col_ptr"], g["col_e"], g["p_ef"], int(top_n),
-        resolve_threads(n_threads), 0, int(lo), int(hi), float(min_p_e2_given_e1))
+        resolve_threads(n_threads), 0, int(lo), int(hi), float(min_p_e2_given_e1), int(lo), int(g["n_e"]))
     f = g["f"]
     del g
     # back to the structure's foreign ids (-1 stays -1)

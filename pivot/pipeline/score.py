@@ -188,6 +188,46 @@ def ranking(sigma):
     return np.argsort(np.asarray(sigma, dtype=np.float64), kind="stable")
 
 
+#: Sorted positions between two bounds of RankBuckets: an open bucket holds fewer sentences.
+BUCKET_STEP = 1 << 16
+
+
+def _same(a, b):
+    """a == b as NumPy's sorts order floats: NaN equals NaN (they sort last, in corpus order)."""
+    return (a == b) | (np.isnan(a) & np.isnan(b))
+
+
+class RankBuckets:
+    """Sigma's values cut into buckets that follow the ranking (sigma ascending, NaN last).
+
+    bounds: the sorted sigma's values at every ``step``-th position and its last value, distinct
+    (b_0 = min < b_1 < ... < b_last = max). Bucket 2p + 1 holds the sentences with sigma = b_p
+    (ties: ranked in corpus order), bucket 2p those with b_(p-1) < sigma < b_p (fewer than
+    ``step``: they lie strictly between two sampled sorted positions, and never NaN). So every
+    sentence of bucket j ranks before every sentence of bucket j + 1.
+    """
+
+    def __init__(self, sorted_sigma, step=BUCKET_STEP):
+        from pivot.arrays import unique
+
+        self.bounds = unique(np.concatenate((sorted_sigma[::step], sorted_sigma[-1:])))
+        self.n_buckets = 2 * len(self.bounds) + 1
+
+    def of(self, sigma):
+        """The bucket of each sentence (int64)."""
+        b = self.bounds
+        p = np.searchsorted(b, sigma, side="left")   # NumPy's search orders NaN last, as its sort
+        if len(b) == 0:
+            return 2 * p
+        return 2 * p + (_same(b[np.minimum(p, len(b) - 1)], sigma) & (p < len(b)))
+
+
+def _write_npy_header(fh, dtype, shape) -> None:
+    """The .npy header np.save writes for an array of this dtype and shape (C order)."""
+    np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                              "fortran_order": False, "shape": tuple(shape)})
+
+
 def write_ranked(path, scores, sentences):
     """Write ``sigma<TAB>h_tgt<TAB>h_gen<TAB>sentence`` lines, sigma ascending (stable).
 
@@ -441,6 +481,220 @@ def score_part(texts, lo, hi, lm_path, fold, folds_path, vocab_path, out_path) -
     return out_path
 
 
+def _npy_range(path, lo: int, hi: int) -> np.ndarray:
+    """Entries lo..hi of the 1-d .npy at ``path``, read (nothing else of the file is)."""
+    from pivot.pipeline.bundle import read_npy_header
+
+    with open(path, "rb") as fh:
+        shape, _, dtype = read_npy_header(fh)
+        fh.seek(lo * dtype.itemsize, os.SEEK_CUR)
+        out = np.fromfile(fh, dtype=dtype, count=hi - lo)
+    if len(out) != hi - lo:
+        raise ValueError(f"{path}: entries {lo}..{hi} outside its {shape[0]}")
+    return out
+
+
+def _range_scores(part, folds_path, folds_of, names) -> dict:
+    """The arrays ``names`` (h_tgt, h_gen, sigma = h_tgt - h_gen, n_words, n_oov) of the sentences
+    of one range, from its parts (score_part): h_gen sentence by sentence from its fold's part."""
+    (lo, hi), tgt_path, gen_paths = part
+    out = {}
+    if {"h_tgt", "sigma", "n_words", "n_oov"} & set(names):
+        with np.load(tgt_path) as z:
+            out["h_tgt"] = z["h"]
+            out.update({name: z[name] for name in ("n_words", "n_oov") if name in names})
+    if {"h_gen", "sigma"} & set(names):
+        folds = _npy_range(folds_path, lo, hi)
+        out["h_gen"] = np.zeros(hi - lo)
+        for k, path in zip(folds_of, gen_paths):
+            with np.load(path) as z:
+                out["h_gen"][np.flatnonzero(folds == k)] = z["h"]
+    if "sigma" in names:
+        out["sigma"] = out["h_tgt"] - out["h_gen"]
+    for name, a in out.items():
+        if len(a) != hi - lo:
+            raise ValueError(f"{tgt_path}: {name} holds {len(a)} sentences, the range {hi - lo}")
+    return {name: out[name] for name in names}
+
+
+def _line_spans(paths):
+    """(file k, starts, stops) of the lines of the files ``paths`` in turn, a read buffer at a
+    time: a line spans bytes [start, stop) of its file, without its "\n" (as :func:`_line_ends`:
+    a last unterminated line ends at the end of the file)."""
+    for k, path in enumerate(paths):
+        base, prev, last = 0, -1, b""            # prev: the previous line's "\n"
+        with open(path, "rb") as fh:
+            while True:
+                buf = fh.read(_INDEX_BYTES)
+                if not buf:
+                    break
+                ends = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == 10) + base
+                base, last = base + len(buf), buf[-1:]
+                del buf
+                if len(ends):
+                    yield k, np.concatenate(([prev + 1], ends[:-1] + 1)), ends
+                    prev = int(ends[-1])
+        if base and last != b"\n":
+            yield k, np.array([prev + 1], dtype=np.int64), np.array([base], dtype=np.int64)
+
+
+class _Lines:
+    """The next k lines' (file, start, stop) of a :func:`_line_spans` stream, any k at a time."""
+
+    def __init__(self, spans):
+        self._spans, self._held, self.read = spans, [], 0
+
+    def take(self, k: int):
+        got, parts = 0, []
+        while got < k:
+            if not self._held:
+                nxt = next(self._spans, None)
+                if nxt is None:
+                    break
+                f, a, b = nxt
+                self._held = [np.full(len(a), f, dtype=np.int32), a, b]
+            m = min(k - got, len(self._held[1]))
+            parts.append([x[:m] for x in self._held])
+            self._held = [x[m:] for x in self._held] if m < len(self._held[1]) else []
+            got += m
+        self.read += got
+        if not parts:
+            return np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return tuple(np.concatenate(x) for x in zip(*parts))
+
+    def count_rest(self) -> int:
+        """Lines left (for an error message): the stream is read to its end."""
+        rest = len(self._held[1]) if self._held else 0
+        rest += sum(len(a) for _, a, _ in self._spans)
+        self._held = []
+        return rest
+
+
+#: One entry of a run of the ranked file (write_ranked_runs): a sentence's numbers and its line.
+_RUN_ENTRY = np.dtype([("sigma", "<f8"), ("h_tgt", "<f8"), ("h_gen", "<f8"), ("index", "<i8"),
+                       ("start", "<i8"), ("stop", "<i8"), ("file", "<i4")])
+
+
+def _write_rows(out, entries, fds) -> None:
+    """ranked.tsv's lines of ``entries`` (in their order), the texts read in file order."""
+    file_of, start, stop = entries["file"], entries["start"], entries["stop"]
+    text = [None] * len(entries)
+    order = np.lexsort((start, file_of)).tolist()        # file order
+    # as Python ints: indexing the entries' fields one number at a time costs more than the read
+    file_of, start, stop = file_of.tolist(), start.tolist(), stop.tolist()
+    pread = os.pread
+    for j in order:
+        text[j] = pread(fds[file_of[j]], stop[j] - start[j], start[j]).decode("utf-8")
+    rows = zip(entries["index"].tolist(), text, entries["sigma"].tolist(), entries["h_tgt"].tolist(),
+               entries["h_gen"].tolist())
+    for i, s, sg, ht, hg in rows:
+        if "\t" in s or "\n" in s or "\r" in s:
+            raise ValueError(f"sentence {i} holds a TAB or line break: {s[:60]!r}")
+        out.write(f"{sg:.6f}\t{ht:.6f}\t{hg:.6f}\t{s}\n")
+
+
+def write_ranked_runs(path, blocks, n, text_paths, runs_path, *, step=BUCKET_STEP, chunk_lines=None):
+    """:func:`write_ranked_file`'s bytes with no array of the corpus' size held but the sorted sigma
+    for a moment: an external sort by :class:`RankBuckets`.
+
+    ``blocks()``: (lo, {"sigma", "h_tgt", "h_gen"}) of the n sentences in corpus order, each call
+    a new pass; ``text_paths``: the files of their lines, in turn. Pass 1 sorts a copy of sigma
+    (8 bytes a sentence) for the buckets' bounds and drops it. Pass 2 writes each block as a run
+    to ``runs_path``: its sentences' entries (_RUN_ENTRY: the numbers and where the line lies)
+    sorted stably by bucket, so in corpus order within a bucket. Pass 3 writes the buckets in
+    turn: an equal bucket's sentences are tied, ranked in corpus order, that is run after run as
+    they are; an open bucket's (fewer than ``step``) are gathered from the runs and sorted stably
+    by sigma. Memory: a block, its entries, a bucket's and ``chunk_lines`` lines' worth.
+    """
+    chunk_lines = int(chunk_lines or _CHUNK_LINES)
+    paths = [text_paths] if isinstance(text_paths, (str, os.PathLike)) else list(text_paths)
+    sorted_sigma = np.empty(n, dtype=np.float64)
+    seen = 0
+    for lo, b in blocks():
+        if lo != seen or lo + len(b["sigma"]) > n:
+            raise ValueError(f"the blocks hold sentences {lo}..{lo + len(b['sigma'])}, expected {seen}.. of {n}")
+        sorted_sigma[lo:lo + len(b["sigma"])] = b["sigma"]
+        seen = lo + len(b["sigma"])
+    if seen != n:
+        raise ValueError(f"the blocks hold {seen} sentences, expected {n}")
+    sorted_sigma.sort()
+    buckets = RankBuckets(sorted_sigma, step)
+    del sorted_sigma
+    lines = _Lines(_line_spans(paths))
+    counts, sizes = [], []                 # per run: its entries per bucket, and in all
+    try:
+        with open(runs_path, "wb") as runs:
+            for lo, b in blocks():
+                k = len(b["sigma"])
+                file_of, start, stop = lines.take(k)
+                if len(start) != k:
+                    raise ValueError(f"{lines.read} sentences but {n} scores")
+                bucket = buckets.of(b["sigma"])
+                order = np.argsort(bucket, kind="stable")
+                for a in range(0, k, chunk_lines):
+                    sel = order[a:a + chunk_lines]
+                    e = np.empty(len(sel), dtype=_RUN_ENTRY)
+                    for name in ("sigma", "h_tgt", "h_gen"):
+                        e[name] = b[name][sel]
+                    e["index"], e["start"], e["stop"], e["file"] = lo + sel, start[sel], stop[sel], file_of[sel]
+                    runs.write(e.tobytes())
+                counts.append(np.bincount(bucket, minlength=buckets.n_buckets))
+                sizes.append(k)
+                del bucket, order, file_of, start, stop
+        rest = lines.count_rest()
+        if rest:
+            raise ValueError(f"{lines.read + rest} sentences but {n} scores")
+        counts = np.array(counts, dtype=np.int64).reshape(len(sizes), buckets.n_buckets)
+        # first[r, j]: the entry of run r where its bucket j starts, counted in the whole file
+        first = np.cumsum(counts, axis=1) - counts + (np.cumsum(sizes) - sizes)[:, None]
+        width = _RUN_ENTRY.itemsize
+        sources = [open(p, "rb", buffering=0) for p in paths]
+        try:
+            fds = [src.fileno() for src in sources]
+            with open(runs_path, "rb", buffering=0) as runs, open(path, "w", encoding="utf-8") as out:
+                fd = runs.fileno()
+
+                def read(at, m):
+                    return np.frombuffer(os.pread(fd, m * width, at * width), dtype=_RUN_ENTRY)
+
+                for j in range(buckets.n_buckets):
+                    if j % 2 == 1:                       # tied: corpus order, run after run
+                        for r in np.flatnonzero(counts[:, j]).tolist():
+                            for a in range(0, int(counts[r, j]), chunk_lines):
+                                _write_rows(out, read(int(first[r, j]) + a, min(chunk_lines, int(counts[r, j]) - a)), fds)
+                    elif counts[:, j].any():
+                        held = np.concatenate([read(int(first[r, j]), int(counts[r, j]))
+                                               for r in np.flatnonzero(counts[:, j]).tolist()])
+                        held = held[np.argsort(held["sigma"], kind="stable")]
+                        for a in range(0, len(held), chunk_lines):
+                            _write_rows(out, held[a:a + chunk_lines], fds)
+                        del held
+        finally:
+            for src in sources:
+                src.close()
+    finally:
+        Path(runs_path).unlink(missing_ok=True)
+
+
+def _savez_by_ranges(path, arrays) -> None:
+    """np.savez(path, **arrays)'s bytes (its zip64 members, in order; the members' times are the
+    time of writing, as np.savez's) from ``arrays``: name -> (dtype, n, a function giving the
+    array's pieces in order), each member written a piece at a time."""
+    import zipfile
+
+    with zipfile.ZipFile(path, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, (dtype, n, pieces) in arrays.items():
+            with zf.open(name + ".npy", "w", force_zip64=True) as fid:
+                _write_npy_header(fid, dtype, (n,))
+                written = 0
+                for a in pieces():
+                    a = np.ascontiguousarray(a, dtype=dtype)
+                    fid.write(a.tobytes())
+                    written += len(a)
+                if written != n:
+                    raise ValueError(f"{path}: {name} holds {written} entries, expected {n}")
+
+
 def join_scores(out_dir, texts, parts, folds_path, folds_of, vocab_path) -> dict:
     """The score stage's files from its tasks' parts: ``scores.npz`` (h_tgt, h_gen, sigma =
     h_tgt - h_gen, n_words and, matched, n_oov), ``oov.json`` (matched) and ``ranked.tsv``
@@ -449,30 +703,40 @@ def join_scores(out_dir, texts, parts, folds_path, folds_of, vocab_path) -> dict
 
     ``parts``: per range (lo, hi), the in-domain LM's part and the general LMs' parts (paths
     of :func:`score_part`), ``folds_of[j]`` the fold the general part j scored. Returns the
-    number of sentences."""
+    number of sentences.
+
+    A range at a time: scores.npz's arrays are written range by range (_savez_by_ranges), the
+    ranking by runs (:func:`write_ranked_runs`); the one array of the corpus' size held is its
+    sorted sigma, while the ranking's buckets are cut (8 bytes a sentence).
+    """
+    from pivot.pipeline.bundle import read_npy_header
+
     out_dir = Path(out_dir)
-    folds = np.load(folds_path)
-    n = len(folds)
-    h_tgt, h_gen = np.zeros(n), np.zeros(n)
-    n_words = np.zeros(n, dtype=np.int64)
-    n_oov = np.zeros(n, dtype=np.int64) if vocab_path else None
-    for (lo, hi), tgt_path, gen_paths in parts:
-        with np.load(tgt_path) as z:
-            h_tgt[lo:hi], n_words[lo:hi] = z["h"], z["n_words"]
-            if n_oov is not None:
-                n_oov[lo:hi] = z["n_oov"]
-        for k, path in zip(folds_of, gen_paths):
-            with np.load(path) as z:
-                h_gen[lo + np.flatnonzero(folds[lo:hi] == k)] = z["h"]
-    ml = MooreLewisScores(h_tgt=h_tgt, h_gen=h_gen, sigma=h_tgt - h_gen, n_words=n_words, n_oov=n_oov)
-    arrays = dict(h_tgt=ml.h_tgt, h_gen=ml.h_gen, sigma=ml.sigma, n_words=ml.n_words)
-    if n_oov is not None:
-        arrays["n_oov"] = n_oov
+    with open(folds_path, "rb") as fh:
+        n = read_npy_header(fh)[0][0]
+
+    def ranges(*names):
+        def blocks():
+            for part in parts:
+                yield part[0][0], _range_scores(part, folds_path, folds_of, names)
+        return blocks
+
+    def pieces(name):
+        return lambda: (b[name] for _, b in ranges(name)())
+
+    names = ["h_tgt", "h_gen", "sigma", "n_words"] + (["n_oov"] if vocab_path else [])
+    if vocab_path:
+        n_words = n_oov = 0
+        for _, b in ranges("n_words", "n_oov")():
+            n_words, n_oov = n_words + int(b["n_words"].sum()), n_oov + int(b["n_oov"].sum())
+        # np.int64 operands, as the sums of the arrays were: the same division
         (out_dir / "oov.json").write_text(json.dumps({
-            "bitext_tokens": int(n_words.sum()), "bitext_oov_tokens": int(n_oov.sum()),
-            "bitext_oov_rate": round(float(n_oov.sum() / max(n_words.sum(), 1)), 6)}, indent=1))
-    np.savez(out_dir / "scores.npz", **arrays)
-    write_ranked_file(out_dir / "ranked.tsv", ml, [path for path, _ in texts])
+            "bitext_tokens": n_words, "bitext_oov_tokens": n_oov,
+            "bitext_oov_rate": round(float(np.int64(n_oov) / max(np.int64(n_words), 1)), 6)}, indent=1))
+    _savez_by_ranges(out_dir / "scores.npz", {name: (np.int64 if name in ("n_words", "n_oov") else np.float64, n,
+                                                     pieces(name)) for name in names})
+    write_ranked_runs(out_dir / "ranked.tsv", ranges("sigma", "h_tgt", "h_gen"), n, [path for path, _ in texts],
+                      out_dir / "ranked.runs", step=BUCKET_STEP)
     return n
 
 
@@ -527,6 +791,37 @@ def run_stage(context) -> None:
 def read_scores(score_dir) -> MooreLewisScores:
     z = np.load(Path(score_dir) / "scores.npz")
     return MooreLewisScores(h_tgt=z["h_tgt"], h_gen=z["h_gen"], sigma=z["sigma"], n_words=z["n_words"])
+
+
+def score_blocks(score_dir, names, block: int):
+    """``(lo, {name: array})`` for the sentences lo, lo + 1, ... of scores.npz, ``block`` at a
+    time: the arrays ``names`` read side by side from the archive's members (np.savez stores
+    them uncompressed, so each is read through in order), never a whole array at once."""
+    import zipfile
+
+    from pivot.pipeline.bundle import read_npy_header
+
+    with zipfile.ZipFile(Path(score_dir) / "scores.npz") as zf:
+        members, sizes = [], set()
+        for name in names:
+            fh = zf.open(name + ".npy")
+            shape, fortran, dtype = read_npy_header(fh)
+            if fortran or len(shape) != 1:
+                raise ValueError(f"{score_dir}/scores.npz: {name} is not a 1-d array")
+            members.append((name, fh, dtype))
+            sizes.add(shape[0])
+        if len(sizes) != 1:
+            raise ValueError(f"{score_dir}/scores.npz: arrays {list(names)} differ in length")
+        n = sizes.pop()
+        for lo in range(0, n, block):
+            k = min(block, n - lo)
+            out = {}
+            for name, fh, dtype in members:
+                data = fh.read(k * dtype.itemsize)
+                if len(data) != k * dtype.itemsize:
+                    raise ValueError(f"{score_dir}/scores.npz: {name} ends before sentence {lo + k}")
+                out[name] = np.frombuffer(data, dtype=dtype)
+            yield lo, out
 
 
 STAGE = Stage("score", 4, ("lm", "lmtext", "corpus"), (), stage_params, ("scores.npz", "ranked.tsv", "oov.json"),
