@@ -216,7 +216,7 @@ def test_phrase_rows_from_an_array_of_counts_are_the_rows_of_phrase_row(monkeypa
 
     monkeypatch.setattr(W, "TEXT_BLOCK", 2)
     survey = W.Survey(n=0, n_piv_cols=3, n_pairs=[], used=np.array([0, 3, 5]), used_f=np.zeros(0, np.int64),
-                      e1_pairs=np.zeros(0, np.int64), chunk_rows=[])
+                      chunk_rows=[])
     labels = {i: f"[L{i % 2}]" for i in range(len(PHRASES))}
     expected = [(0, "treat", 1, 10, "[L0]"), (3, "look after", 2, 2, "[L1]"), (5, "remedy", 1, 3, "[L1]")]
     assert list(survey.phrase_rows(PHRASES, labels, COUNTS)) == expected
