@@ -168,9 +168,13 @@ class IdSet:
 
     def __init__(self, packed: np.ndarray):
         self.packed = np.asarray(packed, dtype=np.uint8)
-        counts = np.add.reduceat(_POPCOUNT[self.packed], np.arange(0, len(self.packed), self.GROUP)) \
-            if len(self.packed) else np.zeros(0, np.int64)
-        self._ends = np.cumsum(counts, dtype=np.int64)  # ids in groups 0..g
+        # each group's ids, a slice of 4096 groups (16 MiB of the mask) at a time: a popcount
+        # byte per mask byte for all of it at once would double the mask for a moment
+        step = self.GROUP * 4096
+        counts = [np.add.reduceat(_POPCOUNT[self.packed[a:a + step]], np.arange(0, min(step, len(self.packed) - a),
+                                                                             self.GROUP), dtype=np.int64)
+                  for a in range(0, len(self.packed), step)]
+        self._ends = np.cumsum(np.concatenate(counts) if counts else np.zeros(0, np.int64))  # ids in groups 0..g
         self._n = int(self._ends[-1]) if len(self._ends) else 0
 
     @classmethod
