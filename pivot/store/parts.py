@@ -398,11 +398,9 @@ def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, blocks: list[tupl
     with atomic_path(path) as tmp:
         tmp.unlink(missing_ok=True)
         with _writing(tmp, path) as conn:
+            # (the temporary id tables below hold every id the part uses: in a temporary file,
+            # behind SQLite's default cache of the temporary database, by begin_load's temp_store)
             begin_load(conn, n_stored, n_piv_cols)
-            # the temporary id tables below in a temporary file behind SQLite's default cache,
-            # not in memory (begin_load's temp_store=MEMORY): they hold every id the part uses
-            # (written in the temporary database only: the part's file is the same bytes)
-            conn.execute("PRAGMA temp_store=FILE")
             conn.execute(_reverse_sql(n_stored))  # filled in round 3 (add_reverse)
             for c in chunks():
                 e1 = _integers(c.e1)
