@@ -134,7 +134,7 @@ def test_the_survey_of_chunks_one_at_a_time_is_the_survey_of_all():
     # chunk 1 alone (rows 4..7): e1 1, 2, 3, 4, e2 4, 0, 5, 1
     assert (pieces[1]["first"], pieces[1]["last"]) == (1 << 32 | 4, 4 << 32 | 1)
     # its distinct ids, ascending: e1 1..4 and e2 4, 0, 5, 1 (ids 0..5); pivots 1 | 0, 2, 1 | 2 | 1, 0
-    assert pieces[1]["used"].tolist() == [0, 1, 2, 3, 4, 5]
+    assert pieces[1]["used"].tolist() == [0, 1, 2, 3, 4, 5] and pieces[1]["used"].dtype == np.int32
     assert pieces[1]["used_f"].tolist() == [0, 1, 2]
     # the pieces folded in any order (tasks come back so) are the same survey
     from pivot.store.write import SurveyFold

@@ -3,7 +3,7 @@ read by rank or by range, as the ascending array np.unique gives."""
 import numpy as np
 import pytest
 
-from pivot.store.write import IdSet, _distinct, _mark, read_id_bits
+from pivot.store.write import IdSet, _distinct, _mark, _narrow, read_id_bits
 
 
 def test_mark_sets_packbits_order_bits_and_grows():
@@ -59,3 +59,10 @@ def test_read_id_bits_reads_a_range_of_a_saved_set(tmp_path):
 def test_distinct_ids_of_arrays():
     assert _distinct(np.array([3, -1, 3]), np.array([[0, -1], [5, 3]])).tolist() == [0, 3, 5]
     assert _distinct(np.zeros(0, np.int32)).dtype == np.int64 and _distinct().tolist() == []
+
+
+def test_narrow_ids_are_int32_when_they_fit():
+    assert _narrow(np.array([0, 2**31 - 1], np.int64)).dtype == np.int32
+    assert _narrow(np.array([0, 2**31], np.int64)).dtype == np.int64
+    assert _narrow(np.array([0, 2**31], np.int64)).tolist() == [0, 2**31]
+    assert _narrow(np.zeros(0, np.int64)).dtype == np.int64

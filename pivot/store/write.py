@@ -129,6 +129,11 @@ def _distinct(*ids: np.ndarray) -> np.ndarray:
     return values[keep].astype(np.int64)
 
 
+def _narrow(ids: np.ndarray) -> np.ndarray:
+    """Ascending non-negative ids as int32 when the largest fits, else as they are."""
+    return ids.astype(np.int32) if len(ids) and int(ids[-1]) < 2**31 else ids
+
+
 #: One popcount a byte value (the rank index of an IdSet counts a group's bits through it).
 _POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.uint8)
 
@@ -681,8 +686,11 @@ def survey_chunk(c, n_stored: int) -> dict:
     n_pairs = np.zeros(n_stored, np.int64)
     for a in range(0, m, BLOCK_ROWS):
         n_pairs += (np.asarray(sc[a:a + BLOCK_ROWS], dtype=np.float64) > 0).sum(axis=0)
+    # the ids as int32 when they fit (the pipeline's are): a piece goes back from its task to the
+    # build's process, half the bytes of int64 on the way and while it waits to be folded in
+    used, used_f = (_narrow(_distinct(a, b)) for a, b in ((e1, e2), (piv, np.zeros(0, np.int64))))
     piece = {"n": m, "n_piv_cols": piv.shape[1] if m else None, "have": have, "n_pairs": n_pairs,
-             "used": _distinct(e1, e2), "used_f": _distinct(piv), "first": None, "last": None}
+             "used": used, "used_f": used_f, "first": None, "last": None}
     if m:
         key = e1.astype(np.int64) << 32 | e2.astype(np.int64)
         if (np.diff(key) < 0).any():
