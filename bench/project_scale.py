@@ -198,12 +198,14 @@ MEMORY = [
      "holds": "a pivot part's pairs (labels, apply) with the per-phrase files it reads (an n_e slot "
               "array); a relation fit's rated rows"},
     {"row": "store", "process": "build", "law": N_E, "w1": ["store"], "w2": ["store"], "roles": ["store|build"],
-     "holds": "the survey's per-id arrays (e1 pair counts over n_e, used ids), the labels; in session 10 "
-              "also a block of texts (the phrase index, now tasks), before it every English phrase's rows "
-              "and counts (28 B) and every foreign key (8 B)"},
+     "holds": "session 14: the used ids as bits (n_e/8 + n_f/8 B), the survey pieces under way (a chunk's "
+              "distinct ids), a few numbers per chunk; before: the survey's per-id arrays (e1 pair counts over "
+              "n_e, used ids), the labels; in session 10 also a block of texts (the phrase index, now tasks), "
+              "before it every English phrase's rows and counts (28 B) and every foreign key (8 B)"},
     {"row": "store (tasks)", "process": "task", "law": N_E, "w1": [], "w2": [], "roles": ["store|worker"],
-     "holds": "a part's rows, a chunk at a time, its used-id masks (1 B an English phrase), SQLite's cache; "
-              "a block of 250k texts; an index shard's text sort (SQLite's, in temporary files)"},
+     "holds": "a part's rows 200k at a time, its used ids as bits, SQLite's cache and sort (64 MiB each; "
+              "before session 14 also its used-id masks, 1 B an English phrase, and reverse's 256 MiB cache); "
+              "a block of 250k texts from its own tokens; an index shard's text sort (SQLite's, in temporary files)"},
 ]
 
 

@@ -232,6 +232,12 @@ def test_stage_labels_every_used_phrase(tmp_path):
     assert labels_of(np.array([1, 4, 8])) == {1: "[VB]", 4: "[NNS]", 8: "[VP]"}
     assert labels_of(np.array([7, 9, 12])) == {7: "[NP]"}
     assert labels_of(np.zeros(0, np.int64)) == {}
+    # read through the stage's file where asked; a block's labels copied out for a task
+    assert labels_of.path == out / "lhs.arrays" and labels_of.ids.tolist() == list(range(9))
+    block = labels_of.within(4, 8)
+    assert block.path is None and block.ids.tolist() == [4, 5, 6, 7]
+    assert block(np.array([3, 4, 7, 8])) == {4: "[NNS]", 7: "[NP]"}
+    assert labels_of(np.array([8, 1])) == {1: "[VB]", 8: "[VP]"}   # ids out of order: the whole map
     assert meta["distribution"] == {"[VB]": 3, "[NNS]": 2, "[NP]": 1, "[PRP]": 1, "[VBP]": 1, "[VP]": 1}
     import hashlib
     assert meta["files"] == {str(p): hashlib.sha256((root / p).read_bytes()).hexdigest()

@@ -74,6 +74,41 @@ def test_ranges_are_cut_by_pair_count_at_phrase_boundaries():
         cut_ranges(np.bincount(E1), 7)  # six first phrases cannot fill seven parts
 
 
+def test_ranges_cut_from_the_chunks_rows_are_those_of_the_counts():
+    from pivot.store.parts import TableE1
+
+    # the table's e1 read from its three chunks (rows 4, 4, 2; e1 spans (0, 1), (1, 4), (4, 5))
+    table = TableE1(_chunks, [4, 4, 2], [(0, 1), (1, 4), (4, 5)])
+    # row 3 is the last of chunk 0 (e1 1), row 4 the first of chunk 1 (e1 1), row 9 the last (e1 5)
+    assert [table.at(r) for r in (0, 3, 4, 6, 9)] == [0, 1, 1, 3, 5]
+    # rows whose e1 < x: cumulative pairs 3, 5, 6, 7, 9, 10 shifted by one id
+    assert [table.rows_below(x) for x in range(7)] == [0, 3, 5, 6, 7, 9, 10]
+    assert (table.total, table.end) == (10, 6)
+    assert cut_ranges(table, 3) == [(0, 2), (2, 4), (4, 6)]
+    assert cut_ranges(table, 1) == [(0, 6)]
+    with pytest.raises(InputError, match="--parts 7"):
+        cut_ranges(table, 7)
+    # a random table cut into random chunks: the same ranges as from its counts per id
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        e1 = np.sort(rng.integers(0, 40, rng.integers(1, 200)))
+        cuts = np.sort(rng.choice(np.arange(1, len(e1)), min(len(e1) - 1, 4), replace=False)) if len(e1) > 1 else []
+        pieces = np.split(e1, cuts)
+
+        class Chunks:
+            def __call__(self):
+                return iter([PairChunk(p, p, p, p[:, None], p[:, None].astype(float)) for p in pieces])
+        t = TableE1(Chunks(), [len(p) for p in pieces], [(int(p[0]), int(p[-1])) for p in pieces])
+        for n in (1, 2, 3, 5, 8):
+            try:
+                want = cut_ranges(np.bincount(e1), n)
+            except InputError:
+                with pytest.raises(InputError):
+                    cut_ranges(t, n)
+                continue
+            assert cut_ranges(t, n) == want
+
+
 def test_the_survey_of_chunks_one_at_a_time_is_the_survey_of_all():
     from pivot.store.parts import survey_task
     from pivot.store.write import merge_surveys, survey_chunk, survey_chunks
@@ -91,16 +126,24 @@ def test_the_survey_of_chunks_one_at_a_time_is_the_survey_of_all():
     # by hand: 10 pairs, e1 pairs 3, 2, 1, 1, 2, 1; general proposes all, dom 8; every phrase
     # and pivot used; the chunks' rows 4, 4, 2
     assert (merged.n, merged.n_piv_cols, merged.n_pairs) == (whole.n, whole.n_piv_cols, whole.n_pairs) == (10, 3, [10, 8])
-    assert merged.e1_pairs.tolist() == whole.e1_pairs.tolist() == [3, 2, 1, 1, 2, 1]
     assert merged.used.tolist() == whole.used.tolist() == [0, 1, 2, 3, 4, 5]
     assert merged.used_f.tolist() == whole.used_f.tolist() == [0, 1, 2]
     assert merged.chunk_rows == whole.chunk_rows == [4, 4, 2]
-    # chunk 1 alone (rows 4..7): e1 1, 2, 3, 4 (one pair each from e1 = 1 on), e2 4, 0, 5, 1
-    assert pieces[1]["e1_lo"] == 1 and pieces[1]["e1_pairs"].tolist() == [1, 1, 1, 1]
+    # each chunk's first and last e1: rows 0..3 e1 0, 0, 0, 1; rows 4..7 1, 2, 3, 4; rows 8, 9 4, 5
+    assert merged.chunk_e1 == whole.chunk_e1 == [(0, 1), (1, 4), (4, 5)]
+    # chunk 1 alone (rows 4..7): e1 1, 2, 3, 4, e2 4, 0, 5, 1
     assert (pieces[1]["first"], pieces[1]["last"]) == (1 << 32 | 4, 4 << 32 | 1)
-    # the ids as bit masks: chunk 1 uses e1 1..4 and e2 4, 0, 5, 1 (ids 0..5), pivots 0, 1, 2
-    assert pieces[1]["used"][0] == 6 and np.unpackbits(pieces[1]["used"][1])[:6].tolist() == [1] * 6
-    assert pieces[1]["used_f"][0] == 3
+    # its distinct ids, ascending: e1 1..4 and e2 4, 0, 5, 1 (ids 0..5); pivots 1 | 0, 2, 1 | 2 | 1, 0
+    assert pieces[1]["used"].tolist() == [0, 1, 2, 3, 4, 5] and pieces[1]["used"].dtype == np.int32
+    assert pieces[1]["used_f"].tolist() == [0, 1, 2]
+    # the pieces folded in any order (tasks come back so) are the same survey
+    from pivot.store.write import SurveyFold
+    fold = SurveyFold(2)
+    for j in (2, 0, 1):
+        fold.add(j, pieces[j])
+    shuffled = fold.finish(MODELS[3:])
+    assert (shuffled.n, shuffled.n_pairs, shuffled.chunk_rows, shuffled.chunk_e1, shuffled.used.tolist()) == \
+        (10, [10, 8], [4, 4, 2], [(0, 1), (1, 4), (4, 5)], [0, 1, 2, 3, 4, 5])
     with pytest.raises(ValueError, match="each after the previous one"):
         merge_surveys([pieces[1], pieces[0], pieces[2]], 2, MODELS[3:])
     with pytest.raises(ValueError, match="fewer than 4"):

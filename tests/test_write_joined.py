@@ -216,7 +216,7 @@ def test_phrase_rows_from_an_array_of_counts_are_the_rows_of_phrase_row(monkeypa
 
     monkeypatch.setattr(W, "TEXT_BLOCK", 2)
     survey = W.Survey(n=0, n_piv_cols=3, n_pairs=[], used=np.array([0, 3, 5]), used_f=np.zeros(0, np.int64),
-                      e1_pairs=np.zeros(0, np.int64), chunk_rows=[])
+                      chunk_rows=[])
     labels = {i: f"[L{i % 2}]" for i in range(len(PHRASES))}
     expected = [(0, "treat", 1, 10, "[L0]"), (3, "look after", 2, 2, "[L1]"), (5, "remedy", 1, 3, "[L1]")]
     assert list(survey.phrase_rows(PHRASES, labels, COUNTS)) == expected
@@ -376,3 +376,44 @@ def test_survey_task_opens_only_its_chunk():
     c = _Opened()
     assert survey_task(c, 2, 2)["first"] == 4 << 32 | 5   # chunk 2's first key: (4, 5)
     assert c.opened == [2]
+
+
+def test_a_vocabulary_file_gives_the_tokens_of_the_ids_asked(tmp_path):
+    """pivot.pipeline.store.VocabFile reads tokens by id from an encode vocabulary (line k: id k),
+    the same strings as corpus.Vocab.load's list, multibyte UTF-8 included."""
+    from pivot.pipeline.corpus import Vocab
+    from pivot.pipeline.store import VocabFile, _compact
+
+    tokens = ["treat", "naïve", "猫", "l'", "x"]
+    Vocab(tokens).save(tmp_path / "vocab.en")
+    v = VocabFile(tmp_path / "vocab.en")
+    assert len(v) == 5 and v.words([2, 0, 4, 1]) == ["猫", "treat", "x", "naïve"] and v.words([]) == []
+    assert v.words(np.arange(5)) == Vocab.load(tmp_path / "vocab.en").tokens == tokens
+    assert VocabFile(tokens).words([3, 1]) == ["l'", "naïve"]
+    # a block's rows in its own tokens' ranks: ids 0, 2, 7 -> 0, 1, 2
+    compact, used = _compact(np.array([[7, 2], [0, -1], [2, 7]], np.int32))
+    assert used.tolist() == [0, 2, 7] and compact.tolist() == [[2, 1], [0, -1], [1, 2]]
+
+
+def test_foreign_blocks_make_the_texts_of_the_whole_vocabularies(tmp_path):
+    """pivot.pipeline.store.ForeignBlocks: each phrase's 'lang:text' from its block's tokens read
+    by VocabFile, the same as foreign_phrase_texts over the languages' whole token lists. Token
+    ids are offset per language: fr 0..2, de 3..4."""
+    from pivot.pipeline.bundle import save_bundle
+    from pivot.pipeline.corpus import Vocab
+    from pivot.pipeline.store import ForeignBlocks, foreign_phrase_texts
+
+    enc = tmp_path / "encode"
+    enc.mkdir()
+    (tmp_path / "structure").mkdir()
+    Vocab(["le", "chat", "été"]).save(enc / "vocab.fr")
+    Vocab(["katze", "die"]).save(enc / "vocab.de")
+    f_lang = np.array([0, 0, 0, 1, 1], np.int16)
+    np.save(enc / "f_lang.npy", f_lang)
+    rows = np.array([[0, 1, -1], [3, -1, -1], [4, 3, -1], [2, -1, -1]], np.int32)
+    np.save(tmp_path / "structure" / "f_key.npy", np.array([5, 6, 7, 8], np.int64))
+    save_bundle(tmp_path / "f-0000.arrays", f_dict_key=np.array([5, 6, 7, 8], np.int64), f_rows=rows)
+    texts = ForeignBlocks(tmp_path, enc, ["fr", "de"])(np.array([0, 2, 3]))
+    assert texts == {0: "fr:le chat", 2: "de:die katze", 3: "fr:été"}
+    whole = foreign_phrase_texts(rows, [["le", "chat", "été"], ["katze", "die"]], ["fr", "de"], f_lang)
+    assert [whole[i] for i in (0, 2, 3)] == list(texts.values())

@@ -279,21 +279,47 @@ def read(folder) -> tuple[dict, dict]:
 class Labels:
     """The labels of an lhs stage as a function of phrase ids (ascending): ``labels_of(ids)`` is
     {id: label} for those of the ids the stage labelled. The database write asks for one
-    block of ids at a time, so the labels of millions of phrases are never one dict."""
+    block of ids at a time, so the labels of millions of phrases are never one dict.
 
-    def __init__(self, ids: np.ndarray, code: np.ndarray, names: list):
-        self.ids, self.code, self.names = ids, code, np.array(names, dtype=object)
+    Given ``path`` (read_labels: the stage's ``lhs.arrays``) rather than arrays, every question
+    reads the bundle's memory maps and lets them go after: the build's process then never holds
+    every labelled phrase's id and code (10 bytes a stored phrase, as arrays or as the mapped
+    pages it touched, which its RSS counts); :meth:`within` copies a block's out."""
+
+    def __init__(self, ids: np.ndarray | None, code: np.ndarray | None, names: list, path=None):
+        self._ids, self._code, self.names = ids, code, np.array(names, dtype=object)
+        self.path = None if path is None else Path(path)
+
+    def _maps(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.path is None:
+            return self._ids, self._code
+        with open_bundle(self.path) as z:
+            return z.memmap("ids"), z.memmap("code")
+
+    @property
+    def ids(self) -> np.ndarray:
+        """Every labelled id, ascending (an array: for a whole stage's labels at once)."""
+        return np.array(self._maps()[0])
 
     def within(self, lo: int, hi: int) -> Labels:
         """The labels of ids lo <= id < hi only (what a task of the write is handed for its block)."""
-        a, b = np.searchsorted(self.ids, [lo, hi])
-        return Labels(self.ids[a:b], self.code[a:b], self.names)
+        ids, code = self._maps()
+        a, b = np.searchsorted(ids, [lo, hi])
+        return Labels(np.array(ids[a:b]), np.array(code[a:b]), self.names)
 
     def __call__(self, ids) -> dict:
         ids = np.asarray(ids, dtype=np.int64)
-        pos = np.minimum(np.searchsorted(self.ids, ids), max(len(self.ids) - 1, 0))
-        found = self.ids[pos] == ids if len(self.ids) else np.zeros(len(ids), bool)
-        return dict(zip(ids[found].tolist(), self.names[self.code[pos[found]]].tolist()))
+        mine, code = self._maps()
+        if not len(mine) or not len(ids):
+            return {}
+        # only the map's rows between the first and the last id asked are read
+        a, b = np.searchsorted(mine, [ids[0], ids[-1] + 1]) if (np.diff(ids) >= 0).all() else (0, len(mine))
+        mine, code = np.asarray(mine[a:b]), np.asarray(code[a:b])
+        if not len(mine):
+            return {}
+        pos = np.minimum(np.searchsorted(mine, ids), len(mine) - 1)
+        found = mine[pos] == ids
+        return dict(zip(ids[found].tolist(), self.names[code[pos[found]]].tolist()))
 
 
 def read_labels(folder) -> tuple[Labels, dict]:
@@ -303,11 +329,15 @@ def read_labels(folder) -> tuple[Labels, dict]:
     timings = folder / "timings.json"
     if timings.is_file():
         meta["cpu_seconds"] = json.loads(timings.read_text())
+    # The ids' order checked a million at a time through a memory map (np.diff of all of them
+    # at once was 9 bytes a labelled phrase); the labels are read where asked (Labels' path).
     with open_bundle(folder / "lhs.arrays") as z:
-        ids, code = z["ids"], z["code"]
-    if len(ids) and not (np.diff(ids) > 0).all():
-        raise ValueError(f"{folder / 'lhs.arrays'}: the phrase ids are not ascending")
-    return Labels(ids, code, meta.pop("names")), meta
+        ids = z.memmap("ids")
+    for a in range(0, len(ids), 1 << 20):
+        if not (np.diff(ids[max(a - 1, 0):a + (1 << 20)]) > 0).all():
+            raise ValueError(f"{folder / 'lhs.arrays'}: the phrase ids are not ascending")
+    del ids
+    return Labels(None, None, meta.pop("names"), path=folder / "lhs.arrays"), meta
 
 
 # ------------------------------------------------------------------------------ the stages

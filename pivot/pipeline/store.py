@@ -163,7 +163,8 @@ class EnglishBlocks:
 
     This process never holds a row per phrase of the translation table (its token rows and
     counts: 28 bytes a phrase, 0.1 GB for bio-multi's 3.5M, ~7 GB at 100M sentence pairs),
-    only a block's: the same texts and counts as from every row at once."""
+    only a block's: the same texts and counts as from every row at once. Nor a string per token
+    of the vocabulary: the block's tokens are read from the vocabulary file (:class:`VocabFile`)."""
 
     def __init__(self, translation_dir, tokens):
         """``tokens``: the English token list, or the path of encode's ``vocab.en`` (read on first
@@ -176,10 +177,8 @@ class EnglishBlocks:
         self._block = (None, None, None)  # (ids, rows, counts) of the block last read
 
     @property
-    def tokens(self) -> list[str]:
-        if isinstance(self._tokens, (str, Path)):
-            self._tokens = _vocab_tokens(Path(self._tokens))
-        return self._tokens
+    def vocab(self) -> VocabFile:
+        return _vocab_file(self._tokens) if isinstance(self._tokens, (str, Path)) else VocabFile(self._tokens)
 
     def __getstate__(self):
         return {**self.__dict__, "_block": (None, None, None)}
@@ -198,22 +197,71 @@ class EnglishBlocks:
         from pivot.pipeline.encode import phrase_text_list
 
         rows, _ = self._read(ids)
-        return dict(zip(np.asarray(ids).tolist(), phrase_text_list(rows, self.tokens, np.arange(len(rows)))))
+        compact, tokens = _compact(rows)
+        words = self.vocab.words(tokens)
+        return dict(zip(np.asarray(ids).tolist(), phrase_text_list(compact, words, np.arange(len(rows)))))
 
     def counts(self, ids) -> np.ndarray:
         return self._read(ids)[1]
 
 
-def _vocab_tokens(path: Path) -> list[str]:
-    """The token list of an encode vocabulary, read once per process (a worker writes several
+def _compact(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows with each token id replaced by its rank among the distinct ids of the rows, -1 kept;
+    the distinct ids, ascending): a block's texts are then made from its own tokens' words, the
+    same texts as from the whole vocabulary's list indexed by the ids."""
+    rows = np.asarray(rows)
+    present = rows >= 0
+    tokens = np.sort(rows[present])
+    keep = np.ones(len(tokens), bool)
+    np.not_equal(tokens[1:], tokens[:-1], out=keep[1:])
+    tokens = tokens[keep].astype(np.int64)
+    compact = np.full(rows.shape, -1, np.int64)
+    compact[present] = np.searchsorted(tokens, rows[present])
+    return compact, tokens
+
+
+class VocabFile:
+    """An encode vocabulary's tokens by id (corpus.Vocab.save: line k holds id k, UTF-8, "\\n"
+    ends), made into strings only where asked (:meth:`words`).
+
+    Vocab.load holds a string, a list slot and a dict entry per token (~170 bytes: 0.28 GB for
+    bio-multi's 1.65M foreign tokens, in every process that writes texts, and more at the
+    target's 20 languages); this holds the file's bytes and the offset of each line's end
+    (4 bytes a token), and a block of texts makes the strings of its own tokens only."""
+
+    def __init__(self, source):
+        """``source``: the vocabulary file's path, or the token list itself."""
+        if isinstance(source, (str, Path)):
+            self.data = Path(source).read_bytes()
+            ends = np.flatnonzero(np.frombuffer(self.data, dtype=np.uint8) == 10)
+            self.ends = ends.astype(np.int32 if len(self.data) < 2**31 else np.int64)
+            self.tokens = None
+        else:
+            self.data, self.ends, self.tokens = None, None, list(source)
+
+    def __len__(self) -> int:
+        return len(self.tokens) if self.tokens is not None else len(self.ends)
+
+    def words(self, ids) -> list[str]:
+        """The tokens of ``ids``, in their order."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if self.tokens is not None:
+            return [self.tokens[i] for i in ids.tolist()]
+        stops = self.ends[ids].astype(np.int64)
+        starts = np.where(ids > 0, self.ends[np.maximum(ids - 1, 0)].astype(np.int64) + 1, 0)
+        data = self.data
+        return [data[a:b].decode("utf-8") for a, b in zip(starts.tolist(), stops.tolist())]
+
+
+def _vocab_file(path: Path) -> VocabFile:
+    """The VocabFile of an encode vocabulary, read once per process (a worker writes several
     blocks of the same build)."""
+    path = Path(path)
     key = (str(path), path.stat().st_mtime_ns)
     if key not in _VOCABS:
-        from pivot.pipeline import corpus
-
         if len(_VOCABS) > 400:  # another build's (bio-multi has 159 vocabularies)
             _VOCABS.clear()
-        _VOCABS[key] = corpus.Vocab.load(path).tokens
+        _VOCABS[key] = VocabFile(path)
     return _VOCABS[key]
 
 
@@ -224,8 +272,9 @@ class ForeignBlocks:
     """The stored foreign phrases' texts ('lang:text'), a block of ids at a time: a function of
     the ids read from the translation stage's ``f-*.arrays`` partitions (foreign_phrase_texts).
 
-    The encode stage's token lists and languages' map are read on first use (a task of the
-    write is handed this object: nothing per token is pickled)."""
+    The encode stage's vocabularies (as :class:`VocabFile`) and languages' map are read on first
+    use (a task of the write is handed this object: nothing per token is pickled); a block's
+    texts are made from its own tokens' strings."""
 
     def __init__(self, translation_dir, encode_dir, langs: list[str]):
         from pivot.pipeline import translation
@@ -233,7 +282,7 @@ class ForeignBlocks:
         self.paths = translation.part_paths(translation_dir, "f")
         self.key_path = Path(translation_dir) / "structure" / "f_key.npy"
         self.encode_dir, self.langs = Path(encode_dir), langs
-        self._vocab = None  # (token lists, f_lang), read on first use
+        self._vocab = None  # (vocabularies, f_lang, each vocabulary's first global id), read on first use
 
     def __getstate__(self):
         return {**self.__dict__, "_vocab": None}
@@ -243,11 +292,21 @@ class ForeignBlocks:
         from pivot.pipeline.pivoting import npy_rows
 
         if self._vocab is None:
-            self._vocab = ([_vocab_tokens(self.encode_dir / f"vocab.{lang}") for lang in self.langs],
-                           np.load(self.encode_dir / "f_lang.npy"))
-        tokens, f_lang = self._vocab
+            vocabs = [_vocab_file(self.encode_dir / f"vocab.{lang}") for lang in self.langs]
+            self._vocab = (vocabs, np.load(self.encode_dir / "f_lang.npy"),
+                           np.cumsum([0] + [len(v) for v in vocabs], dtype=np.int64))
+        vocabs, f_lang, firsts = self._vocab
         rows = translation.foreign_rows(self.paths, npy_rows(self.key_path, np.asarray(f_used, np.int64)))
-        return dict(zip(np.asarray(f_used).tolist(), foreign_phrase_texts(rows, tokens, self.langs, f_lang)))
+        compact, tokens = _compact(rows)
+        # a global token id t is token t - firsts[v] of vocabulary v, firsts[v] <= t < firsts[v + 1]
+        # (the languages' lists concatenated, as the ids are offset per language)
+        of = np.searchsorted(firsts, tokens, side="right") - 1
+        words = np.empty(len(tokens), dtype=object)
+        for v in np.unique(of).tolist():
+            sel = of == v
+            words[sel] = vocabs[v].words(tokens[sel] - firsts[v])
+        return dict(zip(np.asarray(f_used).tolist(),
+                        foreign_phrase_texts(compact, [words.tolist()], self.langs, np.asarray(f_lang)[tokens])))
 
 
 class StoreChunks:

@@ -66,10 +66,10 @@ import numpy as np
 from pivot.atomic import atomic_path
 from pivot.atomic import write_text as write_text_atomic
 from pivot.errors import InputError
-from pivot.store.write import (FTS_SQL, FTS_TABLE, TEXT_BLOCK, PairChunk, _chunks_from, _insert_columns, _insert_flat,
-                               _integers, _used_ids, _write_failed, begin_load, check_models, finish_load,
-                               foreign_rows, full_meta, insert_pairs, merge_surveys, model_column, phrase_rows,
-                               survey_chunk, survey_chunks)
+from pivot.store.write import (FTS_SQL, FTS_TABLE, TEXT_BLOCK, IdSet, PairChunk, SurveyFold, _chunks_from, _distinct,
+                               _insert_columns, _insert_flat, _integers, _mark, _write_failed, begin_load, check_models,
+                               finish_load, foreign_rows, full_meta, insert_pairs, model_column, phrase_rows,
+                               read_id_bits, survey_chunk, survey_chunks)
 
 MANIFEST = "manifest.json"
 FORMAT = "pivot-parts"
@@ -108,24 +108,78 @@ def sha256_file(path) -> str:
     return h.hexdigest()
 
 
-def cut_ranges(e1_pairs: np.ndarray, n_parts: int) -> list[tuple[int, int]]:
-    """e1 id ranges [lo, hi) of ``n_parts`` parts covering 0..len(e1_pairs), balanced by pairs.
+class TableE1:
+    """The e1 column of the table (the chunks in key order), read where asked: the e1 of row r,
+    and the rows whose e1 is below x. Built from the survey's rows and first and last e1 of each
+    chunk; a chunk is opened (its e1 a memory map, for the build's StoreChunks) only for a row in
+    it or an x inside its e1 span. It replaces an array of the pairs of every English id (8
+    bytes an id, 2 GB at the target's 252M phrases, and 44 more as a Python list) in the build's
+    process: cutting N parts asks N - 1 rows and 2N counts."""
 
-    e1_pairs[i]: the pairs whose e1 is i. With c the cumulative counts and T their total, part
-    k >= 1 starts after the first id i with c[i] >= ceil(k T / N): every part holds at least its
-    share, ends at a phrase boundary, and each has a pair (else InputError: too many parts).
+    def __init__(self, chunks, chunk_rows: list, chunk_e1: list):
+        self.chunks, self.rows = chunks, [int(r) for r in chunk_rows]
+        self.spans = chunk_e1
+        self.starts = np.concatenate(([0], np.cumsum(self.rows, dtype=np.int64)))
+        self.total = int(self.starts[-1])
+        spans = [s for s in chunk_e1 if s is not None]
+        self.end = int(spans[-1][1]) + 1 if spans else 0   # the largest e1 + 1 (0: no pair)
+
+    def _e1(self, j: int) -> np.ndarray:
+        return _integers(next(_chunks_from(self.chunks, j)).e1)
+
+    def at(self, r: int) -> int:
+        """The e1 of row r (0 <= r < total) of the table."""
+        j = int(np.searchsorted(self.starts, r, side="right")) - 1
+        return int(self._e1(j)[r - int(self.starts[j])])
+
+    def rows_below(self, x: int) -> int:
+        """The rows whose e1 < x."""
+        n = 0
+        for j, span in enumerate(self.spans):
+            if span is None or span[0] >= x:
+                continue
+            n += self.rows[j] if span[1] < x else int(np.searchsorted(self._e1(j), x, side="left"))
+        return n
+
+
+class _Counts:
+    """TableE1's questions answered from the pairs of each e1 id (e1_pairs[i]: the pairs whose
+    e1 is i), for a caller that has them (and the tests' hand-made tables)."""
+
+    def __init__(self, e1_pairs):
+        self.cum = np.cumsum(np.asarray(e1_pairs, np.int64))
+        self.total = int(self.cum[-1]) if len(self.cum) else 0
+        self.end = len(self.cum)
+
+    def at(self, r: int) -> int:
+        return int(np.searchsorted(self.cum, r, side="right"))   # the first id whose cumulative count > r
+
+    def rows_below(self, x: int) -> int:
+        return int(self.cum[x - 1]) if x > 0 else 0
+
+
+def cut_ranges(table, n_parts: int) -> list[tuple[int, int]]:
+    """e1 id ranges [lo, hi) of ``n_parts`` parts covering 0..(largest e1 + 1), balanced by pairs.
+
+    ``table``: a :class:`TableE1` (or the pairs of each e1 id, e1_pairs[i] those whose e1 is i).
+    With c[i] the pairs whose e1 <= i and T their total, part k >= 1 starts after the first id i
+    with c[i] >= ceil(k T / N): every part holds at least its share, ends at a phrase boundary,
+    and each has a pair (else InputError: too many parts). That first i is the e1 of row
+    ceil(k T / N) - 1 of the table in key order (c[i] >= t exactly when the rows 0..t-1 all have
+    e1 <= i), so the cut reads N - 1 rows, not a count per id.
     """
-    cum = np.cumsum(e1_pairs)
-    total = int(cum[-1]) if len(cum) else 0
+    if not hasattr(table, "rows_below"):
+        table = _Counts(table)
+    total = table.total
     starts = [0]
     for k in range(1, n_parts):
         target = (k * total + n_parts - 1) // n_parts
-        starts.append(int(np.searchsorted(cum, target, side="left")) + 1)
-    starts.append(len(e1_pairs))
-    before = [0] + cum.tolist()  # pairs whose e1 is below id i
+        starts.append(table.at(target - 1) + 1 if target > 0 else 0)
+    starts.append(table.end)
+    before = {x: table.rows_below(x) for x in set(starts)}  # pairs whose e1 is below id x
     if total == 0 or any(before[b] <= before[a] for a, b in zip(starts[:-1], starts[1:])):
-        raise InputError(f"--parts {n_parts}: the table has {total:,} pairs over {int((e1_pairs > 0).sum()):,} "
-                         "first phrases, too few to give every part a pair; ask for fewer parts")
+        raise InputError(f"--parts {n_parts}: the table has {total:,} pairs, too few first phrases to give "
+                         "every part a pair; ask for fewer parts")
     return list(zip(starts[:-1], starts[1:]))
 
 
@@ -146,12 +200,23 @@ def _pairs_name(k: int) -> str:
 
 class TextBlock:
     """One block of the texts round: its file and the English and foreign id ranges it holds
-    ([lo, hi) each: a part copies from it the texts of its ids in those ranges)."""
+    ([lo, hi) each: a part copies from it the texts of its ids in those ranges). Its ids are
+    those of the survey's sets in its ranges, read by the task from the sets' bit files
+    (``e_bits``, ``f_bits``: :func:`write_id_bits`): a task is handed two ranges, not its ids
+    (every block's ids, held in the build's process until their tasks ran, were 8 bytes a stored
+    phrase and a stored pivot)."""
 
-    def __init__(self, b: int, ids: np.ndarray, f_ids: np.ndarray):
-        self.b, self.ids, self.f_ids = b, ids, f_ids
-        self.e_range = (int(ids[0]), int(ids[-1]) + 1) if len(ids) else (0, 0)
-        self.f_range = (int(f_ids[0]), int(f_ids[-1]) + 1) if len(f_ids) else (0, 0)
+    def __init__(self, b: int, e_range: tuple, f_range: tuple, e_bits, f_bits):
+        self.b, self.e_range, self.f_range = b, tuple(e_range), tuple(f_range)
+        self.e_bits, self.f_bits = Path(e_bits), Path(f_bits)
+
+    @property
+    def ids(self) -> np.ndarray:
+        return read_id_bits(self.e_bits, *self.e_range)
+
+    @property
+    def f_ids(self) -> np.ndarray:
+        return read_id_bits(self.f_bits, *self.f_range)
 
     @property
     def file(self) -> str:
@@ -162,14 +227,34 @@ class TextBlock:
         return self.file, self.e_range, self.f_range
 
 
-def text_blocks(used: np.ndarray, used_f: np.ndarray) -> list[TextBlock]:
+def write_id_bits(folder: Path, survey) -> tuple[Path, Path]:
+    """The survey's English and foreign id sets as raw bit files in ``folder`` (IdSet.packed),
+    which the texts round's tasks read a range of."""
+    paths = folder / "used-e.bits", folder / "used-f.bits"
+    for path, ids in zip(paths, (survey.used, survey.used_f)):
+        packed = ids.packed if isinstance(ids, IdSet) else IdSet.of(ids).packed
+        with atomic_path(path) as tmp:
+            packed.tofile(tmp)
+    return paths
+
+
+def _id_range(ids, a: int, b: int) -> tuple[int, int]:
+    """[first, last + 1) of the ids of ranks a..b-1 ((0, 0) for none)."""
+    if b <= a:
+        return 0, 0
+    return int(ids[a:a + 1][0]), int(ids[b - 1:b][0]) + 1
+
+
+def text_blocks(used, used_f, e_bits, f_bits) -> list[TextBlock]:
     """The texts round's blocks: the English ids cut evenly into blocks of at most TEXT_BLOCK,
     the foreign ids into as many (at least one block; the cut depends on the data only, never
-    on the workers)."""
+    on the workers). ``used``, ``used_f``: IdSets (or ascending arrays), saved at ``e_bits``,
+    ``f_bits``."""
     n = max(1, -(-len(used) // TEXT_BLOCK))
     e_cuts = [len(used) * i // n for i in range(n + 1)]
     f_cuts = [len(used_f) * i // n for i in range(n + 1)]
-    return [TextBlock(i, used[e_cuts[i]:e_cuts[i + 1]], used_f[f_cuts[i]:f_cuts[i + 1]]) for i in range(n)]
+    return [TextBlock(i, _id_range(used, e_cuts[i], e_cuts[i + 1]), _id_range(used_f, f_cuts[i], f_cuts[i + 1]),
+                      e_bits, f_bits) for i in range(n)]
 
 
 @contextlib.contextmanager
@@ -306,34 +391,40 @@ def write_part_pairs(folder, k: int, lo: int, hi: int, chunks, blocks: list[tupl
     stored, _ = check_models(models)
     n_stored = len(stored)
     n_pairs, n = np.zeros(n_stored, np.int64), 0
-    used, used_f = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    # the ids the part's pairs use, as bits (an eighth of a byte a vocabulary id: its e2 and
+    # pivots range over the whole vocabulary, so a byte an id here was n_e + n_f bytes a task)
+    used, used_f = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
     first = last = None
     with atomic_path(path) as tmp:
         tmp.unlink(missing_ok=True)
         with _writing(tmp, path) as conn:
+            # (the temporary id tables below hold every id the part uses: in a temporary file,
+            # behind SQLite's default cache of the temporary database, by begin_load's temp_store)
             begin_load(conn, n_stored, n_piv_cols)
             conn.execute(_reverse_sql(n_stored))  # filled in round 3 (add_reverse)
             for c in chunks():
                 e1 = _integers(c.e1)
                 a, b = int(np.searchsorted(e1, lo)), int(np.searchsorted(e1, hi))  # chunks are sorted by e1
-                if b <= a:
-                    continue
-                sl = slice(a, b)
-                sub = PairChunk(e1[sl], _integers(c.e2)[sl], c.n_pivots[sl], c.pivots[sl], np.asarray(c.p)[sl],
-                                **{f: None if getattr(c, f, None) is None else getattr(c, f)[sl]
-                                   for f in ("form", "ppdb2", "rel")})
-                insert_pairs(conn, sub, n_piv_cols, n_stored, batch_rows)
-                n_pairs += (np.asarray(sub.p, np.float64) > 0).sum(axis=0)
-                n += b - a
-                used = _used_ids(used, sub.e1, sub.e2)
-                piv = _integers(sub.pivots)
-                used_f = _used_ids(used_f, piv[piv >= 0])
-                first = int(e1[a]) if first is None else first
-                last = int(e1[b - 1])
-            conn.execute("CREATE TEMP TABLE used_e (id INTEGER PRIMARY KEY)")
-            _insert_columns(conn, "temp.used_e", [used])
-            conn.execute("CREATE TEMP TABLE used_f (id INTEGER PRIMARY KEY)")
-            _insert_columns(conn, "temp.used_f", [used_f])
+                # a block of rows at a time (the same rows in the same order: the same bytes),
+                # so that a chunk's converted columns are never held whole
+                for x in range(a, b, batch_rows):
+                    sl = slice(x, min(x + batch_rows, b))
+                    sub = PairChunk(e1[sl], _integers(c.e2[sl]), c.n_pivots[sl], c.pivots[sl], c.p[sl],
+                                    **{f: None if getattr(c, f, None) is None else getattr(c, f)[sl]
+                                       for f in ("form", "ppdb2", "rel")})
+                    insert_pairs(conn, sub, n_piv_cols, n_stored, batch_rows)
+                    n_pairs += (np.asarray(sub.p, np.float64) > 0).sum(axis=0)
+                    used = _mark(used, _distinct(sub.e1, sub.e2))
+                    used_f = _mark(used_f, _distinct(_integers(sub.pivots)))
+                if b > a:
+                    n += b - a
+                    first = int(e1[a]) if first is None else first
+                    last = int(e1[b - 1])
+            used, used_f = IdSet(used), IdSet(used_f)
+            for name, ids in (("used_e", used), ("used_f", used_f)):
+                conn.execute(f"CREATE TEMP TABLE {name} (id INTEGER PRIMARY KEY)")
+                for x in range(0, len(ids), TEXT_BLOCK):
+                    _insert_columns(conn, f"temp.{name}", [ids[x:x + TEXT_BLOCK]])
             conn.execute("COMMIT")
             # The texts the part's pairs name, copied from the blocks in id order (the blocks'
             # ranges ascend), each ATTACHed in turn outside a transaction.
@@ -366,6 +457,29 @@ def survey_task(chunks, j: int, n_stored: int) -> dict:
     return survey_chunk(c, n_stored)
 
 
+def _survey(chunks, stored: list[dict], learned: list[dict], engine):
+    """The survey of the chunks (pivot.store.write.Survey): a task per chunk on the engine's
+    workers when ``chunks`` says how many it yields (the build's StoreChunks), each task's piece
+    folded in here as it comes back (a job per chunk of Engine.run), so that this process holds
+    the few pieces under way, never every chunk's ids (engine.map would return them all at once:
+    a chunk's distinct ids are up to a few per row)."""
+    n_chunks = getattr(chunks, "n_chunks", None)
+    if engine is None or n_chunks is None:
+        return survey_chunks(chunks, stored, learned)
+    from pivot.pipeline.engine import Batch
+
+    fold = SurveyFold(len(stored))
+
+    def job(j):
+        (piece,) = yield Batch(survey_task, [(chunks, j, len(stored))], name="store-survey", quiet=True)
+        fold.add(j, piece)
+
+    t0 = time.perf_counter()
+    engine.run(*(job(j) for j in range(n_chunks)))
+    log.info("  store-survey: %d tasks in %.1f s", n_chunks, time.perf_counter() - t0)
+    return fold.finish(learned)
+
+
 def _round_two(kind: str, *args) -> dict:
     """A task of the second round: an index shard or a part's pairs (submitted together, so that
     neither kind waits for the other)."""
@@ -395,7 +509,11 @@ def add_reverse(folder, k: int, n_parts: int, record: dict, n_stored: int, key: 
         with _writing(tmp, path) as conn:
             conn.execute("PRAGMA journal_mode=OFF")
             conn.execute("PRAGMA synchronous=OFF")
-            conn.execute("PRAGMA cache_size=-262144")
+            # The rows come in key order (part after part, each sorted): the b-tree is appended
+            # to, and the cache needs its interior pages and the leaves being filled, as in
+            # begin_load; 256 MiB filled with leaves never read again (a part's reverse rows
+            # at bio-multi's size are ~0.5 GB) for the same bytes.
+            conn.execute("PRAGMA cache_size=-65536")
             for j in range(n_parts):
                 if j == k:
                     continue
@@ -426,14 +544,10 @@ def write_database_parts(path, n_parts: int, *, phrases, phrase_counts, chunks, 
     path = Path(path)
     t0 = time.perf_counter()
     stored, learned = check_models(models)
-    n_chunks = getattr(chunks, "n_chunks", None)
-    if engine is None or n_chunks is None:
-        survey = survey_chunks(chunks, stored, learned)
-    else:  # a task per chunk (the build's StoreChunks says how many), merged here in order
-        survey = merge_surveys(engine.map(survey_task, [(chunks, j, len(stored)) for j in range(n_chunks)],
-                                          name="store-survey"), len(stored), learned)
+    survey = _survey(chunks, stored, learned, engine)
     t1 = time.perf_counter()
-    ranges = cut_ranges(survey.e1_pairs, n_parts)
+    table = TableE1(chunks, survey.chunk_rows, survey.chunk_e1)
+    ranges = cut_ranges(table, n_parts)
     meta_all = full_meta(models, meta)
     key = hashlib.sha256(json.dumps({"format": [FORMAT, FORMAT_VERSION], "meta": meta_all, "models": models,
                                      "ranges": ranges, "n": survey.n, "n_pairs": survey.n_pairs},
@@ -449,7 +563,7 @@ def write_database_parts(path, n_parts: int, *, phrases, phrase_counts, chunks, 
             return [fn(*t) for t in tasks]
         return engine.map(fn, tasks, name=name, cost=cost)
 
-    blocks = text_blocks(survey.used, survey.used_f)
+    blocks = text_blocks(survey.used, survey.used_f, *write_id_bits(staging, survey))
     t2 = time.perf_counter()
     # a task is handed its block's labels only (pivot.pipeline.lhs.Labels), not every phrase's
     tasks = [(staging, blk, n_parts, phrases, phrase_counts, lhs.within(*blk.e_range) if hasattr(lhs, "within") else lhs,
@@ -465,8 +579,7 @@ def write_database_parts(path, n_parts: int, *, phrases, phrase_counts, chunks, 
     tasks = [("pairs", staging, k, lo, hi, chunks, block_ranges, models, meta, survey.n_piv_cols, key, batch_rows)
              for k, (lo, hi) in enumerate(ranges)]
     tasks += [("index", staging, j, n_parts, block_files, meta_all.get("signature"), key) for j in range(n_parts)]
-    pairs_in = np.add.reduceat(survey.e1_pairs, [lo for lo, _ in ranges]).tolist() if len(survey.e1_pairs) else \
-        [0] * n_parts
+    pairs_in = [table.rows_below(hi) - table.rows_below(lo) for lo, hi in ranges]
     done = run(_round_two, tasks, "store-pairs-and-index", [*pairs_in, *per_shard])
     pairs, shards = done[:n_parts], done[n_parts:]
     tasks = [(staging, k, n_parts, r, len(stored), key) for k, r in enumerate(pairs)]
@@ -494,6 +607,8 @@ def write_database_parts(path, n_parts: int, *, phrases, phrase_counts, chunks, 
         for leftover in (f"part-{k:04d}.json", f"part-{k:04d}.pairs.json", _pairs_name(k),
                          Path(index_name(k)).with_suffix(".json").name):
             (staging / leftover).unlink(missing_ok=True)
+    for name in ("used-e.bits", "used-f.bits"):
+        (staging / name).unlink(missing_ok=True)
     for blk in blocks:
         (staging / blk.file).unlink(missing_ok=True)
         (staging / blk.file).with_suffix(".json").unlink(missing_ok=True)
