@@ -189,14 +189,18 @@ MEMORY = [
     {"row": "ppdb2, lhs, combine", "process": "build", "law": STORED_U, "w1": ["ppdb2", "lhs", "combine", "tagger"],
      "w2": ["ppdb2", "after ppdb2", "lhs", "after lhs", "combine", "after combine"],
      "roles": ['ppdb2|build', 'after ppdb2|build', 'lhs|build', 'after lhs|build', 'combine|build', 'after combine|build'],
-     "holds": "ppdb2 (session 13): the stored phrases' ids, slots (an n_e slot array), token rows and "
-              "counts until the phrase side's tasks end, their synsets (CSR) and texts' starts; the "
-              "fits' selected rows (the within lists, both sides; the relations' rows) and their "
-              "features; no pair array and no text list; lhs: every English phrase's token rows (28 B)"},
+     "holds": "ppdb2 (session 14): an n_e slot array (4 B a phrase id), the used ids (8 B) and the texts' "
+              "starts (8 B) of the stored phrases, presence marks of the ids step (2 B a phrase and foreign id); "
+              "the fits' selected rows and their features (the training lists, at most 4,000 queries; the "
+              "held-out within lists and relation test rows, uncapped: they grow with the pairs); the "
+              "held-out rows scored by blocks after the fits; no token rows, synsets or texts of every "
+              "phrase (read by blocks or by windows of their files)"},
     {"row": "ppdb2 (tasks)", "process": "task", "law": N_E, "w1": [], "w2": [],
      "roles": ['ppdb2|worker', 'after ppdb2|worker', 'lhs|worker', 'after lhs|worker', 'combine|worker', 'after combine|worker'],
-     "holds": "a pivot part's pairs (labels, apply) with the per-phrase files it reads (an n_e slot "
-              "array); a relation fit's rated rows"},
+     "holds": "a pivot part's pairs (labels, apply, survey, lists: a part follows the data, about 500k "
+              "kept entries) and its own phrases' rows of the per-phrase files, through bounded windows "
+              "(session 14; before it an n_e slot array and whole per-phrase arrays); a phrase-side block of "
+              "500k phrases; a relation fit's rated rows; the word vectors' sums a group at a time"},
     {"row": "store", "process": "build", "law": N_E, "w1": ["store"], "w2": ["store"], "roles": ["store|build"],
      "holds": "session 14: the used ids as bits (n_e/8 + n_f/8 B), the survey pieces under way (a chunk's "
               "distinct ids), a few numbers per chunk; before: the survey's per-id arrays (e1 pair counts over "
