@@ -156,6 +156,7 @@ MEMORY = [
      "holds": "the vocabularies and one language's token counts (8 B a line: 40 MB at 5M lines a language); "
               "its tasks a chunk of 50k lines or a shard"},
     {"row": "weights", "process": "build", "law": SENTENCES, "w1": ["weights"], "w2": ["weights"],
+     "roles": ["weights|build", "after weights|build"],
      "holds": "the sorted sigma (8 B a sentence) while the top-tau cuts are found and the AUC's ranks read "
               "(session 14; before it every sentence's scores, weight columns and their sorts, ~160 B); a block "
               "of 65,536 sentences' columns"},
@@ -165,6 +166,7 @@ MEMORY = [
      "holds": "a shard's E-step or Viterbi (fixed cells); an LM's counts (the LM text: fixed by the "
               "in-domain text, an assumption; the copies copy it); 1M sentences' scores"},
     {"row": "score's join (a task)", "process": "task", "law": SENTENCES, "w1": ["score"], "w2": ["score"],
+     "roles": ["score|worker", "after score|worker"],
      "holds": "the sorted sigma (8 B a sentence) while the ranking's buckets are cut (session 14; before it "
               "every sentence's cross-entropies, sigma, line ends and order); a range of 1M sentences' scores "
               "and its run; in one "
@@ -195,21 +197,26 @@ MEMORY = [
               "held-out within lists and relation test rows, uncapped: they grow with the pairs); the "
               "held-out rows scored by blocks after the fits; no token rows, synsets or texts of every "
               "phrase (read by blocks or by windows of their files)"},
-    {"row": "ppdb2 (tasks)", "process": "task", "law": N_E, "w1": [], "w2": [],
+    {"row": "ppdb2 (tasks)", "process": "task", "law": CONSTANT, "w1": [], "w2": [],
      "roles": ['ppdb2|worker', 'after ppdb2|worker', 'lhs|worker', 'after lhs|worker', 'combine|worker', 'after combine|worker'],
      "holds": "a pivot part's pairs (labels, apply, survey, lists: a part follows the data, about 500k "
-              "kept entries) and its own phrases' rows of the per-phrase files, through bounded windows "
+              "kept entries, so that the parts' count follows the data) and its own phrases' rows of the per-phrase files, through bounded windows "
               "(session 14; before it an n_e slot array and whole per-phrase arrays); a phrase-side block of "
-              "500k phrases; a relation fit's rated rows; the word vectors' sums a group at a time"},
+              "500k phrases; a relation fit's rated rows; the word vectors' sums a group at a time. Constant since "
+              "session 14: every one of these is bounded by a block or a part, whose sizes the build fixes; each "
+              "task's own peak at bio-multi 0.31-0.53 GiB (bio's parts and block are not full: a slope "
+              "from bio would read their filling as growth)"},
     {"row": "store", "process": "build", "law": N_E, "w1": ["store"], "w2": ["store"], "roles": ["store|build"],
      "holds": "session 14: the used ids as bits (n_e/8 + n_f/8 B), the survey pieces under way (a chunk's "
               "distinct ids), a few numbers per chunk; before: the survey's per-id arrays (e1 pair counts over "
               "n_e, used ids), the labels; in session 10 also a block of texts (the phrase index, now tasks), "
               "before it every English phrase's rows and counts (28 B) and every foreign key (8 B)"},
-    {"row": "store (tasks)", "process": "task", "law": N_E, "w1": [], "w2": [], "roles": ["store|worker"],
+    {"row": "store (tasks)", "process": "task", "law": CONSTANT, "w1": [], "w2": [], "roles": ["store|worker"],
      "holds": "a part's rows 200k at a time, its used ids as bits, SQLite's cache and sort (64 MiB each; "
               "before session 14 also its used-id masks, 1 B an English phrase, and reverse's 256 MiB cache); "
-              "a block of 250k texts from its own tokens; an index shard's text sort (SQLite's, in temporary files)"},
+              "a block of 250k texts from its own tokens; an index shard's text sort (SQLite's, in temporary files). "
+              "Constant since session 14: each task's peak is set by those fixed sizes (bench/measure_write_tasks.py: "
+              "a part 270-315 MiB at --parts 4, 241-301 at --parts 8 on bio-multi, writemem-tasks-session14.json)"},
 ]
 
 
@@ -397,7 +404,7 @@ def with_write_of(roles: dict, write: dict) -> dict:
             "peak_gib_by_stage_role": merged("peak_gib_by_stage_role")}
 
 
-def with_stages_of(roles: dict, rerun: dict, families=("translation", "pivot")) -> dict:
+def with_stages_of(roles: dict, rerun: dict, families=("score", "weights", "translation", "pivot")) -> dict:
     """A per-role rerun ``roles`` with the peaks of the stages of ``families`` (and the moments
     after them) taken from ``rerun``, a rerun of those stages alone (bench/bench_stage_memory.py's
     result, whose ``measure_roles`` holds bench/measure_roles.py's figures); its CPU seconds
@@ -482,8 +489,9 @@ def _peak(values: dict, keys) -> float | None:
 def memory_rows(builds, bio_w2: list, multi_w2: dict, sizes: dict, units: dict, roles=None,
                 per_task: float = 0.0) -> dict:
     """Each MEMORY row measured and grown to the target (``units``, target_units): a law of the
-    sentences by the slope of the --workers 1 builds' RSS over the copies (x = copies x bio's
-    sentences); a law of another count by the slope from bio to bio-multi (the per-role reruns'
+    sentences by the slope from bio to bio-multi of the per-role reruns when they hold the row's
+    keys (since session 14: weights and score rerun by --stage-roles), else by the slope of the
+    --workers 1 builds' RSS over the copies (x = copies x bio's sentences); a law of another count by the slope from bio to bio-multi (the per-role reruns'
     when ``roles`` = {"bio": {...}, "bio-multi": {...}} holds the row's keys, else the --workers 2
     builds'), RSS = bio's + slope x (target count - bio's); constant: the largest measured; the
     tasks of the largest map (translation, pivot): the largest measured + ``per_task`` bytes x
@@ -509,7 +517,7 @@ def memory_rows(builds, bio_w2: list, multi_w2: dict, sizes: dict, units: dict, 
         measured = [v for _, v in w1] + [v for v in (pb, pm) if v is not None]
         if not measured or (law not in (SENTENCES, CONSTANT, MAP_TASKS) and None in (pb, pm)):
             row["target_gib"] = None     # not measured (e.g. no --stage-roles)
-        elif law == SENTENCES:
+        elif law == SENTENCES and (source != "per-role reruns" or None in (pb, pm)):
             xs = [s * bio[SENTENCES] for s, _ in w1]
             a, k = fit_line(xs, [v for _, v in w1])
             row["bytes_per_unit"] = round(k * 2**30, 1)
