@@ -128,6 +128,38 @@ def _tau_names(taus):
             for t, lab in zip(taus, labels)]
 
 
+def model_specs(taus, total, selected):
+    """The K models' JSON-able ``{name, kind, description, params}``, in the columns' order
+    (general, ml-t<tau> for each tau, ml-change-point, ml-weighted, ml-weighted-ppl).
+
+    ``total``: the corpus' English words; ``selected``: (sentences, words) each 0/1 model picks,
+    the top-tau models' in ``taus``' order, then the change point's.
+    """
+    models = [{"name": "general", "kind": "general", "description": "every sentence pair, weight 1",
+               "params": {}}]
+    for t, name, (sentences, words) in zip(taus, _tau_names(taus), selected):
+        paper = t.get("paper_tau_words")
+        how = (f"the paper's T={words_label(paper)} of 828M words scaled to {total} words"
+               if paper else "a user-given tau")
+        models.append({"name": name, "kind": "top-tau",
+                       "description": f"the top-ranked pairs (sigma ascending) holding at most "
+                                      f"{t['tau_words']} English words ({how}), weight 1",
+                       "params": {"tau_words": int(t["tau_words"]),
+                                  "paper_tau_words": int(paper) if paper else None,
+                                  "selected_sentences": sentences, "selected_words": words}})
+    sentences, words = selected[len(taus)]
+    models.append({"name": "ml-change-point", "kind": "change-point",
+                   "description": "every pair with sigma < 0, weight 1",
+                   "params": {"selected_sentences": sentences, "selected_words": words}})
+    models.append({"name": "ml-weighted", "kind": "weighted",
+                   "description": "every pair, weight H_gen/H_tgt (per-word cross-entropies)",
+                   "params": {"formula": "H_gen/H_tgt"}})
+    models.append({"name": "ml-weighted-ppl", "kind": "weighted-ppl",
+                   "description": "every pair, weight 2^-sigma = PP_gen/PP_tgt (per-word perplexities)",
+                   "params": {"formula": "2^(-sigma)"}})
+    return models
+
+
 def model_columns(scores, n_words=None, taus=None, extra_taus=()):
     """The weight matrix and model descriptions of every Moore-Lewis model.
 
@@ -145,36 +177,10 @@ def model_columns(scores, n_words=None, taus=None, extra_taus=()):
     total = int(n_words.sum())
     if taus is None:
         taus = default_taus(total, extra_taus)
-    columns = [general(n)]
-    models = [{"name": "general", "kind": "general", "description": "every sentence pair, weight 1",
-               "params": {}}]
-    for t, name in zip(taus, _tau_names(taus)):
-        w = top_tau(sigma, n_words, t["tau_words"])
-        paper = t.get("paper_tau_words")
-        how = (f"the paper's T={words_label(paper)} of 828M words scaled to {total} words"
-               if paper else "a user-given tau")
-        columns.append(w)
-        models.append({"name": name, "kind": "top-tau",
-                       "description": f"the top-ranked pairs (sigma ascending) holding at most "
-                                      f"{t['tau_words']} English words ({how}), weight 1",
-                       "params": {"tau_words": int(t["tau_words"]),
-                                  "paper_tau_words": int(paper) if paper else None,
-                                  "selected_sentences": int(w.sum()),
-                                  "selected_words": int(n_words[w > 0].sum())}})
-    w = change_point(sigma)
-    columns.append(w)
-    models.append({"name": "ml-change-point", "kind": "change-point",
-                   "description": "every pair with sigma < 0, weight 1",
-                   "params": {"selected_sentences": int(w.sum()),
-                              "selected_words": int(n_words[w > 0].sum())}})
-    columns.append(ml_weighted(scores.h_gen, scores.h_tgt))
-    models.append({"name": "ml-weighted", "kind": "weighted",
-                   "description": "every pair, weight H_gen/H_tgt (per-word cross-entropies)",
-                   "params": {"formula": "H_gen/H_tgt"}})
-    columns.append(ml_weighted_ppl(sigma))
-    models.append({"name": "ml-weighted-ppl", "kind": "weighted-ppl",
-                   "description": "every pair, weight 2^-sigma = PP_gen/PP_tgt (per-word perplexities)",
-                   "params": {"formula": "2^(-sigma)"}})
+    columns = [general(n)] + [top_tau(sigma, n_words, t["tau_words"]) for t in taus] + [change_point(sigma)]
+    selected = [(int(w.sum()), int(n_words[w > 0].sum())) for w in columns[1:]]
+    columns += [ml_weighted(scores.h_gen, scores.h_tgt), ml_weighted_ppl(sigma)]
+    models = model_specs(taus, total, selected)
     return np.column_stack(columns), models
 
 
@@ -430,30 +436,7 @@ def write_model_columns(weights_path, blocks, n, taus=None, extra_taus=(), n_sho
                 lt = np.searchsorted(sorted_sigma, s, side="left")
                 ranks2 += int((2 * n + 1 - le - lt).sum())
             del columns
-    models = [{"name": "general", "kind": "general", "description": "every sentence pair, weight 1",
-               "params": {}}]
-    for k, (t, name) in enumerate(zip(taus, _tau_names(taus)), start=1):
-        paper = t.get("paper_tau_words")
-        how = (f"the paper's T={words_label(paper)} of 828M words scaled to {total} words"
-               if paper else "a user-given tau")
-        models.append({"name": name, "kind": "top-tau",
-                       "description": f"the top-ranked pairs (sigma ascending) holding at most "
-                                      f"{t['tau_words']} English words ({how}), weight 1",
-                       "params": {"tau_words": int(t["tau_words"]),
-                                  "paper_tau_words": int(paper) if paper else None,
-                                  "selected_sentences": int(chosen[k]),
-                                  "selected_words": int(chosen_words[k])}})
-    k = len(taus) + 1
-    models.append({"name": "ml-change-point", "kind": "change-point",
-                   "description": "every pair with sigma < 0, weight 1",
-                   "params": {"selected_sentences": int(chosen[k]),
-                              "selected_words": int(chosen_words[k])}})
-    models.append({"name": "ml-weighted", "kind": "weighted",
-                   "description": "every pair, weight H_gen/H_tgt (per-word cross-entropies)",
-                   "params": {"formula": "H_gen/H_tgt"}})
-    models.append({"name": "ml-weighted-ppl", "kind": "weighted-ppl",
-                   "description": "every pair, weight 2^-sigma = PP_gen/PP_tgt (per-word perplexities)",
-                   "params": {"formula": "2^(-sigma)"}})
+    models = model_specs(taus, total, [(int(chosen[k]), int(chosen_words[k])) for k in range(1, len(taus) + 2)])
     report = {"n_sentences": int(n), "models": {}}
     for k, model in enumerate(models):
         entry = {"kind": model["kind"], "sum": sums[k].total()}
