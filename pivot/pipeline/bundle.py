@@ -44,7 +44,7 @@ class Blocks:
         self.dtype, self.shape, self.blocks = np.dtype(dtype), tuple(shape), blocks
 
     def write(self, fh, path, name) -> None:
-        _write_header(fh, self.dtype, self.shape)
+        write_npy_header(fh, self.dtype, self.shape)
         rows = 0
         for block in self.blocks:
             block = np.ascontiguousarray(block, dtype=self.dtype)
@@ -57,7 +57,7 @@ class Blocks:
             raise ValueError(f"{path}: member {name!r}: {rows} rows in its blocks, {self.shape[0]} declared")
 
 
-def _write_header(fh, dtype, shape) -> None:
+def write_npy_header(fh, dtype, shape) -> None:
     """The .npy header of an array of ``dtype`` and ``shape`` (C order), as np.save writes it."""
     header = np.lib.format.header_data_from_array_1_0(np.empty((0, *shape[1:]), dtype))
     header["shape"] = tuple(shape)
@@ -97,7 +97,7 @@ def allocate_bundle(path, **members) -> None:
         for name, (dtype, shape) in members.items():
             fh.seek(fh.tell() + (-fh.tell() % _ALIGN))
             index[name] = fh.tell()
-            _write_header(fh, dtype, shape)
+            write_npy_header(fh, dtype, shape)
             fh.seek(fh.tell() + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
         at = fh.tell()
         fh.write(json.dumps(index).encode())

@@ -62,6 +62,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot.errors import InputError
+from pivot.pipeline.bundle import write_npy_header
 from pivot.pipeline.stage import Stage
 
 # log2 p = log10 p * log2(10)
@@ -220,12 +221,6 @@ class RankBuckets:
         if len(b) == 0:
             return 2 * p
         return 2 * p + (_same(b[np.minimum(p, len(b) - 1)], sigma) & (p < len(b)))
-
-
-def _write_npy_header(fh, dtype, shape) -> None:
-    """The .npy header np.save writes for an array of this dtype and shape (C order)."""
-    np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-                                              "fortran_order": False, "shape": tuple(shape)})
 
 
 def write_ranked(path, scores, sentences):
@@ -481,22 +476,11 @@ def score_part(texts, lo, hi, lm_path, fold, folds_path, vocab_path, out_path) -
     return out_path
 
 
-def _npy_range(path, lo: int, hi: int) -> np.ndarray:
-    """Entries lo..hi of the 1-d .npy at ``path``, read (nothing else of the file is)."""
-    from pivot.pipeline.bundle import read_npy_header
-
-    with open(path, "rb") as fh:
-        shape, _, dtype = read_npy_header(fh)
-        fh.seek(lo * dtype.itemsize, os.SEEK_CUR)
-        out = np.fromfile(fh, dtype=dtype, count=hi - lo)
-    if len(out) != hi - lo:
-        raise ValueError(f"{path}: entries {lo}..{hi} outside its {shape[0]}")
-    return out
-
-
 def _range_scores(part, folds_path, folds_of, names) -> dict:
     """The arrays ``names`` (h_tgt, h_gen, sigma = h_tgt - h_gen, n_words, n_oov) of the sentences
     of one range, from its parts (score_part): h_gen sentence by sentence from its fold's part."""
+    from pivot.pipeline.pivoting import npy_slice
+
     (lo, hi), tgt_path, gen_paths = part
     out = {}
     if {"h_tgt", "sigma", "n_words", "n_oov"} & set(names):
@@ -504,7 +488,7 @@ def _range_scores(part, folds_path, folds_of, names) -> dict:
             out["h_tgt"] = z["h"]
             out.update({name: z[name] for name in ("n_words", "n_oov") if name in names})
     if {"h_gen", "sigma"} & set(names):
-        folds = _npy_range(folds_path, lo, hi)
+        folds = npy_slice(folds_path, lo, hi)
         out["h_gen"] = np.zeros(hi - lo)
         for k, path in zip(folds_of, gen_paths):
             with np.load(path) as z:
@@ -515,6 +499,25 @@ def _range_scores(part, folds_path, folds_of, names) -> dict:
         if len(a) != hi - lo:
             raise ValueError(f"{tgt_path}: {name} holds {len(a)} sentences, the range {hi - lo}")
     return {name: out[name] for name in names}
+
+
+def sorted_sigma(blocks, n: int, words: bool = False):
+    """Sigma of the n sentences of ``blocks()`` ((lo, {"sigma", ...}) in corpus order), sorted
+    ascending (NaN last): the one array of the corpus' size a streamed pass over the scores holds
+    (8 bytes a sentence). With ``words``, (sorted sigma, the blocks' total of "n_words")."""
+    out = np.empty(n, dtype=np.float64)
+    total, seen = 0, 0
+    for lo, b in blocks():
+        if lo != seen or lo + len(b["sigma"]) > n:
+            raise ValueError(f"the blocks hold sentences {lo}..{lo + len(b['sigma'])}, expected {seen}.. of {n}")
+        out[lo:lo + len(b["sigma"])] = b["sigma"]
+        if words:
+            total += int(b["n_words"].sum())
+        seen = lo + len(b["sigma"])
+    if seen != n:
+        raise ValueError(f"the blocks hold {seen} sentences, expected {n}")
+    out.sort()
+    return (out, total) if words else out
 
 
 def _line_spans(paths):
@@ -608,18 +611,7 @@ def write_ranked_runs(path, blocks, n, text_paths, runs_path, *, step=BUCKET_STE
     """
     chunk_lines = int(chunk_lines or _CHUNK_LINES)
     paths = [text_paths] if isinstance(text_paths, (str, os.PathLike)) else list(text_paths)
-    sorted_sigma = np.empty(n, dtype=np.float64)
-    seen = 0
-    for lo, b in blocks():
-        if lo != seen or lo + len(b["sigma"]) > n:
-            raise ValueError(f"the blocks hold sentences {lo}..{lo + len(b['sigma'])}, expected {seen}.. of {n}")
-        sorted_sigma[lo:lo + len(b["sigma"])] = b["sigma"]
-        seen = lo + len(b["sigma"])
-    if seen != n:
-        raise ValueError(f"the blocks hold {seen} sentences, expected {n}")
-    sorted_sigma.sort()
-    buckets = RankBuckets(sorted_sigma, step)
-    del sorted_sigma
+    buckets = RankBuckets(sorted_sigma(blocks, n), step)
     lines = _Lines(_line_spans(paths))
     counts, sizes = [], []                 # per run: its entries per bucket, and in all
     try:
@@ -685,7 +677,7 @@ def _savez_by_ranges(path, arrays) -> None:
     with zipfile.ZipFile(path, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
         for name, (dtype, n, pieces) in arrays.items():
             with zf.open(name + ".npy", "w", force_zip64=True) as fid:
-                _write_npy_header(fid, dtype, (n,))
+                write_npy_header(fid, dtype, (n,))
                 written = 0
                 for a in pieces():
                     a = np.ascontiguousarray(a, dtype=dtype)

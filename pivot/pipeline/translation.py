@@ -372,10 +372,11 @@ def _create_npy(path: Path, dtype, shape) -> None:
     The header is the one ``np.save`` writes for such an array, so the files are the same
     bytes as saving the finished arrays.
     """
+    from pivot.pipeline.bundle import write_npy_header
+
     dtype = np.dtype(dtype)
-    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
     with open(path, "wb") as fh:
-        np.lib.format.write_array_header_1_0(fh, header)
+        write_npy_header(fh, dtype, shape)
         fh.truncate(fh.tell() + dtype.itemsize * int(np.prod(shape, dtype=np.int64)))
 
 

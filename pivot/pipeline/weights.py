@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pivot.pipeline.score import BUCKET_STEP, RankBuckets, _same, _write_npy_header, ranking
+from pivot.pipeline.bundle import write_npy_header
+from pivot.pipeline.score import BUCKET_STEP, RankBuckets, _same, ranking, sorted_sigma
 from pivot.pipeline.stage import Stage
 
 # The paper's top-tau subsamples, in English words of its 828M-word bitext.
@@ -379,21 +380,10 @@ def write_model_columns(weights_path, blocks, n, taus=None, extra_taus=(), n_sho
     r = n - le + (le - lt + 1) / 2, le and lt its sorted sigma's counts <= and < its sigma; so
     2 r = 2n + 1 - le - lt, added up exactly in integers over the positives.
     """
-    sorted_sigma = np.empty(n, dtype=np.float64)
-    total = 0
-    seen = 0
-    for lo, b in blocks():
-        if lo != seen or lo + len(b["sigma"]) > n:
-            raise ValueError(f"the blocks hold sentences {lo}..{lo + len(b['sigma'])}, expected {seen}.. of {n}")
-        sorted_sigma[lo:lo + len(b["sigma"])] = b["sigma"]
-        total += int(b["n_words"].sum())
-        seen = lo + len(b["sigma"])
-    if seen != n:
-        raise ValueError(f"the blocks hold {seen} sentences, expected {n}")
-    sorted_sigma.sort()
-    buckets = RankBuckets(sorted_sigma, step)
+    sigma_sorted, total = sorted_sigma(blocks, n, words=True)
+    buckets = RankBuckets(sigma_sorted, step)
     if not with_origin:
-        del sorted_sigma
+        del sigma_sorted
     if taus is None:
         taus = default_taus(total, extra_taus)
     cuts = rank_cuts(blocks, buckets, [t["tau_words"] for t in taus])
@@ -406,7 +396,7 @@ def write_model_columns(weights_path, blocks, n, taus=None, extra_taus=(), n_sho
     top, bottom = {}, {}
     n_in, ranks2 = 0, 0
     with open(weights_path, "wb") as fh:
-        _write_npy_header(fh, np.float64, (n, K))
+        write_npy_header(fh, np.float64, (n, K))
         for lo, b in blocks():
             sigma, n_words = b["sigma"], b["n_words"]
             index = lo + np.arange(len(sigma), dtype=np.int64)
@@ -432,8 +422,8 @@ def write_model_columns(weights_path, blocks, n, taus=None, extra_taus=(), n_sho
                 # sorted first: NumPy's search then narrows each lookup from the last one (the
                 # stage at 10M sentences: 22 s -> 10 s); the sum does not depend on the order
                 s = np.sort(sigma[inside])
-                le = np.searchsorted(sorted_sigma, s, side="right")
-                lt = np.searchsorted(sorted_sigma, s, side="left")
+                le = np.searchsorted(sigma_sorted, s, side="right")
+                lt = np.searchsorted(sigma_sorted, s, side="left")
                 ranks2 += int((2 * n + 1 - le - lt).sum())
             del columns
     models = model_specs(taus, total, [(int(chosen[k]), int(chosen_words[k])) for k in range(1, len(taus) + 2)])
@@ -452,7 +442,7 @@ def write_model_columns(weights_path, blocks, n, taus=None, extra_taus=(), n_sho
         n_pos, n_neg = n_in, n - n_in
         if n_pos == 0 or n_neg == 0:
             auc = float("nan")
-        elif n and np.isnan(sorted_sigma[-1]):
+        elif n and np.isnan(sigma_sorted[-1]):
             auc = float("nan")     # rankdata propagates a NaN to every rank
         else:
             # as auc_mann_whitney: the float sum of the midranks (exact while below 2^52), less
@@ -486,7 +476,7 @@ def run_stage(context) -> None:
     n = int(shards["n_sentences"])
     if not context.has("score"):
         with open(tmp / "weights.npy", "wb") as fh:
-            _write_npy_header(fh, np.float64, (n, 1))
+            write_npy_header(fh, np.float64, (n, 1))
             for lo in range(0, n, BLOCK):
                 fh.write(general(min(BLOCK, n - lo)).tobytes())
         models = [{"name": "general", "kind": "general", "description": "every sentence pair, weight 1",
