@@ -58,6 +58,22 @@ def _kwargs():
     return dict(phrases=PHRASES, phrase_counts=COUNTS, chunks=_chunks, foreign=FOREIGN, models=MODELS, meta=META)
 
 
+class Counts:
+    """TableE1's questions answered from the pairs of each e1 id (e1_pairs[i]: the pairs whose e1
+    is i): the cut by a count per id, the reference of the cut from the table's rows."""
+
+    def __init__(self, e1_pairs):
+        self.cum = np.cumsum(np.asarray(e1_pairs, np.int64))
+        self.total = int(self.cum[-1]) if len(self.cum) else 0
+        self.end = len(self.cum)
+
+    def at(self, r: int) -> int:
+        return int(np.searchsorted(self.cum, r, side="right"))   # the first id whose cumulative count > r
+
+    def rows_below(self, x: int) -> int:
+        return int(self.cum[x - 1]) if x > 0 else 0
+
+
 @pytest.fixture
 def built(tmp_path):
     single = write_database_chunks(tmp_path / "one.db", **_kwargs())
@@ -68,10 +84,10 @@ def built(tmp_path):
 def test_ranges_are_cut_by_pair_count_at_phrase_boundaries():
     # cumulative pairs 3, 5, 6, 7, 9, 10; part 1 starts after the first id reaching ceil(10/3) = 4
     # (id 1), part 2 after the first reaching ceil(20/3) = 7 (id 3)
-    assert cut_ranges(np.bincount(E1), 3) == [(0, 2), (2, 4), (4, 6)]
-    assert cut_ranges(np.bincount(E1), 1) == [(0, 6)]
+    assert cut_ranges(Counts(np.bincount(E1)), 3) == [(0, 2), (2, 4), (4, 6)]
+    assert cut_ranges(Counts(np.bincount(E1)), 1) == [(0, 6)]
     with pytest.raises(InputError, match="--parts 7"):
-        cut_ranges(np.bincount(E1), 7)  # six first phrases cannot fill seven parts
+        cut_ranges(Counts(np.bincount(E1)), 7)  # six first phrases cannot fill seven parts
 
 
 def test_ranges_cut_from_the_chunks_rows_are_those_of_the_counts():
@@ -101,7 +117,7 @@ def test_ranges_cut_from_the_chunks_rows_are_those_of_the_counts():
         t = TableE1(Chunks(), [len(p) for p in pieces], [(int(p[0]), int(p[-1])) for p in pieces])
         for n in (1, 2, 3, 5, 8):
             try:
-                want = cut_ranges(np.bincount(e1), n)
+                want = cut_ranges(Counts(np.bincount(e1)), n)
             except InputError:
                 with pytest.raises(InputError):
                     cut_ranges(t, n)
@@ -111,7 +127,13 @@ def test_ranges_cut_from_the_chunks_rows_are_those_of_the_counts():
 
 def test_the_survey_of_chunks_one_at_a_time_is_the_survey_of_all():
     from pivot.store.parts import survey_task
-    from pivot.store.write import merge_surveys, survey_chunk, survey_chunks
+    from pivot.store.write import SurveyFold, survey_chunk, survey_chunks
+
+    def merge_surveys(pieces, n_stored, learned):
+        fold = SurveyFold(n_stored)
+        for j, piece in enumerate(pieces):
+            fold.add(j, piece)
+        return fold.finish(learned)
 
     stored = MODELS[:2]
     whole = survey_chunks(_chunks, stored, MODELS[3:])

@@ -142,34 +142,16 @@ class TableE1:
         return n
 
 
-class _Counts:
-    """TableE1's questions answered from the pairs of each e1 id (e1_pairs[i]: the pairs whose
-    e1 is i), for a caller that has them (and the tests' hand-made tables)."""
-
-    def __init__(self, e1_pairs):
-        self.cum = np.cumsum(np.asarray(e1_pairs, np.int64))
-        self.total = int(self.cum[-1]) if len(self.cum) else 0
-        self.end = len(self.cum)
-
-    def at(self, r: int) -> int:
-        return int(np.searchsorted(self.cum, r, side="right"))   # the first id whose cumulative count > r
-
-    def rows_below(self, x: int) -> int:
-        return int(self.cum[x - 1]) if x > 0 else 0
-
-
 def cut_ranges(table, n_parts: int) -> list[tuple[int, int]]:
     """e1 id ranges [lo, hi) of ``n_parts`` parts covering 0..(largest e1 + 1), balanced by pairs.
 
-    ``table``: a :class:`TableE1` (or the pairs of each e1 id, e1_pairs[i] those whose e1 is i).
+    ``table``: a :class:`TableE1` (its total, end, at and rows_below).
     With c[i] the pairs whose e1 <= i and T their total, part k >= 1 starts after the first id i
     with c[i] >= ceil(k T / N): every part holds at least its share, ends at a phrase boundary,
     and each has a pair (else InputError: too many parts). That first i is the e1 of row
     ceil(k T / N) - 1 of the table in key order (c[i] >= t exactly when the rows 0..t-1 all have
     e1 <= i), so the cut reads N - 1 rows, not a count per id.
     """
-    if not hasattr(table, "rows_below"):
-        table = _Counts(table)
     total = table.total
     starts = [0]
     for k in range(1, n_parts):

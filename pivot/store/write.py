@@ -742,14 +742,6 @@ class SurveyFold:
                       [None if p["first"] is None else (p["first"] >> 32, p["last"] >> 32) for p in pieces])
 
 
-def merge_surveys(pieces, n_stored: int, learned: list[dict]) -> Survey:
-    """The Survey of the chunks whose :func:`survey_chunk` pieces are ``pieces``, in chunk order."""
-    fold = SurveyFold(n_stored)
-    for j, p in enumerate(pieces):
-        fold.add(j, p)
-    return fold.finish(learned)
-
-
 def begin_load(conn: sqlite3.Connection, n_stored: int, n_piv_cols: int) -> None:
     """The schema and the pragmas of a bulk load into a new private file, in one transaction."""
     # The file is private until renamed: durability is unnecessary while writing. The cache
