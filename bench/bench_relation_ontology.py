@@ -50,7 +50,16 @@ bench_relation_graph.fit_converse), both; and + ontology with the unlinked pairs
 Independent. Each reported on the held-out synsets (the build's test), the held-out concepts
 and the two pooled: per-class P/R/F1 and macro-F1, against the majority class of the variant's
 training rows. A paired bootstrap over the test pairs (BOOTSTRAP resamples, seeded) gives each
-variant's macro-F1 difference from WordNet only, with its 95% interval.
+variant's macro-F1 difference from WordNet only, with its 95% interval. ``--count-only WORK2``
+counts the ontology rows of a work folder with no ppdb2 stage (no features, no fits).
+
+Results (bench/results/relations-ontology-session15.json, bio; -multi-session15.json, bio-multi
+with its ppdb2 stage rerun on a hard-link copy): bio's database proposes 71 linked ontology
+training pairs (109 with the lemma match) and 10 on held-out concepts; held-out synsets move by
++0.05 [-0.25, +0.35] points (+ ontology), +0.58 [-0.12, +1.21] (with the converse). On
+bio-multi (389 and 104) + ontology lifts held-out concepts 0.221 -> 0.455 and lowers held-out
+synsets 0.406 -> 0.401 (-0.46 [-0.84, -0.10]); the converse alone +0.85 [+0.34, +1.34] on
+synsets. Not integrated (README, "Relations, ontology-labelled training pairs").
 """
 import argparse
 import pickle

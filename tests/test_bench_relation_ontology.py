@@ -1,15 +1,13 @@
 """The ontology labels of bench/bench_relation_ontology.py on a tiny OBO file written here, each
 expected value worked out by hand in the comments."""
 import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-_BENCH = Path(__file__).resolve().parent.parent / "bench"
-sys.path.insert(0, str(_BENCH))
-_spec = importlib.util.spec_from_file_location("bench_relation_ontology", _BENCH / "bench_relation_ontology.py")
+_PATH = Path(__file__).resolve().parent.parent / "bench" / "bench_relation_ontology.py"
+_spec = importlib.util.spec_from_file_location("bench_relation_ontology", _PATH)
 ro = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ro)
 
