@@ -467,10 +467,13 @@ class MLPModel:
 # ------------------------------------------------------------------------------------ the measurement
 
 
-def relation_rows(work: Path, data_root: Path):
+def relation_rows(work: Path, data_root: Path, extra=None):
     """The stage's relation rows of a finished work folder, rebuilt with its functions: every
     training-side pair ("all", its features, labels and validation flags), the build's cut of
-    them ("build": max_relation_pairs by the stage's hash rule) and the test pairs."""
+    them ("build": max_relation_pairs by the stage's hash rule) and the test pairs. ``extra``:
+    called as extra(out, ctx) before the phrase files are let go, ctx holding the stage's
+    objects (table, ph, labels, lex, texts, slot, e1_all, e2_all, params, data_root): more rows for a
+    benchmark, their features made by the same functions."""
     from pivot.hashes import unit_hash
     from pivot.pipeline import pivoting, translation
     from pivot.pipeline import ppdb2 as P
@@ -550,6 +553,10 @@ def relation_rows(work: Path, data_root: Path):
     out["in_build"] = np.isin(out["all"], out["build"])
     out["n_pairs"] = int(len(e1_all))
     out["used"] = used
+    if extra is not None:
+        extra(out, {"table": table, "ph": ph, "labels": labels, "lex": lex, "texts": texts, "slot": slot,
+                    "e1_all": e1_all, "e2_all": e2_all, "params": params, "s1": s1, "s2": s2,
+                    "data_root": data_root})
     del ph
     shutil.rmtree(scratch)  # the features are computed: the phrase files are no longer read
     return out
