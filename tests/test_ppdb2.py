@@ -1411,6 +1411,7 @@ def test_rows_features_from_the_file_are_the_whole_arrays(tmp_path):
     # into one array, the whole matrix's columns (n_pivot_languages 1, 2, 0, 0, 0 as above)
     cols = [col, P.pair_feature_names(["general"]).index("logp[general]"), 0]
     got = P._rows_columns(table, f, labels, rows, cols, block=2)
-    assert got.shape == (5, 3) and got.flags.c_contiguous and got.tobytes() == want[:, cols].tobytes()
+    assert got.shape == (5, 3) and got.flags.f_contiguous == want[:, cols].flags.f_contiguous == True
+    assert got.tobytes(order="A") == want[:, cols].tobytes(order="A")
     assert got[:, 0].tolist() == [1.0, 2.0, 0.0, 0.0, 0.0]
     assert P._rows_columns(table, f, labels, np.zeros(0, np.int64), cols).shape == (0, 3)

@@ -2362,9 +2362,10 @@ def _rows_columns(table: PairTable, ph, labels, rows, columns, block: int = REPO
     ``rows`` (_rows_features, phrases = False), made a ``block`` of rows at a time into one
     array: the whole matrix's columns (a row's features are its own), without the whole matrix
     and its column list beside them (three matrices of every row at once: the training lists'
-    ~0.3 GB on bio-multi)."""
+    ~0.3 GB on bio-multi). In Fortran order, as matrix[:, columns] gives them: the fits' sums
+    (einsum) over another layout round differently (the bio score's last digits)."""
     rows = np.asarray(rows, np.int64)
-    out = np.empty((len(rows), len(columns)), np.float64)
+    out = np.empty((len(rows), len(columns)), np.float64, order="F")
     for a in range(0, len(rows), block):
         out[a:a + block] = _rows_features(table, ph, labels, rows[a:a + block], phrases=False)[:, columns]
     return out
