@@ -1202,7 +1202,9 @@ def test_survey_caps_the_held_out_samples_by_hash(tmp_path):
     Uncapped (limits above the counts): test rows 5, 8 and held queries 3, 4, every one (query
     4 once, though both parts hold its list), held lists rows 4-8 (synonyms 4, 6, 7). Capped at
     one: test row 8, training row 0, held query 3 (its rows 4, 5; row 4 a synonym); training
-    queries capped at one: query 0 (rows 0, 1)."""
+    queries capped at one: query 0 (rows 0, 1). The training lists' rows: query 0's 2 (rows 0,
+    1), query 1's 1 (row 3; row 2 hidden): capped at 3 rows both lists, at 2 query 0's, at 1
+    none (a list is kept whole or not at all, the smallest slots first)."""
     from pivot.hashes import unit_hash
     from pivot.pipeline.engine import Engine
 
@@ -1216,6 +1218,9 @@ def test_survey_caps_the_held_out_samples_by_hash(tmp_path):
     assert listed["train"][0].tolist() == [0, 1, 3] and listed["train"][1].tolist() == [True, False, True]
     assert listed["held"][0].tolist() == [4, 5, 6, 7, 8]
     assert listed["held"][1].tolist() == [True, False, True, True, False]
+    for row_limit, want in ((3, [0, 1, 3]), (2, [0, 1]), (1, [])):
+        got = Engine(workers=1).run(P._survey_job(*args, 10, 10, 10, row_limit))[0][1]["train"]
+        assert got[0].tolist() == want and got[1].tolist() == [True, False, True][:len(want)]
     survey, listed = Engine(workers=1).run(P._survey_job(*args, 1, 1, 1))[0]
     assert survey["n_candidates"] == 8 and survey["hidden"] == 1
     assert survey["test_rows"].tolist() == [8] and survey["train_rows"].tolist() == [0]
@@ -1226,6 +1231,7 @@ def test_survey_caps_the_held_out_samples_by_hash(tmp_path):
     pieces = [P.survey_range(path, label, tmp_path / "lex.arrays", tmp_path / "t.txt", tmp_path / "starts.arrays",
                              lo, 11, 1, 1, 1, 1) for path, label, lo in zip(table.part_paths, labels, lows)]
     assert pieces[0]["queries"].tolist() == [0] and pieces[1]["queries"].tolist() == []
+    assert pieces[0]["query_rows"].tolist() == [2] and pieces[1]["query_rows"].tolist() == []
     assert pieces[0]["held_queries"].tolist() == [3] and pieces[1]["held_queries"].tolist() == [4]
     assert pieces[0]["test_rows"].tolist() == [5] and pieces[1]["test_rows"].tolist() == [8]
     for order in (pieces, pieces[::-1]):
@@ -1235,6 +1241,30 @@ def test_survey_caps_the_held_out_samples_by_hash(tmp_path):
         got, queries, held = fold.finish()
         assert got["test_rows"].tolist() == [8] and got["train_rows"].tolist() == [0]
         assert queries.tolist() == [0] and held.tolist() == [3] and got["n_candidates"] == 8
+
+
+def test_selection_fold_sums_a_list_over_its_parts():
+    """SelectionFold's training queries, by hand: piece A holds queries 2 and 5 (lists of 3 and 4
+    rows there), piece B 5 and 7 (1 and 6 rows). At most 2 queries: 2 and 5, with 3 and 4 + 1 =
+    5 rows, in either order of the pieces (7 is dropped, and 5's rows from B are kept); rows
+    capped at 8: both (3 + 5), at 7: query 2 alone, at 2: none."""
+    from pivot.pipeline import wellformed
+
+    def piece(queries, rows):
+        empty = (np.zeros(0), np.zeros(0, np.int64))
+        return {"counts": dict.fromkeys(wellformed.NAMES.values(), 0), "hidden": 0, "n_candidates": 0,
+                "queries": np.array(queries, np.int64), "query_rows": np.array(rows, np.int64),
+                **{k: v for names in (("train_h", "train_rows"), ("test_h", "test_rows"), ("held_h", "held_queries"))
+                   for k, v in zip(names, empty)}}
+
+    a, b = piece([2, 5], [3, 4]), piece([5, 7], [1, 6])
+    for row_limit, want in ((8, [2, 5]), (7, [2]), (2, [])):
+        for order in ((a, b), (b, a)):
+            fold = P.SelectionFold(10, 10, 2, 10, row_limit)
+            for p in order:
+                fold.add(p)
+            assert fold.queries.tolist() == [2, 5] and fold.query_rows.tolist() == [3, 5]
+            assert fold.finish()[1].tolist() == want
 
 
 def test_write_ids_by_windows(tmp_path):

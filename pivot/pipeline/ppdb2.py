@@ -208,7 +208,7 @@ APPLY_ROWS = 1 << 16
 
 #: The within-list term of the score (module docstring, **Score**): WordNet synonyms in the
 #: top WITHIN_K of a WordNet phrase's candidate list; at most MAX_WITHIN_QUERIES training-side
-#: lists (the smallest slots), WITHIN_VALIDATION of them (by a hash of the query) held back to
+#: lists (the smallest slots; MAX_WITHIN_ROWS rows), WITHIN_VALIDATION of them (by a hash of the query) held back to
 #: choose the penalties; a synonym should score WITHIN_MARGIN (one rating point) above another
 #: candidate of its list; SCORE_GAMMAS: the weight of that term per rated row (0: ratings only).
 WITHIN_K = 10
@@ -224,6 +224,12 @@ MAX_WITHIN_QUERIES = 4000
 #: what a larger build writes: bump the stage's version (STAGE).
 MAX_HELD_QUERIES = 8_000
 MAX_RELATION_TEST_PAIRS = 50_000
+#: The training lists' rows: at most MAX_WITHIN_ROWS (their score features, ~0.8 kB a row, are
+#: held through the score's fit and its copies), the lists of the smallest query slots whose
+#: rows fit, MAX_WITHIN_QUERIES at most. Lists grow with the corpus (bio 87,647 rows in its
+#: 4,000 lists, bio-multi 137,243): set above bio-multi's, so that both keep every one of
+#: their 4,000 lists, as before the cap.
+MAX_WITHIN_ROWS = 150_000
 WITHIN_VALIDATION = 0.3
 WITHIN_MARGIN = 1.0
 SCORE_GAMMAS = (0.0, 1.0, 3.0, 10.0, 30.0)
@@ -2172,13 +2178,14 @@ def _vectors_job(shard_paths, n_tokens, tokens_path, out_path):
 def _score_side(table, ph, labels, lex, models, texts, ids_path, listed, params, data_root):
     """The score's within lists (training side, and the held-out side it is reported on; their
     rows ``listed`` as _survey_job found them) and fit."""
-    within = _within_lists(table, ph, labels, lex, models, texts, params["seed"], listed["train"])
-    # the held-out side's lists without their features: the report scores them a block of rows
-    # at a time once the fit is made (_fit_score)
+    # the training lists made by _fit_score (a function of none: they are its own, and go before
+    # its report scores the held-out lists); the held-out side's lists without their features:
+    # the report scores them a block of rows at a time once the fit is made
     held_lists = _within_lists(table, ph, labels, lex, models, texts, params["seed"], listed["held"], held_out=True,
                                features=False)
-    return _fit_score(table, ph, labels, models, texts, ids_path, params, data_root, within, held_lists,
-                      listed["held"][0])
+    return _fit_score(table, ph, labels, models, texts, ids_path, params, data_root,
+                      functools.partial(_within_lists, table, ph, labels, lex, models, texts, params["seed"],
+                                        listed["train"]), held_lists, listed["held"][0])
 
 
 @_heap_released
@@ -2341,8 +2348,10 @@ def _rows_features(table: PairTable, ph, labels, rows, phrases: bool = True) -> 
 
 
 #: Rows a fit's report turns into features at a time (_rows_map: the held-out lists' scores, the
-#: relations' held-out predictions; a row's features and predictions are its own).
-REPORT_ROWS = 1 << 16
+#: relations' held-out predictions; a row's features and predictions are its own). A block's
+#: feature columns, matrix, selected columns and standardised copy are ~4 x 8 bytes x ~100-200
+#: features a row: 1 << 16 rows were ~0.2 GB of the build process's peak on bio-multi.
+REPORT_ROWS = 1 << 14
 
 
 def _rows_map(fn, table: PairTable, ph, labels, rows, phrases: bool = True, block: int = REPORT_ROWS,
@@ -2510,8 +2519,8 @@ def survey_range(part_path, label_path, lex_path, texts_path, starts_path, lo: i
 
     - its pairs' form counts (per wellformed flag, and the HIDDEN ones);
     - the within lists' queries: the slots (e1's) of its visible WordNet synonym pairs, of the
-      relation split's training side (the ``query_limit`` smallest slots) and of its held-out
-      side (the ``held_limit`` smallest (hash, slot), the hash of the query's text with
+      relation split's training side (the ``query_limit`` smallest slots, with the visible
+      pairs of each in this part: its list's rows here) and of its held-out side (the ``held_limit`` smallest (hash, slot), the hash of the query's text with
       ``seed``) (_within_lists);
     - the relation candidates (both phrases have synsets): their number, and the ``limit``
       smallest (hash, row) of the training side's (neither held out) and the ``test_limit``
@@ -2532,7 +2541,10 @@ def survey_range(part_path, label_path, lex_path, texts_path, starts_path, lo: i
     counts, hidden = form_counts(form)
     visible = (form & wellformed.HIDDEN) == 0
     every = np.arange(len(s1))
-    queries = {side: slots[unique(s1[_visible_synonyms(lex, s1, s2, visible, every, side)])] for side in (False, True)}
+    numbers = {side: unique(s1[_visible_synonyms(lex, s1, s2, visible, every, side)]) for side in (False, True)}
+    queries = {side: slots[numbers[side]] for side in (False, True)}
+    # the rows of each training query's list in this part: its visible pairs (list_rows_range)
+    query_rows = np.bincount(s1[visible], minlength=len(slots))[numbers[False]][:query_limit]
     cand = lex.has[s1] & lex.has[s2]
     test = np.flatnonzero(cand & lex.held[s1] & lex.held[s2])
     train = np.flatnonzero(cand & ~lex.held[s1] & ~lex.held[s2])
@@ -2550,27 +2562,29 @@ def survey_range(part_path, label_path, lex_path, texts_path, starts_path, lo: i
         finally:
             texts.close()
     return {"counts": counts, "hidden": hidden, "queries": queries[False][:query_limit],
-            "held_h": held_h, "held_queries": held, "n_candidates": int(cand.sum()),
+            "query_rows": query_rows.astype(np.int64), "held_h": held_h, "held_queries": held, "n_candidates": int(cand.sum()),
             "test_h": test_h, "test_rows": test_rows, "train_h": train_h, "train_rows": train_rows}
 
 
 class SelectionFold:
     """survey_range's pieces folded in as each part's comes, in any order (_survey_job): the sums,
-    the ``query_limit`` smallest training queries, and the smallest (hash, row or slot) of the
+    the ``query_limit`` smallest training queries (with their lists' rows, summed over the parts
+    a list crosses), and the smallest (hash, row or slot) of the
     relation training rows (``limit``), test rows (``test_limit``) and held-out queries
     (``held_limit``; a query whose list crosses two parts comes from both, once kept). Each is
     the same for any order of the pieces, and this process holds the kept ones and one piece,
     not every part's."""
 
     def __init__(self, limit: int, test_limit: int = MAX_RELATION_TEST_PAIRS,
-                 query_limit: int = MAX_WITHIN_QUERIES, held_limit: int = MAX_HELD_QUERIES):
+                 query_limit: int = MAX_WITHIN_QUERIES, held_limit: int = MAX_HELD_QUERIES,
+                 row_limit: int = MAX_WITHIN_ROWS):
         from pivot.pipeline import wellformed
 
         self.limits = {"train": limit, "test": test_limit, "held": held_limit}
-        self.query_limit = query_limit
+        self.query_limit, self.row_limit = query_limit, row_limit
         self.counts = dict.fromkeys(wellformed.NAMES.values(), 0)
         self.hidden = self.n_candidates = 0
-        self.queries = np.zeros(0, np.int64)
+        self.queries, self.query_rows = np.zeros(0, np.int64), np.zeros(0, np.int64)
         self.kept = {k: (np.zeros(0), np.zeros(0, np.int64)) for k in self.limits}
 
     def add(self, d: dict) -> None:
@@ -2578,7 +2592,11 @@ class SelectionFold:
             self.counts[name] += d["counts"][name]
         self.hidden += d["hidden"]
         self.n_candidates += d["n_candidates"]
-        self.queries = unique(np.concatenate([self.queries, d["queries"]]))[:self.query_limit]
+        # a query kept is among the query_limit smallest of every piece that holds it: its
+        # rows are summed over all of them
+        q, at = np.unique(np.concatenate([self.queries, np.asarray(d["queries"], np.int64)]), return_inverse=True)
+        rows = np.bincount(at, weights=np.concatenate([self.query_rows, d["query_rows"]]), minlength=len(q))
+        self.queries, self.query_rows = q[:self.query_limit], rows[:self.query_limit].astype(np.int64)
         for k, (hk, rk) in (("train", ("train_h", "train_rows")), ("test", ("test_h", "test_rows")),
                             ("held", ("held_h", "held_queries"))):
             h = np.concatenate([self.kept[k][0], d[hk]])
@@ -2591,10 +2609,12 @@ class SelectionFold:
 
     def finish(self) -> tuple[dict, np.ndarray, np.ndarray]:
         """(survey: counts, hidden, n_candidates, test_rows, train_rows, each set of rows
-        ascending; the training queries ascending; the held-out queries ascending)."""
+        ascending; the training queries ascending, those of the smallest slots whose lists' rows
+        sum to row_limit or less; the held-out queries ascending)."""
         survey = {"counts": self.counts, "hidden": self.hidden, "n_candidates": self.n_candidates,
                   "test_rows": np.sort(self.kept["test"][1]), "train_rows": np.sort(self.kept["train"][1])}
-        return survey, self.queries, np.sort(self.kept["held"][1])
+        fit = int(np.searchsorted(np.cumsum(self.query_rows), self.row_limit, side="right"))
+        return survey, self.queries[:fit], np.sort(self.kept["held"][1])
 
 
 def form_counts(form: np.ndarray) -> tuple[dict, int]:
@@ -2634,7 +2654,8 @@ def list_rows_range(part_path, label_path, lex_path, lo: int, queries, held_quer
 
 
 def _survey_job(table, labels, lex_path, texts_path, starts_path, seed: int, limit: int,
-                test_limit: int = MAX_RELATION_TEST_PAIRS, held_limit: int = MAX_HELD_QUERIES):
+                test_limit: int = MAX_RELATION_TEST_PAIRS, held_limit: int = MAX_HELD_QUERIES,
+                row_limit: int = MAX_WITHIN_ROWS):
     """A job of Engine.run: survey_range per pivot part, each part's folded in as it comes (a job
     per part: SelectionFold), then the within lists' rows per part (list_rows_range) of the queries
     that survey kept. Returns the survey (its training and test rows ascending) and the lists'
@@ -2644,7 +2665,7 @@ def _survey_job(table, labels, lex_path, texts_path, starts_path, seed: int, lim
     from pivot.pipeline.engine import Batch, Together
 
     lows = [int(lo) for lo in table.bounds[:-1]]
-    fold = SelectionFold(limit, test_limit, MAX_WITHIN_QUERIES, held_limit)
+    fold = SelectionFold(limit, test_limit, MAX_WITHIN_QUERIES, held_limit, row_limit)
 
     def part(args):
         (piece,) = yield Batch(survey_range, [args], name="ppdb2-survey", quiet=True)
@@ -2670,8 +2691,8 @@ def _within_lists(table, ph, labels, lex: Lexical, models, texts, seed: int, lis
                   held_out: bool = False, features: bool = True) -> WithinLists:
     """The candidate lists of fit_score's within-list term: the lists (pairs no HIDDEN flag hides)
     of training-side WordNet phrases (the relation split's, so no held-out synset is seen) that
-    have a WordNet synonym among them, at most MAX_WITHIN_QUERIES lists (the smallest slots),
-    WITHIN_VALIDATION of them held back by hash(query text, seed + 1). held_out: the lists of
+    have a WordNet synonym among them, at most MAX_WITHIN_QUERIES lists and MAX_WITHIN_ROWS rows
+    (the lists of the smallest slots), WITHIN_VALIDATION of them held back by hash(query text, seed + 1). held_out: the lists of
     the held-out side instead, at most MAX_HELD_QUERIES of them (the smallest hash(query text,
     seed)), none held back (the score's report, never its fit).
 
@@ -2703,8 +2724,10 @@ def _fit_score(table, ph, labels, models, texts, ids_path, params, data_root, wi
                held_rows=None):
     """The ratings' rows (each stored direction of a rated pair), split, fitted, evaluated
     (texts: the stored phrases' texts, by slot; ``ids_path``: write_ids' file, whose ``used``
-    gives each slot's phrase id); the report's held-out lists ``held_lists`` (their rows
-    ``held_rows``) scored by blocks of rows (_rows_map)."""
+    gives each slot's phrase id); ``within``: the training lists (WithinLists), or a function
+    of none that makes them (then they go once fitted: the report runs without them); the
+    report's held-out lists ``held_lists`` (their rows ``held_rows``) scored by blocks of rows
+    (_rows_map)."""
     from pivot.eval.gold import pair_key, read_gold
     from pivot.hashes import unit_hash
     from pivot.text import normalize_many
@@ -2749,8 +2772,10 @@ def _fit_score(table, ph, labels, models, texts, ids_path, params, data_root, wi
     all_names = pair_feature_names(models, ph.dim)
     names = score_features(models, ph.dim)
     x = _rows_features(table, ph, labels, rows, phrases=False)[:, [all_names.index(n) for n in names]]
+    within = within() if callable(within) else within
     model, cv = fit_score(names, x[~dev], y[~dev], [k for k, d in zip(keys, dev) if not d], anchor_features(models),
                           within=within)
+    del within          # (the training lists' features: ~0.1 GB on bio-multi, not the report's)
     pred = model.predict(names, x)
     p_general = table.p_rows(rows, 0)
     info = {
@@ -3052,8 +3077,9 @@ def _check_wordnet(plan, path: Path) -> None:
     raise InputError("empty WordNet database file", path)
 
 
-# version 6: the held-out samples capped (MAX_HELD_QUERIES, MAX_RELATION_TEST_PAIRS): a build with
-# more held-out lists or test pairs than these reports on a sample of them, where 5 took all
+# version 6: the held-out samples capped (MAX_HELD_QUERIES, MAX_RELATION_TEST_PAIRS) and the
+# training lists' rows (MAX_WITHIN_ROWS): a build with more than these reports on (fits to) a
+# sample of them, where 5 took all
 STAGE = Stage("ppdb2", 6, ("pivot", "translation", "encode", "weights"), ("ppdb2",), stage_params,
               ("x-*.arrays", "ppdb2.json"), run_stage,
               "forms: one per block of stored phrases; labels: one per range of English rows; "
