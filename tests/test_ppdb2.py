@@ -1433,6 +1433,14 @@ def test_rows_features_from_the_file_are_the_whole_arrays(tmp_path):
     want = P._rows_features(table, whole, labels, rows)
     got = P._rows_features(table, f, labels, rows)
     assert got.tobytes() == want.tobytes()
+    # label files without the reverses' rows: the reverses found by PairTable.find, the same bytes
+    bare = []
+    for j, path in enumerate(labels):
+        with open_bundle(path) as z:
+            bare.append(tmp_path / f"bare-{j}.arrays")
+            save_bundle(bare[-1], form=z["form"])
+    assert P._rows_features(table, f, bare, rows).tobytes() == want.tobytes()
+    assert P._holds(labels[0], "rev") and not P._holds(bare[0], "rev")
     col = P.pair_feature_names(["general"]).index("n_pivot_languages")
     assert got[:, col].tolist() == [1.0, 2.0, 0.0, 0.0, 0.0]
     by_blocks = P._rows_map(lambda x: x, table, f, labels, rows, block=2, empty=np.zeros((0, want.shape[1])))

@@ -122,20 +122,33 @@ fit per range of rows (:func:`apply_range`). Every number is a function of the i
 same bytes for any number of workers (each fit is the same arithmetic in whichever process runs
 it, and the applied sums run in a fixed order, one feature after another).
 
-Memory: this process holds a few arrays with an entry per stored phrase (its slot by id, the
-ids, the texts' starts: ~22 bytes a stored phrase on bio-multi) and the rows the fits select
-(rated, within-list, relation training and test rows; the held-out rows' features made a block
-at a time, _rows_map), never one entry per stored pair: the phrases' token rows come a block of
-ids at a time (write_phrase_rows), their synsets are read for the selected slots
-(LexicalFile), their rows and pivots' languages for the selected pairs (_rows_features), and
-the tasks read their part's phrases alone (gathered_forms, part_lexical, PhraseFile.rows_of);
-every pass over the pairs reads one pivot part at a time (:class:`PairTable`), the labels stay in
-their per-part files, and the size cuts are selected exactly over the parts' scores
-(:func:`size_cuts_parts`). The per-phrase feature arrays (:class:`Phrases`: trigram codes,
-vectors, tokens) go to a file as soon as they are made; the fits read their pairs' phrases'
-rows from it (:class:`PhraseFile`), and an apply task each block's phrases' rows, through maps
-of a bounded window of the file (PhraseFile.gather): mapped whole, each worker's resident set
-held most of the file's pages (a block's e2 are anywhere; 1.1 GB on bio-multi).
+Memory: this process holds no array with an entry per stored phrase, phrase id or stored pair.
+The stored phrases' ids, each phrase id's slot and the pivots' ids are written to a file by
+windows of ids (write_ids), the pivots' languages, the trigram pointers and the WordNet side
+by blocks of phrases (_phrase_side_job, write_lexical), the texts' starts as the texts are
+written (write_text_file); the fits read the slots, synsets and texts of the rows they select
+from those files (LexicalFile, TextFile.many), the phrases' rows and pivots' languages too
+(_rows_features). What it holds beyond a block or a window is the rows the fits select, each
+capped whatever the corpus: the rated rows (the ratings file's), the relation training rows
+(max_relation_pairs) and test rows (MAX_RELATION_TEST_PAIRS), the training lists
+(MAX_WITHIN_QUERIES lists, MAX_WITHIN_ROWS rows, their features made by blocks into one
+array: _rows_columns) and the held-out lists (MAX_HELD_QUERIES, without features); the
+survey's selections are folded in as each part's comes (SelectionFold), and the reports score
+their rows by blocks of REPORT_ROWS (_rows_map). Left growing: a few numbers per pivot part
+(PairTable's bounds, the tasks' small results) and the words' arrays (the vocabulary's). The
+peak (the score's fit, WordNet read beside it) measured by role (bench/measure_roles.py,
+stage rerun beside lhs and combine, --workers 2): bio 0.517 -> 0.445 GiB RSS, bio-multi 0.633
+-> BIOMULTI GiB (slope from bio's 448k stored phrases to bio-multi's 2.37M: SLOPE_BEFORE -> SLOPE_AFTER bytes a
+stored phrase). Never one entry per stored pair: the phrases' token rows come a block of ids
+at a time (write_phrase_rows), and the tasks read their part's phrases alone (gathered_forms,
+part_lexical, PhraseFile.rows_of); every pass over the pairs reads one pivot part at a time
+(:class:`PairTable`), the labels stay in their per-part files, and the size cuts are selected
+exactly over the parts' scores (:func:`size_cuts_parts`). The per-phrase feature arrays
+(:class:`Phrases`: trigram codes, vectors, tokens) go to a file as soon as they are made; the
+fits read their pairs' phrases' rows from it (:class:`PhraseFile`), and an apply task each
+block's phrases' rows, through maps of a bounded window of the file (PhraseFile.gather):
+mapped whole, each worker's resident set held most of the file's pages (a block's e2 are
+anywhere; 1.1 GB on bio-multi).
 A forms task reads its block of texts, an apply task a block of its part at a time, and every
 task gives its freed heap back when it ends. On bio-multi (2.37M phrases, 32.4M
 pairs; the stage rerun beside lhs and combine, --workers 2) the peak summed over the processes
@@ -2333,8 +2346,15 @@ def _rows_features(table: PairTable, ph, labels, rows, phrases: bool = True) -> 
     """The feature matrix of the global rows ``rows`` (their form from the label files
     ``labels``), feature_names(models, ph.dim) order (phrases = False: without the phrase-vector
     columns, pair_feature_names order). ph: Phrases, or a PhraseFile (the rows' phrases read)."""
-    e1, e2, n_pivots, pivots, form = table.rows(rows, ("e1", "e2", "n_pivots", "pivots", "form"), labels)
-    p_rev = table.reverse_p(e1, e2)
+    with_rev = bool(labels) and _holds(labels[0], "rev")
+    got = table.rows(rows, ("e1", "e2", "n_pivots", "pivots", "form", *(("rev",) if with_rev else ())), labels)
+    e1, e2, n_pivots, pivots, form = got[:5]
+    # p_m(e1|e2): the row of (e2, e1) as the label tasks found it (label_range: PairTable.find,
+    # the same rows), else found here (reverse_p: a find reads the keys of every part the rows
+    # reach, for each block of a report: most of its CPU at blocks of REPORT_ROWS)
+    p_rev = (np.where(got[5][:, None] >= 0, table.p_rows(np.maximum(got[5], 0)), 0.0) if with_rev
+             else table.reverse_p(e1, e2))
+    del got
     if isinstance(ph, PhraseFile):
         # the rows' phrases alone, numbered 0..m-1 in id order (the pairs' e1, e2 then their
         # numbers), and their pivots' languages alone (the pivots numbered among them), read
@@ -2345,6 +2365,12 @@ def _rows_features(table: PairTable, ph, labels, rows, phrases: bool = True) -> 
         ph, e1, e2 = part, k[:len(e1)], k[len(e1):]
     x = feature_matrix(pair_features(ph, e1, e2, table.p_rows(rows), p_rev, n_pivots, pivots, form))
     return np.hstack([x, phrase_columns(ph, e1, e2)]) if ph.dim and phrases else x
+
+
+def _holds(path, name: str) -> bool:
+    """Bundle ``path`` has a member ``name``."""
+    with open_bundle(path) as z:
+        return name in z
 
 
 #: Rows a fit's report turns into features at a time (_rows_map: the held-out lists' scores, the
