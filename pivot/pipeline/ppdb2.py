@@ -136,10 +136,13 @@ array: _rows_columns) and the held-out lists (MAX_HELD_QUERIES, without features
 survey's selections are folded in as each part's comes (SelectionFold), and the reports score
 their rows by blocks of REPORT_ROWS (_rows_map). Left growing: a few numbers per pivot part
 (PairTable's bounds, the tasks' small results) and the words' arrays (the vocabulary's). The
-peak (the score's fit, WordNet read beside it) measured by role (bench/measure_roles.py,
-stage rerun beside lhs and combine, --workers 2): bio 0.517 -> 0.445 GiB RSS, bio-multi 0.633
--> BIOMULTI GiB (slope from bio's 448k stored phrases to bio-multi's 2.37M: SLOPE_BEFORE -> SLOPE_AFTER bytes a
-stored phrase). Never one entry per stored pair: the phrases' token rows come a block of ids
+peak is the score's fit (the training lists' features and their held-back copy, WordNet's
+profiles of the relations' selected phrases beside them), measured by role
+(bench/measure_roles.py, the stage rerun beside lhs and combine, --workers 2): bio 0.517 ->
+0.456 GiB RSS, bio-multi 0.633 -> 0.536 (from bio's 448k stored phrases to bio-multi's 2.37M,
+65 -> 45 bytes a stored phrase; what is left of that slope is the training lists filling
+towards their cap, 87,647 -> 137,243 of MAX_WITHIN_ROWS' 150,000 rows, ~0.02 GiB more at the
+cap). Never one entry per stored pair: the phrases' token rows come a block of ids
 at a time (write_phrase_rows), and the tasks read their part's phrases alone (gathered_forms,
 part_lexical, PhraseFile.rows_of); every pass over the pairs reads one pivot part at a time
 (:class:`PairTable`), the labels stay in their per-part files, and the size cuts are selected
