@@ -382,6 +382,59 @@ def test_phrase_side_tasks_by_block(tmp_path):
     assert got[3]["syn_ids"][0] == got[3]["syn_ids"][3]               # beef and boeuf: one synset
 
 
+def test_phrase_side_in_one_process_writes_the_phrases_and_lexical(tmp_path):
+    """phrase_side (the stage's phrase side run here, for the benchmarks): phrase ids 1, 3, 4 of
+    ids 0..5 stored (slots 0, 1, 2: texts beef, geese, day night), the pivots' foreign ids 2 and
+    5 (languages 1 and 0: f_lang_of is id mod 2, asked for those two alone); its phrases file
+    holds row_of = the slots, f_lang -1 but at 2 and 5, n_words 1, 1, 2, tri_ptr the trigram
+    counts' offsets, and its Lexical is Lexical.from_synsets of the block's synsets (beef and
+    geese one synset each, "day night" none) with the held flags phrase_side_task gave."""
+    _wordnet(tmp_path / "lexicon" / "nltk_data")
+    texts = ["beef", "geese", "day night"]
+    words = ["beef", "geese", "day", "night"]
+    tokens = np.array([[0, -1], [1, -1], [2, 3]], np.int32)
+    slot = np.array([-1, 0, -1, 1, 2, -1], np.int32)
+    pivots = np.array([[2, 5, -1], [5, -1, -1]], np.int32)
+    part = tmp_path / "part-0.arrays"
+    save_bundle(part, e1=np.array([1, 3], np.int32), e2=np.array([3, 4], np.int32), p=np.full((2, 1), 0.5),
+                n_pivots=np.array([2, 1], np.int32), pivots=pivots)
+    table = P.PairTable.read([part])
+    asked = []
+
+    def f_lang_of(ids):
+        asked.append(ids.tolist())
+        return ids % 2
+
+    paths = (tmp_path / "ph.arrays", tmp_path / "vec.arrays")
+    lex = P.phrase_side(table, texts, slot, tokens, words, np.array([3.0, 2.0, 1.0]), f_lang_of, tmp_path,
+                        {"seed": 0, "relation_test_fraction": 0.5}, paths)
+    assert asked == [[2, 5]]
+    ptr, _ = P.char_trigrams(texts, alphabet=P.words_alphabet(tokens, words))
+    with open_bundle(paths[0]) as z:
+        assert z["row_of"].tolist() == slot.tolist() and z["row_of"].dtype == np.int32
+        assert z["f_lang"].tolist() == [-1, -1, 0, -1, -1, 1] and z["f_lang"].dtype == np.int16
+        assert z["n_words"].tolist() == [1, 1, 2] and z["tri_ptr"].tolist() == ptr.tolist()
+        assert z["tokens"].tolist() == tokens.tolist()
+    # the same block's synsets and held flags by phrase_side_task ("beef\ngeese\nday night": 20 bytes)
+    block = tmp_path / "side.arrays"
+    P.phrase_side_task(_texts_file(tmp_path, texts), (0, 3, 0, 20), P.words_alphabet(tokens, words), tmp_path, 0,
+                       0.5, block)
+    with open_bundle(block) as z:
+        count, ids, held = z["syn_count"], z["syn_ids"].tolist(), z["held"]
+    assert count.tolist() == [1, 1, 0]
+    want = P.Lexical.from_synsets([tuple(ids[:1]), tuple(ids[1:2]), ()], held, slot)
+    for k in ("syn_ptr", "syn_ids", "held", "slot", "has"):
+        assert getattr(lex, k).tolist() == getattr(want, k).tolist(), k
+    assert not list(tmp_path.glob(".*.arrays")) and not list(tmp_path.glob(".texts.txt"))
+
+
+def _texts_file(folder, texts):
+    """``texts`` joined by newlines in a file of ``folder`` (as _write_texts writes one block)."""
+    path = folder / "side-texts.txt"
+    path.write_bytes("\n".join(texts).encode())
+    return path
+
+
 def test_char_trigrams_over_a_wider_alphabet_meet_alike():
     """char_trigrams over an alphabet that holds more characters than the texts (the stage's: the
     words' and the space) gives other codes but the same counts and the same shared trigrams of
