@@ -188,15 +188,20 @@ MEMORY = [
      "holds": "a merge's partition (1/P of the partial counts or kept entries); assemble: one partition's "
               "entries; the cut: a block's rows and their degrees; a pivot range: its rows' columns and a "
               "row_ptr of its own rows (session 14; before it n_e + 1 long, 8 B an English phrase)"},
-    {"row": "ppdb2, lhs, combine", "process": "build", "law": STORED_U, "w1": ["ppdb2", "lhs", "combine", "tagger"],
+    # ppdb2's part of this process is bounded since session 15: what it holds beyond a block or a
+    # window is the fits' selected rows, each capped (a slope from bio to bio-multi reads the
+    # training lists filling towards their cap, 87,647 -> 137,243 of 150,000 rows, as growth)
+    {"row": "ppdb2, lhs, combine", "process": "build", "law": CONSTANT, "w1": ["ppdb2", "lhs", "combine", "tagger"],
      "w2": ["ppdb2", "after ppdb2", "lhs", "after lhs", "combine", "after combine"],
      "roles": ['ppdb2|build', 'after ppdb2|build', 'lhs|build', 'after lhs|build', 'combine|build', 'after combine|build'],
-     "holds": "ppdb2 (session 14): an n_e slot array (4 B a phrase id), the used ids (8 B) and the texts' "
-              "starts (8 B) of the stored phrases, presence marks of the ids step (2 B a phrase and foreign id); "
-              "the fits' selected rows and their features (the training lists, at most 4,000 queries; the "
-              "held-out within lists and relation test rows, uncapped: they grow with the pairs); the "
-              "held-out rows scored by blocks after the fits; no token rows, synsets or texts of every "
-              "phrase (read by blocks or by windows of their files)"},
+     "holds": "ppdb2 (session 15): no array with an entry per stored phrase or phrase id (the ids, slots, pivots, "
+              "texts' starts and WordNet side in files read by windows or blocks); the fits' selected rows, each "
+              "capped: rated rows, max_relation_pairs training and 50,000 test pairs, the training lists (4,000 "
+              "lists, 150,000 rows, their features ~0.8 kB a row: at the cap ~0.03 GiB above bio-multi's) and "
+              "8,000 held-out lists (no features); the reports' rows scored 16,384 at a time; a few numbers per "
+              "pivot part. Session 14: the slot array, used ids and texts' starts (20 B a stored phrase) and the "
+              "uncapped held-out rows. NOT in this figure: lhs, in this process before ppdb2's fits, holds its "
+              "used ids and codes (10 B a stored phrase) and a mark per phrase id, ~2.6 GiB at the target"},
     {"row": "ppdb2 (tasks)", "process": "task", "law": CONSTANT, "w1": [], "w2": [],
      "roles": ['ppdb2|worker', 'after ppdb2|worker', 'lhs|worker', 'after lhs|worker', 'combine|worker', 'after combine|worker'],
      "holds": "a pivot part's pairs (labels, apply, survey, lists: a part follows the data, about 500k "

@@ -382,6 +382,59 @@ def test_phrase_side_tasks_by_block(tmp_path):
     assert got[3]["syn_ids"][0] == got[3]["syn_ids"][3]               # beef and boeuf: one synset
 
 
+def test_phrase_side_in_one_process_writes_the_phrases_and_lexical(tmp_path):
+    """phrase_side (the stage's phrase side run here, for the benchmarks): phrase ids 1, 3, 4 of
+    ids 0..5 stored (slots 0, 1, 2: texts beef, geese, day night), the pivots' foreign ids 2 and
+    5 (languages 1 and 0: f_lang_of is id mod 2, asked for those two alone); its phrases file
+    holds row_of = the slots, f_lang -1 but at 2 and 5, n_words 1, 1, 2, tri_ptr the trigram
+    counts' offsets, and its Lexical is Lexical.from_synsets of the block's synsets (beef and
+    geese one synset each, "day night" none) with the held flags phrase_side_task gave."""
+    _wordnet(tmp_path / "lexicon" / "nltk_data")
+    texts = ["beef", "geese", "day night"]
+    words = ["beef", "geese", "day", "night"]
+    tokens = np.array([[0, -1], [1, -1], [2, 3]], np.int32)
+    slot = np.array([-1, 0, -1, 1, 2, -1], np.int32)
+    pivots = np.array([[2, 5, -1], [5, -1, -1]], np.int32)
+    part = tmp_path / "part-0.arrays"
+    save_bundle(part, e1=np.array([1, 3], np.int32), e2=np.array([3, 4], np.int32), p=np.full((2, 1), 0.5),
+                n_pivots=np.array([2, 1], np.int32), pivots=pivots)
+    table = P.PairTable.read([part])
+    asked = []
+
+    def f_lang_of(ids):
+        asked.append(ids.tolist())
+        return ids % 2
+
+    paths = (tmp_path / "ph.arrays", tmp_path / "vec.arrays")
+    lex = P.phrase_side(table, texts, slot, tokens, words, np.array([3.0, 2.0, 1.0]), f_lang_of, tmp_path,
+                        {"seed": 0, "relation_test_fraction": 0.5}, paths)
+    assert asked == [[2, 5]]
+    ptr, _ = P.char_trigrams(texts, alphabet=P.words_alphabet(tokens, words))
+    with open_bundle(paths[0]) as z:
+        assert z["row_of"].tolist() == slot.tolist() and z["row_of"].dtype == np.int32
+        assert z["f_lang"].tolist() == [-1, -1, 0, -1, -1, 1] and z["f_lang"].dtype == np.int16
+        assert z["n_words"].tolist() == [1, 1, 2] and z["tri_ptr"].tolist() == ptr.tolist()
+        assert z["tokens"].tolist() == tokens.tolist()
+    # the same block's synsets and held flags by phrase_side_task ("beef\ngeese\nday night": 20 bytes)
+    block = tmp_path / "side.arrays"
+    P.phrase_side_task(_texts_file(tmp_path, texts), (0, 3, 0, 20), P.words_alphabet(tokens, words), tmp_path, 0,
+                       0.5, block)
+    with open_bundle(block) as z:
+        count, ids, held = z["syn_count"], z["syn_ids"].tolist(), z["held"]
+    assert count.tolist() == [1, 1, 0]
+    want = P.Lexical.from_synsets([tuple(ids[:1]), tuple(ids[1:2]), ()], held, slot)
+    for k in ("syn_ptr", "syn_ids", "held", "slot", "has"):
+        assert getattr(lex, k).tolist() == getattr(want, k).tolist(), k
+    assert not list(tmp_path.glob(".*.arrays")) and not list(tmp_path.glob(".texts.txt"))
+
+
+def _texts_file(folder, texts):
+    """``texts`` joined by newlines in a file of ``folder`` (as _write_texts writes one block)."""
+    path = folder / "side-texts.txt"
+    path.write_bytes("\n".join(texts).encode())
+    return path
+
+
 def test_char_trigrams_over_a_wider_alphabet_meet_alike():
     """char_trigrams over an alphabet that holds more characters than the texts (the stage's: the
     words' and the space) gives other codes but the same counts and the same shared trigrams of
@@ -1076,6 +1129,20 @@ def test_text_file_reads_each_text_by_its_start(tmp_path):
         P.write_text_blocks(tmp_path / "v.txt", [["a\nb"]])
     empty_blocks, empty_starts = P.write_text_blocks(tmp_path / "w.txt", [])
     assert empty_blocks == [] and len(P.TextFile(tmp_path / "w.txt", empty_starts)) == 0
+    # write_text_file: the same text file and blocks, the starts in a bundle (written by block),
+    # read by the TextFile through windows of it: the same texts by index, by many and by block
+    assert P.write_text_file(tmp_path / "x.txt", [texts[:2], [], texts[2:]], tmp_path / "s.arrays", 4) == blocks
+    assert (tmp_path / "x.txt").read_bytes() == (tmp_path / "t.txt").read_bytes()
+    with open_bundle(tmp_path / "s.arrays") as z:
+        assert z["starts"].tolist() == [0, 5, 11, 12, 22]
+    tf = P.TextFile(tmp_path / "x.txt", tmp_path / "s.arrays")
+    assert len(tf) == 4 and [tf[i] for i in (3, 1, 2, 0)] == ["day night", "bœuf", "", "beef"]
+    assert tf.many(np.array([3, 1, 3, 0, 2])) == ["day night", "bœuf", "day night", "beef", ""]
+    assert tf.many(np.zeros(0, np.int64)) == []
+    assert [(a, b) for a, b in tf.blocks(3)] == [(0, texts[:3]), (3, texts[3:])]
+    tf.close()
+    with pytest.raises(ValueError, match="5 rows in its blocks, 4 declared"):
+        P.write_text_file(tmp_path / "y.txt", [texts], tmp_path / "s2.arrays", 3)
 
 
 def test_size_cuts_as_tasks_are_size_cuts_parts(tmp_path):
@@ -1144,9 +1211,163 @@ def test_survey_and_lists_tasks_by_hand(tmp_path):
     assert listed["train"][0].tolist() == [0, 1, 3] and listed["train"][1].tolist() == [True, False, True]
     assert listed["held"][0].tolist() == [5, 6] and listed["held"][1].tolist() == [False, True]
     # the phrase ids and pivots of the parts (ids_file per part, _ids_job), their scratch files gone
-    used, f_used = Engine(workers=1).run(P._ids_job(table, 6, tmp_path))[0]
-    assert used.tolist() == [0, 1, 2, 3, 4] and f_used.tolist() == [0]
+    assert Engine(workers=1).run(P._ids_job(table, 6, tmp_path, tmp_path / "ids.arrays"))[0] == 5
+    with open_bundle(tmp_path / "ids.arrays") as z:
+        assert z["used"].tolist() == [0, 1, 2, 3, 4] and z["f_used"].tolist() == [0]
+        assert z["slot"].tolist() == [0, 1, 2, 3, 4, -1] and z["slot"].dtype == np.int32
     assert not list(tmp_path.glob(".ids-*"))
+
+
+def _survey_fixture(tmp_path):
+    """Two pivot parts of nine pairs over phrases 0..4 (slots 0..4, texts beef, meat, day, boeuf,
+    flesh), synsets 0: (5, 7), 1: (7,), 2: none, 3: (5, 9), 4: (7,); held out: slots 3 and 4.
+    Rows (part 0: 0-6, part 1: 7-8):
+      0 (0, 1) share 7, 1 (0, 2), 2 (1, 0) HIDDEN, 3 (1, 4) share 7,
+      4 (3, 0) share 5, 5 (3, 4), 6 (4, 0) share 7 | 7 (4, 1) share 7, 8 (4, 3).
+    Candidates (both with synsets): every row but 1 (8). Relation sides: training (neither
+    held) rows 0, 2; test (both held) rows 5, 8, one in each part. Within-list queries (e1 of a
+    visible synonym pair, its side e1's): training 0 (row 0), 1 (row 3); held-out 3 (row 4)
+    and 4 (rows 6 and 7: in both parts)."""
+    from pivot.pipeline import wellformed
+
+    texts = ["beef", "meat", "day", "boeuf", "flesh"]
+    P.write_text_file(tmp_path / "t.txt", [texts], tmp_path / "starts.arrays", len(texts))
+    lex = P.Lexical.from_synsets([(5, 7), (7,), (), (5, 9), (7,)], np.array([0, 0, 0, 1, 1], bool),
+                                 np.arange(5, dtype=np.int32))
+    lex.save(tmp_path / "lex.arrays")
+    e1 = np.array([0, 0, 1, 1, 3, 3, 4, 4, 4], np.int32)
+    e2 = np.array([1, 2, 0, 4, 0, 4, 0, 1, 3], np.int32)
+    form = np.where(np.arange(9) == 2, wellformed.EDGE_PUNCT, 0).astype(np.uint8)
+    parts, labels = [], []
+    for j, (lo, hi) in enumerate(((0, 7), (7, 9))):
+        parts.append(tmp_path / f"part-{j}.arrays")
+        labels.append(tmp_path / f"form-{j}.arrays")
+        save_bundle(parts[-1], e1=e1[lo:hi], e2=e2[lo:hi], p=np.full((hi - lo, 1), 0.5),
+                    n_pivots=np.ones(hi - lo, np.int32), pivots=np.zeros((hi - lo, 3), np.int32))
+        save_bundle(labels[-1], form=form[lo:hi], rev=np.full(hi - lo, -1, np.int64))
+    return P.PairTable.read(parts), labels
+
+
+def test_survey_caps_the_held_out_samples_by_hash(tmp_path):
+    """The survey's held-out samples, capped by a seeded hash (_survey_fixture; seed 11). Pair
+    hashes: "boeuf\tflesh" (row 5) 0.7311, "flesh\tboeuf" (row 8) 0.2440; "beef\tmeat" (row 0)
+    0.8780, "meat\tbeef" (row 2) 0.9942; query texts "boeuf" (3) 0.0209, "flesh" (4) 0.8147.
+    Uncapped (limits above the counts): test rows 5, 8 and held queries 3, 4, every one (query
+    4 once, though both parts hold its list), held lists rows 4-8 (synonyms 4, 6, 7). Capped at
+    one: test row 8, training row 0, held query 3 (its rows 4, 5; row 4 a synonym); training
+    queries capped at one: query 0 (rows 0, 1). The training lists' rows: query 0's 2 (rows 0,
+    1), query 1's 1 (row 3; row 2 hidden): capped at 3 rows both lists, at 2 query 0's, at 1
+    none (a list is kept whole or not at all, the smallest slots first)."""
+    from pivot.hashes import unit_hash
+    from pivot.pipeline.engine import Engine
+
+    assert [round(unit_hash(t, 11), 4) for t in ("boeuf\tflesh", "flesh\tboeuf", "boeuf", "flesh")] == \
+        [0.7311, 0.244, 0.0209, 0.8147]
+    table, labels = _survey_fixture(tmp_path)
+    args = (table, labels, tmp_path / "lex.arrays", tmp_path / "t.txt", tmp_path / "starts.arrays", 11)
+    survey, listed = Engine(workers=1).run(P._survey_job(*args, 10, 10, 10))[0]
+    assert survey["n_candidates"] == 8 and survey["hidden"] == 1
+    assert survey["test_rows"].tolist() == [5, 8] and survey["train_rows"].tolist() == [0, 2]
+    assert listed["train"][0].tolist() == [0, 1, 3] and listed["train"][1].tolist() == [True, False, True]
+    assert listed["held"][0].tolist() == [4, 5, 6, 7, 8]
+    assert listed["held"][1].tolist() == [True, False, True, True, False]
+    for row_limit, want in ((3, [0, 1, 3]), (2, [0, 1]), (1, [])):
+        got = Engine(workers=1).run(P._survey_job(*args, 10, 10, 10, row_limit))[0][1]["train"]
+        assert got[0].tolist() == want and got[1].tolist() == [True, False, True][:len(want)]
+    survey, listed = Engine(workers=1).run(P._survey_job(*args, 1, 1, 1))[0]
+    assert survey["n_candidates"] == 8 and survey["hidden"] == 1
+    assert survey["test_rows"].tolist() == [8] and survey["train_rows"].tolist() == [0]
+    assert listed["train"][0].tolist() == [0, 1, 3]
+    assert listed["held"][0].tolist() == [4, 5] and listed["held"][1].tolist() == [True, False]
+    # the fold by hand, the parts' pieces in either order: the same selection
+    lows = table.bounds[:-1].tolist()
+    pieces = [P.survey_range(path, label, tmp_path / "lex.arrays", tmp_path / "t.txt", tmp_path / "starts.arrays",
+                             lo, 11, 1, 1, 1, 1) for path, label, lo in zip(table.part_paths, labels, lows)]
+    assert pieces[0]["queries"].tolist() == [0] and pieces[1]["queries"].tolist() == []
+    assert pieces[0]["query_rows"].tolist() == [2] and pieces[1]["query_rows"].tolist() == []
+    assert pieces[0]["held_queries"].tolist() == [3] and pieces[1]["held_queries"].tolist() == [4]
+    assert pieces[0]["test_rows"].tolist() == [5] and pieces[1]["test_rows"].tolist() == [8]
+    for order in (pieces, pieces[::-1]):
+        fold = P.SelectionFold(1, 1, 1, 1)
+        for piece in order:
+            fold.add(piece)
+        got, queries, held = fold.finish()
+        assert got["test_rows"].tolist() == [8] and got["train_rows"].tolist() == [0]
+        assert queries.tolist() == [0] and held.tolist() == [3] and got["n_candidates"] == 8
+
+
+def test_selection_fold_sums_a_list_over_its_parts():
+    """SelectionFold's training queries, by hand: piece A holds queries 2 and 5 (lists of 3 and 4
+    rows there), piece B 5 and 7 (1 and 6 rows). At most 2 queries: 2 and 5, with 3 and 4 + 1 =
+    5 rows, in either order of the pieces (7 is dropped, and 5's rows from B are kept); rows
+    capped at 8: both (3 + 5), at 7: query 2 alone, at 2: none."""
+    from pivot.pipeline import wellformed
+
+    def piece(queries, rows):
+        empty = (np.zeros(0), np.zeros(0, np.int64))
+        return {"counts": dict.fromkeys(wellformed.NAMES.values(), 0), "hidden": 0, "n_candidates": 0,
+                "queries": np.array(queries, np.int64), "query_rows": np.array(rows, np.int64),
+                **{k: v for names in (("train_h", "train_rows"), ("test_h", "test_rows"), ("held_h", "held_queries"))
+                   for k, v in zip(names, empty)}}
+
+    a, b = piece([2, 5], [3, 4]), piece([5, 7], [1, 6])
+    for row_limit, want in ((8, [2, 5]), (7, [2]), (2, [])):
+        for order in ((a, b), (b, a)):
+            fold = P.SelectionFold(10, 10, 2, 10, row_limit)
+            for p in order:
+                fold.add(p)
+            assert fold.queries.tolist() == [2, 5] and fold.query_rows.tolist() == [3, 5]
+            assert fold.finish()[1].tolist() == want
+
+
+def test_write_ids_by_windows(tmp_path):
+    """write_ids from two parts' ids files (English 1, 4, 5 and 0, 4; pivots 2 and 2, 7), n_e 7
+    and n_f 8, by windows of 3 ids (English 0-2, 3-5, 6; foreign 0-2, 3-5, 6-7) and of 100:
+    used 0, 1, 4, 5 (4 in both parts, once), slots 0, 1, -1, -1, 2, 3, -1 (int32), pivots 2, 7.
+    The pivots' languages by windows of 3 (_language_blocks, f_lang_of: id mod 3): -1 but at
+    2 (2) and 7 (1)."""
+    paths = [tmp_path / "a.arrays", tmp_path / "b.arrays"]
+    save_bundle(paths[0], e=np.array([1, 4, 5], np.int64), f=np.array([2], np.int64))
+    save_bundle(paths[1], e=np.array([0, 4], np.int64), f=np.array([2, 7], np.int64))
+    for window in (3, 100):
+        assert P.write_ids(tmp_path / f"ids-{window}.arrays", 7, 8, paths, window) == 4
+        with open_bundle(tmp_path / f"ids-{window}.arrays") as z:
+            assert z["used"].tolist() == [0, 1, 4, 5] and z["used"].dtype == np.int64
+            assert z["slot"].tolist() == [0, 1, -1, -1, 2, 3, -1] and z["slot"].dtype == np.int32
+            assert z["f_used"].tolist() == [2, 7]
+    asked = []
+
+    def f_lang_of(ids):
+        asked.append(ids.tolist())
+        return ids % 3
+
+    got = np.concatenate(list(P._language_blocks(tmp_path / "ids-3.arrays", 8, f_lang_of, window=3)))
+    assert got.tolist() == [-1, -1, 2, -1, -1, -1, -1, 1] and got.dtype == np.int16
+    assert asked == [[2], [7]]                  # the window 3-5 holds no pivot: nothing asked
+
+
+def test_write_lexical_by_blocks_is_lexical_save(tmp_path):
+    """write_lexical from two phrase-side block files (slots 0-1: synsets (9, 5), (); slots 2-4:
+    (9,), (2, 7, 8), (7, 7)) and the slots of an ids file is Lexical.save's file of the same
+    synsets member by member: syn_ptr 0, 2, 2, 3, 6, 8; share_synset's keys each block's
+    slot * 2^32 + synset, sorted and distinct (slot 0: 5 before 9; slot 4's 7 once)."""
+    synsets = [(9, 5), (), (9,), (2, 7, 8), (7, 7)]
+    held = np.array([0, 1, 0, 0, 1], bool)
+    slot = np.array([-1, 0, 1, 2, -1, 3, 4], np.int32)
+    paths = [tmp_path / "b0.arrays", tmp_path / "b1.arrays"]
+    for path, (a, b) in zip(paths, ((0, 2), (2, 5))):
+        count = np.array([len(x) for x in synsets[a:b]], np.int32)
+        save_bundle(path, syn_count=count, syn_ids=np.array([i for x in synsets[a:b] for i in x], np.int64),
+                    held=held[a:b])
+    save_bundle(tmp_path / "ids.arrays", slot=slot)
+    P.write_lexical(tmp_path / "lex.arrays", paths, tmp_path / "ids.arrays")
+    P.Lexical.from_synsets(synsets, held, slot).save(tmp_path / "want.arrays")
+    with open_bundle(tmp_path / "lex.arrays") as got, open_bundle(tmp_path / "want.arrays") as want:
+        assert got.files == want.files == ["syn_ptr", "syn_ids", "held", "slot", "keys"]
+        for k in want.files:
+            assert got[k].dtype == want[k].dtype and got[k].tolist() == want[k].tolist(), k
+        assert got["syn_ptr"].tolist() == [0, 2, 2, 3, 6, 8]
+        assert got["keys"].tolist() == [5, 9, 2 << 32 | 9, 3 << 32 | 2, 3 << 32 | 7, 3 << 32 | 8, 4 << 32 | 7]
 
 
 def test_phrase_rows_by_block(tmp_path):
@@ -1185,12 +1406,15 @@ def test_lexical_file_synsets_of(tmp_path):
     lex = P.Lexical.from_synsets([(5, 9), (), (9,), (2, 7, 8)], [False, True, False, False],
                                  np.array([-1, 0, 1, 2, 3], np.int32))
     lex.save(tmp_path / "lex.arrays")
-    got = P.LexicalFile(tmp_path / "lex.arrays", lex.slot).synsets_of(np.array([3, 1, 0, 3]))
+    got = P.LexicalFile(tmp_path / "lex.arrays").synsets_of(np.array([3, 1, 0, 3]))
     assert got == {0: (5, 9), 1: (), 3: (2, 7, 8)}
     assert got == lex.synsets_of([3, 1, 0, 3])
-    assert P.LexicalFile(tmp_path / "lex.arrays", lex.slot).synsets_of(np.zeros(0, np.int64)) == {}
-    s1, s2 = P.LexicalFile(tmp_path / "lex.arrays", lex.slot).slots(np.array([4, 1]), np.array([0, 2]))
-    assert s1.tolist() == [3, 0] and s2.tolist() == [-1, 1]
+    assert P.LexicalFile(tmp_path / "lex.arrays").synsets_of(np.zeros(0, np.int64)) == {}
+    # the slots of ids 4, 1 and 0, 2 (1 twice) from the file's slot array (-1, 0, 1, 2, 3)
+    s1, s2 = P.LexicalFile(tmp_path / "lex.arrays").slots(np.array([4, 1]), np.array([0, 1]))
+    assert s1.tolist() == [3, 0] and s2.tolist() == [-1, 0]
+    s1, s2 = P.LexicalFile(tmp_path / "lex.arrays").slots(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert s1.tolist() == [] and s2.tolist() == []
 
 
 def test_phrase_file_rows_and_pivots_without_lookup(tmp_path):
@@ -1262,7 +1486,23 @@ def test_rows_features_from_the_file_are_the_whole_arrays(tmp_path):
     want = P._rows_features(table, whole, labels, rows)
     got = P._rows_features(table, f, labels, rows)
     assert got.tobytes() == want.tobytes()
+    # label files without the reverses' rows: the reverses found by PairTable.find, the same bytes
+    bare = []
+    for j, path in enumerate(labels):
+        with open_bundle(path) as z:
+            bare.append(tmp_path / f"bare-{j}.arrays")
+            save_bundle(bare[-1], form=z["form"])
+    assert P._rows_features(table, f, bare, rows).tobytes() == want.tobytes()
+    assert P._holds(labels[0], "rev") and not P._holds(bare[0], "rev")
     col = P.pair_feature_names(["general"]).index("n_pivot_languages")
     assert got[:, col].tolist() == [1.0, 2.0, 0.0, 0.0, 0.0]
     by_blocks = P._rows_map(lambda x: x, table, f, labels, rows, block=2, empty=np.zeros((0, want.shape[1])))
     assert by_blocks.tobytes() == want.tobytes()
+    # _rows_columns: columns n_pivot_languages, logp[general] and 0 of the rows by blocks of 2
+    # into one array, the whole matrix's columns (n_pivot_languages 1, 2, 0, 0, 0 as above)
+    cols = [col, P.pair_feature_names(["general"]).index("logp[general]"), 0]
+    got = P._rows_columns(table, f, labels, rows, cols, block=2)
+    assert got.shape == (5, 3) and got.flags.f_contiguous == want[:, cols].flags.f_contiguous == True
+    assert got.tobytes(order="A") == want[:, cols].tobytes(order="A")
+    assert got[:, 0].tolist() == [1.0, 2.0, 0.0, 0.0, 0.0]
+    assert P._rows_columns(table, f, labels, np.zeros(0, np.int64), cols).shape == (0, 3)

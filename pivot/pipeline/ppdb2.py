@@ -91,7 +91,8 @@ fold's fit). Chosen: the best rho among the settings whose held-back hits are wi
 binomial standard error of the best hits (the lists decide first, since they are what a lookup
 shows and they are thousands; the ratings decide among what the lists cannot tell apart). The
 fit is then reported on the dev ratings (rho, against General's p(e2|e1)) and on the lists of the
-held-out synsets (synonyms in the top WITHIN_K, against p(e2|e1)'s order).
+held-out synsets (synonyms in the top WITHIN_K, against p(e2|e1)'s order; at most
+MAX_HELD_QUERIES lists, those of the smallest hash(seed, query text)).
 
 **Relations**: a multinomial logistic regression (softmax, L2 penalty lambda on the
 standardised non-constant features, class weights w_c proportional to n_c^-beta, L-BFGS) over
@@ -99,7 +100,8 @@ the same features, trained on the pairs the database stores whose two phrases ar
 WordNet's links (pivot.pipeline.wordnet). Held-out evaluation by synset: a phrase's key is its
 smallest synset id; a key is held out when hash(seed, key) < ``relation_test_fraction``; the
 test pairs have both keys held out, the training pairs neither (the rest is not used), so no
-test synset is seen in training. lambda and beta are chosen by macro-F1 on a validation part of
+test synset is seen in training; at most ``max_relation_pairs`` training pairs and
+MAX_RELATION_TEST_PAIRS test pairs, those of the smallest hash(seed, "e1\te2") of each side. lambda and beta are chosen by macro-F1 on a validation part of
 train (the same rule with seed + 1). beta = 1 is full class balance: with Independent 60-70% of the
 pairs and four classes near 5% each, it predicts the small classes for most Independent pairs
 (on the bio build: Independent recall 0.38, and a string-only classifier that calls 60% of the
@@ -120,20 +122,36 @@ fit per range of rows (:func:`apply_range`). Every number is a function of the i
 same bytes for any number of workers (each fit is the same arithmetic in whichever process runs
 it, and the applied sums run in a fixed order, one feature after another).
 
-Memory: this process holds a few arrays with an entry per stored phrase (its slot by id, the
-ids, the texts' starts: ~22 bytes a stored phrase on bio-multi) and the rows the fits select
-(rated, within-list, relation training and test rows; the held-out rows' features made a block
-at a time, _rows_map), never one entry per stored pair: the phrases' token rows come a block of
-ids at a time (write_phrase_rows), their synsets are read for the selected slots
-(LexicalFile), their rows and pivots' languages for the selected pairs (_rows_features), and
-the tasks read their part's phrases alone (gathered_forms, part_lexical, PhraseFile.rows_of);
-every pass over the pairs reads one pivot part at a time (:class:`PairTable`), the labels stay in
-their per-part files, and the size cuts are selected exactly over the parts' scores
-(:func:`size_cuts_parts`). The per-phrase feature arrays (:class:`Phrases`: trigram codes,
-vectors, tokens) go to a file as soon as they are made; the fits read their pairs' phrases'
-rows from it (:class:`PhraseFile`), and an apply task each block's phrases' rows, through maps
-of a bounded window of the file (PhraseFile.gather): mapped whole, each worker's resident set
-held most of the file's pages (a block's e2 are anywhere; 1.1 GB on bio-multi).
+Memory: this process holds no array with an entry per stored phrase, phrase id or stored pair.
+The stored phrases' ids, each phrase id's slot and the pivots' ids are written to a file by
+windows of ids (write_ids), the pivots' languages, the trigram pointers and the WordNet side
+by blocks of phrases (_phrase_side_job, write_lexical), the texts' starts as the texts are
+written (write_text_file); the fits read the slots, synsets and texts of the rows they select
+from those files (LexicalFile, TextFile.many), the phrases' rows and pivots' languages too
+(_rows_features). What it holds beyond a block or a window is the rows the fits select, each
+capped whatever the corpus: the rated rows (the ratings file's), the relation training rows
+(max_relation_pairs) and test rows (MAX_RELATION_TEST_PAIRS), the training lists
+(MAX_WITHIN_QUERIES lists, MAX_WITHIN_ROWS rows, their features made by blocks into one
+array: _rows_columns) and the held-out lists (MAX_HELD_QUERIES, without features); the
+survey's selections are folded in as each part's comes (SelectionFold), and the reports score
+their rows by blocks of REPORT_ROWS (_rows_map). Left growing: a few numbers per pivot part
+(PairTable's bounds, the tasks' small results) and the words' arrays (the vocabulary's). The
+peak is the score's fit (the training lists' features and their held-back copy, WordNet's
+profiles of the relations' selected phrases beside them), measured by role
+(bench/measure_roles.py, the stage rerun beside lhs and combine, --workers 2): bio 0.517 ->
+0.456 GiB RSS, bio-multi 0.633 -> 0.536 (from bio's 448k stored phrases to bio-multi's 2.37M,
+65 -> 45 bytes a stored phrase; what is left of that slope is the training lists filling
+towards their cap, 87,647 -> 137,243 of MAX_WITHIN_ROWS' 150,000 rows, ~0.02 GiB more at the
+cap). Never one entry per stored pair: the phrases' token rows come a block of ids
+at a time (write_phrase_rows), and the tasks read their part's phrases alone (gathered_forms,
+part_lexical, PhraseFile.rows_of); every pass over the pairs reads one pivot part at a time
+(:class:`PairTable`), the labels stay in their per-part files, and the size cuts are selected
+exactly over the parts' scores (:func:`size_cuts_parts`). The per-phrase feature arrays
+(:class:`Phrases`: trigram codes, vectors, tokens) go to a file as soon as they are made; the
+fits read their pairs' phrases' rows from it (:class:`PhraseFile`), and an apply task each
+block's phrases' rows, through maps of a bounded window of the file (PhraseFile.gather):
+mapped whole, each worker's resident set held most of the file's pages (a block's e2 are
+anywhere; 1.1 GB on bio-multi).
 A forms task reads its block of texts, an apply task a block of its part at a time, and every
 task gives its freed heap back when it ends. On bio-multi (2.37M phrases, 32.4M
 pairs; the stage rerun beside lhs and combine, --workers 2) the peak summed over the processes
@@ -206,11 +224,28 @@ APPLY_ROWS = 1 << 16
 
 #: The within-list term of the score (module docstring, **Score**): WordNet synonyms in the
 #: top WITHIN_K of a WordNet phrase's candidate list; at most MAX_WITHIN_QUERIES training-side
-#: lists (the smallest slots), WITHIN_VALIDATION of them (by a hash of the query) held back to
+#: lists (the smallest slots; MAX_WITHIN_ROWS rows), WITHIN_VALIDATION of them (by a hash of the query) held back to
 #: choose the penalties; a synonym should score WITHIN_MARGIN (one rating point) above another
 #: candidate of its list; SCORE_GAMMAS: the weight of that term per rated row (0: ratings only).
 WITHIN_K = 10
 MAX_WITHIN_QUERIES = 4000
+#: The held-out evaluations' samples (the survey's: survey_range, SelectionFold), so that what
+#: the fits' reports hold is bounded whatever the corpus: at most MAX_HELD_QUERIES held-out
+#: within lists (of the held-out side's queries, those of the smallest hash of the query's
+#: text) and MAX_RELATION_TEST_PAIRS relation test pairs (the smallest hash of the pair's
+#: texts, as the training pairs' max_relation_pairs). Set above what bio-multi has (4,439
+#: held-out lists, 35,883 test pairs; bio 2,266 and 14,465), so that both report on every one
+#: of theirs, as before the caps. A list holds at most the stored models / min_p_e2_given_e1
+#: rows (the pivot stage's recall floor; bio-multi's average 34). Changing either changes
+#: what a larger build writes: bump the stage's version (STAGE).
+MAX_HELD_QUERIES = 8_000
+MAX_RELATION_TEST_PAIRS = 50_000
+#: The training lists' rows: at most MAX_WITHIN_ROWS (their score features, ~0.8 kB a row, are
+#: held through the score's fit and its copies), the lists of the smallest query slots whose
+#: rows fit, MAX_WITHIN_QUERIES at most. Lists grow with the corpus (bio 87,647 rows in its
+#: 4,000 lists, bio-multi 137,243): set above bio-multi's, so that both keep every one of
+#: their 4,000 lists, as before the cap.
+MAX_WITHIN_ROWS = 150_000
 WITHIN_VALIDATION = 0.3
 WITHIN_MARGIN = 1.0
 SCORE_GAMMAS = (0.0, 1.0, 3.0, 10.0, 30.0)
@@ -1008,6 +1043,7 @@ def fit_score(names, x, y, keys, anchor: set[str], *, within: WithinLists | None
     if within is not None:
         fit_part, held = within.part(~within.validation), within.part(within.validation)
         moments_fit = fit_part.pair_moments()
+        del fit_part                # (its rows' copy, not needed by the grid's fits)
         moments_all = within.pair_moments()
         baseline = held.hits(held.p_general)
     cv, hits = {}, {}
@@ -1484,24 +1520,63 @@ def ids_file(part_path, out_path) -> int:
     return int(f[-1]) + 1 if len(f) else 0
 
 
-def _ids_job(table: PairTable, n_e: int, tmp):
-    """A job of Engine.run: (used, f_used), PairTable.used_phrases(n_e) and pivot_ids() from a
-    task per pivot part (ids_file, in a scratch file of ``tmp`` each), their presence marked
-    here one part's file at a time. (Returned by the tasks, every part's distinct ids came
-    back at once and stayed until the stage's next batch, as a job's sent value does: 221 MiB
-    on bio-multi's 44 parts, ~120 bytes a stored phrase; read from the files, this process
-    holds one part's ids beside the marks, a byte per phrase id and per foreign id.)"""
+#: Ids whose presence marks the ids step makes at a time (present_windows): its memory is a
+#: window's marks and ids (1 + 8 bytes an id of the window), not an entry per phrase id.
+IDS_WINDOW = 1 << 20
+
+
+def present_windows(n: int, paths, name: str, window: int = IDS_WINDOW):
+    """(a, the ids of a..a + window - 1 that member ``name`` of some bundle of ``paths`` holds,
+    ascending) for a = 0, window, ... below n: _present(n, those members) cut into windows,
+    each member an ascending array of distinct ids of which a window's slice is read through a
+    map that goes with the read (never every id's mark at once)."""
+    for a in range(0, n, window):
+        b = min(a + window, n)
+        seen = np.zeros(b - a, dtype=bool)
+        for path in paths:
+            with open_bundle(path) as z:
+                m = z.memmap(name)
+                lo, hi = np.searchsorted(m, [a, b]) if len(m) else (0, 0)
+                seen[np.asarray(m[lo:hi], np.int64) - a] = True
+                del m
+        yield a, a + np.flatnonzero(seen)
+
+
+def write_ids(out_path, n_e: int, n_f: int, paths, window: int = IDS_WINDOW) -> int:
+    """The stored phrases' ids from the parts' ids files ``paths`` (ids_file's ``e`` and ``f``)
+    to ``out_path``: ``used`` (the English ids some pair holds, ascending, int64), ``slot``
+    (n_e int32: slot[used[k]] = k, -1 for every other id) and ``f_used`` (the pivots' foreign
+    ids, ascending, int64), a window of ids at a time (present_windows: a count pass, then the
+    blocks of each member as save_bundle writes them). Returns the number of stored phrases."""
+    counts = [len(ids) for _, ids in present_windows(n_e, paths, "e", window)]
+    before = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).tolist()
+    n_f_used = sum(len(ids) for _, ids in present_windows(n_f, paths, "f", window))
+
+    def slots():
+        for k, (a, ids) in enumerate(present_windows(n_e, paths, "e", window)):
+            block = np.full(min(a + window, n_e) - a, -1, np.int32)
+            block[ids - a] = before[k] + np.arange(len(ids))
+            yield block
+    save_bundle(out_path, used=Blocks(np.int64, (before[-1],), (ids for _, ids in present_windows(n_e, paths, "e", window))),
+                slot=Blocks(np.int32, (n_e,), slots()),
+                f_used=Blocks(np.int64, (n_f_used,), (ids for _, ids in present_windows(n_f, paths, "f", window))))
+    return before[-1]
+
+
+def _ids_job(table: PairTable, n_e: int, tmp, out_path):
+    """A job of Engine.run: the stored phrases' and pivots' ids (PairTable.used_phrases(n_e) and
+    pivot_ids()) from a task per pivot part (ids_file, in a scratch file of ``tmp`` each),
+    written to ``out_path`` by windows of ids (write_ids); returns the number of stored phrases.
+    (Returned by the tasks, every part's distinct ids came back at once and stayed until the
+    stage's next batch, as a job's sent value does: 221 MiB on bio-multi's 44 parts, ~120
+    bytes a stored phrase; then a presence mark per phrase id and per foreign id, and the
+    used ids, slots and pivots held through the stage: 20 bytes a stored phrase and more.)"""
     from pivot.pipeline.engine import Batch
 
     paths = [Path(tmp) / f".ids-{j:04d}.arrays" for j in range(len(table.part_paths))]
     n_f = max((yield Batch(ids_file, list(zip(table.part_paths, paths)), name="ppdb2-ids")), default=0)
-
-    def member(name):
-        for path in paths:
-            with open_bundle(path) as z:
-                yield z[name]
     try:
-        return _present(n_e, member("e")), _present(n_f, member("f"))
+        return write_ids(out_path, n_e, n_f, paths)
     finally:
         for path in paths:
             path.unlink(missing_ok=True)
@@ -1565,32 +1640,32 @@ def _build_job(tmp: Path, *, part_paths, n_e, e_phrases, e_tokens, f_lang_of, mo
 
     t0 = time.perf_counter()
     table = PairTable.read(part_paths)
-    # the stored phrases (and pivots) from a task per pivot part, not a pass over every pair here
-    used, f_used = yield from _ids_job(table, n_e, tmp)
-    # int32: the pairs' slots (e1's, e2's) are this array indexed by a part's e1 and e2
-    slot = np.full(n_e, -1, np.int32)
-    slot[used] = np.arange(len(used))
+    # the stored phrases (and pivots) from a task per pivot part, not a pass over every pair
+    # here, to ids_path: their ids (used), each phrase id's slot (int32: the pairs' slots are
+    # this array at a part's e1 and e2) and the pivots' ids, each read by blocks or windows
+    ids_path = tmp / ".ids.arrays"
+    n_used = yield from _ids_job(table, n_e, tmp, ids_path)
     # The phrases' forms (a task per block of phrases) and then the pairs' labels (and each
     # pair's reverse row, per pivot part) on the workers, beside what the fits need of the
     # phrases (their trigrams and WordNet synsets, a task per block of phrases). Each of these
     # tasks reads WordNet (0.7 CPU s). The forms' tasks read their blocks' token rows (the
     # encode stage's English ids) from tokens_path, which the vector task reads too.
-    texts_path, slot_path, tokens_path = tmp / ".texts.txt", tmp / ".slot.arrays", tmp / ".tokens.arrays"
+    texts_path, starts_path, tokens_path = tmp / ".texts.txt", tmp / ".texts-starts.arrays", tmp / ".tokens.arrays"
     # the Phrases' arrays, the vectors in a file of their own (written before the codes are made)
     phrases_paths = (tmp / ".phrases.arrays", tmp / ".vectors.arrays")
     # The stored phrases' token rows and counts (what the features need of the translation
     # stage's phrases) to tokens_path, PHRASE_BLOCK phrases read at a time; then their texts
-    # straight to their file, a block of rows at a time (never a list of every text here). The
-    # rows of a phrase are its own: the same bytes as the rows of every id indexed by ``used``.
-    write_phrase_rows(tokens_path, e_phrases, used)
-    blocks, starts = write_text_blocks(texts_path, (phrase_text_list(rows, e_tokens, np.arange(len(rows)))
-                                                    for rows in member_blocks(tokens_path, "tokens")))
-    texts = TextFile(texts_path, starts)
-    save_bundle(slot_path, slot=slot)
+    # straight to their file, a block of rows at a time (never a list of every text here), and
+    # their starts to theirs. The rows of a phrase are its own: the same bytes as the rows of
+    # every id indexed by ``used``.
+    write_phrase_rows(tokens_path, e_phrases, ids_path)
+    blocks = write_text_file(texts_path, (phrase_text_list(rows, e_tokens, np.arange(len(rows)))
+                                          for rows in member_blocks(tokens_path, "tokens")), starts_path, n_used)
+    texts = TextFile(texts_path, starts_path)
     # the labels stay in their per-part files until the stage ends: the fits read the rows they
     # select, each apply task its own part's
     labels = [tmp / f".form-{j:04d}.arrays" for j in range(len(part_paths))]
-    labelled = _label_job(texts_path, blocks, tokens_path, slot_path, labels, part_paths,
+    labelled = _label_job(texts_path, blocks, tokens_path, ids_path, labels, part_paths,
                           str(data_root) if params["wordnet"] else None)
     if params["learn"]:
         # the word vectors as tasks too (_vectors_job), beside the forms tasks and the phrase
@@ -1599,44 +1674,40 @@ def _build_job(tmp: Path, *, part_paths, n_e, e_phrases, e_tokens, f_lang_of, mo
         if shard_paths:
             jobs.append(_vectors_job(shard_paths, len(e_tokens), tokens_path, phrases_paths[1]))
         alphabet = words_alphabet_of(member_blocks(tokens_path, "tokens"), e_tokens)
-        done = yield Together(*jobs, _phrase_side_job(f_used, texts_path, blocks, alphabet, slot, tokens_path,
+        done = yield Together(*jobs, _phrase_side_job(ids_path, texts_path, blocks, alphabet, tokens_path,
                                                       f_lang_of, data_root, params, phrases_paths,
                                                       bool(shard_paths)))
-        lex = done[-1]
+        lex_path = done[-1]
         del done
         # the fits read their rows' phrases and pivots' languages alone (_rows_features)
         ph = PhraseFile(*phrases_paths, lookup=False)
     else:
         yield Together(labelled)
-    del f_used
-    for path in (slot_path, tokens_path):
-        path.unlink()
+    tokens_path.unlink()
     if params["learn"]:
         # one pass over the parts as tasks: the forms' counts and what the fits select (the
-        # within lists' and the relations' rows), reduced here (_survey_job)
-        lex_path, starts_path = tmp / ".lexical.arrays", tmp / ".texts-starts.arrays"
-        lex.save(lex_path)
-        # the fits read the synsets of the slots they select from the file (LexicalFile): every
-        # phrase's synsets, split and keys were ~30 bytes a stored phrase held through the fits
-        lex = LexicalFile(lex_path, slot)
-        save_bundle(starts_path, starts=texts.starts)
+        # within lists' and the relations' rows), folded here as each part's comes (_survey_job)
+        # the fits read the slots and synsets of the phrases they select from the file
+        # (LexicalFile): every phrase's synsets, split and keys were ~30 bytes a stored phrase
+        # held through the fits, its slot by id 4 bytes a phrase id
+        lex = LexicalFile(lex_path)
         survey, listed = yield from _survey_job(table, labels, lex_path, texts_path, starts_path, params["seed"],
                                                 params["max_relation_pairs"])
-        starts_path.unlink()
         counts, hidden = survey["counts"], survey["hidden"]
     else:
         # the forms' counts, a task per label file
         done = yield Batch(form_counts_file, [(path,) for path in labels], name="ppdb2-counts")
         counts = {name: sum(c[name] for c, _ in done) for name in wellformed.NAMES.values()}
         hidden = sum(h for _, h in done)
-    log.info("ppdb2: %d pairs of %d phrases labelled in %.1f s", table.n_pairs, len(used), time.perf_counter() - t0)
+    log.info("ppdb2: %d pairs of %d phrases labelled in %.1f s", table.n_pairs, n_used, time.perf_counter() - t0)
     meta = {"forms": {"lemmatizer": ("WordNet 3.0 (NLTK's morphy on the data files, pivot.pipeline.wordnet)"
                                      if params["wordnet"] else "none ([ppdb2] wordnet = false): INFLECTION is never set"),
                       "counts": counts, "hidden": hidden, "n_pairs": table.n_pairs}}
     parts = [tmp / f"x-{j:04d}.arrays" for j in range(len(part_paths))]
     if not params["learn"]:
         texts.close()
-        texts_path.unlink()
+        for path in (texts_path, starts_path, ids_path):
+            path.unlink()
         for label, path in zip(labels, parts):
             with open_bundle(label) as z:
                 save_bundle(path, form=z["form"])
@@ -1654,7 +1725,7 @@ def _build_job(tmp: Path, *, part_paths, n_e, e_phrases, e_tokens, f_lang_of, mo
     # meanwhile, is the stage's peak (with WordNet's 0.12 GB held, 0.1 GB more on bio).
     relations_job = _relations_job(table, ph, labels, names, texts, lex, survey, params, data_root, tmp)
     (relations, fit["relations"]), (score, fit["score"]) = yield Together(
-        relations_job, _here(_score_side, table, ph, labels, lex, models, texts, used, listed, params, data_root))
+        relations_job, _here(_score_side, table, ph, labels, lex, models, texts, ids_path, listed, params, data_root))
     del survey, listed
     del relations_job
     log.info("ppdb2: fitted in %.1f s (dev Spearman %.3f; relations macro-F1 %.3f)", time.perf_counter() - t0,
@@ -1673,9 +1744,9 @@ def _build_job(tmp: Path, *, part_paths, n_e, e_phrases, e_tokens, f_lang_of, mo
     # The apply tasks read all they need from these files: what the labels and fits held here
     # (the list and lexicon features) goes before the tasks run beside it.
     texts.close()
-    texts_path.unlink()
-    del lex, ph, texts, slot, used
-    lex_path.unlink()
+    del lex, ph, texts
+    for path in (texts_path, starts_path, ids_path, lex_path):
+        path.unlink()
     release_heap()          # the fits' freed heap, before the apply tasks run beside this process
     done = yield Batch(apply_range, [(part_paths, j, phrases_paths, labels[j], fit_path, parts[j], terms_path)
                                      for j in range(len(part_paths))], name="ppdb2")
@@ -1740,13 +1811,25 @@ def words_alphabet_of(blocks, e_tokens: list[str]) -> np.ndarray:
 
 def write_phrase_rows(path, e_phrases, ids, block: int = PHRASE_BLOCK) -> None:
     """``tokens`` (int32 token rows) and ``counts`` (float64 bitext counts) of the phrase ids
-    ``ids`` (ascending) to ``path``, e_phrases(ids[a:a + block]) asked for a block at a time and
-    written as it comes (bundle.Blocks): this process holds one block's rows, not every id's."""
-    ids = np.asarray(ids, np.int64)
-    width = e_phrases(ids[:0])[0].shape[1]
-    cuts = range(0, len(ids), block)
-    save_bundle(path, tokens=Blocks(np.int32, (len(ids), width), (e_phrases(ids[a:a + block])[0] for a in cuts)),
-                counts=Blocks(np.float64, (len(ids),), (e_phrases(ids[a:a + block])[1] for a in cuts)))
+    ``ids`` (ascending; an array, or the path of write_ids' file: its ``used``, read a block at
+    a time) to ``path``, e_phrases(ids[a:a + block]) asked for a block at a time and written
+    as it comes (bundle.Blocks): this process holds one block's rows, not every id's."""
+    if isinstance(ids, (str, Path)):
+        with open_bundle(ids) as z:
+            n = z.shape("used")[0]
+        path_of_ids = ids
+
+        def pieces():
+            return (np.asarray(x, np.int64) for x in member_blocks(path_of_ids, "used", block))
+    else:
+        ids = np.asarray(ids, np.int64)
+        n = len(ids)
+
+        def pieces():
+            return (ids[a:a + block] for a in range(0, n, block))
+    width = e_phrases(np.zeros(0, np.int64))[0].shape[1]
+    save_bundle(path, tokens=Blocks(np.int32, (n, width), (e_phrases(x)[0] for x in pieces())),
+                counts=Blocks(np.float64, (n,), (e_phrases(x)[1] for x in pieces())))
 
 
 def member_blocks(path, name: str, block: int = PHRASE_BLOCK):
@@ -1767,15 +1850,20 @@ def phrase_side(table, texts, slot, tokens, e_tokens, counts, f_lang_of, data_ro
 
     texts_path = Path(phrases_paths[0]).parent / ".texts.txt"
     tokens_path = Path(phrases_paths[0]).parent / ".tokens.arrays"
+    ids_path = Path(phrases_paths[0]).parent / ".ids.arrays"
     blocks = _write_texts(texts_path, texts)
     save_bundle(tokens_path, tokens=np.asarray(tokens, np.int32), counts=np.asarray(counts, np.float64))
+    save_bundle(ids_path, slot=np.asarray(slot, np.int32), f_used=table.pivot_ids())
     try:
-        return Engine(workers=1).run(_phrase_side_job(table.pivot_ids(), texts_path, blocks, words_alphabet(tokens, e_tokens),
-                                                      slot, tokens_path, f_lang_of, data_root, params,
-                                                      phrases_paths, with_vectors))[0]
+        lex_path = Engine(workers=1).run(_phrase_side_job(ids_path, texts_path, blocks,
+                                                          words_alphabet(tokens, e_tokens), tokens_path, f_lang_of,
+                                                          data_root, params, phrases_paths, with_vectors))[0]
+        lex = Lexical.load(lex_path)
+        lex_path.unlink()
+        return lex
     finally:
-        texts_path.unlink()
-        tokens_path.unlink()
+        for path in (texts_path, tokens_path, ids_path):
+            path.unlink()
 
 
 def _write_texts(path: Path, texts: list[str], block: int = PHRASE_BLOCK) -> list[tuple[int, int, int, int]]:
@@ -1790,7 +1878,25 @@ def write_text_blocks(path: Path, pieces) -> tuple[list[tuple[int, int, int, int
     to ``path`` as "\n".join of them all; return each block's (first text, texts, byte offset,
     bytes) and every text's start (n + 1 int64, the last one the file's size + 1: text i is
     the bytes starts[i]:starts[i + 1] - 1), the newlines found in each block's bytes."""
-    out, starts, at, first = [], [np.zeros(1, np.int64)], 0, 0
+    blocks = []
+    starts = np.concatenate(list(_text_starts(path, pieces, blocks)))
+    return blocks, starts
+
+
+def write_text_file(path: Path, pieces, starts_path: Path, n: int) -> list[tuple[int, int, int, int]]:
+    """write_text_blocks with the ``n`` texts' starts written to ``starts_path`` (member
+    ``starts``, n + 1 int64) a block at a time as the texts are (never every text's start in
+    this process); returns the blocks."""
+    blocks = []
+    save_bundle(starts_path, starts=Blocks(np.int64, (n + 1,), _text_starts(path, pieces, blocks)))
+    return blocks
+
+
+def _text_starts(path: Path, pieces, blocks: list):
+    """write_text_blocks' work, a generator: writes the texts, appends each block to ``blocks``
+    and yields the starts a block at a time (the first text's 0, then each block's ends + 1)."""
+    at, first = 0, 0
+    yield np.zeros(1, np.int64)
     with open(path, "wb") as fh:
         for piece in pieces:
             if not len(piece):
@@ -1798,38 +1904,67 @@ def write_text_blocks(path: Path, pieces) -> tuple[list[tuple[int, int, int, int
             data = "\n".join(piece).encode("utf-8")
             skip = 1 if first else 0
             fh.write(b"\n" * skip + data)
-            out.append((first, len(piece), at + skip, len(data)))
+            blocks.append((first, len(piece), at + skip, len(data)))
             newlines = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
-            starts.append(at + skip + np.append(newlines, len(data)) + 1)
             if len(newlines) != len(piece) - 1:
-                raise ValueError(f"{path}: a text of block {len(out) - 1} holds a newline")
+                raise ValueError(f"{path}: a text of block {len(blocks) - 1} holds a newline")
+            yield at + skip + np.append(newlines, len(data)) + 1
             at += skip + len(data)
             first += len(piece)
-    return out, np.concatenate(starts)
 
 
 class TextFile:
-    """The stored phrases' texts, read one at a time from a file write_text_blocks wrote (by
-    slot: the file's order), through the texts' starts and positioned reads of the file: the
-    build's process reads the few texts it hashes (the fits' splits) without holding every text
-    (bio-multi's 2.37M as Python strings were ~0.25 GB; hundreds of millions at PPDB scale).
-    Read, not mapped: a map open through the fits kept every page that the rated texts' scan
-    (blocks) and the hashed texts touched in the process's resident set, the whole file's."""
+    """The stored phrases' texts, read from a file write_text_blocks wrote (by slot: the file's
+    order), through the texts' starts and positioned reads of the file: the build's process
+    reads the few texts it hashes (the fits' splits) without holding every text (bio-multi's
+    2.37M as Python strings were ~0.25 GB; hundreds of millions at PPDB scale). Read, not
+    mapped: a map open through the fits kept every page that the rated texts' scan (blocks)
+    and the hashed texts touched in the process's resident set, the whole file's.
 
-    def __init__(self, path, starts: np.ndarray):
-        self.path, self.starts = Path(path), starts
+    ``starts``: the starts as an array (a task's map of them), or the path of the bundle
+    write_text_file wrote them to: then the starts a read needs are read with it, through
+    bounded windows of that file (the build's process: no start per stored phrase held)."""
+
+    def __init__(self, path, starts):
+        self.path = Path(path)
+        if isinstance(starts, (str, Path)):
+            self.starts, self.starts_path = None, Path(starts)
+            with open_bundle(self.starts_path) as z:
+                self._n = z.shape("starts")[0] - 1
+        else:
+            self.starts, self.starts_path, self._n = starts, None, len(starts) - 1
         self._fd = os.open(self.path, os.O_RDONLY)
 
     def __len__(self) -> int:
-        return len(self.starts) - 1
+        return self._n
+
+    def _starts_at(self, idx) -> np.ndarray:
+        """starts[idx] (idx ascending), from the array or through windows of its file."""
+        idx = np.asarray(idx, np.int64)
+        if self.starts_path is None:
+            return np.asarray(self.starts[idx], np.int64)
+        with open_bundle(self.starts_path) as z:
+            return z.rows("starts", idx)
+
+    def _pread(self, lo: int, hi: int) -> str:
+        return os.pread(self._fd, hi - lo, lo).decode("utf-8") if hi > lo else ""
 
     def _read(self, a: int, b: int) -> str:
         """Texts a..b-1 joined by newlines (bytes starts[a]:starts[b] - 1)."""
-        lo, hi = int(self.starts[a]), int(self.starts[b]) - 1
-        return os.pread(self._fd, hi - lo, lo).decode("utf-8") if hi > lo else ""
+        lo, hi = self._starts_at([a, b]).tolist()
+        return self._pread(lo, hi - 1)
 
     def __getitem__(self, i: int) -> str:
         return self._read(i, i + 1)
+
+    def many(self, slots) -> list[str]:
+        """The texts of ``slots`` (any order, repeats allowed), in that order: the starts of their
+        distinct slots read in one ascending pass (s, s + 1 of each), then a read per text."""
+        slots = np.asarray(slots, np.int64)
+        distinct, k = np.unique(slots, return_inverse=True)
+        bounds = self._starts_at(np.stack([distinct, distinct + 1], axis=1).ravel()).tolist()
+        texts = [self._pread(lo, hi - 1) for lo, hi in zip(bounds[0::2], bounds[1::2])]
+        return [texts[i] for i in k.tolist()]
 
     def blocks(self, size: int = PHRASE_BLOCK):
         """(first slot, texts) of each ``size`` texts in turn."""
@@ -1883,14 +2018,17 @@ def phrase_side_task(texts_path, block: tuple, alphabet: np.ndarray, data_root, 
     return {"reused": False, "n_phrases": n}
 
 
-def _phrase_side_job(f_used, texts_path, blocks, alphabet, slot, tokens_path, f_lang_of, data_root, params,
+def _phrase_side_job(ids_path, texts_path, blocks, alphabet, tokens_path, f_lang_of, data_root, params,
                      phrases_paths, with_vectors: bool = False):
     """A job of Engine.run: what the fits need of the phrases. The trigrams and WordNet synsets
     of each block of phrases are tasks (phrase_side_task); here, the per-phrase feature inputs
     (shared with the apply tasks through ``phrases_paths[0]``, a row per stored phrase in slot
     order: the rows of a phrase id are its slots), the blocks' trigrams copied into that file
-    one block at a time, and the synsets as the Lexical it returns; the phrases' token rows and
-    counts (``tokens_path``: write_phrase_rows') go to that file a block at a time too. The vectors go to
+    one block at a time, and the synsets to the Lexical file whose path it returns (beside
+    ``texts_path``: write_lexical); the phrases' token rows and counts (``tokens_path``:
+    write_phrase_rows') go to that file a block at a time too, and the slots (``slot``) and
+    the pivots' ids (``f_used``) come from ``ids_path`` (write_ids') by blocks: this process
+    holds no array with an entry per stored phrase or pivot. The vectors go to
     ``phrases_paths[1]``: written by _vectors_job's tasks (with_vectors), else empty here."""
     from pivot.pipeline.engine import Batch
 
@@ -1899,14 +2037,14 @@ def _phrase_side_job(f_used, texts_path, blocks, alphabet, slot, tokens_path, f_
     yield Batch(phrase_side_task, [(texts_path, block, alphabet, str(data_root), params["seed"],
                                     params["relation_test_fraction"], path) for block, path in zip(blocks, paths)],
                 name="ppdb2-phrases")
-    f_lang = np.full(int(f_used.max()) + 1 if len(f_used) else 0, -1, np.int16)
-    f_lang[f_used] = f_lang_of(f_used)
-    del f_used
     phrases_path, vectors_path = phrases_paths
     if not with_vectors:
         save_bundle(vectors_path, vec=np.zeros((0, 0), np.float32), vec_has=np.zeros(0, bool))
-    tri_ptr = _offsets(_members(paths, "tri_count", np.int64))
-    codes = Blocks(trigram_dtype(alphabet), (int(tri_ptr[-1]),), (_members([path], "tri") for path in paths))
+    with open_bundle(ids_path) as z:
+        n_f_used, n_e = z.shape("f_used")[0], z.shape("slot")[0]
+        n_f = int(z.take("f_used", slice(n_f_used - 1, n_f_used))[0]) + 1 if n_f_used else 0
+    n_codes = sum(int(_members([path], "tri_count", np.int64).sum()) for path in paths)
+    codes = Blocks(trigram_dtype(alphabet), (n_codes,), (_members([path], "tri") for path in paths))
     with open_bundle(tokens_path) as z:
         shape = z.shape("tokens")
     # each phrase's words and log(1 + count) are its own: block by block, the same bytes
@@ -1914,15 +2052,71 @@ def _phrase_side_job(f_used, texts_path, blocks, alphabet, slot, tokens_path, f_
                                           for t in member_blocks(tokens_path, "tokens")))
     log_count = Blocks(np.float64, shape[:1], (portable.log(1.0 + c) for c in member_blocks(tokens_path, "counts")))
     save_bundle(phrases_path, n_words=n_words, log_count=log_count,
-                tokens=Blocks(np.int32, shape, member_blocks(tokens_path, "tokens")), tri_ptr=tri_ptr,
-                tri=codes, f_lang=f_lang, row_of=slot)
-    del tri_ptr, f_lang
-    lex = Lexical(_offsets(_members(paths, "syn_count", np.int32)), _members(paths, "syn_ids", np.int64),
-                  _members(paths, "held", bool), slot)
+                tokens=Blocks(np.int32, shape, member_blocks(tokens_path, "tokens")),
+                tri_ptr=Blocks(np.int64, (shape[0] + 1,), _offset_blocks(paths, "tri_count")), tri=codes,
+                f_lang=Blocks(np.int16, (n_f,), _language_blocks(ids_path, n_f, f_lang_of)),
+                row_of=Blocks(np.int32, (n_e,), member_blocks(ids_path, "slot", IDS_WINDOW)))
+    lex_path = tmp / ".lexical.arrays"
+    write_lexical(lex_path, paths, ids_path)
     for path in paths:
         path.unlink()
     release_heap()          # the blocks' temporaries, before the fits' own
-    return lex
+    return lex_path
+
+
+def _offset_blocks(paths, name: str):
+    """The CSR pointer (_offsets) of the counts ``name`` of the bundles ``paths`` one after
+    another, a block (one bundle's) at a time: 0, then each bundle's running sums."""
+    at = 0
+    yield np.zeros(1, np.int64)
+    for path in paths:
+        ptr = at + np.cumsum(_members([path], name, np.int64), dtype=np.int64)
+        at = int(ptr[-1]) if len(ptr) else at
+        yield ptr
+
+
+def _language_blocks(ids_path, n_f: int, f_lang_of, window: int = IDS_WINDOW):
+    """f_lang (n_f int16: the language of each pivot id of ``f_used`` of ``ids_path``, -1 for
+    every other foreign id), a window of ids at a time: f_lang_of asked for a window's pivots."""
+    with open_bundle(ids_path) as z:
+        n = z.shape("f_used")[0]
+    at = 0
+    for a in range(0, n_f, window):
+        b = min(a + window, n_f)
+        with open_bundle(ids_path) as z:
+            m = z.memmap("f_used")
+            hi = at + int(np.searchsorted(m[at:n], b)) if n else 0
+            ids = np.array(m[at:hi], np.int64)
+            del m
+        block = np.full(b - a, -1, np.int16)
+        if len(ids):
+            block[ids - a] = f_lang_of(ids)
+        at = hi
+        yield block
+
+
+def write_lexical(path, paths, ids_path) -> None:
+    """The stored phrases' Lexical (Lexical.save's members: syn_ptr, syn_ids, held, slot, keys)
+    from the phrase side's block files ``paths`` (phrase_side_task's, one after another in slot
+    order) and the slots of ``ids_path``, written a block at a time. share_synset's keys (slot *
+    2^32 + synset id, distinct, ascending) of a block's slots lie between those of the blocks
+    before and after it: each block's own sorted keys, one after another, are the whole's."""
+    firsts = np.concatenate([[0], np.cumsum([_members([p], "syn_count", np.int32).shape[0] for p in paths],
+                                            dtype=np.int64)]).tolist()
+
+    def keys(k):
+        count = _members([paths[k]], "syn_count", np.int64)
+        slots = firsts[k] + np.arange(len(count), dtype=np.int64)
+        return unique(np.repeat(slots, count) << 32 | _members([paths[k]], "syn_ids", np.int64))
+    n_keys = sum(len(keys(k)) for k in range(len(paths)))
+    n_syn = sum(int(_members([p], "syn_count", np.int64).sum()) for p in paths)
+    with open_bundle(ids_path) as z:
+        n_e = z.shape("slot")[0]
+    save_bundle(path, syn_ptr=Blocks(np.int64, (firsts[-1] + 1,), _offset_blocks(paths, "syn_count")),
+                syn_ids=Blocks(np.int64, (n_syn,), (_members([p], "syn_ids", np.int64) for p in paths)),
+                held=Blocks(bool, (firsts[-1],), (_members([p], "held", bool) for p in paths)),
+                slot=Blocks(np.int32, (n_e,), member_blocks(ids_path, "slot", IDS_WINDOW)),
+                keys=Blocks(np.int64, (n_keys,), (keys(k) for k in range(len(paths)))))
 
 
 def _members(paths, name, dtype=None) -> np.ndarray:
@@ -1997,16 +2191,17 @@ def _vectors_job(shard_paths, n_tokens, tokens_path, out_path):
     return done
 
 
-def _score_side(table, ph, labels, lex, models, texts, used, listed, params, data_root):
+def _score_side(table, ph, labels, lex, models, texts, ids_path, listed, params, data_root):
     """The score's within lists (training side, and the held-out side it is reported on; their
     rows ``listed`` as _survey_job found them) and fit."""
-    within = _within_lists(table, ph, labels, lex, models, texts, params["seed"], listed["train"])
-    # the held-out side's lists without their features: the report scores them a block of rows
-    # at a time once the fit is made (_fit_score)
+    # the training lists made by _fit_score (a function of none: they are its own, and go before
+    # its report scores the held-out lists); the held-out side's lists without their features:
+    # the report scores them a block of rows at a time once the fit is made
     held_lists = _within_lists(table, ph, labels, lex, models, texts, params["seed"], listed["held"], held_out=True,
                                features=False)
-    return _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists,
-                      listed["held"][0])
+    return _fit_score(table, ph, labels, models, texts, ids_path, params, data_root,
+                      functools.partial(_within_lists, table, ph, labels, lex, models, texts, params["seed"],
+                                        listed["train"]), held_lists, listed["held"][0])
 
 
 @_heap_released
@@ -2154,8 +2349,15 @@ def _rows_features(table: PairTable, ph, labels, rows, phrases: bool = True) -> 
     """The feature matrix of the global rows ``rows`` (their form from the label files
     ``labels``), feature_names(models, ph.dim) order (phrases = False: without the phrase-vector
     columns, pair_feature_names order). ph: Phrases, or a PhraseFile (the rows' phrases read)."""
-    e1, e2, n_pivots, pivots, form = table.rows(rows, ("e1", "e2", "n_pivots", "pivots", "form"), labels)
-    p_rev = table.reverse_p(e1, e2)
+    with_rev = bool(labels) and _holds(labels[0], "rev")
+    got = table.rows(rows, ("e1", "e2", "n_pivots", "pivots", "form", *(("rev",) if with_rev else ())), labels)
+    e1, e2, n_pivots, pivots, form = got[:5]
+    # p_m(e1|e2): the row of (e2, e1) as the label tasks found it (label_range: PairTable.find,
+    # the same rows), else found here (reverse_p: a find reads the keys of every part the rows
+    # reach, for each block of a report: most of its CPU at blocks of REPORT_ROWS)
+    p_rev = (np.where(got[5][:, None] >= 0, table.p_rows(np.maximum(got[5], 0)), 0.0) if with_rev
+             else table.reverse_p(e1, e2))
+    del got
     if isinstance(ph, PhraseFile):
         # the rows' phrases alone, numbered 0..m-1 in id order (the pairs' e1, e2 then their
         # numbers), and their pivots' languages alone (the pivots numbered among them), read
@@ -2168,9 +2370,17 @@ def _rows_features(table: PairTable, ph, labels, rows, phrases: bool = True) -> 
     return np.hstack([x, phrase_columns(ph, e1, e2)]) if ph.dim and phrases else x
 
 
+def _holds(path, name: str) -> bool:
+    """Bundle ``path`` has a member ``name``."""
+    with open_bundle(path) as z:
+        return name in z
+
+
 #: Rows a fit's report turns into features at a time (_rows_map: the held-out lists' scores, the
-#: relations' held-out predictions; a row's features and predictions are its own).
-REPORT_ROWS = 1 << 16
+#: relations' held-out predictions; a row's features and predictions are its own). A block's
+#: feature columns, matrix, selected columns and standardised copy are ~4 x 8 bytes x ~100-200
+#: features a row: 1 << 16 rows were ~0.2 GB of the build process's peak on bio-multi.
+REPORT_ROWS = 1 << 14
 
 
 def _rows_map(fn, table: PairTable, ph, labels, rows, phrases: bool = True, block: int = REPORT_ROWS,
@@ -2183,6 +2393,20 @@ def _rows_map(fn, table: PairTable, ph, labels, rows, phrases: bool = True, bloc
     for a in range(0, len(rows), block):
         out.append(fn(_rows_features(table, ph, labels, rows[a:a + block], phrases=phrases)))
     return np.concatenate(out)
+
+
+def _rows_columns(table: PairTable, ph, labels, rows, columns, block: int = REPORT_ROWS) -> np.ndarray:
+    """The columns ``columns`` (indices into pair_feature_names) of the feature matrix of
+    ``rows`` (_rows_features, phrases = False), made a ``block`` of rows at a time into one
+    array: the whole matrix's columns (a row's features are its own), without the whole matrix
+    and its column list beside them (three matrices of every row at once: the training lists'
+    ~0.3 GB on bio-multi). In Fortran order, as matrix[:, columns] gives them: the fits' sums
+    (einsum) over another layout round differently (the bio score's last digits)."""
+    rows = np.asarray(rows, np.int64)
+    out = np.empty((len(rows), len(columns)), np.float64, order="F")
+    for a in range(0, len(rows), block):
+        out[a:a + block] = _rows_features(table, ph, labels, rows[a:a + block], phrases=False)[:, columns]
+    return out
 
 
 @dataclass
@@ -2256,16 +2480,21 @@ class Lexical:
 
 class LexicalFile:
     """A Lexical's file (Lexical.save) as the build's process reads it during the fits: the
-    slots of phrase ids (``slot``, the array it holds anyway) and the synsets of the slots a fit
-    selects (:meth:`synsets_of`, read through bounded windows of the file, as PhraseFile.gather),
-    never every phrase's synsets, split and keys."""
+    slots of the phrase ids a fit selects (:meth:`slots`) and the synsets of their slots
+    (:meth:`synsets_of`), read through bounded windows of the file (as PhraseFile.gather), never
+    every phrase's synsets, split and keys, nor a slot per phrase id."""
 
-    def __init__(self, path, slot: np.ndarray):
-        self.path, self.slot = Path(path), slot
+    def __init__(self, path):
+        self.path = Path(path)
 
     def slots(self, e1, e2) -> tuple[np.ndarray, np.ndarray]:
-        """The slots of pairs' phrases (s1, s2)."""
-        return self.slot[e1], self.slot[e2]
+        """The slots of pairs' phrases (s1, s2): the file's slot at their distinct ids, read in
+        one ascending pass."""
+        e = np.concatenate([np.asarray(e1, np.int64).ravel(), np.asarray(e2, np.int64).ravel()])
+        ids, k = np.unique(e, return_inverse=True)
+        with open_bundle(self.path) as b:
+            s = b.rows("slot", ids)[k]
+        return s[:np.size(e1)], s[np.size(e1):]
 
     def synsets_of(self, slots) -> dict:
         """{slot: its synset ids} of the distinct ``slots``, ascending (Lexical.synsets_of): the
@@ -2312,18 +2541,24 @@ def _visible_synonyms(lex: Lexical, s1, s2, visible, rows, held_out: bool) -> np
 
 
 @_heap_released
-def survey_range(part_path, label_path, lex_path, texts_path, starts_path, lo: int, seed: int, limit: int) -> dict:
+def survey_range(part_path, label_path, lex_path, texts_path, starts_path, lo: int, seed: int, limit: int,
+                 test_limit: int = MAX_RELATION_TEST_PAIRS, query_limit: int = MAX_WITHIN_QUERIES,
+                 held_limit: int = MAX_HELD_QUERIES) -> dict:
     """What the fits need of one pivot part (global rows from ``lo``), in one pass (a task):
 
     - its pairs' form counts (per wellformed flag, and the HIDDEN ones);
     - the within lists' queries: the slots (e1's) of its visible WordNet synonym pairs, of the
-      relation split's training side and of its held-out side (_within_lists);
-    - the relation candidates (both phrases have synsets): their number, the held-out side's
-      rows (both phrases held out), and the ``limit`` smallest (hash, row) of the training
-      side's (neither held out; the hash of "e1 text\te2 text" with ``seed``; smallest_by_hash).
+      relation split's training side (the ``query_limit`` smallest slots, with the visible
+      pairs of each in this part: its list's rows here) and of its held-out side (the ``held_limit`` smallest (hash, slot), the hash of the query's text with
+      ``seed``) (_within_lists);
+    - the relation candidates (both phrases have synsets): their number, and the ``limit``
+      smallest (hash, row) of the training side's (neither held out) and the ``test_limit``
+      smallest of the held-out side's (both held out), the hash of "e1 text\te2 text" with
+      ``seed`` (smallest_by_hash).
 
-    Each is a sum, a union or the smallest of this part's: the build's process reduces them over
-    the parts to what one pass over every part gave (the same rows, the same order)."""
+    Each is a sum or the smallest of this part's (a set's k smallest are among the k smallest
+    of any part that holds them): the build's process folds them over the parts (SelectionFold)
+    into what one pass over every part gives (the same rows, the same order)."""
     from pivot.hashes import unit_hash
     from pivot.pipeline import wellformed
 
@@ -2335,21 +2570,80 @@ def survey_range(part_path, label_path, lex_path, texts_path, starts_path, lo: i
     counts, hidden = form_counts(form)
     visible = (form & wellformed.HIDDEN) == 0
     every = np.arange(len(s1))
-    queries = {side: slots[unique(s1[_visible_synonyms(lex, s1, s2, visible, every, side)])] for side in (False, True)}
+    numbers = {side: unique(s1[_visible_synonyms(lex, s1, s2, visible, every, side)]) for side in (False, True)}
+    queries = {side: slots[numbers[side]] for side in (False, True)}
+    # the rows of each training query's list in this part: its visible pairs (list_rows_range)
+    query_rows = np.bincount(s1[visible], minlength=len(slots))[numbers[False]][:query_limit]
     cand = lex.has[s1] & lex.has[s2]
     test = np.flatnonzero(cand & lex.held[s1] & lex.held[s2])
     train = np.flatnonzero(cand & ~lex.held[s1] & ~lex.held[s2])
     with open_bundle(starts_path) as zs:
         texts = TextFile(texts_path, zs.memmap("starts"))
         try:
-            h = np.array([unit_hash(f"{texts[a]}\t{texts[b]}", seed)
-                          for a, b in zip(slots[s1[train]].tolist(), slots[s2[train]].tolist())], dtype=np.float64)
+            def pair_hashes(rows):
+                t1, t2 = texts.many(slots[s1[rows]]), texts.many(slots[s2[rows]])
+                return np.array([unit_hash(f"{a}\t{b}", seed) for a, b in zip(t1, t2)], dtype=np.float64)
+            train_h, train_rows = smallest_by_hash(pair_hashes(train), lo + train, limit)
+            test_h, test_rows = smallest_by_hash(pair_hashes(test), lo + test, test_limit)
+            held = queries[True]
+            held_h = np.array([unit_hash(t, seed) for t in texts.many(held)], dtype=np.float64)
+            held_h, held = smallest_by_hash(held_h, held, held_limit)
         finally:
             texts.close()
-    train_h, train_rows = smallest_by_hash(h, lo + train, limit)
-    return {"counts": counts, "hidden": hidden, "queries": queries[False],
-            "held_queries": queries[True], "n_candidates": int(cand.sum()), "test_rows": lo + test,
-            "train_h": train_h, "train_rows": train_rows}
+    return {"counts": counts, "hidden": hidden, "queries": queries[False][:query_limit],
+            "query_rows": query_rows.astype(np.int64), "held_h": held_h, "held_queries": held, "n_candidates": int(cand.sum()),
+            "test_h": test_h, "test_rows": test_rows, "train_h": train_h, "train_rows": train_rows}
+
+
+class SelectionFold:
+    """survey_range's pieces folded in as each part's comes, in any order (_survey_job): the sums,
+    the ``query_limit`` smallest training queries (with their lists' rows, summed over the parts
+    a list crosses), and the smallest (hash, row or slot) of the
+    relation training rows (``limit``), test rows (``test_limit``) and held-out queries
+    (``held_limit``; a query whose list crosses two parts comes from both, once kept). Each is
+    the same for any order of the pieces, and this process holds the kept ones and one piece,
+    not every part's."""
+
+    def __init__(self, limit: int, test_limit: int = MAX_RELATION_TEST_PAIRS,
+                 query_limit: int = MAX_WITHIN_QUERIES, held_limit: int = MAX_HELD_QUERIES,
+                 row_limit: int = MAX_WITHIN_ROWS):
+        from pivot.pipeline import wellformed
+
+        self.limits = {"train": limit, "test": test_limit, "held": held_limit}
+        self.query_limit, self.row_limit = query_limit, row_limit
+        self.counts = dict.fromkeys(wellformed.NAMES.values(), 0)
+        self.hidden = self.n_candidates = 0
+        self.queries, self.query_rows = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        self.kept = {k: (np.zeros(0), np.zeros(0, np.int64)) for k in self.limits}
+
+    def add(self, d: dict) -> None:
+        for name in self.counts:
+            self.counts[name] += d["counts"][name]
+        self.hidden += d["hidden"]
+        self.n_candidates += d["n_candidates"]
+        # a query kept is among the query_limit smallest of every piece that holds it: its
+        # rows are summed over all of them
+        q, at = np.unique(np.concatenate([self.queries, np.asarray(d["queries"], np.int64)]), return_inverse=True)
+        rows = np.bincount(at, weights=np.concatenate([self.query_rows, d["query_rows"]]), minlength=len(q))
+        self.queries, self.query_rows = q[:self.query_limit], rows[:self.query_limit].astype(np.int64)
+        for k, (hk, rk) in (("train", ("train_h", "train_rows")), ("test", ("test_h", "test_rows")),
+                            ("held", ("held_h", "held_queries"))):
+            h = np.concatenate([self.kept[k][0], d[hk]])
+            r = np.concatenate([self.kept[k][1], np.asarray(d[rk], np.int64)])
+            if k == "held":
+                # a query slot is one list: its hash is its text's, the same from either part
+                r, first = np.unique(r, return_index=True)
+                h = h[first]
+            self.kept[k] = smallest_by_hash(h, r, self.limits[k])
+
+    def finish(self) -> tuple[dict, np.ndarray, np.ndarray]:
+        """(survey: counts, hidden, n_candidates, test_rows, train_rows, each set of rows
+        ascending; the training queries ascending, those of the smallest slots whose lists' rows
+        sum to row_limit or less; the held-out queries ascending)."""
+        survey = {"counts": self.counts, "hidden": self.hidden, "n_candidates": self.n_candidates,
+                  "test_rows": np.sort(self.kept["test"][1]), "train_rows": np.sort(self.kept["train"][1])}
+        fit = int(np.searchsorted(np.cumsum(self.query_rows), self.row_limit, side="right"))
+        return survey, self.queries[:fit], np.sort(self.kept["held"][1])
 
 
 def form_counts(form: np.ndarray) -> tuple[dict, int]:
@@ -2388,30 +2682,32 @@ def list_rows_range(part_path, label_path, lex_path, lo: int, queries, held_quer
     return out
 
 
-def _survey_job(table, labels, lex_path, texts_path, starts_path, seed: int, limit: int):
-    """A job of Engine.run: survey_range per pivot part, reduced (the relation candidates' limit
-    smallest kept part by part, in part order: smallest_by_hash), then the within lists' rows
-    per part (list_rows_range) of the queries that survey found. Returns the survey (with its
-    training rows sorted) and the lists' rows of each side."""
-    from pivot.pipeline import wellformed
-    from pivot.pipeline.engine import Batch
+def _survey_job(table, labels, lex_path, texts_path, starts_path, seed: int, limit: int,
+                test_limit: int = MAX_RELATION_TEST_PAIRS, held_limit: int = MAX_HELD_QUERIES,
+                row_limit: int = MAX_WITHIN_ROWS):
+    """A job of Engine.run: survey_range per pivot part, each part's folded in as it comes (a job
+    per part: SelectionFold), then the within lists' rows per part (list_rows_range) of the queries
+    that survey kept. Returns the survey (its training and test rows ascending) and the lists'
+    rows of each side. (Returned by one batch, every part's piece came back at once: its
+    queries, test rows and ``limit`` training rows, a few MB a part on bio-multi, and the parts
+    grow with the pairs.)"""
+    from pivot.pipeline.engine import Batch, Together
 
     lows = [int(lo) for lo in table.bounds[:-1]]
-    done = yield Batch(survey_range, [(path, label, lex_path, texts_path, starts_path, lo, seed, limit)
-                                      for path, label, lo in zip(table.part_paths, labels, lows)], name="ppdb2-survey")
-    survey = {"counts": {name: sum(d["counts"][name] for d in done) for name in wellformed.NAMES.values()},
-              "hidden": sum(d["hidden"] for d in done), "n_candidates": sum(d["n_candidates"] for d in done),
-              "test_rows": np.concatenate([np.zeros(0, np.int64), *(d["test_rows"] for d in done)])}
-    train_h, train_rows = np.zeros(0), np.zeros(0, np.int64)
-    for d in done:
-        train_h, train_rows = smallest_by_hash(np.concatenate([train_h, d["train_h"]]),
-                                               np.concatenate([train_rows, d["train_rows"]]), limit)
-    survey["train_rows"] = np.sort(train_rows)
-    # the training side's lists: those of the MAX_WITHIN_QUERIES smallest query slots
+    fold = SelectionFold(limit, test_limit, MAX_WITHIN_QUERIES, held_limit, row_limit)
+
+    def part(args):
+        (piece,) = yield Batch(survey_range, [args], name="ppdb2-survey", quiet=True)
+        fold.add(piece)
+
+    t0 = time.perf_counter()
+    yield Together(*(part((path, label, lex_path, texts_path, starts_path, lo, seed, limit, test_limit,
+                           MAX_WITHIN_QUERIES, held_limit))
+                     for path, label, lo in zip(table.part_paths, labels, lows)))
+    log.info("  ppdb2-survey: %d tasks in %.1f s", len(lows), time.perf_counter() - t0)
+    survey, queries, held_queries = fold.finish()
+    del fold
     empty = (np.zeros(0, np.int64), np.zeros(0, bool))
-    queries = unique(np.concatenate([empty[0], *(d["queries"] for d in done)]))[:MAX_WITHIN_QUERIES]
-    held_queries = unique(np.concatenate([empty[0], *(d["held_queries"] for d in done)]))
-    del done
     lists = yield Batch(list_rows_range, [(path, label, lex_path, lo, queries, held_queries)
                                           for path, label, lo in zip(table.part_paths, labels, lows)],
                         name="ppdb2-lists")
@@ -2424,9 +2720,10 @@ def _within_lists(table, ph, labels, lex: Lexical, models, texts, seed: int, lis
                   held_out: bool = False, features: bool = True) -> WithinLists:
     """The candidate lists of fit_score's within-list term: the lists (pairs no HIDDEN flag hides)
     of training-side WordNet phrases (the relation split's, so no held-out synset is seen) that
-    have a WordNet synonym among them, at most MAX_WITHIN_QUERIES lists (the smallest slots),
-    WITHIN_VALIDATION of them held back by hash(query text, seed + 1). held_out: the lists of
-    the held-out side instead, every one of them (the score's report, never its fit).
+    have a WordNet synonym among them, at most MAX_WITHIN_QUERIES lists and MAX_WITHIN_ROWS rows
+    (the lists of the smallest slots), WITHIN_VALIDATION of them held back by hash(query text, seed + 1). held_out: the lists of
+    the held-out side instead, at most MAX_HELD_QUERIES of them (the smallest hash(query text,
+    seed)), none held back (the score's report, never its fit).
 
     ``listed``: (global rows ascending, positive) of those lists, as _survey_job's tasks found
     them (two passes over the parts: the queries, then their lists' rows). features = False:
@@ -2435,20 +2732,31 @@ def _within_lists(table, ph, labels, lex: Lexical, models, texts, seed: int, lis
 
     rows, positive = listed
     all_names, names = pair_feature_names(models, ph.dim), score_features(models, ph.dim)
-    x = (_rows_features(table, ph, labels, rows, phrases=False)[:, [all_names.index(n) for n in names]]
+    x = (_rows_columns(table, ph, labels, rows, [all_names.index(n) for n in names])
          if features else np.zeros((len(rows), 0)))
     e1, e2 = table.rows(rows, ("e1", "e2"))
     query_slots = lex.slots(e1, e2)[0]
-    held_back = {q: (not held_out) and unit_hash(texts[q], seed + 1) < WITHIN_VALIDATION
-                 for q in unique(query_slots).tolist()}
+    distinct = unique(query_slots)
+    # (the held-out side's lists are never held back: their texts are not read)
+    held_back = dict(zip(distinct.tolist(), [False] * len(distinct) if held_out else
+                         [unit_hash(t, seed + 1) < WITHIN_VALIDATION for t in texts.many(distinct)]))
     validation = np.array([held_back[q] for q in query_slots.tolist()], dtype=bool)
     return WithinLists(x, e1, e2, positive, table.p_rows(rows, 0), validation)
 
 
-def _fit_score(table, ph, labels, models, texts, used, params, data_root, within, held_lists=None, held_rows=None):
+#: Texts the rated texts' scan (_fit_score) reads at a time: a block's texts as Python strings are
+#: the scan's memory (~60 bytes a text; PHRASE_BLOCK's 500k were ~30 MB beside the fits).
+TEXT_SCAN_BLOCK = 1 << 16
+
+
+def _fit_score(table, ph, labels, models, texts, ids_path, params, data_root, within, held_lists=None,
+               held_rows=None):
     """The ratings' rows (each stored direction of a rated pair), split, fitted, evaluated
-    (texts: the stored phrases' texts, of phrase ids ``used``); the report's held-out lists
-    ``held_lists`` (their rows ``held_rows``) scored by blocks of rows (_rows_map)."""
+    (texts: the stored phrases' texts, by slot; ``ids_path``: write_ids' file, whose ``used``
+    gives each slot's phrase id); ``within``: the training lists (WithinLists), or a function
+    of none that makes them (then they go once fitted: the report runs without them); the
+    report's held-out lists ``held_lists`` (their rows ``held_rows``) scored by blocks of rows
+    (_rows_map)."""
     from pivot.eval.gold import pair_key, read_gold
     from pivot.hashes import unit_hash
     from pivot.text import normalize_many
@@ -2459,7 +2767,14 @@ def _fit_score(table, ph, labels, models, texts, used, params, data_root, within
     # the phrase id of each rated text the pairs hold (a dict of every stored text was ~0.2 GB
     # on bio-multi, for a few thousand lookups)
     rated_texts = set(norm)
-    id_of = {t: int(used[k]) for a, block in texts.blocks() for k, t in enumerate(block, a) if t in rated_texts}
+    slot_of = {t: k for a, block in texts.blocks(TEXT_SCAN_BLOCK) for k, t in enumerate(block, a)
+               if t in rated_texts}
+    # their ids: ``used`` at their slots, read through windows of its file
+    with open_bundle(ids_path) as z:
+        found = np.array(sorted(slot_of.values()), np.int64)
+        id_at = dict(zip(found.tolist(), z.rows("used", found).tolist()))
+    id_of = {t: id_at[k] for t, k in slot_of.items()}
+    del slot_of, id_at
     a_ids, b_ids, ratings, keys = [], [], [], []
     for (_, _, y), a, b in zip(rated, norm[0::2], norm[1::2]):
         if a in id_of and b in id_of and a != b:
@@ -2486,8 +2801,10 @@ def _fit_score(table, ph, labels, models, texts, used, params, data_root, within
     all_names = pair_feature_names(models, ph.dim)
     names = score_features(models, ph.dim)
     x = _rows_features(table, ph, labels, rows, phrases=False)[:, [all_names.index(n) for n in names]]
+    within = within() if callable(within) else within
     model, cv = fit_score(names, x[~dev], y[~dev], [k for k, d in zip(keys, dev) if not d], anchor_features(models),
                           within=within)
+    del within          # (the training lists' features: ~0.1 GB on bio-multi, not the report's)
     pred = model.predict(names, x)
     p_general = table.p_rows(rows, 0)
     info = {
@@ -2529,7 +2846,8 @@ def _relations_job(table, ph, labels, names, texts, lex: Lexical, survey: dict, 
     seed, q = params["seed"], params["relation_test_fraction"]
     # At most max_relation_pairs training pairs, chosen by a hash of the pair (not by order): the
     # survey's, each part's ``limit`` smallest (hash, row) kept, then the smallest of those
-    # (_survey_job), so the training side is never held whole; the held-out side's every row.
+    # (_survey_job), so the training side is never held whole; at most MAX_RELATION_TEST_PAIRS
+    # held-out pairs, chosen alike.
     n_candidates, test_rows, train_rows = survey["n_candidates"], survey["test_rows"], survey["train_rows"]
     # the slots (s1, s2) of the selected rows' phrases
     train_slots, test_slots = (lex.slots(*table.rows(rows, ("e1", "e2"))) for rows in (train_rows, test_rows))
@@ -2548,8 +2866,8 @@ def _relations_job(table, ph, labels, names, texts, lex: Lexical, survey: dict, 
                          f"lemmas (classes {sorted(set(y_train.tolist()))}) are stored by this database: too few to "
                          "train the relation classifier; set [ppdb2] learn = false",
                          Path(data_root) / LEXICON)
-    validation = np.array([unit_hash(f"{texts[a]}\t{texts[b]}", seed + 1) < RELATION_VALIDATION
-                           for a, b in zip(*(s.tolist() for s in train_slots))], dtype=bool)
+    validation = np.array([unit_hash(f"{a}\t{b}", seed + 1) < RELATION_VALIDATION
+                           for a, b in zip(*(texts.many(s) for s in train_slots))], dtype=bool)
     x_train = _rows_features(table, ph, labels, train_rows)
     strings = [n for n in names if n in STRING_FEATURES]
     idx = [names.index(n) for n in strings]
@@ -2788,7 +3106,10 @@ def _check_wordnet(plan, path: Path) -> None:
     raise InputError("empty WordNet database file", path)
 
 
-STAGE = Stage("ppdb2", 5, ("pivot", "translation", "encode", "weights"), ("ppdb2",), stage_params,
+# version 6: the held-out samples capped (MAX_HELD_QUERIES, MAX_RELATION_TEST_PAIRS) and the
+# training lists' rows (MAX_WITHIN_ROWS): a build with more than these reports on (fits to) a
+# sample of them, where 5 took all
+STAGE = Stage("ppdb2", 6, ("pivot", "translation", "encode", "weights"), ("ppdb2",), stage_params,
               ("x-*.arrays", "ppdb2.json"), run_stage,
               "forms: one per block of stored phrases; labels: one per range of English rows; "
               "fits: the relations' as tasks beside the score's; apply: one per range of English rows (Dask)",
