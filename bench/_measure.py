@@ -185,10 +185,14 @@ def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
     on_sample(proc, stage, elapsed) is called at every sample (the kill test uses it).
     cpu_s is the user + system time of the child and every descendant it waited for (Dask's
     workers are joined by their nannies, tools by the build): unlike the wall time it does not
-    grow when other programs share the cores, so loadavg_1min_before says how quiet it was."""
+    grow when other programs share the cores, so loadavg_1min_before says how quiet it was.
+    sampler_cpu_s is this process's own CPU meanwhile (reading /proc every 0.2 s): it shares the
+    cores with the build, which a build that keeps both cores busy feels and one that leaves a
+    core idle does not."""
     import resource
     load_before = os.getloadavg()[0]
     usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    self0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     state: dict = {}
     per_stage: dict[str, float] = {}
@@ -233,7 +237,10 @@ def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
     wall = time.perf_counter() - t0
     usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
-    return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "loadavg_1min_before": round(load_before, 2),
+    self1 = resource.getrusage(resource.RUSAGE_SELF)
+    sampler = (self1.ru_utime - self0.ru_utime) + (self1.ru_stime - self0.ru_stime)
+    return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "sampler_cpu_s": round(sampler, 1),
+            "loadavg_1min_before": round(load_before, 2),
             "peak_rss_tree_gib": round(peak / 2**30, 3),
             "peak_rss_tree_gib_by_stage": {k: round(v, 3) for k, v in per_stage.items()},
             "peak_pss_tree_gib": round(peak_pss / 2**30, 3),
