@@ -1193,13 +1193,7 @@ def test_survey_and_lists_tasks_by_hand(tmp_path):
     e1 = np.array([0, 0, 1, 1, 3, 4, 4], np.int32)
     e2 = np.array([1, 2, 0, 4, 4, 3, 1], np.int32)
     form = np.array([0, 0, wellformed.EDGE_PUNCT, 0, 0, 0, 0], np.uint8)
-    parts, labels = [], []
-    for j, (lo, hi) in enumerate(((0, 3), (3, 7))):
-        parts.append(tmp_path / f"part-{j}.arrays")
-        labels.append(tmp_path / f"form-{j}.arrays")
-        save_bundle(parts[-1], e1=e1[lo:hi], e2=e2[lo:hi], p=np.full((hi - lo, 1), 0.5),
-                    n_pivots=np.ones(hi - lo, np.int32), pivots=np.zeros((hi - lo, 3), np.int32))
-        save_bundle(labels[-1], form=form[lo:hi], rev=np.full(hi - lo, -1, np.int64))
+    parts, labels = _pivot_parts(tmp_path, e1, e2, form, ((0, 3), (3, 7)))
     table = P.PairTable.read(parts)
     survey, listed = Engine(workers=1).run(P._survey_job(table, labels, tmp_path / "lex.arrays", tmp_path / "t.txt",
                                                          tmp_path / "starts.arrays", 11, 1))[0]
@@ -1238,14 +1232,21 @@ def _survey_fixture(tmp_path):
     e1 = np.array([0, 0, 1, 1, 3, 3, 4, 4, 4], np.int32)
     e2 = np.array([1, 2, 0, 4, 0, 4, 0, 1, 3], np.int32)
     form = np.where(np.arange(9) == 2, wellformed.EDGE_PUNCT, 0).astype(np.uint8)
+    parts, labels = _pivot_parts(tmp_path, e1, e2, form, ((0, 7), (7, 9)))
+    return P.PairTable.read(parts), labels
+
+
+def _pivot_parts(tmp_path, e1, e2, form, ranges):
+    """Pivot parts (part-J.arrays: the pairs of rows lo..hi, p = 0.5 in one model, one pivot) and
+    their label files (form-J.arrays: the forms, no reverse rows), one per (lo, hi) of ranges."""
     parts, labels = [], []
-    for j, (lo, hi) in enumerate(((0, 7), (7, 9))):
+    for j, (lo, hi) in enumerate(ranges):
         parts.append(tmp_path / f"part-{j}.arrays")
         labels.append(tmp_path / f"form-{j}.arrays")
         save_bundle(parts[-1], e1=e1[lo:hi], e2=e2[lo:hi], p=np.full((hi - lo, 1), 0.5),
                     n_pivots=np.ones(hi - lo, np.int32), pivots=np.zeros((hi - lo, 3), np.int32))
         save_bundle(labels[-1], form=form[lo:hi], rev=np.full(hi - lo, -1, np.int64))
-    return P.PairTable.read(parts), labels
+    return parts, labels
 
 
 def test_survey_caps_the_held_out_samples_by_hash(tmp_path):
