@@ -49,7 +49,6 @@ one, no padding), compared as float32 bytes.
 
 Nothing is written but the JSON.
 """
-import argparse
 import json
 import os
 import sys
@@ -219,10 +218,9 @@ def determinism(enc: MiniLM, texts: list[str], seed: int = SEED) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--work", type=Path, required=True, help="a work folder with a finished ppdb2 stage")
-    ap.add_argument("--data", type=Path, required=True, help="the data root (WordNet, the ratings)")
-    ap.add_argument("-o", "--out", type=Path, default=None, help="results JSON")
+    import bench_relation_features as rf
+
+    ap = rf.relation_parser(__doc__.split("\n")[0])
     ap.add_argument("--no-cost", action="store_true", help="skip the encoding speed and determinism checks")
     a = ap.parse_args(argv)
     try:

