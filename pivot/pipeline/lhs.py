@@ -21,17 +21,20 @@ This stage labels every phrase that a stored pair uses with pivot.store.labels'
 Memory. The stage's job runs in the build's process, beside ppdb2's and combine's, so what it
 holds there must not grow with the data. It holds a window of IDS_WINDOW phrase ids (their
 presence marks and the used ids among them, 9 bytes an id of the window: 9 MiB), a block of
-LABEL_BLOCK used phrases (their token rows, ids or codes: 10 MiB at bio-multi's 5-token rows),
-and what grows: per pivot part its files' paths and largest id (~0.3 kB a part of ~700k pairs),
-per block its label names and task's dict (~3 kB a block of 500k phrases): a few MB at the
-projected target's 252M stored phrases. The used ids are the union of each part's distinct ids (:func:`phrase_ids_file`, a
+LABEL_BLOCK used phrases (their token rows, ids or codes: 10 MiB of rows at bio-multi's five
+tokens a row, and the last block's while the next is gathered), and what grows: per pivot part
+its files' paths and largest id (~0.3 kB a part of ~700k pairs), per block its label names and
+task's dict (~3 kB a block of 500k phrases), a few MB at the projected target's 252M stored
+phrases. The used ids are the union of each part's distinct ids (:func:`phrase_ids_file`, a
 task per part) taken a window of ids at a time (:func:`write_used`, as ppdb2's ``write_ids``)
 and written to a scratch file as each window's come; the rows, the codes and the stage's
-``lhs.arrays`` are written from it a block at a time (``Blocks``), the codes remapped to the
+``lhs.arrays`` are written from it a block at a time (``Blocks``), the codes mapped to the
 merged names block by block. The tasks read the English words from the encode stage's
-``vocab.en`` itself. (Until session 15 it held a mark per phrase id, the used ids and their codes
-whole, 10 bytes a stored phrase and 1 a phrase id, ~2.6 GiB at the target, and the
-vocabulary as a Vocab.)
+``vocab.en`` itself. Measured alone (bench/bench_lhs_memory.py), 40 / 53 MiB above the
+process's RSS at bio / bio-multi, and flat on synthetic parts of 7M-28M stored phrases
+(bench/bench_lhs_growth.py). (Until session 15 it held a mark per phrase id, the used ids and
+their codes whole, 10 bytes a stored phrase and 1 a phrase id, ~2.6 GiB at the target, and
+the vocabulary as a Vocab.)
 
 The tagger stage's key holds the tagger's version (labels.LEXICON_TAGGER_VERSION) and the
 training files' sha256, and this stage's key the tagger's content key, so a changed tagger or
