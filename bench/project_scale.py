@@ -190,7 +190,8 @@ MEMORY = [
               "row_ptr of its own rows (session 14; before it n_e + 1 long, 8 B an English phrase)"},
     # ppdb2's part of this process is bounded since session 15: what it holds beyond a block or a
     # window is the fits' selected rows, each capped (a slope from bio to bio-multi reads the
-    # training lists filling towards their cap, 87,647 -> 137,243 of 150,000 rows, as growth)
+    # training lists filling towards their cap, 87,647 -> 137,243 of 150,000 rows, as growth);
+    # lhs's part too (a window of ids, a block of phrases: bio's block and window not full)
     {"row": "ppdb2, lhs, combine", "process": "build", "law": CONSTANT, "w1": ["ppdb2", "lhs", "combine", "tagger"],
      "w2": ["ppdb2", "after ppdb2", "lhs", "after lhs", "combine", "after combine"],
      "roles": ['ppdb2|build', 'after ppdb2|build', 'lhs|build', 'after lhs|build', 'combine|build', 'after combine|build'],
@@ -200,7 +201,11 @@ MEMORY = [
               "lists, 150,000 rows, their features ~0.8 kB a row: at the cap ~0.03 GiB above bio-multi's) and "
               "8,000 held-out lists (no features); the reports' rows scored 16,384 at a time; a few numbers per "
               "pivot part. Session 14: the slot array, used ids and texts' starts (20 B a stored phrase) and the "
-              "uncapped held-out rows. NOT in this figure: lhs, in this process before ppdb2's fits, holds its "
+              "uncapped held-out rows. lhs, in this process beside ppdb2 (session 15): a window of 1M phrase ids' "
+              "marks and used ids, a block of 500k used phrases' rows, ids or codes (the used ids and codes go "
+              "to files as they come), a few kB per pivot part and per block; measured alone "
+              "(bench/bench_lhs_memory.py) 40 / 53 MiB above the process's RSS at bio / bio-multi, "
+              "flat on synthetic parts of 7M-28M stored phrases (bench/bench_lhs_growth.py); before it the "
               "used ids and codes (10 B a stored phrase) and a mark per phrase id, ~2.6 GiB at the target"},
     {"row": "ppdb2 (tasks)", "process": "task", "law": CONSTANT, "w1": [], "w2": [],
      "roles": ['ppdb2|worker', 'after ppdb2|worker', 'lhs|worker', 'after lhs|worker', 'combine|worker', 'after combine|worker'],

@@ -12,6 +12,7 @@ import pytest
 from pivot import cli
 from pivot.pipeline import lhs
 from pivot.pipeline.bundle import open_bundle, save_bundle
+from pivot.pipeline.corpus import Vocab
 from pivot.store import labels
 from pivot.store.labels import LexiconTagger
 from pivot.store.write import write_database
@@ -173,11 +174,12 @@ def test_read_brown(tmp_path):
 PHRASES = ["treat", "cure", "handle", "manage", "patients", "people", "they", "the drug", "treat patients"]
 
 
-def _stage(tmp_path, block=lhs.LABEL_BLOCK, by_ids=False):
+def _stage(tmp_path, block=lhs.LABEL_BLOCK, by_ids=False, window=lhs.IDS_WINDOW, vocab_file=False):
     """The lhs stage on a synthetic data root and a one-part pivot table using phrases 0-8
     (phrase 9, "unused", is in no pair and gets no label), ``block`` phrases a task (by_ids:
     the rows given as a function of the ids, as the stage gives them; the ids it asks for are
-    recorded in ``_stage.asked``)."""
+    recorded in ``_stage.asked``), the used ids' union ``window`` ids at a time (vocab_file:
+    the words given as a Vocab.save file, as the stage gives encode's vocab.en)."""
     root = write_data_root(tmp_path / "data")
     tokens = sorted({w for p in PHRASES + ["unused"] for w in p.split()})
     e_rows = np.full((len(PHRASES) + 1, 2), -1, np.int32)
@@ -195,19 +197,54 @@ def _stage(tmp_path, block=lhs.LABEL_BLOCK, by_ids=False):
     def rows_of(ids):
         _stage.asked.append(ids.tolist())
         return e_rows[ids]
-    meta = lhs.build(out, part_paths=[part], e_rows=rows_of if by_ids else e_rows, e_tokens=tokens,
-                     tagger_dir=tagger, block=block)
+    words = tokens
+    if vocab_file:
+        words = tmp_path / "vocab.en"
+        Vocab(tokens).save(words)
+    meta = lhs.build(out, part_paths=[part], e_rows=rows_of if by_ids else e_rows, e_tokens=words,
+                     tagger_dir=tagger, block=block, window=window)
     return out, meta, root
 
 
-def test_used_phrases_by_part(tmp_path):
-    """The ids of two parts' pairs, ascending, the mark grown to the largest id seen."""
+def test_used_phrases_by_part_and_window(tmp_path):
+    """Each part's distinct ids (a task each: a's pairs 0-5, 0-2, 2-0 hold 0, 2, 5; b none; c's
+    7-2, 9-7 hold 2, 7, 9), the largest + 1 returned; their union 0, 2, 5, 7, 9 written the
+    same for every window of ids (of 3: windows 0-2, 3-5, 6-8, 9 hold 0 2, 5, 7, 9; of 1: one
+    id each; of 100: all) and read back by ranges of used ids."""
     parts = [tmp_path / "a.arrays", tmp_path / "b.arrays", tmp_path / "c.arrays"]
     save_bundle(parts[0], e1=np.array([0, 0, 2], np.int32), e2=np.array([5, 2, 0], np.int32))
     save_bundle(parts[1], e1=np.zeros(0, np.int32), e2=np.zeros(0, np.int32))
     save_bundle(parts[2], e1=np.array([7, 9], np.int32), e2=np.array([2, 7], np.int32))
-    assert lhs.used_phrases(parts).tolist() == [0, 2, 5, 7, 9]
-    assert lhs.used_phrases(parts[1:2]).tolist() == []
+    ids = [tmp_path / f"ids-{k}.arrays" for k in range(3)]
+    assert [lhs.phrase_ids_file(part, out) for part, out in zip(parts, ids)] == [6, 0, 10]
+    held = []
+    for path in ids:
+        with open_bundle(path) as z:
+            assert z.dtype("e") == np.int64
+            held.append(z["e"].tolist())
+    assert held == [[0, 2, 5], [], [2, 7, 9]]
+    for window in (3, 1, 100):
+        used = tmp_path / f"used-{window}.bin"
+        assert lhs.write_used(used, 10, ids, window) == 5
+        assert used.read_bytes() == np.array([0, 2, 5, 7, 9], "<i8").tobytes()
+    assert lhs.read_used(used, 1, 4).tolist() == [2, 5, 7] and lhs.read_used(used, 5, 5).tolist() == []
+    assert lhs.write_used(tmp_path / "none.bin", 0, ids[1:2]) == 0
+    # an interrupted stage's file is kept: a changed part does not change it
+    save_bundle(parts[0], e1=np.array([11], np.int32), e2=np.array([12], np.int32))
+    assert lhs.phrase_ids_file(parts[0], ids[0]) == 6
+
+
+def test_stage_windows_and_vocab_file(tmp_path):
+    """The used ids' union by windows of 4 ids (0-3, 4-7, 8: the used 0-8 cut at 4 and 8) or 1,
+    and the words read from a vocabulary file (one a line, line k id k), give the bytes of the
+    whole; the stage deletes its scratch files and not the vocabulary."""
+    whole, _, _ = _stage(tmp_path / "whole")
+    for window, vocab_file in ((4, False), (1, True), (lhs.IDS_WINDOW, True)):
+        out, _, _ = _stage(tmp_path / f"w{window}{vocab_file}", block=3, window=window, vocab_file=vocab_file)
+        for name in ("lhs.arrays", "lhs.json"):
+            assert (out / name).read_bytes() == (whole / name).read_bytes(), (window, vocab_file, name)
+        assert sorted(p.name for p in out.iterdir()) == ["lhs.arrays", "lhs.json", "timings.json"]
+        assert (tmp_path / f"w{window}{vocab_file}" / "vocab.en").is_file() == vocab_file
 
 
 def test_stage_rows_by_ids_block(tmp_path):

@@ -18,6 +18,24 @@ This stage labels every phrase that a stored pair uses with pivot.store.labels'
   labelled once (a few seconds for bio's 448k phrases); the blocks' label names are merged
   (sorted) by the stage, the same bytes as one task over all the phrases.
 
+Memory. The stage's job runs in the build's process, beside ppdb2's and combine's, so what it
+holds there must not grow with the data. It holds a window of IDS_WINDOW phrase ids (their
+presence marks and the used ids among them, 9 bytes an id of the window: 9 MiB), a block of
+LABEL_BLOCK used phrases (their token rows, ids or codes: 10 MiB of rows at bio-multi's five
+tokens a row, and the last block's while the next is gathered), and what grows: per pivot part
+its files' paths and largest id (~0.3 kB a part of ~700k pairs), per block its label names and
+task's dict (~3 kB a block of 500k phrases), a few MB at the projected target's 252M stored
+phrases. The used ids are the union of each part's distinct ids (:func:`phrase_ids_file`, a
+task per part) taken a window of ids at a time (:func:`write_used`, as ppdb2's ``write_ids``)
+and written to a scratch file as each window's come; the rows, the codes and the stage's
+``lhs.arrays`` are written from it a block at a time (``Blocks``), the codes mapped to the
+merged names block by block. The tasks read the English words from the encode stage's
+``vocab.en`` itself. Measured alone (bench/bench_lhs_memory.py), 40 / 53 MiB above the
+process's RSS at bio / bio-multi, and flat on synthetic parts of 7M-28M stored phrases
+(bench/bench_lhs_growth.py). (Until session 15 it held a mark per phrase id, the used ids and
+their codes whole, 10 bytes a stored phrase and 1 a phrase id, ~2.6 GiB at the target, and
+the vocabulary as a Vocab.)
+
 The tagger stage's key holds the tagger's version (labels.LEXICON_TAGGER_VERSION) and the
 training files' sha256, and this stage's key the tagger's content key, so a changed tagger or
 corpus trains and relabels; a recipe whose data root lacks these files
@@ -28,6 +46,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import os
 import random
 import time
 from collections import Counter
@@ -36,6 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pivot.arrays import unique
 from pivot.atomic import atomic_path
 from pivot.pipeline.bundle import Blocks, open_bundle, save_bundle
 from pivot.pipeline.stage import VOLATILE, Stage
@@ -165,12 +185,16 @@ def load_tagger_json(path) -> tuple[labels.LexiconTagger, dict, dict]:
 
 #: Used phrases a labelling task labels (label_task). A phrase's label is a function of its own
 #: tokens (their tags, then the rules within the phrase), so any cut gives the same labels; each
-#: task reads the tagger and the English words (a fraction of a CPU second on bio-multi).
+#: task reads the tagger and the English words (a fraction of a CPU second on bio-multi). It is
+#: also the block by which this process reads and writes the used ids and codes.
 LABEL_BLOCK = 500_000
+#: Phrase ids whose presence marks this process makes at a time (the used ids' union over the
+#: parts, pivot.pipeline.ppdb2.present_windows): a window's marks and ids, 9 bytes an id of it.
+IDS_WINDOW = 1 << 20
 
 
-def build(tmp: Path, *, part_paths: list[Path], e_rows, e_tokens: list[str], tagger_dir,
-          engine=None, block: int = LABEL_BLOCK) -> dict:
+def build(tmp: Path, *, part_paths: list[Path], e_rows, e_tokens, tagger_dir,
+          engine=None, block: int = LABEL_BLOCK, window: int = IDS_WINDOW) -> dict:
     """The stage: writes ``lhs.arrays`` (``ids``: the used phrase ids, ascending; ``code``: each
     one's label, an index into ``names`` of ``lhs.json``) and ``lhs.json`` (the meta ``lhs``)
     with the tagger of the tagger stage's folder ``tagger_dir`` (:func:`train_stage`). The used
@@ -178,15 +202,23 @@ def build(tmp: Path, *, part_paths: list[Path], e_rows, e_tokens: list[str], tag
     process), their labels' names merged here (sorted, as one task over all would give them).
     ``e_rows``: the English phrases' token rows by id, or a function of ascending ids giving
     their rows (the stage's: it reads the used phrases' rows ``block`` at a time, never every
-    phrase's, 28 bytes a phrase id)."""
+    phrase's, 28 bytes a phrase id). ``e_tokens``: the English words by id, or the file of them
+    (one a line, line k holding id k: Vocab.save's, the encode stage's ``vocab.en``), which the
+    tasks then read as it is (the stage's: this process never holds the vocabulary).
+
+    Memory of this process: a window of ``window`` phrase ids' marks and ids, a block of
+    ``block`` used phrases' rows, ids or codes, and a few numbers per pivot part and per block;
+    the used ids and codes go to files as they come (:func:`write_used`, :func:`_codes`), never
+    an array with an entry per stored phrase or per phrase id."""
     from pivot.pipeline.engine import Engine
 
     engine = engine or Engine(workers=1)
-    return engine.run(_build_job(Path(tmp), part_paths, e_rows, e_tokens, Path(tagger_dir), block))[0]
+    return engine.run(_build_job(Path(tmp), part_paths, e_rows, e_tokens, Path(tagger_dir), block, window))[0]
 
 
-def _build_job(tmp: Path, part_paths, e_rows, e_tokens, tagger_dir: Path, block: int):
-    """A job of Engine.run: the used phrases, their labels by block (label_task), merged."""
+def _build_job(tmp: Path, part_paths, e_rows, e_tokens, tagger_dir: Path, block: int, window: int):
+    """A job of Engine.run: the used phrases (phrase_ids_file per part, write_used), their labels
+    by block (label_task), merged block by block into the stage's file."""
     from pivot.pipeline.engine import Batch
 
     t0 = time.process_time()
@@ -195,16 +227,30 @@ def _build_job(tmp: Path, part_paths, e_rows, e_tokens, tagger_dir: Path, block:
     timings = tagger_dir / "timings.json"
     t_train = json.loads(timings.read_text())["train_cpu_seconds"] if timings.is_file() else None
     rows_of = e_rows if callable(e_rows) else (lambda ids: np.asarray(e_rows[ids]))
-    used = used_phrases(part_paths)
+    # the used ids: each part's distinct ids by a task, their union here a window of ids at a
+    # time, written to a scratch file as each window's come (a mark per phrase id and the used
+    # ids whole were 9 bytes a phrase id and 8 a stored phrase in this process)
+    id_paths = [tmp / f".ids-{j:04d}.arrays" for j in range(len(part_paths))]
+    n_e = max((yield Batch(phrase_ids_file, list(zip(part_paths, id_paths)), name="lhs-ids")), default=0)
+    used_path = tmp / ".used.bin"
+    n_used = write_used(used_path, n_e, id_paths, window)
+    for path in id_paths:
+        path.unlink()
     # the tasks read their rows from a file (written ``block`` used phrases at a time), the
     # words from another (one a line, by id)
-    rows_path, words_path = tmp / ".rows.arrays", tmp / ".words.txt"
-    width = rows_of(used[:0]).shape[1]
-    save_bundle(rows_path, rows=Blocks(np.int32, (len(used), width),
-                                       (rows_of(used[a:a + block]) for a in range(0, len(used), block))))
-    with open(words_path, "w", encoding="utf-8", newline="\n") as fh:
-        fh.writelines(w + "\n" for w in e_tokens)
-    ranges = [(a, min(a + block, len(used))) for a in range(0, len(used), block)]
+    rows_path = tmp / ".rows.arrays"
+    width = rows_of(np.zeros(0, np.int64)).shape[1]
+    ranges = [(a, min(a + block, n_used)) for a in range(0, n_used, block)]
+    save_bundle(rows_path, rows=Blocks(np.int32, (n_used, width),
+                                       (rows_of(read_used(used_path, a, b)) for a, b in ranges)))
+    scratch = [rows_path, used_path]
+    if isinstance(e_tokens, (str, os.PathLike)):
+        words_path = Path(e_tokens)
+    else:
+        words_path = tmp / ".words.txt"
+        scratch.append(words_path)
+        with open(words_path, "w", encoding="utf-8", newline="\n") as fh:
+            fh.writelines(w + "\n" for w in e_tokens)
     paths = [tmp / f".lhs-{k:04d}.arrays" for k in range(len(ranges))]
     done = yield Batch(label_task, [(rows_path, a, b, words_path, tagger_path, path)
                                     for (a, b), path in zip(ranges, paths)], name="lhs-labels")
@@ -214,41 +260,71 @@ def _build_job(tmp: Path, part_paths, e_rows, e_tokens, tagger_dir: Path, block:
         with open_bundle(path) as z:
             block_names.append(z["names"].tolist())
     names = sorted(set().union(*block_names))
-    code = np.zeros(len(used), np.uint16)
-    for (a, b), path, own in zip(ranges, paths, block_names):
+    # a block's own code k is the name block_names[k]: its index among all the names
+    to_names = [np.array([names.index(n) for n in own], np.uint16) for own in block_names]
+    counts = np.zeros(len(names), np.int64)
+    for path, own in zip(paths, to_names):
         with open_bundle(path) as z:
-            code[a:b] = np.array([names.index(n) for n in own], np.uint16)[z["code"]]
+            counts += np.bincount(own[z["code"]], minlength=len(names))
+    save_bundle(tmp / "lhs.arrays", ids=Blocks(np.int64, (n_used,), (read_used(used_path, a, b) for a, b in ranges)),
+                code=Blocks(np.uint16, (n_used,), _codes(paths, to_names)))
+    for path in (*paths, *scratch):
         path.unlink()
-    rows_path.unlink()
-    words_path.unlink()
     t_label = sum(d.get("cpu_seconds", 0.0) for d in done)
-    counts = np.bincount(code, minlength=len(names)) if len(names) else np.zeros(0, np.int64)
     meta = {"labels": f"{TAGGER}, trained on GENIA-pos train+devel with the Brown corpus as back-off",
             "tagger": "lexicon-suffix", "version": labels.LEXICON_TAGGER_VERSION, "files": files,
-            **info, "n_phrases": int(len(used)), "names": names,
+            **info, "n_phrases": int(n_used), "names": names,
             "distribution": dict(zip(names, counts.tolist()))}
-    save_bundle(tmp / "lhs.arrays", ids=used, code=code)
     (tmp / "lhs.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
     # CPU seconds vary run to run: timings.json is not part of the artifact's content key
     # (train: the tagger stage's, which this stage reads; label: the tasks' sum)
     (tmp / "timings.json").write_text(json.dumps({"train_cpu_seconds": t_train,
                                                   "label_cpu_seconds": round(t_label, 2),
                                                   "stage_cpu_seconds": round(time.process_time() - t0, 2)}))
-    log.info("lhs: %d phrases labelled in %.1f CPU s (%d tasks)", len(used), t_label, len(ranges))
+    log.info("lhs: %d phrases labelled in %.1f CPU s (%d tasks)", n_used, t_label, len(ranges))
     return meta
 
 
-def used_phrases(part_paths) -> np.ndarray:
-    """The phrase ids some pair of the pivot parts holds (as e1 or e2), ascending: a mark per id
-    up to the largest seen (linear in the pairs, no sort), one part's ids read at a time."""
-    seen = np.zeros(0, bool)
-    for path in part_paths:
+def _codes(paths, to_names):
+    """Each block's codes (label_task's files ``paths``) as indices into all the names (its own
+    code k is to_names[k]), a block at a time."""
+    for path, own in zip(paths, to_names):
         with open_bundle(path) as z:
-            for e in (z["e1"], z["e2"]):
-                if len(e) and int(e.max()) >= len(seen):
-                    seen = np.concatenate([seen, np.zeros(int(e.max()) + 1 - len(seen), bool)])
-                seen[e] = True
-    return np.flatnonzero(seen)
+            yield own[z["code"]]
+
+
+def phrase_ids_file(part_path, out_path) -> int:
+    """The distinct English phrase ids of one pivot part's pairs (as e1 or e2), ascending
+    (int64), written to ``out_path`` as ``e``; returns the largest + 1 (0: none) (a task: its
+    memory is one part's pairs). A file already there (an interrupted run's) is kept."""
+    out_path = Path(out_path)
+    if not out_path.is_file():
+        with open_bundle(part_path) as z:
+            e = unique(np.concatenate([z["e1"], z["e2"]]).astype(np.int64))
+        save_bundle(out_path, e=e)
+    with open_bundle(out_path) as z:
+        n = z.shape("e")[0]
+        return int(z.memmap("e")[n - 1]) + 1 if n else 0
+
+
+def write_used(out_path, n_e: int, paths, window: int = IDS_WINDOW) -> int:
+    """The used phrase ids, the ids 0..n_e-1 that member ``e`` of some file of ``paths``
+    (phrase_ids_file's) holds, ascending, to ``out_path`` as raw int64 (read_used), a window of
+    ``window`` ids at a time (pivot.pipeline.ppdb2.present_windows: a window's marks, not one
+    per phrase id); returns their number."""
+    from pivot.pipeline.ppdb2 import present_windows
+
+    n = 0
+    with atomic_path(out_path) as tmp, open(tmp, "wb") as fh:
+        for _, ids in present_windows(n_e, paths, "e", window):
+            fh.write(np.ascontiguousarray(ids, "<i8").tobytes())
+            n += len(ids)
+    return n
+
+
+def read_used(path, a: int, b: int) -> np.ndarray:
+    """Used ids a:b of write_used's file (int64), read into a new array (no map kept)."""
+    return np.fromfile(path, dtype="<i8", count=b - a, offset=8 * a).astype(np.int64)
 
 
 def label_task(rows_path, a: int, b: int, words_path, tagger_path, out_path) -> dict:
@@ -258,12 +334,16 @@ def label_task(rows_path, a: int, b: int, words_path, tagger_path, out_path) -> 
     out_path = Path(out_path)
     if out_path.is_file():
         return {"reused": True}
+    from pivot.text import _iter_lines
+
     t0 = time.process_time()
     tagger, _, _ = load_tagger_json(tagger_path)
     with open_bundle(rows_path) as z:
         rows = np.array(z.memmap("rows")[a:b])
-    with open(words_path, encoding="utf-8", newline="\n") as fh:
-        words = fh.read().split("\n")[:-1]
+    with open(words_path, "rb") as fh:
+        # Vocab.load's reader: the words the stage read as a Vocab before it gave the tasks
+        # encode's vocab.en itself (a leading byte order mark dropped, not-UTF-8 an InputError)
+        words = [word for _, word in _iter_lines(fh, words_path)]
     code, names = tagger.label_rows(rows, words)
     save_bundle(out_path, code=code, names=np.array(names, dtype=str))
     return {"reused": False, "n_phrases": b - a, "cpu_seconds": round(time.process_time() - t0, 2)}
@@ -411,12 +491,11 @@ def stage_params(recipe) -> dict:
 def run_stage(context) -> None:
     """Each stored phrase's PPDB label (phrase.lhs) by the tagger stage's tagger."""
     from pivot.pipeline import pivoting, translation
-    from pivot.pipeline.corpus import Vocab
 
     translation_dir = context.dir("translation")
     build(context.tmp, part_paths=pivoting.part_paths(context.dir("pivot")),
           e_rows=lambda ids: translation.english_rows(translation_dir, ids)[0],
-          e_tokens=Vocab.load(context.dir("encode") / "vocab.en").tokens, tagger_dir=context.dir("tagger"),
+          e_tokens=context.dir("encode") / "vocab.en", tagger_dir=context.dir("tagger"),
           engine=context.engine)
 
 
