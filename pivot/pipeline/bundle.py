@@ -265,3 +265,26 @@ def read_npy_header(fh) -> tuple[tuple, bool, np.dtype]:
 def open_bundle(path) -> Bundle:
     """Open the bundle at ``path`` (use it in a ``with`` block)."""
     return Bundle(path)
+
+
+#: Ids whose presence marks present_windows makes at a time (the stored phrases' ids of the ppdb2
+#: and lhs stages): its memory is a window's marks and ids (1 + 8 bytes an id of the window),
+#: not an entry per phrase id.
+IDS_WINDOW = 1 << 20
+
+
+def present_windows(n: int, paths, name: str, window: int = IDS_WINDOW):
+    """(a, the ids of a..a + window - 1 that member ``name`` of some bundle of ``paths`` holds,
+    ascending) for a = 0, window, ... below n: the ids 0..n-1 that some of those members holds, cut into windows,
+    each member an ascending array of distinct ids of which a window's slice is read through a
+    map that goes with the read (never every id's mark at once)."""
+    for a in range(0, n, window):
+        b = min(a + window, n)
+        seen = np.zeros(b - a, dtype=bool)
+        for path in paths:
+            with open_bundle(path) as z:
+                m = z.memmap(name)
+                lo, hi = np.searchsorted(m, [a, b]) if len(m) else (0, 0)
+                seen[np.asarray(m[lo:hi], np.int64) - a] = True
+                del m
+        yield a, a + np.flatnonzero(seen)

@@ -20,7 +20,7 @@ This stage labels every phrase that a stored pair uses with pivot.store.labels'
 
 Memory. The stage's job runs in the build's process, beside ppdb2's and combine's, so what it
 holds there must not grow with the data. It holds a window of IDS_WINDOW phrase ids (their
-presence marks and the used ids among them, 9 bytes an id of the window: 9 MiB), a block of
+presence marks and the used ids among them, bundle.present_windows: 9 bytes an id of the window, 9 MiB), a block of
 LABEL_BLOCK used phrases (their token rows, ids or codes: 10 MiB of rows at bio-multi's five
 tokens a row, and the last block's while the next is gathered), and what grows: per pivot part
 its files' paths and largest id (~0.3 kB a part of ~700k pairs), per block its label names and
@@ -57,7 +57,7 @@ import numpy as np
 
 from pivot.arrays import unique
 from pivot.atomic import atomic_path
-from pivot.pipeline.bundle import Blocks, open_bundle, save_bundle
+from pivot.pipeline.bundle import IDS_WINDOW, Blocks, open_bundle, present_windows, save_bundle
 from pivot.pipeline.stage import VOLATILE, Stage
 from pivot.recipes import fingerprint_files
 from pivot.store import labels
@@ -188,9 +188,6 @@ def load_tagger_json(path) -> tuple[labels.LexiconTagger, dict, dict]:
 #: task reads the tagger and the English words (a fraction of a CPU second on bio-multi). It is
 #: also the block by which this process reads and writes the used ids and codes.
 LABEL_BLOCK = 500_000
-#: Phrase ids whose presence marks this process makes at a time (the used ids' union over the
-#: parts, pivot.pipeline.ppdb2.present_windows): a window's marks and ids, 9 bytes an id of it.
-IDS_WINDOW = 1 << 20
 
 
 def build(tmp: Path, *, part_paths: list[Path], e_rows, e_tokens, tagger_dir,
@@ -310,10 +307,8 @@ def phrase_ids_file(part_path, out_path) -> int:
 def write_used(out_path, n_e: int, paths, window: int = IDS_WINDOW) -> int:
     """The used phrase ids, the ids 0..n_e-1 that member ``e`` of some file of ``paths``
     (phrase_ids_file's) holds, ascending, to ``out_path`` as raw int64 (read_used), a window of
-    ``window`` ids at a time (pivot.pipeline.ppdb2.present_windows: a window's marks, not one
-    per phrase id); returns their number."""
-    from pivot.pipeline.ppdb2 import present_windows
-
+    ``window`` ids at a time (bundle.present_windows: a window's marks, not one per phrase id);
+    returns their number."""
     n = 0
     with atomic_path(out_path) as tmp, open(tmp, "wb") as fh:
         for _, ids in present_windows(n_e, paths, "e", window):
@@ -334,16 +329,14 @@ def label_task(rows_path, a: int, b: int, words_path, tagger_path, out_path) -> 
     out_path = Path(out_path)
     if out_path.is_file():
         return {"reused": True}
-    from pivot.text import _iter_lines
+    from pivot.pipeline.corpus import Vocab
 
     t0 = time.process_time()
     tagger, _, _ = load_tagger_json(tagger_path)
     with open_bundle(rows_path) as z:
         rows = np.array(z.memmap("rows")[a:b])
-    with open(words_path, "rb") as fh:
-        # Vocab.load's reader: the words the stage read as a Vocab before it gave the tasks
-        # encode's vocab.en itself (a leading byte order mark dropped, not-UTF-8 an InputError)
-        words = [word for _, word in _iter_lines(fh, words_path)]
+    # the words as the stage read them before it gave the tasks encode's vocab.en itself
+    words = Vocab.load(words_path).tokens
     code, names = tagger.label_rows(rows, words)
     save_bundle(out_path, code=code, names=np.array(names, dtype=str))
     return {"reused": False, "n_phrases": b - a, "cpu_seconds": round(time.process_time() - t0, 2)}

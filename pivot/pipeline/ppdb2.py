@@ -176,7 +176,7 @@ import numpy as np
 from pivot import portable
 from pivot.arrays import unique
 from pivot.errors import InputError
-from pivot.pipeline.bundle import Blocks, open_bundle, save_bundle
+from pivot.pipeline.bundle import IDS_WINDOW, Blocks, open_bundle, present_windows, save_bundle
 from pivot.pipeline.engine import release_heap
 from pivot.pipeline.stage import Stage
 from pivot.pipeline.wordnet import LEXICON, RELATIONS
@@ -1518,28 +1518,6 @@ def ids_file(part_path, out_path) -> int:
     e, f = ids_range(part_path)
     save_bundle(out_path, e=e, f=f)
     return int(f[-1]) + 1 if len(f) else 0
-
-
-#: Ids whose presence marks the ids step makes at a time (present_windows): its memory is a
-#: window's marks and ids (1 + 8 bytes an id of the window), not an entry per phrase id.
-IDS_WINDOW = 1 << 20
-
-
-def present_windows(n: int, paths, name: str, window: int = IDS_WINDOW):
-    """(a, the ids of a..a + window - 1 that member ``name`` of some bundle of ``paths`` holds,
-    ascending) for a = 0, window, ... below n: _present(n, those members) cut into windows,
-    each member an ascending array of distinct ids of which a window's slice is read through a
-    map that goes with the read (never every id's mark at once)."""
-    for a in range(0, n, window):
-        b = min(a + window, n)
-        seen = np.zeros(b - a, dtype=bool)
-        for path in paths:
-            with open_bundle(path) as z:
-                m = z.memmap(name)
-                lo, hi = np.searchsorted(m, [a, b]) if len(m) else (0, 0)
-                seen[np.asarray(m[lo:hi], np.int64) - a] = True
-                del m
-        yield a, a + np.flatnonzero(seen)
 
 
 def write_ids(out_path, n_e: int, n_f: int, paths, window: int = IDS_WINDOW) -> int:
