@@ -174,12 +174,13 @@ def test_read_brown(tmp_path):
 PHRASES = ["treat", "cure", "handle", "manage", "patients", "people", "they", "the drug", "treat patients"]
 
 
-def _stage(tmp_path, block=lhs.LABEL_BLOCK, by_ids=False, window=lhs.IDS_WINDOW, vocab_file=False):
+def _stage(tmp_path, block=lhs.LABEL_BLOCK, by_ids=False, window=lhs.IDS_WINDOW, vocab_file=False, leftovers=()):
     """The lhs stage on a synthetic data root and a one-part pivot table using phrases 0-8
     (phrase 9, "unused", is in no pair and gets no label), ``block`` phrases a task (by_ids:
     the rows given as a function of the ids, as the stage gives them; the ids it asks for are
     recorded in ``_stage.asked``), the used ids' union ``window`` ids at a time (vocab_file:
-    the words given as a Vocab.save file, as the stage gives encode's vocab.en)."""
+    the words given as a Vocab.save file, as the stage gives encode's vocab.en; leftovers: files
+    an interrupted run left in the stage's folder)."""
     root = write_data_root(tmp_path / "data")
     tokens = sorted({w for p in PHRASES + ["unused"] for w in p.split()})
     e_rows = np.full((len(PHRASES) + 1, 2), -1, np.int32)
@@ -192,6 +193,8 @@ def _stage(tmp_path, block=lhs.LABEL_BLOCK, by_ids=False, window=lhs.IDS_WINDOW,
     lhs.train_stage(tagger, root)
     out = tmp_path / "stage"
     out.mkdir()
+    for name in leftovers:
+        (out / name).write_text("left by an interrupted run\n")
     _stage.asked = []
 
     def rows_of(ids):
@@ -245,6 +248,18 @@ def test_stage_windows_and_vocab_file(tmp_path):
             assert (out / name).read_bytes() == (whole / name).read_bytes(), (window, vocab_file, name)
         assert sorted(p.name for p in out.iterdir()) == ["lhs.arrays", "lhs.json", "timings.json"]
         assert (tmp_path / f"w{window}{vocab_file}" / "vocab.en").is_file() == vocab_file
+
+
+def test_a_word_file_an_older_run_left_goes(tmp_path):
+    """Resumed in the folder of an interrupted run of the stage's older version (which wrote the
+    words to .words.txt even when given encode's vocabulary file): the artifact is the one of a
+    fresh folder, and holds its declared files only (the runner refuses any other)."""
+    fresh, _, _ = _stage(tmp_path / "fresh", vocab_file=True)
+    out, _, _ = _stage(tmp_path / "resumed", vocab_file=True, leftovers=(".words.txt",))
+    assert sorted(p.name for p in out.iterdir()) == ["lhs.arrays", "lhs.json", "timings.json"]
+    assert lhs.STAGE.undeclared_writes(out) == []
+    for name in ("lhs.arrays", "lhs.json"):
+        assert (out / name).read_bytes() == (fresh / name).read_bytes()
 
 
 def test_stage_rows_by_ids_block(tmp_path):

@@ -241,10 +241,13 @@ def _build_job(tmp: Path, part_paths, e_rows, e_tokens, tagger_dir: Path, block:
     save_bundle(rows_path, rows=Blocks(np.int32, (n_used, width),
                                        (rows_of(read_used(used_path, a, b)) for a, b in ranges)))
     scratch = [rows_path, used_path]
+    words_path = tmp / ".words.txt"
     if isinstance(e_tokens, (str, os.PathLike)):
+        # a word file an interrupted run of an older version of the stage left in this folder
+        # (it wrote one always) goes: the artifact holds its declared files only
+        words_path.unlink(missing_ok=True)
         words_path = Path(e_tokens)
     else:
-        words_path = tmp / ".words.txt"
         scratch.append(words_path)
         with open(words_path, "w", encoding="utf-8", newline="\n") as fh:
             fh.writelines(w + "\n" for w in e_tokens)
