@@ -21,8 +21,14 @@ import time
 from pathlib import Path
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
-_STAGE = re.compile(r"stage (\S+)\s+(running|done|reused)")
 _STORE = " store: writing "
+#: (stage, batch) -> the key its samples are charged to once that batch of the stage's is done and
+#: until the stage is: the score stage's join (one task over every sentence's scores, after its
+#: scoring tasks over a range of sentences each). Their peaks grow by different laws, and one key
+#: for both read the ranges filling up from bio to bio-multi as growth (bench/project_scale.py).
+#: "score.join" keeps the stage's family ("score") for the CPU seconds by stage.
+_PHASES = {("score", "score"): "score.join"}
+_EVENT = re.compile(r"stage (\S+)\s+(running|done|reused)|pivot INFO   (\S+): \d+ tasks in ")
 
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -155,7 +161,12 @@ def _current_stage(log_path: Path, state: dict) -> str:
         text = fh.read()
         state["pos"] = fh.tell()
     running = state.setdefault("running", set())
-    for m in _STAGE.finditer(text):
+    for m in _EVENT.finditer(text):
+        if m.group(3) is not None:     # a batch done: a phase of the stage running (_PHASES)
+            phase = _PHASES.get((state.get("stage"), m.group(3)))
+            if phase is not None:
+                state["stage"] = phase
+            continue
         state["stage"] = m.group(1) if m.group(2) == "running" else f"after {m.group(1)}"
         (running.add if m.group(2) == "running" else running.discard)(m.group(1))
     # The database write, once every stage is done: the build says so. (Stages run side by side

@@ -165,12 +165,20 @@ MEMORY = [
                       "after score"],
      "holds": "a shard's E-step or Viterbi (fixed cells); an LM's counts (the LM text: fixed by the "
               "in-domain text, an assumption; the copies copy it); 1M sentences' scores"},
+    # score's two kinds of task, apart since session 16 (bench/_measure.py's "score.join": the samples
+    # after the scoring batch). Before, one row grew the two mixed by its slope from bio to
+    # bio-multi, which read bio's one partial range (375k sentences) filling to bio-multi's full
+    # 1M-sentence range as growth: 15.5 GiB at the target for tasks that hold one range at most.
+    {"row": "score's tasks", "process": "task", "law": CONSTANT, "w1": [], "w2": [],
+     "roles": ["score|worker"],
+     "holds": "the two LMs (their size set by the in-domain text: fixed, an assumption; the copies copy it) and "
+              "one range of at most 1M sentences' tokens and scores"},
     {"row": "score's join (a task)", "process": "task", "law": SENTENCES, "w1": ["score"], "w2": ["score"],
-     "roles": ["score|worker", "after score|worker"],
+     "roles": ["score.join|worker", "after score|worker"],
      "holds": "the sorted sigma (8 B a sentence) while the ranking's buckets are cut (session 14; before it "
-              "every sentence's cross-entropies, sigma, line ends and order); a range of 1M sentences' scores "
-              "and its run; in one "
-              "process also the LMs scored with (the copies copy the in-domain text: an upper bound)"},
+              "every sentence's cross-entropies, sigma, line ends and order); a range's scores and its run "
+              "at a time; in one process (--workers 1) also the LMs scored with (the copies copy the "
+              "in-domain text: an upper bound)"},
     {"row": "extract (tasks)", "process": "task", "law": CONSTANT, "w1": [], "w2": ["extract"],
      "holds": "one shard's phrase pairs (a fixed number of sentences and tokens)"},
     # translation and pivot: measured by per-role reruns of the two stages (--stage-roles), the
@@ -414,15 +422,23 @@ def with_write_of(roles: dict, write: dict) -> dict:
             "peak_gib_by_stage_role": merged("peak_gib_by_stage_role")}
 
 
-def with_stages_of(roles: dict, rerun: dict, families=("score", "weights", "translation", "pivot")) -> dict:
+def with_stages_of(roles: dict, rerun: dict, families=None) -> dict:
     """A per-role rerun ``roles`` with the peaks of the stages of ``families`` (and the moments
     after them) taken from ``rerun``, a rerun of those stages alone (bench/bench_stage_memory.py's
     result, whose ``measure_roles`` holds bench/measure_roles.py's figures); its CPU seconds
-    are not the late stages' or the write's, and are left out."""
+    are not the late stages' or the write's, and are left out. ``families``: default, those of
+    RERUN_FAMILIES the rerun has a key of (so that a rerun of score alone replaces score's
+    peaks and keeps the others an earlier rerun gave)."""
     inner = rerun.get("measure_roles", rerun)
+    if families is None:
+        families = {stage_of(k.rsplit("|", 1)[0]) for k in inner["peak_gib_by_stage_role"]} & set(RERUN_FAMILIES)
     keep = {k: v for k, v in roles["peak_gib_by_stage_role"].items() if stage_of(k.rsplit("|", 1)[0]) not in families}
     new = {k: v for k, v in inner["peak_gib_by_stage_role"].items() if stage_of(k.rsplit("|", 1)[0]) in families}
     return {**roles, "peak_gib_by_stage_role": {**keep, **new}}
+
+
+#: The stages whose memory rows come from reruns of them alone (--stage-roles).
+RERUN_FAMILIES = ("score", "weights", "translation", "pivot")
 
 
 def measured_exponents(bio: dict, multi: dict, sizes: dict) -> dict:
@@ -600,9 +616,10 @@ def main():
                          "read-through grown by the lines, the rest as measured at bio (preflight_seconds)")
     ap.add_argument("--late-logs", type=Path, nargs=2, metavar=("BIO", "BIO_MULTI"),
                     help="the build logs of the --roles reruns: their late batches of one task (single_tasks)")
-    ap.add_argument("--stage-roles", type=Path, nargs=2, metavar=("BIO", "BIO_MULTI"),
-                    help="per-role reruns of translation and pivot (bench/bench_stage_memory.py) of bio and "
-                         "bio-multi: their memory rows (the build's process, the tasks)")
+    ap.add_argument("--stage-roles", type=Path, nargs=2, metavar=("BIO", "BIO_MULTI"), action="append",
+                    help="per-role reruns of score, weights, translation and pivot (bench/bench_stage_memory.py) "
+                         "of bio and bio-multi: their memory rows (the build's process, the tasks); given again, "
+                         "a later pair replaces the stages it reran")
     ap.add_argument("--task-memory", type=Path, default=RESULTS / "task-memory-session12.json",
                     help="the build's process's bytes per task of a map (bench/bench_task_memory.py)")
     ap.add_argument("--encode-share", type=Path, default=RESULTS / "encode-share-session14.json",
@@ -634,8 +651,8 @@ def main():
     roles_runs = [json.loads(Path(p).read_text()) for p in args.roles]
     if args.write_roles:
         roles_runs = [with_write_of(r, json.loads(Path(w).read_text())) for r, w in zip(roles_runs, args.write_roles)]
-    if args.stage_roles:
-        roles_runs = [with_stages_of(r, json.loads(Path(w).read_text())) for r, w in zip(roles_runs, args.stage_roles)]
+    for pair in args.stage_roles or ():
+        roles_runs = [with_stages_of(r, json.loads(Path(w).read_text())) for r, w in zip(roles_runs, pair)]
     split_bio, split_multi = (late_split(r) for r in roles_runs)
     sizes = json.loads(args.sizes.read_text())
     measured = measured_exponents(split_bio, split_multi, sizes)
@@ -676,7 +693,7 @@ def main():
            "parallel_efficiency_2_workers": round(eff, 3), "utilisation_2_workers": round(util, 3),
            "roles": [str(p) for p in args.roles],
            "write_roles": [str(p) for p in args.write_roles] if args.write_roles else None,
-           "stage_roles": [str(p) for p in args.stage_roles] if args.stage_roles else None,
+           "stage_roles": [[str(p) for p in pair] for pair in args.stage_roles] if args.stage_roles else None,
            "task_memory": str(args.task_memory), "build_bytes_per_task": round(per_task, 1),
            "late_and_store_cpu_s": {"bio": split_bio, "bio-multi": split_multi},
            "late_logs": [str(p) for p in args.late_logs] if args.late_logs else None,

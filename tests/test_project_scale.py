@@ -270,3 +270,57 @@ def test_task_bytes_from_the_largest_map_over_the_first_start():
     # (160 - 60) MiB over 16,000 tasks: 100 x 2^20 / 16000 = 6553.6 bytes a task
     measured = {"500": {"base_mib": 60.0, "peak_mib": 70.0}, "16000": {"base_mib": 100.0, "peak_mib": 160.0}}
     assert ps.task_bytes(measured) == pytest.approx(6553.6)
+
+
+_MEASURE = Path(__file__).resolve().parent.parent / "bench" / "_measure.py"
+_mspec = importlib.util.spec_from_file_location("_measure", _MEASURE)
+measure = importlib.util.module_from_spec(_mspec)
+_mspec.loader.exec_module(measure)
+
+
+def test_the_score_stages_join_is_charged_apart_from_its_tasks(tmp_path):
+    """The log read as it grows: the score stage's samples go to "score" until its scoring batch
+    is done, then to "score.join" until the stage is; another stage's batch changes nothing."""
+    log = tmp_path / "build.log"
+    log.write_text("")
+    state = {}
+    stamp = "2026-11-27 12:21:58,392 pivot INFO "
+    seen = []
+    for line in ("stage score        running -> /w/score-1", "  align.de-fwd-em1: 5 tasks in 4.1 s",
+                 "  score: 3 tasks in 4.4 s", "  score-join: 1 tasks in 2.9 s", "stage score        done in 7.4 s",
+                 "stage encode       running -> /w/encode-1", "  score: 3 tasks in 1.0 s"):
+        with open(log, "a") as fh:
+            fh.write(stamp + line + "\n")
+        seen.append(measure._current_stage(log, state))
+    assert seen == ["score", "score", "score.join", "score.join", "after score", "encode", "encode"]
+    assert state["running"] == {"encode"}
+    # its CPU seconds stay the stage's
+    assert ps.stage_of("score.join") == "score"
+
+
+def test_a_rerun_of_score_alone_replaces_the_score_peaks_only():
+    late = {"cpu_s_by_stage_role": {}, "peak_gib_by_stage_role": {"weights|build": {"rss": 0.1},
+                                                                 "score|worker": {"rss": 0.9}}}
+    rerun = {"measure_roles": {"peak_gib_by_stage_role": {"score|worker": {"rss": 0.3},
+                                                          "score.join|worker": {"rss": 0.4}}}}
+    assert ps.with_stages_of(late, rerun)["peak_gib_by_stage_role"] == {
+        "weights|build": {"rss": 0.1}, "score|worker": {"rss": 0.3}, "score.join|worker": {"rss": 0.4}}
+
+
+def test_score_tasks_are_constant_and_its_join_grows_with_the_sentences():
+    sizes = {"bio": {"n_sentences": 100, "n_e": 10, "n_f": 10, "n_entries": 10, "n_stored_phrases": 10,
+                     "n_pairs": 10},
+             "bio-multi": {"n_sentences": 400, "n_e": 10, "n_f": 10, "n_entries": 10, "n_stored_phrases": 10,
+                           "n_pairs": 10}}
+    units = {**sizes["bio"], "n_sentences": 1000}
+    one = {"peak_one_process_rss_gib_by_stage": {"score": 2.0}}
+    builds = [(1, {**one, "cpu_s_by_stage": {}})]
+    roles = {"bio": {"score|worker": 0.5, "score.join|worker": 0.25},
+             "bio-multi": {"score|worker": 1.5, "score.join|worker": 0.5, "after score|worker": 0.375}}
+    rows = ps.memory_rows(builds, [one], one, sizes, units, roles)
+    # the tasks: the largest of bio's 0.5 and bio-multi's 1.5 (the --workers 1 builds' 2.0 ran the
+    # join and the LMs in one process: not a task's)
+    assert rows["score's tasks"]["target_gib"] == 1.5
+    # the join: 0.25 -> 0.5 GiB for 100 -> 400 sentences, 0.25 / 300 GiB a sentence; at 1000:
+    # 0.25 + 0.25 / 300 x 900 = 1.0
+    assert rows["score's join (a task)"]["target_gib"] == pytest.approx(1.0)
