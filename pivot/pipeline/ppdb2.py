@@ -117,7 +117,8 @@ The stage makes the phrases' forms a block of phrases at a time (:func:`forms_ta
 the pairs per range of the pivot stage's rows (:func:`label_range`), Dask tasks, while tasks read
 the phrases' trigrams and WordNet synsets a block of phrases at a time
 (:func:`phrase_side_task`) and tasks train the word vectors (:func:`_vectors_job`: counts by shard, PPMI and SVD, phrase means by block); fits the relation classifier's grid
-and refits as tasks (:func:`relation_task`) while this process fits the score; and applies the
+and refits as tasks (:func:`relation_task`) beside the score's fit, a task too
+(:func:`score_side_task`); and applies the
 fit per range of rows (:func:`apply_range`). Every number is a function of the inputs only: the
 same bytes for any number of workers (each fit is the same arithmetic in whichever process runs
 it, and the applied sums run in a fixed order, one feature after another).
@@ -128,7 +129,8 @@ windows of ids (write_ids), the pivots' languages, the trigram pointers and the 
 by blocks of phrases (_phrase_side_job, write_lexical), the texts' starts as the texts are
 written (write_text_file); the fits read the slots, synsets and texts of the rows they select
 from those files (LexicalFile, TextFile.many), the phrases' rows and pivots' languages too
-(_rows_features). What it holds beyond a block or a window is the rows the fits select, each
+(_rows_features). What it holds beyond a block or a window is the rows the relations' fit selects
+(the score's fit, a task since session 16, holds its own likewise), each
 capped whatever the corpus: the rated rows (the ratings file's), the relation training rows
 (max_relation_pairs) and test rows (MAX_RELATION_TEST_PAIRS), the training lists
 (MAX_WITHIN_QUERIES lists, MAX_WITHIN_ROWS rows, their features made by blocks into one
@@ -1597,17 +1599,12 @@ def build(tmp: Path, *, part_paths: list[Path], n_e: int, e_phrases, e_tokens: l
 
     What is independent runs side by side (pivot.pipeline.engine.Engine.run): the pairs' labels
     per pivot part on the workers beside the phrases' trigrams and synsets per block; the
-    relation classifier's fits on the workers while this process fits the score; then the apply
-    tasks. In one process the same steps run one after another: the same bytes."""
+    relation classifier's fits and the score's on the workers, this process reading WordNet for the
+    former meanwhile; then the apply tasks. In one process the same steps run one after another:
+    the same bytes."""
     return engine.run(_build_job(tmp, part_paths=part_paths, n_e=n_e, e_phrases=e_phrases, e_tokens=e_tokens,
                                  f_lang_of=f_lang_of, models=models, params=params, data_root=data_root,
                                  shard_paths=list(shard_paths)))[0]
-
-
-def _here(fn, *args):
-    """fn(*args) as a job of Engine.run that has no tasks: it runs in this process."""
-    return fn(*args)
-    yield  # unreachable: makes this a generator
 
 
 def _build_job(tmp: Path, *, part_paths, n_e, e_phrases, e_tokens, f_lang_of, models, params, data_root,
@@ -1698,14 +1695,16 @@ def _build_job(tmp: Path, *, part_paths, n_e, e_phrases, e_tokens, f_lang_of, mo
     fit_path = tmp / ".fit.json"
     names = feature_names(models, ph.dim)
     fit = {"models": models, "features": names}
-    # The relation classifier's fits on the workers, the score's here. WordNet is read by the
-    # relations job (its selected phrases' links) before its first task, which then lets it go: the score's fit, run here
-    # meanwhile, is the stage's peak (with WordNet's 0.12 GB held, 0.1 GB more on bio).
+    # The score's fit and the relation classifier's grid on the workers. The score's is one task,
+    # submitted first: this process then reads WordNet's links of the relations' selected phrases
+    # and their features (1.7 s on bio) while a worker fits the score. Run here, the score's fit
+    # (5.3 s on bio) kept this process from the relations' results until it ended: their refits
+    # waited for it, and a core stood idle.
+    score_job = _score_job(table, ph, labels, lex_path, models, texts, ids_path, listed, params, data_root)
     relations_job = _relations_job(table, ph, labels, names, texts, lex, survey, params, data_root, tmp)
-    (relations, fit["relations"]), (score, fit["score"]) = yield Together(
-        relations_job, _here(_score_side, table, ph, labels, lex, models, texts, ids_path, listed, params, data_root))
+    (score, fit["score"]), (relations, fit["relations"]) = yield Together(score_job, relations_job)
     del survey, listed
-    del relations_job
+    del relations_job, score_job
     log.info("ppdb2: fitted in %.1f s (dev Spearman %.3f; relations macro-F1 %.3f)", time.perf_counter() - t0,
              fit["score"]["dev"]["spearman"], fit["relations"]["eval"]["full"]["macro_f1"])
     fit_path.write_text(json.dumps({"score": score.to_json(), "relations": relations.to_json(),
@@ -2167,6 +2166,31 @@ def _vectors_job(shard_paths, n_tokens, tokens_path, out_path):
                  time.perf_counter() - t0, sum(cpu.values()), sum(n.values()),
                  cpu["occurrences"] + cpu["cooccurrences"] + cpu["sums"], cpu["ppmi_svd"], cpu["phrases"])
     return done
+
+
+def _score_job(table: "PairTable", ph: "PhraseFile", labels, lex_path, models, texts: "TextFile", ids_path, listed,
+               params, data_root):
+    """A job of Engine.run: the score's fit (_score_side) as one task, handed the paths of what it
+    reads (a file handle or a map does not cross to a worker); returns (ScoreModel, its report)."""
+    from pivot.pipeline.engine import Batch
+
+    (fitted,) = yield Batch(score_side_task, [(table.part_paths, ph.paths, labels, lex_path, models, texts.path,
+                                               texts.starts_path, ids_path, listed, params, data_root)],
+                            name="ppdb2-score")
+    return fitted
+
+
+@_heap_released
+def score_side_task(part_paths, phrases_paths, labels, lex_path, models, texts_path, starts_path, ids_path, listed,
+                    params, data_root):
+    """_score_side on the files the build's process reads them from (PairTable, PhraseFile,
+    LexicalFile and TextFile opened here): the same arithmetic, in whichever process runs it."""
+    texts = TextFile(texts_path, starts_path)
+    try:
+        return _score_side(PairTable.read(part_paths), PhraseFile(*phrases_paths, lookup=False), labels,
+                           LexicalFile(lex_path), models, texts, ids_path, listed, params, data_root)
+    finally:
+        texts.close()
 
 
 def _score_side(table, ph, labels, lex, models, texts, ids_path, listed, params, data_root):
