@@ -417,3 +417,166 @@ def test_foreign_blocks_make_the_texts_of_the_whole_vocabularies(tmp_path):
     assert texts == {0: "fr:le chat", 2: "de:die katze", 3: "fr:été"}
     whole = foreign_phrase_texts(rows, [["le", "chat", "été"], ["katze", "die"]], ["fr", "de"], f_lang)
     assert [whole[i] for i in (0, 2, 3)] == list(texts.values())
+
+
+# The texts on the workers. A table whose pairs use English ids 0, 1, 3, 4, 5 (not 2) and foreign
+# ids 0, 2, 4 (not 1, 3): _kwargs' pairs without those of phrase 2 (rows 1 and 5), pivot 1
+# renamed 4, in two chunks (rows 0..2 and 3..7).
+_KEEP = (E1 != 2) & (E2 != 2)
+_GAPPED_PIVOTS = np.where(PIVOTS == 1, 4, PIVOTS)[_KEEP]
+_GAPPED_FOREIGN = {0: "fr:traiter", 1: "fr:guérir", 2: "de:heilen", 3: "de:pflegen", 4: "fr:soigner"}
+_LABELS = {i: f"[L{i % 2}]" for i in range(6)}
+
+
+def _gapped_chunks():
+    rows = [np.flatnonzero(_KEEP)[:3], np.flatnonzero(_KEEP)[3:]]
+    return [PairChunk(E1[r], E2[r], N_PIVOTS[r], _GAPPED_PIVOTS[np.searchsorted(np.flatnonzero(_KEEP), r)],
+                      SCORES[r], form=FORM[r], ppdb2=PPDB2[r], rel=REL[r]) for r in rows]
+
+
+class _TextsOf:
+    """A mapping asked as a function of a block's ids, as the build's texts are (picklable: the
+    workers' tasks are handed it); ``missing``: ids it has no text for."""
+
+    def __init__(self, mapping, missing=()):
+        self.mapping, self.missing = mapping, set(missing)
+
+    def __call__(self, ids):
+        return {i: self.mapping[i] for i in np.asarray(ids).tolist() if i not in self.missing}
+
+
+def _gapped(**changes):
+    from tests.test_parts import PHRASES
+
+    return {**_kwargs(), "chunks": _gapped_chunks, "phrases": _TextsOf(dict(enumerate(PHRASES))),
+            "foreign": _TextsOf(_GAPPED_FOREIGN), "lhs": _TextsOf(_LABELS), **changes}
+
+
+# the rows the database stores of the gapped table: (id, text, n_words, count, lhs) with
+# tests.test_parts' texts and counts [10, 4, 7, 2, 5, 3] and the label [L(id mod 2)]
+_GAPPED_PHRASE_ROWS = [(0, "treat", 1, 10, "[L0]"), (1, "cure", 1, 4, "[L1]"), (3, "look after", 2, 2, "[L1]"),
+                       (4, "heal", 1, 5, "[L0]"), (5, "remedy", 1, 3, "[L1]")]
+_GAPPED_FOREIGN_ROWS = [(0, "fr:traiter"), (2, "de:heilen"), (4, "fr:soigner")]
+
+
+def test_text_blocks_cut_the_ids_with_gaps_into_at_most_the_blocks_asked(tmp_path, monkeypatch):
+    """English ids 0, 1, 3, 4, 5 by TEXT_BLOCK = 2: ceil(5 / 2) = 3 blocks at ranks 0, 1, 3, 5
+    (5 i // 3), the foreign ids 0, 2, 4 into as many (ranks 0, 1, 2, 3); at most 2 blocks: ranks
+    0, 2, 5 and 0, 1, 3. A block's ids are read from the bit files by its ranges."""
+    monkeypatch.setattr(W, "TEXT_BLOCK", 2)
+    survey = W.survey_chunks(_gapped_chunks, [{}, {}], [])
+    assert survey.used.tolist() == [0, 1, 3, 4, 5] and survey.used_f.tolist() == [0, 2, 4]
+    bits = W.write_id_bits(tmp_path, survey, (".x.used-e.tmp-1", ".x.used-f.tmp-1"))
+    three = W.text_blocks(survey.used, survey.used_f, *bits)
+    assert [(b.e_range, b.f_range) for b in three] == [((0, 1), (0, 1)), ((1, 4), (2, 3)), ((4, 6), (4, 5))]
+    assert [b.ids.tolist() for b in three] == [[0], [1, 3], [4, 5]]
+    assert [b.f_ids.tolist() for b in three] == [[0], [2], [4]]
+    two = W.text_blocks(survey.used, survey.used_f, *bits, most=2)
+    assert [(b.e_range, b.f_range) for b in two] == [((0, 2), (0, 1)), ((3, 6), (2, 5))]
+    assert [b.ids.tolist() for b in two] == [[0, 1], [3, 4, 5]] and [b.f_ids.tolist() for b in two] == [[0], [2, 4]]
+
+
+def test_a_texts_file_holds_its_blocks_rows_and_copies_to_the_bytes_of_one_writer(tmp_path, monkeypatch):
+    """write_text_file: a block's `phrase` rows (id, text, n_words, count, lhs) and its
+    `foreign_phrase` rows, in id order, in tables of the database's own columns. Copied into a
+    new database (_copy_texts: named columns), or by SQLite's transfer of whole records (SELECT *
+    of the same schema), the texts' transaction gives the file _insert_texts writes from Python."""
+    monkeypatch.setattr(W, "TEXT_BLOCK", 2)
+    kw = _gapped()
+    survey = W.survey_chunks(_gapped_chunks, [{}, {}], [])
+    blocks = W.text_blocks(survey.used, survey.used_f, *W.write_id_bits(tmp_path, survey))
+    files = [tmp_path / f"t{b.b}.db" for b in blocks]
+    for f, b in zip(files, blocks):
+        W.write_text_file(f, b, kw["phrases"], kw["phrase_counts"], kw["lhs"], kw["foreign"])
+    rows = [sqlite3.connect(f).execute("SELECT * FROM phrase ORDER BY id").fetchall() for f in files]
+    assert rows == [_GAPPED_PHRASE_ROWS[:1], _GAPPED_PHRASE_ROWS[1:3], _GAPPED_PHRASE_ROWS[3:]]
+    assert [sqlite3.connect(f).execute("SELECT * FROM foreign_phrase").fetchall() for f in files] == \
+        [[r] for r in _GAPPED_FOREIGN_ROWS]
+    main = sqlite3.connect(":memory:")
+    main.executescript(W.schema_sql(2))
+    for table in ("phrase", "foreign_phrase"):
+        assert sqlite3.connect(files[0]).execute(f"PRAGMA table_info({table})").fetchall() == \
+            main.execute(f"PRAGMA table_info({table})").fetchall()
+
+    def texts_db(name, how):
+        conn = sqlite3.connect(tmp_path / name, isolation_level=None)
+        W.begin_load(conn, 2, 3)
+        if how == "python":
+            W._insert_texts(conn, survey, kw["phrases"], kw["foreign"], kw["lhs"], kw["phrase_counts"])
+        elif how == "named":
+            W._copy_texts(conn, files, survey, kw["foreign"])
+        else:
+            for k, f in enumerate(files):
+                conn.execute(f"ATTACH DATABASE ? AS t{k}", (str(f),))
+            for table in ("phrase", "foreign_phrase"):
+                for k in range(len(files)):
+                    conn.execute(f"INSERT INTO main.{table} SELECT * FROM t{k}.{table}")
+            conn.execute("COMMIT")
+        conn.close()
+        return _sha256(tmp_path / name)
+
+    assert texts_db("python.db", "python") == texts_db("named.db", "named") == texts_db("xfer.db", "xfer")
+    assert sqlite3.connect(tmp_path / "named.db").execute("SELECT * FROM phrase").fetchall() == _GAPPED_PHRASE_ROWS
+    # a caller's mapping of foreign texts: every entry, written by _copy_texts itself (the tasks get none)
+    conn = sqlite3.connect(tmp_path / "mapping.db", isolation_level=None)
+    W.begin_load(conn, 2, 3)
+    W._copy_texts(conn, [_empty_foreign(tmp_path, f) for f in files], survey, _GAPPED_FOREIGN)
+    assert conn.execute("SELECT * FROM foreign_phrase").fetchall() == sorted(_GAPPED_FOREIGN.items())
+
+
+def _empty_foreign(tmp_path, f):
+    """A copy of a texts file without its foreign rows (what a task writes given a mapping)."""
+    g = tmp_path / f"nf-{f.name}"
+    g.write_bytes(f.read_bytes())
+    sqlite3.connect(g, isolation_level=None).execute("DELETE FROM foreign_phrase")
+    return g
+
+
+def test_the_workers_write_the_texts_in_blocks_and_the_same_file(tmp_path, monkeypatch, engine, caplog):
+    """With workers, the texts are 3 tasks (TEXT_BLOCK = 2 over 5 stored ids with a gap), the pairs
+    3 (BLOCK_ROWS = 3 over 8 rows); the file is the one writer's, byte for byte, with the texts
+    of the stored ids only, and every scratch file is removed."""
+    monkeypatch.setattr(W, "TEXT_BLOCK", 2)
+    monkeypatch.setattr(W, "BLOCK_ROWS", 3)
+    one = write_database_chunks(tmp_path / "one.db", **_gapped())
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    before = engine.task_seconds.get("store-texts", 0)
+    with caplog.at_level("INFO", logger="pivot"):
+        two = write_database_chunks(tmp_path / "two.db", **_gapped(), engine=engine, scratch=scratch)
+    assert _sha256(one) == _sha256(two)
+    assert engine.task_seconds["store-texts"] > before and os.listdir(scratch) == []
+    assert any(r.getMessage().startswith("  store-texts: 3 tasks") for r in caplog.records)
+    conn = sqlite3.connect(two)
+    assert conn.execute("SELECT * FROM phrase ORDER BY id").fetchall() == _GAPPED_PHRASE_ROWS
+    assert conn.execute("SELECT * FROM foreign_phrase ORDER BY id").fetchall() == _GAPPED_FOREIGN_ROWS
+    assert conn.execute("SELECT count(*), min(pivot1), max(pivot1) FROM pair").fetchone() == (8, 0, 4)
+
+
+def _idle(engine, seconds=30.0):
+    """Wait until no task runs on the workers (a task of a failed write may still be running)."""
+    import time
+
+    client, t0 = engine.client(), time.monotonic()
+    while any(client.processing().values()) and time.monotonic() - t0 < seconds:
+        time.sleep(0.05)
+
+
+def test_a_pivot_without_text_fails_the_write_on_the_workers(tmp_path, monkeypatch, engine):
+    """A texts task whose pivot has no text fails the write with the one writer's error; the
+    database is not written and no texts' scratch file is left (a pair task that was running
+    may leave its file, under a name a later build's sweep removes)."""
+    from pivot.locking import stale_owner
+
+    monkeypatch.setattr(W, "BLOCK_ROWS", 3)
+    kw = _gapped(foreign=_TextsOf(_GAPPED_FOREIGN, missing=[4]))
+    with pytest.raises(ValueError, match=r"1 pivot id\(s\) have no text in `foreign`, e.g. \[4\]"):
+        write_database_chunks(tmp_path / "a.db", **kw)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with pytest.raises(ValueError, match=r"1 pivot id\(s\) have no text in `foreign`, e.g. \[4\]"):
+        write_database_chunks(tmp_path / "a.db", **kw, engine=engine, scratch=scratch)
+    _idle(engine)
+    assert sorted(os.listdir(tmp_path)) == ["scratch"]
+    left = os.listdir(scratch)
+    assert [n for n in left if ".pairs-" not in n] == [] and all(stale_owner(n) == os.getpid() for n in left)

@@ -49,14 +49,11 @@ interrupted write resumes with the files it finished (KEY hashes everything the 
 from __future__ import annotations
 
 import bisect
-import contextlib
 import hashlib
-import itertools
 import json
 import logging
 import os
 import shutil
-import sqlite3
 import time
 import zlib
 from pathlib import Path
@@ -66,10 +63,10 @@ import numpy as np
 from pivot.atomic import atomic_path
 from pivot.atomic import write_text as write_text_atomic
 from pivot.errors import InputError
-from pivot.store.write import (FTS_SQL, FTS_TABLE, TEXT_BLOCK, IdSet, PairChunk, SurveyFold, _chunks_from, _distinct,
-                               _insert_columns, _insert_flat, _integers, _mark, _write_failed, begin_load, check_models,
-                               finish_load, foreign_rows, full_meta, insert_pairs, model_column, phrase_rows,
-                               read_id_bits, survey_chunk, survey_chunks)
+from pivot.store.write import (FTS_SQL, FTS_TABLE, TEXT_BLOCK, IdSet, PairChunk, SurveyFold, TextBlock,
+                               _chunks_from, _distinct, _insert_columns, _integers, _mark, _writing, begin_load, check_models,
+                               fill_text_file, finish_load, full_meta, insert_pairs, model_column, survey_chunk,
+                               survey_chunks, text_blocks, write_id_bits)
 
 MANIFEST = "manifest.json"
 FORMAT = "pivot-parts"
@@ -89,10 +86,6 @@ def part_name(k: int) -> str:
 
 def index_name(j: int) -> str:
     return f"phrases-{j:04d}.db"
-
-
-def _texts_name(b: int) -> str:
-    return f"texts-{b:04d}.db"
 
 
 def shard_of(text: str, n_shards: int) -> int:
@@ -180,85 +173,6 @@ def _pairs_name(k: int) -> str:
     return f"part-{k:04d}.pairs.db"
 
 
-class TextBlock:
-    """One block of the texts round: its file and the English and foreign id ranges it holds
-    ([lo, hi) each: a part copies from it the texts of its ids in those ranges). Its ids are
-    those of the survey's sets in its ranges, read by the task from the sets' bit files
-    (``e_bits``, ``f_bits``: :func:`write_id_bits`): a task is handed two ranges, not its ids
-    (every block's ids, held in the build's process until their tasks ran, were 8 bytes a stored
-    phrase and a stored pivot)."""
-
-    def __init__(self, b: int, e_range: tuple, f_range: tuple, e_bits, f_bits):
-        self.b, self.e_range, self.f_range = b, tuple(e_range), tuple(f_range)
-        self.e_bits, self.f_bits = Path(e_bits), Path(f_bits)
-
-    @property
-    def ids(self) -> np.ndarray:
-        return read_id_bits(self.e_bits, *self.e_range)
-
-    @property
-    def f_ids(self) -> np.ndarray:
-        return read_id_bits(self.f_bits, *self.f_range)
-
-    @property
-    def file(self) -> str:
-        return _texts_name(self.b)
-
-    def ranges(self) -> tuple:
-        """What a part task needs of the block (not its ids)."""
-        return self.file, self.e_range, self.f_range
-
-
-def write_id_bits(folder: Path, survey) -> tuple[Path, Path]:
-    """The survey's English and foreign id sets as raw bit files in ``folder`` (IdSet.packed),
-    which the texts round's tasks read a range of."""
-    paths = folder / "used-e.bits", folder / "used-f.bits"
-    for path, ids in zip(paths, (survey.used, survey.used_f)):
-        packed = ids.packed if isinstance(ids, IdSet) else IdSet.of(ids).packed
-        with atomic_path(path) as tmp:
-            packed.tofile(tmp)
-    return paths
-
-
-def _id_range(ids, a: int, b: int) -> tuple[int, int]:
-    """[first, last + 1) of the ids of ranks a..b-1 ((0, 0) for none)."""
-    if b <= a:
-        return 0, 0
-    return int(ids[a:a + 1][0]), int(ids[b - 1:b][0]) + 1
-
-
-def text_blocks(used, used_f, e_bits, f_bits) -> list[TextBlock]:
-    """The texts round's blocks: the English ids cut evenly into blocks of at most TEXT_BLOCK,
-    the foreign ids into as many (at least one block; the cut depends on the data only, never
-    on the workers). ``used``, ``used_f``: IdSets (or ascending arrays), saved at ``e_bits``,
-    ``f_bits``."""
-    n = max(1, -(-len(used) // TEXT_BLOCK))
-    e_cuts = [len(used) * i // n for i in range(n + 1)]
-    f_cuts = [len(used_f) * i // n for i in range(n + 1)]
-    return [TextBlock(i, _id_range(used, e_cuts[i], e_cuts[i + 1]), _id_range(used_f, f_cuts[i], f_cuts[i + 1]),
-                      e_bits, f_bits) for i in range(n)]
-
-
-@contextlib.contextmanager
-def _writing(tmp: Path, path: Path, fresh: bool = False):
-    """A connection (autocommit) to the temporary file ``tmp`` of ``path``, closed after; an
-    SQLite error (a full disk, a read-only folder) becomes one line naming ``path``. ``fresh``:
-    a new file (any leftover removed) written without a journal or syncs (it is renamed into
-    place only when complete)."""
-    if fresh:
-        Path(tmp).unlink(missing_ok=True)
-    conn = sqlite3.connect(Path(tmp).resolve().as_uri(), uri=True, isolation_level=None)
-    try:
-        if fresh:
-            conn.execute("PRAGMA journal_mode=OFF")
-            conn.execute("PRAGMA synchronous=OFF")
-        yield conn
-    except sqlite3.OperationalError as exc:
-        raise _write_failed(exc, path) from exc
-    finally:
-        conn.close()
-
-
 def _reused(done: Path, path: Path, key: str) -> dict | None:
     """The record of a file an interrupted write finished under the same key, else None."""
     if done.is_file() and path.is_file():
@@ -282,30 +196,14 @@ def write_text_block(folder, block: TextBlock, n_shards: int, phrases, phrase_co
     if old is not None:
         return old
     per_shard = np.zeros(n_shards, np.int64)
+
+    def shard(text: str) -> int:
+        j = shard_of(text, n_shards)
+        per_shard[j] += 1
+        return j
     with atomic_path(path) as tmp:
         with _writing(tmp, path, fresh=True) as conn:
-            conn.executescript("""
-CREATE TABLE phrase (
-    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL,
-    lhs TEXT NOT NULL, shard INTEGER NOT NULL);
-CREATE TABLE foreign_phrase (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
-""")
-            conn.execute("BEGIN")
-
-            def rows():
-                for row in phrase_rows(block.ids, phrases, lhs, phrase_counts):
-                    j = shard_of(row[1], n_shards)
-                    per_shard[j] += 1
-                    yield (*row, j)
-            # many rows a statement (a scratch file: only its rows' content reaches the database)
-            _insert_flat(conn, "phrase", 6, itertools.chain.from_iterable(rows()))
-            # a caller's mapping is asked as a function would be: the block's entries only
-            texts_of = foreign if callable(foreign) else (lambda ids: {f: foreign[f] for f in ids.tolist()
-                                                                       if f in foreign})
-            _insert_flat(conn, "foreign_phrase", 2, itertools.chain.from_iterable(foreign_rows(block.f_ids, texts_of)))
-            # what each index shard reads of the block: its rows, in id order
-            conn.execute("CREATE INDEX phrase_shard ON phrase(shard, id)")
-            conn.execute("COMMIT")
+            fill_text_file(conn, block.ids, block.f_ids, phrases, phrase_counts, lhs, foreign, shard=shard)
     record = {"per_shard": per_shard.tolist(), "key": key}
     write_text_atomic(done, json.dumps(record))
     return record

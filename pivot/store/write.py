@@ -14,9 +14,10 @@ values themselves): ~2.7 us a row of `pair` on bio, of which SQLite's own insert
 values are made a run of rows at a time and NULL is bound as NaN (:func:`_insert_columns`; ~5 us
 with a tuple a row and None for NULL). Given an engine with workers, the rows are bound there
 instead: one task per block of BLOCK_ROWS rows writes a scratch SQLite file, all blocks
-at once, while this process builds the texts; this process then copies each block's rows into
-the database in key order inside SQLite (ATTACH, INSERT ... SELECT), the same sequence of
-inserts and transactions as one writer, so the same bytes (see `_load_pairs_joined`).
+at once, and so do the texts (a task per block of stored phrase ids and its share of the
+foreign ids); this process copies the texts into the database, then each block's rows in key
+order, inside SQLite (ATTACH, INSERT ... SELECT), the same sequence of inserts and transactions
+as one writer, so the same bytes (see `_load_pairs_joined`).
 
 The file is built under a temporary name in the destination folder and renamed into place
 only when complete, so a reader never sees half a database; any exception removes it. Equal
@@ -24,6 +25,7 @@ inputs give a byte-identical file: nothing time- or process-dependent is written
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -37,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from pivot import outputs
+from pivot.atomic import atomic_path
 from pivot.errors import InputError
 
 log = logging.getLogger("pivot")
@@ -232,6 +235,75 @@ def read_id_bits(path, lo: int, hi: int) -> np.ndarray:
     return ids[(ids >= lo) & (ids < hi)]
 
 
+def _texts_name(b: int) -> str:
+    """The file of block b of a database in parts' texts round (pivot.store.parts)."""
+    return f"texts-{b:04d}.db"
+
+
+class TextBlock:
+    """One block of the texts a write with workers has its tasks write (a database in parts'
+    texts round, pivot.store.parts; the one file's, :func:`_load_pairs_joined`): its index and
+    the English and foreign id ranges it holds ([lo, hi) each: a part copies from it the texts
+    of its ids in those ranges), and its file in a database in parts' folder. Its ids are
+    those of the survey's sets in its ranges, read by the task from the sets' bit files
+    (``e_bits``, ``f_bits``: :func:`write_id_bits`): a task is handed two ranges, not its ids
+    (every block's ids, held in the build's process until their tasks ran, were 8 bytes a stored
+    phrase and a stored pivot)."""
+
+    def __init__(self, b: int, e_range: tuple, f_range: tuple, e_bits, f_bits):
+        self.b, self.e_range, self.f_range = b, tuple(e_range), tuple(f_range)
+        self.e_bits, self.f_bits = Path(e_bits), Path(f_bits)
+
+    @property
+    def ids(self) -> np.ndarray:
+        return read_id_bits(self.e_bits, *self.e_range)
+
+    @property
+    def f_ids(self) -> np.ndarray:
+        return read_id_bits(self.f_bits, *self.f_range)
+
+    @property
+    def file(self) -> str:
+        return _texts_name(self.b)
+
+    def ranges(self) -> tuple:
+        """What a part task needs of the block (not its ids)."""
+        return self.file, self.e_range, self.f_range
+
+
+def write_id_bits(folder: Path, survey, names=("used-e.bits", "used-f.bits")) -> tuple[Path, Path]:
+    """The survey's English and foreign id sets as raw bit files ``names`` in ``folder``
+    (IdSet.packed), which the texts round's tasks read a range of."""
+    paths = folder / names[0], folder / names[1]
+    for path, ids in zip(paths, (survey.used, survey.used_f)):
+        packed = ids.packed if isinstance(ids, IdSet) else IdSet.of(ids).packed
+        with atomic_path(path) as tmp:
+            packed.tofile(tmp)
+    return paths
+
+
+def _id_range(ids, a: int, b: int) -> tuple[int, int]:
+    """[first, last + 1) of the ids of ranks a..b-1 ((0, 0) for none)."""
+    if b <= a:
+        return 0, 0
+    return int(ids[a:a + 1][0]), int(ids[b - 1:b][0]) + 1
+
+
+def text_blocks(used, used_f, e_bits, f_bits, most: int | None = None) -> list[TextBlock]:
+    """The texts round's blocks: the English ids cut evenly into blocks of at most TEXT_BLOCK,
+    the foreign ids into as many (at least one block; the cut depends on the data only, never
+    on the workers). ``used``, ``used_f``: IdSets (or ascending arrays), saved at ``e_bits``,
+    ``f_bits``. ``most``: at most that many blocks, larger than TEXT_BLOCK where need be (the
+    one-file write attaches every block's file at once: _copy_texts)."""
+    n = max(1, -(-len(used) // TEXT_BLOCK))
+    if most is not None:
+        n = min(n, most)
+    e_cuts = [len(used) * i // n for i in range(n + 1)]
+    f_cuts = [len(used_f) * i // n for i in range(n + 1)]
+    return [TextBlock(i, _id_range(used, e_cuts[i], e_cuts[i + 1]), _id_range(used_f, f_cuts[i], f_cuts[i + 1]),
+                      e_bits, f_bits) for i in range(n)]
+
+
 def write_database(
     path,
     *,
@@ -332,11 +404,13 @@ def write_database_chunks(
     "default_model" is the learned model when there is one, else the first model (unless the
     caller's meta sets it).
 
-    ``engine``: a pivot.pipeline.engine.Engine with workers: they write the pair rows, one
-    task per non-empty chunk, each into a scratch file in ``scratch`` (default: the database's
-    folder; the workers must see it, as they see the work folder), which this process copies
-    into the database in key order inside SQLite (``chunks`` must then be picklable). The file
-    is the same bytes as without an engine.
+    ``engine``: a pivot.pipeline.engine.Engine with workers: they write the texts (a task per
+    block of stored phrase ids) and the pair rows (a task per block of BLOCK_ROWS rows), each
+    into a scratch file in ``scratch`` (default: the database's folder; the workers must see it,
+    as they see the work folder), which this process copies into the database inside SQLite,
+    the texts first, then the pairs in key order (``chunks``, ``phrases``, ``phrase_counts``,
+    ``lhs`` and a function ``foreign`` must then be picklable). The file is the same bytes as
+    without an engine.
     """
     path = Path(path)
     stored, learned = check_models(models)
@@ -351,7 +425,7 @@ def write_database_chunks(
             begin_load(conn, len(stored), survey.n_piv_cols)
             if on_workers:
                 _load_pairs_joined(conn, path, survey, chunks, len(stored), batch_rows, engine, scratch,
-                                   lambda: _insert_texts(conn, survey, phrases, foreign, lhs, phrase_counts))
+                                   (phrases, phrase_counts, lhs, foreign))
             else:
                 _insert_texts(conn, survey, phrases, foreign, lhs, phrase_counts)
                 _load_pairs_here(conn, survey, chunks, len(stored), batch_rows, progress)
@@ -375,9 +449,10 @@ BLOCK_ROWS = 250_000
 #
 # - here (no engine, or --workers 1): each block's rows bound from Python into `pair`;
 # - on the workers: each block's rows bound from Python into a scratch SQLite file by an engine
-#   task, all blocks at once, while this process builds and inserts the texts; then each file
-#   copied into `pair` in key order inside SQLite (ATTACH, INSERT ... SELECT: no Python value
-#   per row), each as soon as it and the ones before it are written. A scratch row is 5 packed
+#   task, all blocks at once, after the tasks that write the texts' files (_copy_texts); this
+#   process copies the texts in, then each block's file into `pair` in key order inside SQLite
+#   (ATTACH, INSERT ... SELECT: no Python value per row), each as soon as it and the ones before
+#   it are written. A scratch row is 5 packed
 #   integers and the scores (~1.3-1.5 us a row to write, bio and bio-multi), so the workers bind
 #   about half the values the table's rows have.
 
@@ -465,34 +540,143 @@ def write_pair_file(path, chunks, start: int, stop: int, n_piv_cols: int, n_stor
     ``path``: an engine task (a retry after a dead worker starts the file again). Returns the
     rows written. ``chunk_rows``: see :func:`_block_pieces`."""
     path = Path(path)
-    path.unlink(missing_ok=True)
-    conn = sqlite3.connect(path, isolation_level=None)
     n = 0
-    try:
-        conn.execute("PRAGMA journal_mode=OFF")
-        conn.execute("PRAGMA synchronous=OFF")
+    with _writing(path, path, fresh=True) as conn:
         conn.execute(_scratch_sql(n_stored, n_piv_cols))
         conn.execute("BEGIN")
         for piece in _block_pieces(chunks, start, stop, chunk_rows):
             insert_pairs(conn, piece, n_piv_cols, n_stored, batch_rows, packed=True)
             n += len(piece.e1)
         conn.execute("COMMIT")
+    return n
+
+
+@contextlib.contextmanager
+def _writing(tmp: Path, path: Path, fresh: bool = False):
+    """A connection (autocommit) to the temporary file ``tmp`` of ``path``, closed after; an
+    SQLite error (a full disk, a read-only folder) becomes one line naming ``path``. ``fresh``:
+    a new file (any leftover removed) written without a journal or syncs (it is renamed into
+    place only when complete, or is a scratch file)."""
+    if fresh:
+        Path(tmp).unlink(missing_ok=True)
+    conn = sqlite3.connect(Path(tmp).resolve().as_uri(), uri=True, isolation_level=None)
+    try:
+        if fresh:
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+        yield conn
     except sqlite3.OperationalError as exc:
         raise _write_failed(exc, path) from exc
     finally:
         conn.close()
-    return n
+
+
+def fill_text_file(conn, ids, f_ids, phrases, phrase_counts, lhs, foreign, shard=None) -> None:
+    """A file of texts: the `phrase` rows (id, text, n_words, count, lhs) of the English ids
+    ``ids`` and the `foreign_phrase` rows (id, text) of the foreign ids ``f_ids`` (ascending,
+    arrays or IdSets), in id order, in one transaction; the tables are those of the database
+    (schema_sql), so a copy of their rows is the rows the database stores.
+
+    ``phrases``, ``lhs``, ``foreign`` and ``phrase_counts`` as for :func:`phrase_rows` and
+    :func:`foreign_rows` (a mapping ``foreign`` is asked for the entries of ``f_ids`` only).
+    ``shard``: a function of a text giving its phrase-index shard (a database in parts,
+    pivot.store.parts), kept in an extra column ``shard``, indexed with the id: what each shard
+    reads of the file. Written by a task of the build's engine (:func:`write_text_file`;
+    pivot.store.parts.write_text_block)."""
+    conn.executescript(f"""
+CREATE TABLE phrase (
+    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL,
+    lhs TEXT NOT NULL{", shard INTEGER NOT NULL" if shard is not None else ""});
+CREATE TABLE foreign_phrase (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
+""")
+    conn.execute("BEGIN")
+    rows = phrase_rows(ids, phrases, lhs, phrase_counts)
+    if shard is not None:
+        rows = ((*row, shard(row[1])) for row in rows)
+    # many rows a statement (a scratch file: only its rows' content reaches the database)
+    _insert_flat(conn, "phrase", 5 + (shard is not None), itertools.chain.from_iterable(rows))
+    texts_of = foreign if callable(foreign) else (lambda some: {f: foreign[f] for f in some.tolist() if f in foreign})
+    _insert_flat(conn, "foreign_phrase", 2, itertools.chain.from_iterable(foreign_rows(f_ids, texts_of)))
+    if shard is not None:
+        conn.execute("CREATE INDEX phrase_shard ON phrase(shard, id)")
+    conn.execute("COMMIT")
+
+
+def write_text_file(path, block, phrases, phrase_counts, lhs, foreign) -> None:
+    """The texts of a block (pivot.store.parts.TextBlock: its English and foreign ids) as a
+    scratch SQLite file at ``path`` (:func:`fill_text_file`): an engine task of the one-file
+    write (a retry after a dead worker starts the file again). A task that fails (a pivot
+    without text) removes its file: the write may have removed its scratch files already."""
+    path = Path(path)
+    try:
+        with _writing(path, path, fresh=True) as conn:
+            fill_text_file(conn, block.ids, block.f_ids, phrases, phrase_counts, lhs, foreign)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def _block_labels(lhs, lo: int, hi: int):
+    """What a texts task of ids lo..hi-1 is handed of the labels: a reader of the lhs stage's
+    file as it is (pivot.pipeline.lhs.Labels with a path: the task reads its ids' labels there,
+    and this process holds none), labels held in arrays cut to the block, anything else as it is."""
+    if getattr(lhs, "path", None) is None and hasattr(lhs, "within"):
+        return lhs.within(lo, hi)
+    return lhs
+
+
+def _copy_texts(conn, files: list, survey: Survey, foreign) -> None:
+    """The texts' files (:func:`write_text_file`, the blocks in id order) copied into `phrase`,
+    then `foreign_phrase`, in id order inside SQLite, in the load's first transaction (begun by
+    begin_load): every `phrase` row then every `foreign_phrase` row in id order, the inserts of
+    :func:`_insert_texts`, so the same bytes. A mapping ``foreign`` (not a function: a caller's,
+    held here already) is written from here as there, every entry.
+
+    SQLite attaches a file inside a transaction but detaches it only after the transaction ends
+    ("database is locked"), so every file is attached at once: text_blocks cuts at most
+    SQLITE_LIMIT_ATTACHED (10) blocks. The columns are named, so no INSERT here is SQLite's
+    transfer optimization (INSERT INTO t SELECT * FROM u of two tables of one schema copies
+    each record as it is); it gives the same bytes too, a test checks it."""
+    names = [f"texts{b}" for b in range(len(files))]
+    for name, f in zip(names, files):
+        conn.execute(f"ATTACH DATABASE ? AS {name}", (Path(f).resolve().as_uri() + "?mode=ro",))
+    got = sum(conn.execute(f"INSERT INTO main.phrase SELECT id, text, n_words, count, lhs FROM {name}.phrase "
+                           "ORDER BY id").rowcount for name in names)
+    if got != len(survey.used):
+        raise ValueError(f"the texts' files hold {got} phrases, the pairs use {len(survey.used)}")
+    if callable(foreign):
+        got = sum(conn.execute(f"INSERT INTO main.foreign_phrase SELECT id, text FROM {name}.foreign_phrase "
+                               "ORDER BY id").rowcount for name in names)
+        if got != len(survey.used_f):
+            raise ValueError(f"the texts' files hold {got} foreign phrases, the pairs use {len(survey.used_f)}")
+    else:
+        _insert_flat(conn, "foreign_phrase", 2, chain.from_iterable(survey.foreign_rows(foreign)))
+    conn.execute("COMMIT")
+    for name in names:
+        conn.execute(f"DETACH DATABASE {name}")
 
 
 def _load_pairs_joined(conn, path: Path, survey: Survey, chunks, n_stored: int, batch_rows: int, engine, scratch,
-                       insert_texts) -> None:
+                       texts: tuple) -> None:
+    """The texts and the pair rows, written by the engine's workers as scratch files and copied
+    here inside SQLite: the texts' first (in the load's first transaction), then the pairs' in
+    key order, each as soon as it and the ones before it are written. ``texts``: (phrases,
+    phrase_counts, lhs, foreign) as write_database_chunks has them."""
     from pivot.pipeline.engine import Batch
 
+    phrases, phrase_counts, lhs, foreign = texts
     folder = Path(scratch) if scratch is not None else path.parent
     blocks = _blocks(survey.n)
-    # ".NAME.pairs-B.tmp-PID": a temporary name pivot.locking.sweep_stale removes after a
-    # killed build (in a work folder); removed below otherwise.
-    files = [folder / f".{path.name}.pairs-{k:05d}.tmp-{os.getpid()}" for k in range(len(blocks))]
+    # ".NAME.pairs-B.tmp-PID", ".NAME.texts-B.tmp-PID", ".NAME.used-e.tmp-PID": temporary names
+    # pivot.locking.sweep_stale removes after a killed build (in a work folder); removed below
+    # otherwise.
+    pid = os.getpid()
+    files = [folder / f".{path.name}.pairs-{k:05d}.tmp-{pid}" for k in range(len(blocks))]
+    bits = (f".{path.name}.used-e.tmp-{pid}", f".{path.name}.used-f.tmp-{pid}")
+    # the texts' blocks: their ranges of ids (a worker reads its ids from the bit files)
+    text_files = [folder / f".{path.name}.texts-{b:04d}.tmp-{pid}" for b in range(conn.getlimit(
+        sqlite3.SQLITE_LIMIT_ATTACHED))]
+    scratch_files = [*files, *text_files, *(folder / name for name in bits)]
     columns = _unpacked_sql(survey.n_piv_cols, n_stored)
     state = {"texts": False, "written": set(), "joined": 0}
 
@@ -520,19 +704,32 @@ def _load_pairs_joined(conn, path: Path, survey: Survey, chunks, n_stored: int, 
         state["written"].add(k)
         join_ready()
 
-    def texts():
-        insert_texts()
+    def texts_job():
+        t0 = time.perf_counter()
+        e_bits, f_bits = write_id_bits(folder, survey, bits)
+        # a mapping of foreign texts is written here (_copy_texts): the tasks get no foreign id
+        used_f = survey.used_f if callable(foreign) else np.zeros(0, np.int64)
+        tblocks = text_blocks(survey.used, used_f, e_bits, f_bits, most=len(text_files))
+        tasks = [(text_files[b.b], b, phrases, phrase_counts, _block_labels(lhs, *b.e_range),
+                  foreign if callable(foreign) else {}) for b in tblocks]
+        yield Batch(write_text_file, tasks, name="store-texts", quiet=True)
+        del tasks
+        t1 = time.perf_counter()
+        _copy_texts(conn, text_files[:len(tblocks)], survey, foreign)
+        log.info("  store-texts: %d tasks in %.1f s, copied in %.1f s", len(tblocks), t1 - t0,
+                 time.perf_counter() - t1)
+        for f in scratch_files[len(files):]:
+            f.unlink(missing_ok=True)
         state["texts"] = True
         join_ready()
-        return
-        yield  # a job of Engine.run is a generator; this one has no task
 
     t0 = time.perf_counter()
     try:
-        # the writers first: their tasks are submitted before this process turns to the texts
-        engine.run(*(writer(k) for k in range(len(blocks))), texts())
+        # the texts' tasks first, then the pairs': Dask runs earlier submissions first, and no
+        # pair block is copied before the texts are in
+        engine.run(texts_job(), *(writer(k) for k in range(len(blocks))))
     finally:
-        for f in files:
+        for f in scratch_files:
             f.unlink(missing_ok=True)
     if state["joined"] != len(blocks):
         raise RuntimeError(f"the pair load joined {state['joined']} of {len(blocks)} block files")
