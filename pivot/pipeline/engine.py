@@ -350,8 +350,9 @@ class Aside:
 
     Cost: glibc gives the thread a heap (arena) of its own, whose free top it keeps up to its
     trim threshold (raised by numpy's large frees, to 64 MiB at most) and malloc_trim does not
-    shrink: 33.5 MiB of texts and arrays made and freed in a thread stayed resident after
-    malloc_trim, where the same in the main thread left 4.7 MiB (MALLOC_ARENA_MAX=1: 4.8). With
+    shrink: texts and arrays made and freed in a thread left 33.4 MiB resident after
+    malloc_trim, the same in the main thread 4.7 MiB (in a thread with MALLOC_ARENA_MAX=1: 4.8;
+    bench/bench_thread_arena.py). With
     the ppdb2 stage's writing in one, the build process's peak PSS was 11-39 MB higher on bio
     (3 pairs of runs), the same during the stage and 25 MB higher in the write after it on
     bio-multi: a constant, not a function of the corpus."""
