@@ -546,13 +546,13 @@ class _Runner:
         def run():
             try:
                 node.sent = request.fn(*request.args)
-            except BaseException as exc:   # raised by the loop (_resume_aside)
+            except BaseException as exc:  # noqa: BLE001 - raised by the loop (_resume_aside)
                 node.failed = exc
             try:
                 wake = self.client.scatter(0, hash=False)
                 self.wakers[wake.key] = node
                 self.done.add(wake)
-            except Exception as exc:  # the cluster went (the build stops): run() resumes the job itself
+            except Exception as exc:  # noqa: BLE001 - the cluster went (the build stops): run() resumes the job
                 log.debug("dask: an Aside's wake-up failed (%s); the run resumes its job", exc)
 
         node.thread = threading.Thread(target=run, name="pivot-aside", daemon=True)
