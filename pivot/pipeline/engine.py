@@ -353,9 +353,9 @@ class Aside:
     shrink: texts and arrays made and freed in a thread left 33.4 MiB resident after
     malloc_trim, the same in the main thread 4.7 MiB (in a thread with MALLOC_ARENA_MAX=1: 4.8;
     bench/bench_thread_arena.py). With
-    the ppdb2 stage's writing in one, the build process's peak PSS was 11-39 MB higher on bio
-    (3 pairs of runs), the same during the stage and 25 MB higher in the write after it on
-    bio-multi: a constant, not a function of the corpus."""
+    the ppdb2 stage's writing in one, the build process's peak PSS was 11-39 MB higher on bio,
+    0-16 MB higher during the stage and 7-25 MB in the write after it on bio-multi (3 pairs of
+    runs each): a constant, not a function of the corpus."""
 
     def __init__(self, fn, *args):
         self.fn, self.args = fn, args
