@@ -354,7 +354,7 @@ class Aside:
     malloc_trim, the same in the main thread 4.7 MiB (in a thread with MALLOC_ARENA_MAX=1: 4.8;
     bench/bench_thread_arena.py). With
     the ppdb2 stage's writing in one, the build process's peak PSS was 11-39 MB higher on bio,
-    0-16 MB higher during the stage and 7-25 MB in the write after it on bio-multi (3 pairs of
+    -6 to +16 MB during the stage and 10-25 MB higher in the write after it on bio-multi (3 pairs of
     runs each): a constant, not a function of the corpus."""
 
     def __init__(self, fn, *args):
