@@ -352,10 +352,10 @@ class Aside:
     trim threshold (raised by numpy's large frees, to 64 MiB at most) and malloc_trim does not
     shrink: texts and arrays made and freed in a thread left 33.4 MiB resident after
     malloc_trim, the same in the main thread 4.7 MiB (in a thread with MALLOC_ARENA_MAX=1: 4.8;
-    bench/bench_thread_arena.py). With
-    the ppdb2 stage's writing in one, the build process's peak PSS was 11-39 MB higher on bio,
-    -6 to +16 MB during the stage and 10-25 MB higher in the write after it on bio-multi (3 pairs of
-    runs each): a constant, not a function of the corpus."""
+    bench/bench_thread_arena.py). With the ppdb2 stage's writing in one, the build process's
+    peak PSS was 11-39 MB higher on bio; on bio-multi -6 to +16 MB during the stage and 10-25 MB
+    higher in the write after it (3 pairs of runs each): a constant, not a function of the
+    corpus."""
 
     def __init__(self, fn, *args):
         self.fn, self.args = fn, args
