@@ -164,3 +164,151 @@ def test_a_failed_task_stops_every_job(tmp_path, cluster, workers_left):
     lines = log.read_text().split()
     assert "a-closed" in lines and "b-closed" in lines and "b0-mstep" not in lines
     assert workers_left() == []
+
+
+# ----------------------------------------------------------------------------- Signal: a step waits for another job's
+
+def _giver(log, signal):
+    """One batch (g0), then Set(signal, its results), then a second batch (g1)."""
+    from pivot.pipeline.engine import Batch, Set
+
+    got = yield Batch(_record, [(str(log), f"g0.{i}") for i in range(2)], name="giver-0")
+    _append(log, "g-set")
+    yield Set(signal, got)
+    _append(log, "g-resumed")
+    return got + (yield Batch(_record, [(str(log), f"g1.{i}") for i in range(2)], name="giver-1"))
+
+
+def _taker(log, signal):
+    """Wait(signal), then one batch of tasks named after the value it was sent."""
+    from pivot.pipeline.engine import Batch, Wait
+
+    _append(log, "t-waits")
+    value = yield Wait(signal)
+    _append(log, "t-resumed")
+    return (yield Batch(_record, [(str(log), f"t-{v.lower()}") for v in value], name="taker"))
+
+
+def test_a_wait_in_this_process_takes_the_value_set_by_a_job_before_it(tmp_path):
+    """In one process a Together's jobs run in their order: the giver first (its Set does not
+    stop it), then the taker, whose Wait finds the value (["G0.0", "G0.1"], the giver's first
+    batch's results) set; a wait for a signal no job before it has set is an error, not a hang."""
+    from pivot.pipeline.engine import Signal
+
+    log = tmp_path / "ran"
+    out = Engine(workers=1).run(_giver(log, signal := Signal()), _taker(log, signal), _job("o", log, 1))
+    assert out == [["G0.0", "G0.1", "G1.0", "G1.1"], ["T-G0.0", "T-G0.1"], ["O0.0", "O0.1"]]
+    assert log.read_text().split() == ["g0.0", "g0.1", "g-set", "g-resumed", "g1.0", "g1.1",
+                                       "t-waits", "t-resumed", "t-g0.0", "t-g0.1",
+                                       "o0.0", "o0.1", "o0-mstep", "o-closed"]
+    log.unlink()
+    with pytest.raises(RuntimeError, match="no job before it has set"):
+        Engine(workers=1).run(_taker(log, signal := Signal()), _giver(log, signal))
+    assert log.read_text().split() == ["t-waits"]
+
+
+def test_a_wait_on_a_cluster_holds_its_job_alone(tmp_path):
+    """On one single-threaded worker (tasks in submission order): the taker waits from the start
+    while the giver's first batch and the other job's (submitted at the start) run; the Set
+    resumes the taker (its batch submitted then), and the giver goes on to its second batch. The
+    other job is never held: its first batch runs before the taker's. The same values as in this
+    process. A wait that no job answers ends the run with an error (no task is left to wait for)."""
+    from distributed import LocalCluster
+
+    from pivot.pipeline.engine import Signal
+
+    log = tmp_path / "ran"
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                      scheduler_port=0) as cluster:
+        engine = Engine(scheduler=cluster.scheduler_address)
+        # the taker first: on a cluster the order of a Together's jobs does not matter
+        out = engine.run(_taker(log, signal := Signal()), _giver(log, signal), _job("o", log, 1))
+        with pytest.raises(RuntimeError, match="1 job\\(s\\) wait for a Signal that no job set"):
+            engine.run(_taker(tmp_path / "alone", Signal()), _job("p", tmp_path / "alone", 1))
+        engine.close()
+    assert out == [["T-G0.0", "T-G0.1"], ["G0.0", "G0.1", "G1.0", "G1.1"], ["O0.0", "O0.1"]]
+    order = log.read_text().split()
+    assert order[0] == "t-waits" and sorted(order) == sorted(
+        ["t-waits", "t-resumed", "t-g0.0", "t-g0.1", "g0.0", "g0.1", "g-set", "g-resumed", "g1.0", "g1.1",
+         "o0.0", "o0.1", "o0-mstep", "o-closed"])
+    # the Set resumes the taker (which submits its batch) before the giver goes on to its own
+    assert order.index("g-set") < order.index("t-resumed") < order.index("g-resumed")
+    # the first batches of the giver and the other job, submitted together at the start, run
+    # before the taker's (submitted at the Set, once the giver's was done), then the giver's second
+    tasks = [x for x in order if "." in x]
+    assert sorted(tasks[:4]) == ["g0.0", "g0.1", "o0.0", "o0.1"]
+    assert tasks[4:] == ["t-g0.0", "t-g0.1", "g1.0", "g1.1"]
+    assert (tmp_path / "alone").read_text().split() == ["t-waits", "p0.0", "p0.1", "p0-mstep", "p-closed"]
+
+
+# ----------------------------------------------------------------------------- Aside: a job's long step in a thread
+
+def _until(path, item, seconds=30.0):
+    """An Aside's step: wait (polling) until ``item`` is in the log ``path``; returns whether it came."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and item in path.read_text().split():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _aside_job(log, until, seconds):
+    """One batch (w0), then an Aside that waits up to ``seconds`` for ``until`` in the log, then a
+    second batch (w1)."""
+    from pivot.pipeline.engine import Aside, Batch
+
+    got = yield Batch(_record, [(str(log), "w0.0")], name="aside-0")
+    came = yield Aside(_until, log, until, seconds)
+    _append(log, f"w-aside-{came}")
+    return got + (yield Batch(_record, [(str(log), "w1.0")], name="aside-1"))
+
+
+def test_an_aside_on_a_cluster_lets_the_other_jobs_go_on(tmp_path):
+    """The Aside waits until job b's second batch has run: b's second batch is submitted only when
+    b's first is done, by the loop that resumes the jobs, so it can run only if that loop goes on
+    while the Aside runs (a job's own code, run in the loop, would wait its 30 s out and find
+    nothing). In this process the Aside runs at once, before b ran at all: it finds nothing (in
+    0.2 s here), then the jobs run one after another. The jobs' results are the same."""
+    from distributed import LocalCluster
+
+    log = tmp_path / "ran"
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                      scheduler_port=0) as cluster:
+        engine = Engine(scheduler=cluster.scheduler_address)
+        out = engine.run(_aside_job(log, "b1.1", 30.0), _job("b", log, 2))
+        engine.close()
+    assert out == [["W0.0", "W1.0"], ["B0.0", "B0.1", "B1.0", "B1.1"]]
+    order = log.read_text().split()
+    assert order.index("b1.1") < order.index("w-aside-True") < order.index("w1.0")
+    inline = tmp_path / "inline"
+    out = Engine(workers=1).run(_aside_job(inline, "b1.1", 0.2), _job("b", inline, 2))
+    assert out == [["W0.0", "W1.0"], ["B0.0", "B0.1", "B1.0", "B1.1"]]
+    assert inline.read_text().split() == ["w0.0", "w-aside-False", "w1.0", "b0.0", "b0.1", "b0-mstep", "b1.0",
+                                          "b1.1", "b1-mstep", "b-closed"]
+
+
+def _failing_step():
+    raise ValueError("the aside failed")
+
+
+def _failing_aside_job():
+    from pivot.pipeline.engine import Aside
+
+    yield Aside(_failing_step)
+
+
+def test_an_asides_exception_is_raised_by_the_run_and_every_job_closed(tmp_path, workers_left):
+    """The Aside's exception is raised by Engine.run (in the loop, not lost in its thread), and the
+    other job is closed."""
+    log = tmp_path / "ran"
+    engine = Engine(workers=2)
+    try:
+        with pytest.raises(ValueError, match="the aside failed"):
+            engine.run(_failing_aside_job(), _job("b", log, 3))
+    finally:
+        engine.close()
+    assert "b-closed" in log.read_text().split()
+    assert workers_left() == []

@@ -218,6 +218,15 @@ class Engine:
         Dask runs the tasks in the order they were submitted. In this process the jobs run one
         after another, each batch by :meth:`map` (its kernels take every core). The results, and
         so every file a job writes, are the same either way.
+
+        A job that needs another's result, but not what runs beside that other job, yields
+        :class:`Wait` on a :class:`Signal` that the other yields :class:`Set` on: it resumes with
+        the value as soon as it is set (at once if it was). In this process a Together's jobs run
+        in their order, so the job that sets a signal must come before the jobs that wait for it
+        (a wait for a signal not yet set there is an error, not a hang). A job that has long
+        work to do here yields :class:`Aside`: on a cluster that runs in a thread of this
+        process, and the other jobs go on meanwhile (their next batches submitted as their
+        tasks end); in this process it simply runs.
         """
         client = self.client()
         if client is None:
@@ -298,6 +307,67 @@ class Together:
         self.jobs = list(jobs)
 
 
+class Signal:
+    """A value that one job of :meth:`Engine.run` gives, once, to jobs running beside it (in the
+    same run, in any Together): the giver yields ``Set(signal, value)``, a taker ``Wait(signal)``.
+
+    Why: a Together joins whole jobs, so a step needing the results of two branches (the ppdb2
+    stage's phrase means: the word vectors trained at the stage's start, and the phrases' rows
+    written after its ids) could only start once both branches had ended, or it would make the
+    other steps of its branch (the labels) wait for the branch it needs. The wait is for the
+    step alone."""
+
+    def __init__(self):
+        self.is_set, self.value = False, None
+        self.waiting = []       # _Runner: the nodes of the jobs parked on it
+
+
+class Set:
+    """Yielded by a job: give ``value`` to the jobs waiting for ``signal`` (and to those that
+    will); the job itself resumes at once (sent None). A signal is set once."""
+
+    def __init__(self, signal: Signal, value=None):
+        self.signal, self.value = signal, value
+
+
+class Wait:
+    """Yielded by a job: resume when ``signal`` is set, sent its value."""
+
+    def __init__(self, signal: Signal):
+        self.signal = signal
+
+
+class Aside:
+    """Yielded by a job: ``fn(*args)`` run in this process, the job sent its return value. On a
+    cluster it runs in a thread, and the other jobs of the run go on meanwhile.
+
+    Why: a job's own code between its yields runs in the loop that resumes every job, so a long
+    step there (the ppdb2 stage's writing of the phrases' rows and texts, ~6.5 s on bio-multi)
+    held back every other job's next batch: the workers ran out of tasks, though a job beside it
+    (the word vectors' training) had its next step ready. ``fn`` must not touch what the other
+    jobs' code touches meanwhile (the job's own files: the ppdb2 writing reads the stage's
+    inputs and writes its own scratch files).
+
+    Cost: glibc gives the thread a heap (arena) of its own, whose free top it keeps up to its
+    trim threshold (raised by numpy's large frees, to 64 MiB at most) and malloc_trim does not
+    shrink: texts and arrays made and freed in a thread left 33.4 MiB resident after
+    malloc_trim, the same in the main thread 4.7 MiB (in a thread with MALLOC_ARENA_MAX=1: 4.8;
+    bench/bench_thread_arena.py). With the ppdb2 stage's writing in one, the build process's
+    peak PSS was 11-39 MB higher on bio; on bio-multi -6 to +16 MB during the stage and 10-25 MB
+    higher in the write after it (3 pairs of runs each): a constant, not a function of the
+    corpus."""
+
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+
+def _set(request: Set) -> None:
+    signal = request.signal
+    if signal.is_set:
+        raise RuntimeError("a Signal is set once")
+    signal.is_set, signal.value = True, request.value
+
+
 def _run_inline(engine, job):
     """A job run in this process: each batch by Engine.map, nested jobs one after another."""
     value = None
@@ -310,8 +380,18 @@ def _run_inline(engine, job):
                                    quiet=request.quiet)
             elif isinstance(request, Together):
                 value = [_run_inline(engine, sub) for sub in request.jobs]
+            elif isinstance(request, Aside):
+                value = request.fn(*request.args)
+            elif isinstance(request, Set):
+                _set(request)
+            elif isinstance(request, Wait):
+                # one job after another: a signal not set now would never be (no job runs meanwhile)
+                if not request.signal.is_set:
+                    raise RuntimeError("a job waits for a Signal that no job before it has set: in one process a "
+                                       "Together's jobs run in their order, the one that sets it must come first")
+                value = request.signal.value
             else:
-                raise TypeError(f"a job yields Batch or Together, not {type(request).__name__}")
+                raise TypeError(f"a job yields Batch, Together, Aside, Set or Wait, not {type(request).__name__}")
     except StopIteration as stop:
         return stop.value
     finally:
@@ -326,6 +406,7 @@ class _Node:
         self.futures, self.remaining, self.batch, self.t0 = [], 0, None, 0.0
         self.results, self.waiting = [], 0
         self.sent = None   # what the job is sent when it resumes (see _Runner._advance)
+        self.thread, self.failed = None, None    # an Aside under way, and its exception
 
 
 _RETURNED = object()   # _Runner._advance: the job returned
@@ -341,6 +422,8 @@ class _Runner:
         self.nodes = []
         self.results = None
         self.submitted = 0
+        self.parked = set()      # nodes waiting for a Signal (Wait)
+        self.wakers = {}         # key of an Aside's wake-up future -> its node
 
     def run(self, jobs):
         from distributed import as_completed
@@ -351,17 +434,36 @@ class _Runner:
             roots = [self._node(job, None, k) for k, job in enumerate(jobs)]
             for node in roots:
                 self._advance(node)
-            for future in self.done:
-                node = self.owner.pop(future)
-                if future.status != "finished":
-                    future.result()          # the task's exception (or its cancellation), raised here
-                node.remaining -= 1
-                if node.remaining == 0:
-                    self._finish_batch(node)
+            while True:
+                for future in self.done:
+                    if future.key in self.wakers:  # an Aside's thread is done
+                        self._resume_aside(self.wakers.pop(future.key))
+                        continue
+                    node = self.owner.pop(future)
+                    if future.status != "finished":
+                        future.result()          # the task's exception (or its cancellation), raised here
+                    node.remaining -= 1
+                    if node.remaining == 0:
+                        self._finish_batch(node)
+                # no future left: a job's Aside may still run (its wake-up comes into self.done
+                # as its thread ends, or never if the cluster went: then it resumes here)
+                asides = [node for node in self.nodes if node.thread is not None]
+                if not asides:
+                    break
+                for node in asides:
+                    node.thread.join()
+                for node in asides:
+                    if node.thread is not None and node not in self.wakers.values():
+                        self._resume_aside(node)
+            if self.parked:              # no task left, so no job left to set their signals
+                raise RuntimeError(f"{len(self.parked)} job(s) wait for a Signal that no job set")
         finally:
             if self.owner:           # a task or a job failed: the rest is not waited for
                 self.client.cancel(list(self.owner))
                 self.engine._untrack(list(self.owner))
+            for node in self.nodes:  # an Aside still writing ends before its job is closed
+                if node.thread is not None:
+                    node.thread.join()
             for node in self.nodes:  # their finally blocks run (scratch folders removed)
                 node.job.close()
         # the workers' freed heap back to the system (glibc keeps it), as after Engine.map
@@ -417,7 +519,52 @@ class _Runner:
                 for child in children:
                     self._advance(child)
                 return
-            raise TypeError(f"a job yields Batch or Together, not {type(request).__name__}")
+            if isinstance(request, Aside):
+                self._aside(node, request)
+                return
+            if isinstance(request, Set):
+                _set(request)
+                waiting, request.signal.waiting = request.signal.waiting, []
+                for taker in waiting:    # resumed here, as a Together's jobs are: each to its next batch
+                    self.parked.discard(taker)
+                    taker.sent = request.signal.value
+                    self._advance(taker)
+                continue
+            if isinstance(request, Wait):
+                if request.signal.is_set:
+                    value = request.signal.value
+                    continue
+                request.signal.waiting.append(node)
+                self.parked.add(node)
+                return
+            raise TypeError(f"a job yields Batch, Together, Aside, Set or Wait, not {type(request).__name__}")
+
+    def _aside(self, node, request):
+        """Run the Aside ``request`` of ``node`` in a thread; as it ends, it puts a future that is
+        done at once (a scattered 0: no task, no worker's thread) into the loop's futures, which
+        wakes the loop (_resume_aside) however long the tasks under way still run."""
+        def run():
+            try:
+                node.sent = request.fn(*request.args)
+            except BaseException as exc:  # noqa: BLE001 - raised by the loop (_resume_aside)
+                node.failed = exc
+            try:
+                wake = self.client.scatter(0, hash=False)
+                self.wakers[wake.key] = node
+                self.done.add(wake)
+            except Exception as exc:  # noqa: BLE001 - the cluster went (the build stops): run() resumes the job
+                log.debug("dask: an Aside's wake-up failed (%s); the run resumes its job", exc)
+
+        node.thread = threading.Thread(target=run, name="pivot-aside", daemon=True)
+        node.thread.start()
+
+    def _resume_aside(self, node):
+        node.thread.join()
+        node.thread = None
+        if node.failed is not None:
+            failed, node.failed = node.failed, None
+            raise failed
+        self._advance(node)
 
     def _returned(self, node):
         """The job of ``node`` returned ``node.sent``: to its parent (which resumes once every job of

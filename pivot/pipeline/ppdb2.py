@@ -116,7 +116,9 @@ of all, so it holds every pair.
 The stage makes the phrases' forms a block of phrases at a time (:func:`forms_task`) and labels
 the pairs per range of the pivot stage's rows (:func:`label_range`), Dask tasks, while tasks read
 the phrases' trigrams and WordNet synsets a block of phrases at a time
-(:func:`phrase_side_task`) and tasks train the word vectors (:func:`_vectors_job`: counts by shard, PPMI and SVD, phrase means by block); fits the relation classifier's grid
+(:func:`phrase_side_task`) and tasks make the phrases' word vectors (pivot.pipeline.vectors: counts by
+shard, PPMI and SVD from the stage's start, beside the stored phrases' ids; phrase means by
+block once the phrases' rows are written: _build_job); fits the relation classifier's grid
 and refits as tasks (:func:`relation_task`) beside the score's fit, a task too
 (:func:`score_side_task`); and applies the
 fit per range of rows (:func:`apply_range`). Every number is a function of the inputs only: the
@@ -1609,55 +1611,39 @@ def build(tmp: Path, *, part_paths: list[Path], n_e: int, e_phrases, e_tokens: l
 
 def _build_job(tmp: Path, *, part_paths, n_e, e_phrases, e_tokens, f_lang_of, models, params, data_root,
                shard_paths=()):
-    from pivot.pipeline import wellformed
-    from pivot.pipeline.encode import phrase_text_list
-    from pivot.pipeline.engine import Batch, Together
+    from pivot.pipeline import vectors, wellformed
+    from pivot.pipeline.engine import Batch, Signal, Together
 
     t0 = time.perf_counter()
     table = PairTable.read(part_paths)
-    # the stored phrases (and pivots) from a task per pivot part, not a pass over every pair
-    # here, to ids_path: their ids (used), each phrase id's slot (int32: the pairs' slots are
-    # this array at a part's e1 and e2) and the pivots' ids, each read by blocks or windows
     ids_path = tmp / ".ids.arrays"
-    n_used = yield from _ids_job(table, n_e, tmp, ids_path)
-    # The phrases' forms (a task per block of phrases) and then the pairs' labels (and each
-    # pair's reverse row, per pivot part) on the workers, beside what the fits need of the
-    # phrases (their trigrams and WordNet synsets, a task per block of phrases). Each of these
-    # tasks reads WordNet (0.7 CPU s). The forms' tasks read their blocks' token rows (the
-    # encode stage's English ids) from tokens_path, which the vector task reads too.
     texts_path, starts_path, tokens_path = tmp / ".texts.txt", tmp / ".texts-starts.arrays", tmp / ".tokens.arrays"
     # the Phrases' arrays, the vectors in a file of their own (written before the codes are made)
     phrases_paths = (tmp / ".phrases.arrays", tmp / ".vectors.arrays")
-    # The stored phrases' token rows and counts (what the features need of the translation
-    # stage's phrases) to tokens_path, PHRASE_BLOCK phrases read at a time; then their texts
-    # straight to their file, a block of rows at a time (never a list of every text here), and
-    # their starts to theirs. The rows of a phrase are its own: the same bytes as the rows of
-    # every id indexed by ``used``.
-    write_phrase_rows(tokens_path, e_phrases, ids_path)
-    blocks = write_text_file(texts_path, (phrase_text_list(rows, e_tokens, np.arange(len(rows)))
-                                          for rows in member_blocks(tokens_path, "tokens")), starts_path, n_used)
-    texts = TextFile(texts_path, starts_path)
     # the labels stay in their per-part files until the stage ends: the fits read the rows they
     # select, each apply task its own part's
     labels = [tmp / f".form-{j:04d}.arrays" for j in range(len(part_paths))]
-    labelled = _label_job(texts_path, blocks, tokens_path, ids_path, labels, part_paths,
-                          str(data_root) if params["wordnet"] else None)
+    # The word vectors' training (counts, co-occurrences, sums, PPMI and SVD: the encode stage's
+    # shards alone) runs from the stage's start, beside the ids' tasks and this process's writing
+    # of the phrases' rows and texts (the workers' idle time: bio-multi's ~6.5 s), and only the
+    # means, which read the phrases' rows, run with the labels and the phrase side. The means
+    # wait for the training through a Signal (pivot.pipeline.engine), not a Together: a Together
+    # of the training and the ids would hold the labels and the phrase side until the training
+    # ended, one of the means after them all would hold the survey. The writing is an Aside (a
+    # thread): as a job's own code it held the training's next steps back until it ended (bio:
+    # the SVD then ran after the forms' and phrase side's tasks, the means after the labels).
+    # The training comes first: in one process the jobs run in their order, and the means' wait
+    # finds it done.
+    trained = Signal()
+    with_vectors = bool(params["learn"] and shard_paths)
+    training = [vectors.train_job(shard_paths, len(e_tokens), phrases_paths[1], trained)] if with_vectors else []
+    *_, (n_used, lex_path) = yield Together(*training, _phrases_job(
+        table, n_e, tmp, ids_path, tokens_path, texts_path, starts_path, phrases_paths, labels, e_phrases, e_tokens,
+        f_lang_of, params, data_root, trained if with_vectors else None))
+    texts = TextFile(texts_path, starts_path)
     if params["learn"]:
-        # the word vectors as tasks too (_vectors_job), beside the forms tasks and the phrase
-        # side's; the phrases' token rows go to them through a file
-        jobs = [labelled]
-        if shard_paths:
-            jobs.append(_vectors_job(shard_paths, len(e_tokens), tokens_path, phrases_paths[1]))
-        alphabet = words_alphabet_of(member_blocks(tokens_path, "tokens"), e_tokens)
-        done = yield Together(*jobs, _phrase_side_job(ids_path, texts_path, blocks, alphabet, tokens_path,
-                                                      f_lang_of, data_root, params, phrases_paths,
-                                                      bool(shard_paths)))
-        lex_path = done[-1]
-        del done
         # the fits read their rows' phrases and pivots' languages alone (_rows_features)
         ph = PhraseFile(*phrases_paths, lookup=False)
-    else:
-        yield Together(labelled)
     tokens_path.unlink()
     if params["learn"]:
         # one pass over the parts as tasks: the forms' counts and what the fits select (the
@@ -1737,6 +1723,58 @@ def _build_job(tmp: Path, *, part_paths, n_e, e_phrases, e_tokens, f_lang_of, mo
     meta["relations"] = {"classified": True, **fit["relations"]}
     (tmp / "ppdb2.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
     return meta
+
+
+def _phrases_job(table, n_e, tmp, ids_path, tokens_path, texts_path, starts_path, phrases_paths, labels, e_phrases,
+                 e_tokens, f_lang_of, params, data_root, trained):
+    """A job of Engine.run, _build_job's from its start to the survey, beside the word vectors'
+    training (``trained``: the Signal it sets; None: no vectors): the stored phrases' ids (tasks),
+    their rows and texts (here), then the labels, the phrase side and (with vectors) the means
+    side by side. Returns the number of stored phrases and the Lexical file's path (None
+    without learning)."""
+    from pivot.pipeline.engine import Aside, Together
+
+    # the stored phrases (and pivots) from a task per pivot part, not a pass over every pair
+    # here, to ids_path: their ids (used), each phrase id's slot (int32: the pairs' slots are
+    # this array at a part's e1 and e2) and the pivots' ids, each read by blocks or windows
+    n_used = yield from _ids_job(table, n_e, tmp, ids_path)
+    # The phrases' forms (a task per block of phrases) and then the pairs' labels (and each
+    # pair's reverse row, per pivot part) on the workers, beside what the fits need of the
+    # phrases (their trigrams and WordNet synsets, a task per block of phrases). Each of these
+    # tasks reads WordNet (0.7 CPU s). The forms' tasks read their blocks' token rows (the
+    # encode stage's English ids) from tokens_path, which the vectors' means read too.
+    # The stored phrases' token rows and counts (what the features need of the translation
+    # stage's phrases) to tokens_path, PHRASE_BLOCK phrases read at a time; then their texts
+    # straight to their file, a block of rows at a time (never a list of every text here), and
+    # their starts to theirs. The rows of a phrase are its own: the same bytes as the rows of
+    # every id indexed by ``used``.
+    # In a thread (Aside): the training's next steps are submitted meanwhile.
+    blocks, alphabet = yield Aside(_write_phrases, tokens_path, e_phrases, ids_path, texts_path, starts_path, n_used,
+                                   e_tokens, params["learn"])
+    labelled = _label_job(texts_path, blocks, tokens_path, ids_path, labels, table.part_paths,
+                          str(data_root) if params["wordnet"] else None)
+    if not params["learn"]:
+        yield Together(labelled)
+        return n_used, None
+    # the vectors' means as tasks too (their training ran meanwhile), beside the forms tasks and
+    # the phrase side's; the phrases' token rows go to them through a file
+    jobs = [labelled]
+    if trained is not None:
+        jobs.append(_vector_means_job(tokens_path, phrases_paths[1], trained))
+    done = yield Together(*jobs, _phrase_side_job(ids_path, texts_path, blocks, alphabet, tokens_path,
+                                                  f_lang_of, data_root, params, phrases_paths, trained is not None))
+    return n_used, done[-1]
+
+
+def _write_phrases(tokens_path, e_phrases, ids_path, texts_path, starts_path, n_used, e_tokens, learn):
+    """The stored phrases' token rows and counts (write_phrase_rows) and texts (write_text_file);
+    returns the texts' blocks and (learn) the trigrams' alphabet of their words (else None)."""
+    from pivot.pipeline.encode import phrase_text_list
+
+    write_phrase_rows(tokens_path, e_phrases, ids_path)
+    blocks = write_text_file(texts_path, (phrase_text_list(rows, e_tokens, np.arange(len(rows)))
+                                          for rows in member_blocks(tokens_path, "tokens")), starts_path, n_used)
+    return blocks, words_alphabet_of(member_blocks(tokens_path, "tokens"), e_tokens) if learn else None
 
 
 def _term_blocks(relations: "RelationModel", ph: "PhraseFile", side: int):
@@ -2154,18 +2192,33 @@ def vectors_task(shard_paths, n_tokens: int, tokens_path, out_path) -> dict:
 def _vectors_job(shard_paths, n_tokens, tokens_path, out_path):
     """A job of Engine.run: the phrases' vectors as vectors_task writes them, its steps as tasks
     (pivot.pipeline.vectors.job: the counts per group of shards and per range of words, the PPMI
-    and SVD, the means per PHRASE_BLOCK phrases); logs what it trained."""
+    and SVD, the means per PHRASE_BLOCK phrases); logs what it trained. The whole chain in one
+    job (the tests'); the stage runs its training and its means apart (_build_job)."""
     from pivot.pipeline import vectors
 
-    t0 = time.perf_counter()
     done = yield from vectors.job(shard_paths, n_tokens, tokens_path, out_path, PHRASE_BLOCK)
+    _log_vectors(done)
+    return done
+
+
+def _vector_means_job(tokens_path, out_path, trained):
+    """A job of Engine.run: the phrases' means of the vectors trained beside it (the Signal
+    ``trained``: pivot.pipeline.vectors.means_job) per PHRASE_BLOCK phrases; logs what the two did."""
+    from pivot.pipeline import vectors
+
+    done = yield from vectors.means_job(tokens_path, out_path, PHRASE_BLOCK, trained)
+    _log_vectors(done)
+    return done
+
+
+def _log_vectors(done: dict) -> None:
+    """The word vectors' log line (the wall time from the training's start to the means' end)."""
     if not done["reused"]:
         cpu, n = done["cpu_seconds"], done["tasks"]
         log.info("ppdb2: word vectors (%d words, %d dimensions) in %.1f s: %.1f CPU s in %d tasks (counts %.1f, "
                  "PPMI and SVD %.2f, phrase means %.2f)", done["words"] or 0, done["dim"],
-                 time.perf_counter() - t0, sum(cpu.values()), sum(n.values()),
+                 done["seconds"], sum(cpu.values()), sum(n.values()),
                  cpu["occurrences"] + cpu["cooccurrences"] + cpu["sums"], cpu["ppmi_svd"], cpu["phrases"])
-    return done
 
 
 def _score_job(table: "PairTable", ph: "PhraseFile", labels, lex_path, models, texts: "TextFile", ids_path, listed,

@@ -21,7 +21,8 @@ Same inputs, same bytes: the counts are integers, and BLAS (which ARPACK calls) 
 thread while the vectors are trained (threadpoolctl): a build's main process and a Dask worker
 (started with one BLAS thread) then sum in the same order, so ``--workers 1`` and ``--workers 2``
 give the same vectors. The phrase vectors are kept as float32 (what the fit and the apply tasks
-both read). The stage runs the training and the means as tasks (:func:`job`). bio: 3.4M tokens,
+both read). The stage runs the training and the means as tasks (:func:`train_job`,
+:func:`means_job`). bio: 3.4M tokens,
 15.5k words, 0.45M phrases, 2.6-3.0 CPU s; bio-multi: 18.2M tokens, 56k words, 2.4M phrases,
 15.7 CPU s in 61 tasks (counts 6.0, PPMI and SVD 4.0, phrase means 4.0, then a join of the means'
 blocks, 1.7, since written in place by the means' tasks), the longest the SVD's 4.0 (one task: 13.5 CPU s, the phrase vectors written once). DIM 50, not 100: on the bio
@@ -204,8 +205,11 @@ def phrase_vectors(e_rows: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, n
     return vec, has
 
 
-# --- The stage's vectors as tasks (pivot.pipeline.ppdb2._vectors_job) ---------------------------
+# --- The stage's vectors as tasks (train_job, means_job: pivot.pipeline.ppdb2._build_job) -------
 #
+# The training needs the encode stage's shards alone, the means the stored phrases' rows too: two
+# jobs, the stage starts the training at its own start and the means once the rows are written
+# (they wait for the training's Signal, pivot.pipeline.engine), and :func:`job` runs both.
 # What grows with the text runs as tasks: the tokens' occurrences and the co-occurrence counts
 # per group of encode shards, the groups' counts summed per range of the vocabulary's rows, the
 # phrases' means per block of phrases. The PPMI and its SVD are one task: their size is the
@@ -414,19 +418,37 @@ def phrase_task(tokens_path, a: int, n: int, vocab_path, words_path, out_path) -
 def job(shard_paths, n_tokens: int, tokens_path, out_path, phrase_block: int):
     """A job of pivot.pipeline.engine.Engine.run: the stored phrases' vectors (``tokens`` of
     ``tokens_path``: their token rows) trained on the English of ``shard_paths``, written to
-    ``out_path`` as ``vec`` and ``vec_has``, the bytes of train + phrase_vectors in one process.
-    Steps (each a batch of tasks but the SVD): the occurrences per group of SHARDS_PER_TASK
-    shards; here, their sum and the vocabulary (and the ranges of its rows); the co-occurrence
-    counts per group; their sums per range of rows; the PPMI and SVD (one task); the phrases'
-    means per ``phrase_block`` phrases, each task writing its rows into the one file (allocated
-    here, renamed to ``out_path`` when every block is in). Returns what it did,
-    with each step's CPU seconds in the tasks."""
-    from pivot.pipeline.bundle import allocate_bundle, open_bundle, save_bundle
-    from pivot.pipeline.engine import Batch
+    ``out_path`` as ``vec`` and ``vec_has``, the bytes of train + phrase_vectors in one process:
+    :func:`train_job` then :func:`means_job`, side by side (the means wait for the training's
+    signal). Returns what means_job returns. (The stage runs the two apart: the training from
+    its start, the means once the phrases' rows are written, pivot.pipeline.ppdb2._build_job.)"""
+    from pivot.pipeline.engine import Signal, Together
 
+    trained = Signal()
+    _, done = yield Together(train_job(shard_paths, n_tokens, out_path, trained),
+                             means_job(tokens_path, out_path, phrase_block, trained))
+    return done
+
+
+def train_job(shard_paths, n_tokens: int, out_path, trained):
+    """A job of Engine.run: the word vectors of the English of ``shard_paths``, to scratch files
+    beside ``out_path`` (its ``vocab`` and ``words``), for :func:`means_job`, which it gives
+    what it did through the Signal ``trained`` (Set as its last step; ``{"reused": True}`` when
+    ``out_path`` is written already). Steps (each a batch of tasks but the SVD): the occurrences
+    per group of SHARDS_PER_TASK shards; here, their sum and the vocabulary (and the ranges of
+    its rows); the co-occurrence counts per group; their sums per range of rows; the PPMI and
+    SVD (one task). Needs the encode stage's shards alone, not the phrases: the stage starts it
+    at its own start."""
+    import time
+
+    from pivot.pipeline.bundle import save_bundle
+    from pivot.pipeline.engine import Batch, Set
+
+    t0 = time.perf_counter()
     out_path = Path(out_path)
     if out_path.is_file():
-        return {"reused": True}
+        yield Set(trained, {"reused": True})
+        return
     shard_paths = [str(p) for p in shard_paths]
     groups = [shard_paths[a:a + SHARDS_PER_TASK] for a in range(0, len(shard_paths), SHARDS_PER_TASK)]
     count_paths = [_scratch(out_path, f"counts-{g:04d}") for g in range(len(groups))]
@@ -454,25 +476,56 @@ def job(shard_paths, n_tokens: int, tokens_path, out_path, phrase_block: int):
                                           name="ppdb2-vectors-cooc", quiet=True)))
         add("sums", (yield Batch(sum_task, [(list(map(str, cooc_paths)), str(vocab_path), k, str(p))
                                             for k, p in enumerate(sum_paths)], name="ppdb2-vectors-sum", quiet=True)))
-    trained, = yield Batch(svd_task, [(list(map(str, sum_paths)), str(vocab_path), str(words_path))],
-                           name="ppdb2-vectors-svd", quiet=True)
-    add("ppmi_svd", [trained])
+    trained_svd, = yield Batch(svd_task, [(list(map(str, sum_paths)), str(vocab_path), str(words_path))],
+                               name="ppdb2-vectors-svd", quiet=True)
+    add("ppmi_svd", [trained_svd])
+    yield Set(trained, {"reused": False, "t0": t0, "vocab_path": str(vocab_path), "words_path": str(words_path),
+                        "scratch": [str(p) for p in (*count_paths, *cooc_paths, *sum_paths, vocab_path, words_path)],
+                        "words": trained_svd.get("words"), "vocab": int(len(vocab)),
+                        "tasks": {"counts": 2 * len(groups) if sum_paths else len(groups), "sums": len(sum_paths),
+                                  "svd": 1},
+                        "cpu_seconds": cpu, "longest_task_cpu_seconds": longest,
+                        "svd_cpu_seconds": trained_svd.get("svd_cpu_seconds")})
+
+
+def means_job(tokens_path, out_path, phrase_block: int, trained):
+    """A job of Engine.run: the stored phrases' means (``tokens`` of ``tokens_path``: their token
+    rows) of the word vectors train_job gives through the Signal ``trained`` (waited for once
+    this job's own input, ``tokens_path``, is there: the job starts when it is written), per
+    ``phrase_block`` phrases, each task writing its rows into the one file (allocated here,
+    renamed to ``out_path`` when every block is in); the training's scratch files go then.
+    Returns what the two did, with each step's CPU seconds in the tasks and ``seconds``, the wall
+    time from the training's start."""
+    import time
+
+    from pivot.pipeline.bundle import allocate_bundle, open_bundle
+    from pivot.pipeline.engine import Batch, Wait
+
+    out_path = Path(out_path)
+    if out_path.is_file():
+        return {"reused": True}
+    done = yield Wait(trained)
+    if done["reused"]:                  # written meanwhile (never by this stage, which runs both)
+        return {"reused": True}
     with open_bundle(tokens_path) as z:
         n_phrases = z.shape("tokens")[0]
-    with open_bundle(words_path) as z:
+    with open_bundle(done["words_path"]) as z:
         dim = z.shape("words")[1]
     # the phrases' means per block, each task writing its rows in place into one file allocated
     # here (no task joins the blocks: at PPDB scale that join alone copied every vector on one core)
     starts = range(0, n_phrases, phrase_block)
     filling = _scratch(out_path, "filling")
     allocate_bundle(filling, vec=(np.float32, (n_phrases, dim)), vec_has=(bool, (n_phrases,)))
-    add("phrases", (yield Batch(phrase_task, [(str(tokens_path), a, min(phrase_block, n_phrases - a), str(vocab_path),
-                                               str(words_path), str(filling)) for a in starts],
-                                name="ppdb2-vectors-phrases", quiet=True)))
+    means = yield Batch(phrase_task, [(str(tokens_path), a, min(phrase_block, n_phrases - a), done["vocab_path"],
+                                       done["words_path"], str(filling)) for a in starts],
+                        name="ppdb2-vectors-phrases", quiet=True)
     os.replace(filling, out_path)
-    for path in (*count_paths, *cooc_paths, *sum_paths, vocab_path, words_path):
-        path.unlink(missing_ok=True)
-    return {"reused": False, "words": trained.get("words"), "dim": dim, "vocab": int(len(vocab)),
-            "tasks": {"counts": 2 * len(groups) if sum_paths else len(groups), "sums": len(sum_paths), "svd": 1,
-                      "means": len(starts)},
-            "cpu_seconds": cpu, "longest_task_cpu_seconds": longest, "svd_cpu_seconds": trained.get("svd_cpu_seconds")}
+    for path in done["scratch"]:
+        Path(path).unlink(missing_ok=True)
+    cpu, longest = dict(done["cpu_seconds"]), dict(done["longest_task_cpu_seconds"])
+    seconds = [d.get("cpu_seconds", 0.0) for d in means]
+    cpu["phrases"] = round(cpu["phrases"] + sum(seconds), 3)
+    longest["phrases"] = max([longest["phrases"], *seconds])
+    return {"reused": False, "words": done["words"], "dim": dim, "vocab": done["vocab"],
+            "tasks": {**done["tasks"], "means": len(starts)}, "cpu_seconds": cpu, "longest_task_cpu_seconds": longest,
+            "svd_cpu_seconds": done["svd_cpu_seconds"], "seconds": time.perf_counter() - done["t0"]}
