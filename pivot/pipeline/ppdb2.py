@@ -140,8 +140,9 @@ array: _rows_columns) and the held-out lists (MAX_HELD_QUERIES, without features
 survey's selections are folded in as each part's comes (SelectionFold), and the reports score
 their rows by blocks of REPORT_ROWS (_rows_map). Left growing: a few numbers per pivot part
 (PairTable's bounds, the tasks' small results) and the words' arrays (the vocabulary's). The
-peak is the score's fit (the training lists' features and their held-back copy, WordNet's
-profiles of the relations' selected phrases beside them), measured by role
+peak was the score's fit (the training lists' features and their held-back copy, WordNet's
+profiles of the relations' selected phrases beside them; since session 16 the fit is a task, so
+in one process (--workers 1) only), measured by role
 (bench/measure_roles.py, the stage rerun beside lhs and combine, --workers 2): bio 0.517 ->
 0.456 GiB RSS, bio-multi 0.633 -> 0.536 (from bio's 448k stored phrases to bio-multi's 2.37M,
 65 -> 45 bytes a stored phrase; what is left of that slope is the training lists filling
