@@ -2045,7 +2045,7 @@ def _phrase_side_job(ids_path, texts_path, blocks, alphabet, tokens_path, f_lang
     write_phrase_rows') go to that file a block at a time too, and the slots (``slot``) and
     the pivots' ids (``f_used``) come from ``ids_path`` (write_ids') by blocks: this process
     holds no array with an entry per stored phrase or pivot. The vectors go to
-    ``phrases_paths[1]``: written by _vectors_job's tasks (with_vectors), else empty here."""
+    ``phrases_paths[1]``: written by _vector_means_job's tasks (with_vectors), else empty here."""
     from pivot.pipeline.engine import Batch
 
     tmp = Path(texts_path).parent
@@ -2161,7 +2161,7 @@ def vectors_task(shard_paths, n_tokens: int, tokens_path, out_path) -> dict:
     ``tokens_path``), written to ``out_path`` as ``vec`` and ``vec_has``.
 
     The one-task form of the stage's vectors (the benchmarks' and the tests' reference): the
-    stage runs the same steps as tasks (_vectors_job, pivot.pipeline.vectors.job), to the same
+    stage runs the same steps as tasks (vectors.train_job, then _vector_means_job), to the same
     bytes. In any process the same bytes: the training's BLAS runs on one thread
     (vectors.train) and the rest is exact integer sums and numpy's fixed-order sums."""
     from pivot.pipeline import vectors

@@ -66,6 +66,17 @@ HIDDEN_FORMS = 1 | 2 | 4
 UNCLASSIFIED = 4
 
 
+def text_tables_sql(extra: str = "") -> str:
+    """The DDL of the `phrase` and `foreign_phrase` tables (``extra``: more columns of `phrase`,
+    ", name TYPE ..."): the database's (schema_sql), and a texts file's (fill_text_file), whose
+    rows are copied into it. The text itself is stored in the file (sqlite_schema): one text, the
+    same bytes."""
+    return f"""CREATE TABLE phrase (
+    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL,
+    lhs TEXT NOT NULL{extra});
+CREATE TABLE foreign_phrase (id INTEGER PRIMARY KEY, text TEXT NOT NULL);"""
+
+
 def schema_sql(n_models: int, n_pivot_columns: int = 3) -> str:
     """The DDL of a database with `n_models` stored models and `n_pivot_columns` pivots per pair.
 
@@ -81,10 +92,7 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE model (
     id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, kind TEXT NOT NULL,
     description TEXT NOT NULL, params TEXT NOT NULL, score_column TEXT, n_pairs INTEGER NOT NULL);
-CREATE TABLE phrase (
-    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL,
-    lhs TEXT NOT NULL);
-CREATE TABLE foreign_phrase (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
+{text_tables_sql()}
 CREATE TABLE pair (
     e1 INTEGER NOT NULL, e2 INTEGER NOT NULL, n_pivots INTEGER NOT NULL, {pivots}{probs}
     form INTEGER NOT NULL, ppdb2 REAL NOT NULL, {relations}relation INTEGER NOT NULL,
@@ -575,7 +583,7 @@ def fill_text_file(conn, ids, f_ids, phrases, phrase_counts, lhs, foreign, shard
     """A file of texts: the `phrase` rows (id, text, n_words, count, lhs) of the English ids
     ``ids`` and the `foreign_phrase` rows (id, text) of the foreign ids ``f_ids`` (ascending,
     arrays or IdSets), in id order, in one transaction; the tables are those of the database
-    (schema_sql), so a copy of their rows is the rows the database stores.
+    (text_tables_sql), so a copy of their rows is the rows the database stores.
 
     ``phrases``, ``lhs``, ``foreign`` and ``phrase_counts`` as for :func:`phrase_rows` and
     :func:`foreign_rows` (a mapping ``foreign`` is asked for the entries of ``f_ids`` only).
@@ -583,12 +591,7 @@ def fill_text_file(conn, ids, f_ids, phrases, phrase_counts, lhs, foreign, shard
     pivot.store.parts), kept in an extra column ``shard``, indexed with the id: what each shard
     reads of the file. Written by a task of the build's engine (:func:`write_text_file`;
     pivot.store.parts.write_text_block)."""
-    conn.executescript(f"""
-CREATE TABLE phrase (
-    id INTEGER PRIMARY KEY, text TEXT NOT NULL, n_words INTEGER NOT NULL, count INTEGER NOT NULL,
-    lhs TEXT NOT NULL{", shard INTEGER NOT NULL" if shard is not None else ""});
-CREATE TABLE foreign_phrase (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
-""")
+    conn.executescript(text_tables_sql(", shard INTEGER NOT NULL" if shard is not None else ""))
     conn.execute("BEGIN")
     rows = phrase_rows(ids, phrases, lhs, phrase_counts)
     if shard is not None:
