@@ -23,3 +23,8 @@ class InputError(ValueError):
         self.path = path
         self.line = line
         self.message = str(message)
+
+    def __reduce__(self):
+        # pickled as made (a forked preflight helper, a Dask worker send it back), so that
+        # path and line survive and the text is not prefixed with them twice
+        return type(self), (self.message, self.path, self.line)

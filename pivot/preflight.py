@@ -145,16 +145,147 @@ def check(recipe_path, data_root, out_path=None, work_dir=None, *, threads=None,
         plan.work_dir = _check_work(Path(work_dir), data_root, protected, plan)
     if out_path is not None:
         plan.out_path = _check_out(Path(out_path), protected, plan.work_dir, parts)
-    if on_checked is not None:
-        # Everything but the inputs' content has passed: the caller may start slow work that
-        # needs no input (a cluster's worker processes) while the inputs are read through.
-        on_checked()
+    # A build that runs a cluster reads its inputs through in two processes: the helper is
+    # forked here, before on_checked starts the cluster's threads, and takes checks beside
+    # this process (a core that would idle until the first stage). Its results are replayed
+    # in the checks' order: the same counts, the same first error, as one process gives.
+    reading = ReadThrough(checks, plan, helper=_spare_core(workers, scheduler)) if read_inputs else None
+    try:
+        if on_checked is not None:
+            # Everything but the inputs' content has passed: the caller may start slow work
+            # that needs no input (a cluster's worker processes) while the inputs are read.
+            on_checked()
+        if reading is not None:
+            reading.finish()
+    finally:
+        if reading is not None:
+            reading.close()
     if read_inputs:
-        for run in checks:
-            run()
         plan.lengths.verify()
     plan.seconds = time.perf_counter() - t0
     return plan
+
+
+def _spare_core(workers, scheduler) -> bool:
+    """Does the build run a cluster (``--workers`` 0 or above 1, or ``--scheduler``) on a
+    machine with a second core? ``--workers 1`` is one process by design, and a caller that
+    checked no counts (``workers`` None) starts no cluster."""
+    if scheduler is None and (workers is None or workers == 1):
+        return False
+    return locking.cores() >= 2
+
+
+class ReadThrough:
+    """The read-through checks, in this process alone or shared with one forked helper.
+
+    With a helper, each process takes the next check not yet taken (a shared counter) and
+    records what it changed of the plan: its counts, and the length rule's lines read, the
+    languages whose pairs may pass and the first surely dropped pair of each. :meth:`finish`
+    replays the records in the checks' order onto the plan as it was before the reads, so
+    the counts (and the order of their keys in the log's line) and the length rule are what
+    one process gives, and the error raised is the first check's in that order that fails
+    (both processes stop taking checks after it). A check the helper took but did not report
+    (the helper killed) is run here. Forked before any thread starts: the helper inherits the
+    checks as they are (closures, which need no pickling), and sends back plain values.
+    """
+
+    def __init__(self, checks: list, plan: Plan, helper: bool):
+        self.checks, self.plan = checks, plan
+        self.helper = None
+        if helper and len(checks) > 1:
+            import multiprocessing
+
+            ctx = multiprocessing.get_context("fork")
+            self._next = ctx.Value("q", 0)                  # the next check to take
+            self._stop = ctx.Value("q", len(checks))        # no check from here on (an error's index)
+            self._recv, send = ctx.Pipe(duplex=False)
+            self.helper = ctx.Process(target=self._helper, args=(send,), name="pivot-preflight", daemon=True)
+            self.helper.start()
+            send.close()
+
+    def _take(self) -> int | None:
+        with self._next.get_lock():
+            k = self._next.value
+            if k >= min(len(self.checks), self._stop.value):
+                return None
+            self._next.value = k + 1
+            return k
+
+    def _run(self, k: int) -> tuple:
+        """Check k on this process's plan: (k, counts added, lines read added, languages that
+        may pass, first dropped pairs recorded, the error or None)."""
+        counts, rule = dict(self.plan.counts), self.plan.lengths
+        read, passed, examples = dict(rule.read), set(rule.may_pass), set(rule.example)
+        error = None
+        try:
+            self.checks[k]()
+        except InputError as exc:
+            error = exc
+            with self._stop.get_lock():
+                self._stop.value = min(self._stop.value, k)
+        # (a key new to the dict is kept with an increment of 0: its place in the order counts)
+        return (k, {w: n - counts.get(w, 0) for w, n in self.plan.counts.items() if n != counts.get(w, -1)},
+                {lang: n - read.get(lang, 0) for lang, n in rule.read.items() if n != read.get(lang, -1)},
+                rule.may_pass - passed, {lang: rule.example[lang] for lang in rule.example.keys() - examples},
+                error)
+
+    def _helper(self, send) -> None:
+        done = []
+        try:
+            while (k := self._take()) is not None:
+                done.append(self._run(k))
+            send.send(done)
+        except BaseException:   # an interrupt, a bug: what was done goes back, the rest is run there
+            try:
+                send.send(done)
+            except BaseException:
+                pass
+        finally:
+            send.close()
+
+    def finish(self) -> None:
+        """Every check run (or the first failing one in order raised), the plan updated."""
+        if self.helper is None:
+            for run in self.checks:
+                run()
+            return
+        counts0, rule = dict(self.plan.counts), self.plan.lengths
+        start = (dict(rule.read), set(rule.may_pass), dict(rule.example))
+        done = []
+        while (k := self._take()) is not None:
+            done.append(self._run(k))
+        try:
+            done += self._recv.recv()
+        except EOFError:     # the helper died before it reported: its checks are run below
+            pass
+        self.helper.join()
+        by_index = {r[0]: r for r in done}
+        self.plan.counts = counts0
+        rule.read, rule.may_pass, rule.example = dict(start[0]), set(start[1]), dict(start[2])
+        for k in range(len(self.checks)):
+            record = by_index.get(k)
+            if record is None:
+                # not reported (the helper died): run here, on the plan replayed so far,
+                # which the check changes itself
+                error = self._run(k)[5]
+                if error is not None:
+                    raise error
+                continue
+            for what, n in record[1].items():
+                self.plan.count(what, n)
+            for lang, n in record[2].items():
+                rule.read[lang] = rule.read.get(lang, 0) + n
+            rule.may_pass |= record[3]
+            for lang, example in record[4].items():
+                rule.example.setdefault(lang, example)
+            if record[5] is not None:
+                raise record[5]
+
+    def close(self) -> None:
+        """The helper gone (an error or an interrupt may leave it running)."""
+        if self.helper is not None and self.helper.is_alive():
+            self.helper.kill()
+            self.helper.join()
 
 
 # Dask's address schemes a build can reach from another process (inproc:// is one process only).

@@ -17,6 +17,7 @@ import stat
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -465,6 +466,123 @@ def test_preflight_reads_every_real_layout(tmp_path):
     plan = preflight.check(t.recipe, t.data, t.out, t.work)
     assert plan.counts["bitext lines"] == 3 + 2 + 1 + 2
     assert len([f for f in plan.inputs if f.path.name == "terms.tsv.gz"]) == 1
+
+
+# ----------------------------------------------------------------------------- read through in two processes
+
+
+def _rule(plan) -> tuple:
+    r = plan.lengths
+    return list(r.read.items()), sorted(r.may_pass), sorted(r.example.items())
+
+
+def test_read_through_in_two_processes_as_in_one(tmp_path):
+    """A build with a cluster reads its inputs through in two processes (ReadThrough's forked
+    helper): the counts, in the same order of keys (the log's line), and the length rule's
+    lines, passing languages and first dropped pairs are what one process gives."""
+    t = Tiny(tmp_path)
+    t.file("t.zip", _zip({"fra.txt": TATOEBA}))
+    t.file("terms.tsv.gz", _gz(b"cell\tcellule\tfr\nhouse\tmaison\tfr\n"))
+    t.extra_sources = (', { name = "t", format = "tsv-zip", path = "t.zip" }'
+                       ', { name = "terms", format = "tsv-gz", path = "terms.tsv.gz", where = { 3 = "fr" } }')
+    in_domain(t, 'conll = ["c.conll"], lines = ["bio.txt", "more*.txt"]', "c.conll", "Cells\tO\n\nDivide\tO\n")
+    for k in range(6):
+        t.file(f"more{k}.txt", "".join(f"cell line {k} {i}\n" for i in range(50 * (k + 1))))
+    one = preflight.check(t.recipe, t.data, t.out, t.work, workers=1)
+    two = preflight.check(t.recipe, t.data, t.out, t.work, workers=2)
+    assert list(two.counts.items()) == list(one.counts.items())
+    assert one.counts["in-domain text sentences"] == 2 + 2 + sum(50 * (k + 1) for k in range(6))
+    assert _rule(two) == _rule(one) and one.lengths.may_pass == {"fr"}
+
+
+# the content cases: found by reading the inputs through (no command-line argument)
+_READ_CASES = ["not-utf8", "nul-byte", "utf16", "gzip-crc", "gzip-truncated", "not-gzip", "not-zip", "zip-crc",
+               "tsv-fields", "tar-truncated", "in-domain-empty", "conll-no-tab", "gold-score", "gold-empty",
+               "pharaoh-link", "bitext-empty", "identical-sides", "no-pair-fits", "tuning-one-class"]
+
+
+@pytest.mark.parametrize("case", _READ_CASES)
+def test_read_through_in_two_processes_raises_the_same_first_error(case, tmp_path):
+    t = Tiny(tmp_path)
+    setup, names = CASES[case]
+    if case != "no-pair-fits":   # (the length rule's, found once every file is read)
+        # a second bad file, the [eval] set's (the last check): the first in the order is named
+        t.file("late.txt", "treat\tcure\tnot a score\n")
+        tiny_recipe = t.write_recipe
+        t.write_recipe = lambda edit=None: tiny_recipe(lambda text: (edit(text) if edit else text).replace(
+            '{ path = "gold.txt", format = "simlex"', '{ path = "late.txt", format = "simlex"'))
+        t.write_recipe()
+    setup(t)
+    errors = []
+    for workers in (1, 2):
+        with pytest.raises(InputError) as got:
+            preflight.check(t.recipe, t.data, t.out, t.work, workers=workers)
+        errors.append((str(got.value), got.value.path, got.value.line))
+    assert errors[1] == errors[0]
+    assert names in normalize(errors[0][0], t)
+
+
+def _checks(plan, bad=(), die_in_helper=False, sleep=0.02):
+    parent = os.getpid()
+
+    def check(k):
+        if die_in_helper and os.getpid() != parent:
+            os._exit(3)
+        time.sleep(sleep)
+        plan.count(f"lines {k % 3}", k + 1)
+        plan.lengths.count([f"l{k % 2}"], 10 * k)
+        if k in bad:
+            raise InputError(f"check {k} fails", Path(f"f{k}.txt"), k + 1)
+
+    return [lambda k=k: check(k) for k in range(12)]
+
+
+def _plan(tmp_path):
+    from pivot.pipeline.corpus import LengthRule
+    return preflight.Plan(recipe_path=tmp_path / "r.toml", name="r", data_root=tmp_path, out_path=None,
+                          work_dir=None, recipe={}, lengths=LengthRule(5))
+
+
+def test_read_through_shares_the_checks_and_replays_them_in_order(tmp_path):
+    plan = _plan(tmp_path)
+    reading = preflight.ReadThrough(_checks(plan), plan, helper=True)
+    reading.finish()
+    reading.close()
+    assert reading.helper.exitcode == 0
+    # hand sums: "lines j" adds k + 1 over k = j mod 3; l0 / l1 add 10 k over even / odd k
+    assert list(plan.counts.items()) == [("lines 0", 1 + 4 + 7 + 10), ("lines 1", 2 + 5 + 8 + 11),
+                                         ("lines 2", 3 + 6 + 9 + 12)]
+    assert list(plan.lengths.read.items()) == [("l0", 10 * (0 + 2 + 4 + 6 + 8 + 10)),
+                                               ("l1", 10 * (1 + 3 + 5 + 7 + 9 + 11))]
+
+
+def test_read_through_raises_the_first_failing_check_in_order(tmp_path):
+    for _ in range(3):   # whichever process takes which check
+        plan = _plan(tmp_path)
+        reading = preflight.ReadThrough(_checks(plan, bad={4, 5, 9}), plan, helper=True)
+        with pytest.raises(InputError) as got:
+            reading.finish()
+        reading.close()
+        assert (str(got.value), got.value.path, got.value.line) == (f"{Path('f4.txt')}:5: check 4 fails",
+                                                                    Path("f4.txt"), 5)
+
+
+def test_read_through_runs_what_a_dead_helper_took(tmp_path):
+    """The helper killed mid-check: the checks it took are run in this process, nothing is
+    counted twice."""
+    plan = _plan(tmp_path)
+    reading = preflight.ReadThrough(_checks(plan, die_in_helper=True, sleep=0.05), plan, helper=True)
+    reading.finish()
+    reading.close()
+    assert reading.helper.exitcode == 3
+    assert list(plan.counts.items()) == [("lines 0", 22), ("lines 1", 26), ("lines 2", 30)]
+
+
+def test_input_error_pickles_with_its_path_and_line():
+    import pickle
+
+    e = pickle.loads(pickle.dumps(InputError("bad byte", Path("a.txt"), 7)))
+    assert (str(e), e.path, e.line, e.message) == ("a.txt:7: bad byte", Path("a.txt"), 7, "bad byte")
 
 
 def test_pivot_score_needs_no_out(tmp_path):
