@@ -11,10 +11,17 @@ RSS and PSS summed over the processes, by stage. Rounds alternate which side goe
 second build of a pair meets a warmer page cache). Reported: each build's figures and, per
 round and as medians, this code's wall, CPU and PSS over the baseline's. The two databases are
 not compared byte for byte: the baseline predates layers this code adds.
+
+``--also-without-layer`` adds a third build to each round: this code with the recipe's PPDB 2.0
+layer off (``[ppdb2] learn = false, wordnet = false, lhs = "x"``, written beside the builds from
+the tree's recipes/DOMAIN.toml): the work the baseline does (no learned score, relations or
+tagger), so that the cluster's gain is read apart from the layer's cost. Its database differs
+(no score, no relations, [X] labels); its ratios to the baseline are the ``*_ratio_without_layer``.
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,9 +47,29 @@ def checkout(ref: str, where: Path) -> dict:
     return {"commit": commit, "compile_s": round(time.perf_counter() - t0, 1)}
 
 
-def build(tree: Path, domain: str, data: str, workers: int, d: Path) -> dict:
+def without_layer(tree: Path, domain: str, where: Path) -> Path:
+    """recipes/DOMAIN.toml of ``tree`` with its [ppdb2] layer off, written at ``where`` (the
+    recipe's [ppdb2] keys set, or the section added: the defaults learn)."""
+    text = (tree / "recipes" / f"{domain}.toml").read_text()
+    off = {"learn": "false", "wordnet": "false", "lhs": '"x"'}
+    head, section, rest = text.partition("\n[ppdb2]\n")
+    if section:
+        body, nxt, tail = rest.partition("\n[")
+        for key, value in off.items():
+            body, n = re.subn(rf"^{key}\s*=[^#\n]*", f"{key} = {value} ", body, count=1, flags=re.MULTILINE)
+            if n != 1:
+                body = f"{key} = {value}\n" + body
+        text = head + section + body + nxt + tail
+    else:
+        text += "\n[ppdb2]\n" + "".join(f"{key} = {value}\n" for key, value in off.items())
+    where.write_text(text)
+    return where
+
+
+def build(tree: Path, domain: str, data: str, workers: int, d: Path, recipe: Path | None = None) -> dict:
     d.mkdir(parents=True)
-    cmd = [sys.executable, "-m", "pivot", "build", "--domain", domain, "--data", data,
+    what = ["--recipe", str(recipe)] if recipe else ["--domain", domain]
+    cmd = [sys.executable, "-m", "pivot", "build", *what, "--data", data,
            "--work", str(d / "work"), "--out", str(d / "out.db"), "--workers", str(workers)]
     figures = run_measured(cmd, d / "build.log", env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree)
     figures["signature"] = db_meta(d / "out.db", "signature")
@@ -61,6 +88,8 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--also-without-layer", action="store_true",
+                    help="a third build a round: this code with the recipe's [ppdb2] layer off")
     args = ap.parse_args()
     data = str(Path(args.data).resolve())
     out = args.json or ROOT / "bench" / "results" / f"baseline-{args.domain}.json"
@@ -69,24 +98,37 @@ def main():
     try:
         result = {"domain": args.domain, "workers": args.workers, "this": checkout(args.this, trees["this"]),
                   "baseline": checkout(args.baseline, trees["baseline"]), "rounds": []}
+        sides = ("this", "baseline")
+        recipe = {}
+        if args.also_without_layer:
+            sides += ("this_without_layer",)
+            trees["this_without_layer"] = trees["this"]
+            recipe["this_without_layer"] = without_layer(trees["this"], args.domain, tmp / f"{args.domain}-without-layer.toml")
         for r in range(args.rounds):
-            order = ("this", "baseline") if r % 2 == 0 else ("baseline", "this")
+            order = sides if r % 2 == 0 else sides[::-1]
             rnd = {"order": list(order)}
             for side in order:
-                rnd[side] = build(trees[side], args.domain, data, args.workers, tmp / f"r{r}-{side}")
+                rnd[side] = build(trees[side], args.domain, data, args.workers, tmp / f"r{r}-{side}", recipe.get(side))
                 print(side, json.dumps({k: rnd[side][k] for k in ("wall_s", "cpu_s", "peak_pss_tree_gib",
                                                                   "loadavg_1min_before")}), flush=True)
             for k in ("wall_s", "cpu_s", "peak_pss_tree_gib"):
                 rnd[f"{k}_ratio"] = round(rnd["this"][k] / rnd["baseline"][k], 3)
+                if args.also_without_layer:
+                    rnd[f"{k}_ratio_without_layer"] = round(rnd["this_without_layer"][k] / rnd["baseline"][k], 3)
             result["rounds"].append(rnd)
             write_json(out, result)
         med = lambda xs: sorted(xs)[len(xs) // 2]
         result["median_ratio"] = {k: med([rnd[f"{k}_ratio"] for rnd in result["rounds"]])
                                   for k in ("wall_s", "cpu_s", "peak_pss_tree_gib")}
+        if args.also_without_layer:
+            result["median_ratio_without_layer"] = {
+                k: med([rnd[f"{k}_ratio_without_layer"] for rnd in result["rounds"]])
+                for k in ("wall_s", "cpu_s", "peak_pss_tree_gib")}
+            result["recipe_without_layer"] = recipe["this_without_layer"].read_text()
         write_json(out, result)
         print(json.dumps(result["median_ratio"]))
     finally:
-        for tree in trees.values():
+        for tree in set(trees.values()):
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True,
                            check=False)
         shutil.rmtree(tmp, ignore_errors=True)

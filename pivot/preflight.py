@@ -36,6 +36,7 @@ reading a name that starts with ``file:`` as a URI.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -231,17 +232,14 @@ class ReadThrough:
 
     def _helper(self, send) -> None:
         done = []
-        try:
+        # an interrupt or a bug ends the loop quietly: what was done goes back, the rest is run
+        # in the build's process (which meets the bug itself); a build gone takes no report
+        with contextlib.suppress(BaseException):
             while (k := self._take()) is not None:
                 done.append(self._run(k))
+        with contextlib.suppress(OSError):
             send.send(done)
-        except BaseException:   # an interrupt, a bug: what was done goes back, the rest is run there
-            try:
-                send.send(done)
-            except BaseException:
-                pass
-        finally:
-            send.close()
+        send.close()
 
     def finish(self) -> None:
         """Every check run (or the first failing one in order raised), the plan updated."""
