@@ -244,7 +244,9 @@ def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
                 on_sample(proc, stage, time.perf_counter() - t0)
             time.sleep(0.2)
     if proc.returncode != 0:
-        sys.exit(f"{' '.join(map(str, cmd))} failed ({proc.returncode}); see {log_path}")
+        # the log's tail here: a caller removes its scratch folder, the log with it
+        tail = Path(log_path).read_text(errors="replace").splitlines()[-15:]
+        sys.exit("\n".join([*tail, f"{' '.join(map(str, cmd))} failed ({proc.returncode}); see {log_path}"]))
     wall = time.perf_counter() - t0
     usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)

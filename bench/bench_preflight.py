@@ -6,7 +6,10 @@ for bench/project_scale.py's model of the build's first step.
         [--rounds 3] [--json bench/results/preflight-session12.json]
 
 Per recipe: each stage's check CPU seconds (the median over the rounds), its counts (the plan's:
-bitext lines, in-domain sentences, gold pairs ...), and the total.
+bitext lines, in-domain sentences, gold pairs ...), and the total; and the wall seconds of the
+whole read-through as a build runs it (pivot.preflight.check, no cluster started), in one process
+(``--workers 1``) and in two (a build with a cluster: ReadThrough's forked helper), alternated
+round by round, with their counts compared.
 """
 import argparse
 import json
@@ -40,6 +43,16 @@ def check_seconds(recipe_path: Path, data_root: Path) -> tuple[dict, dict]:
     return seconds, dict(plan.counts)
 
 
+def check_wall(recipe_path: Path, data_root: Path, workers: int) -> tuple[float, list]:
+    """(wall seconds, the plan's counts in order) of preflight.check as a build of ``workers``
+    runs it (without the outputs' checks and the cluster's start)."""
+    from pivot import preflight
+
+    t0 = time.perf_counter()
+    plan = preflight.check(recipe_path, data_root, workers=workers)
+    return time.perf_counter() - t0, list(plan.counts.items())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, type=Path)
@@ -52,8 +65,18 @@ def main():
         runs = [check_seconds(ROOT / "recipes" / f"{domain}.toml", args.data) for _ in range(args.rounds)]
         stages = sorted({s for r, _ in runs for s in r})
         cpu = {s: round(statistics.median(r.get(s, 0.0) for r, _ in runs), 3) for s in stages}
+        walls = {1: [], 2: []}
+        counts = set()
+        for r in range(args.rounds):
+            for workers in ((1, 2) if r % 2 == 0 else (2, 1)):
+                wall, got = check_wall(ROOT / "recipes" / f"{domain}.toml", args.data, workers)
+                walls[workers].append(wall)
+                counts.add(repr(got))
         out["recipes"][domain] = {"check_cpu_s": cpu, "total_cpu_s": round(sum(cpu.values()), 3),
-                                  "counts": runs[0][1]}
+                                  "counts": runs[0][1],
+                                  "read_through_wall_s": {"one process": [round(w, 3) for w in walls[1]],
+                                                          "two processes": [round(w, 3) for w in walls[2]]},
+                                  "counts_equal": len(counts) == 1}
         print(domain, json.dumps(out["recipes"][domain]), flush=True)
     write_json(args.json, out)
 
