@@ -1,0 +1,92 @@
+"""The cores a build keeps busy, second by second: its own process against its children.
+
+    python bench/bench_timeline.py --data ../shared/data [--domain bio | --recipe R.toml] \
+        [--workers 2] --dir DIR
+
+Runs one clean build (``pivot build ... -v``, its log in DIR/build.log) and reads /proc every
+0.25 s: the CPU seconds of the build's process and of every process below it (the Dask workers,
+any tool). DIR/timeline.tsv gets a row a second: elapsed seconds, the cores the build's process
+used over that second, the cores its children used. Printed: the wall, and the core-seconds left
+idle of the cores the build may use (``--cores``, default: this process's), the measure of what
+a `--workers 2` build loses to steps that keep one core waiting; the log's stage lines say which.
+A child's CPU is counted while it lives: the second in which a worker exits is left out.
+"""
+import argparse
+import itertools
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_table() -> tuple[dict, dict]:
+    """({parent pid: [child pids]}, {pid: CPU seconds}) of every process now."""
+    kids, cpu = {}, {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        kids.setdefault(int(fields[1]), []).append(int(d))
+        cpu[int(d)] = (int(fields[11]) + int(fields[12])) / TICK
+    return kids, cpu
+
+
+def sample(pid: int) -> tuple[float, float]:
+    """(CPU seconds of ``pid``, of every process below it)."""
+    kids, cpu = cpu_table()
+    below, stack = 0.0, list(kids.get(pid, []))
+    while stack:
+        q = stack.pop()
+        below += cpu.get(q, 0.0)
+        stack += kids.get(q, [])
+    return cpu.get(pid, 0.0), below
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True, type=Path)
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--domain", default="bio")
+    what.add_argument("--recipe", type=Path)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)))
+    ap.add_argument("--dir", required=True, type=Path, help="a new folder: the work folder, database, log, timeline")
+    args = ap.parse_args()
+    args.dir.mkdir(parents=True)
+    recipe = ["--recipe", str(args.recipe.resolve())] if args.recipe else ["--domain", args.domain]
+    cmd = [sys.executable, "-m", "pivot", "build", *recipe, "--data", str(args.data.resolve()),
+           "--work", str(args.dir / "work"), "--out", str(args.dir / "out.db"), "--workers", str(args.workers), "-v"]
+    t0 = time.perf_counter()
+    with open(args.dir / "build.log", "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        rows = []
+        while proc.poll() is None:
+            rows.append((time.perf_counter() - t0, *sample(proc.pid)))
+            time.sleep(0.25)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.exit(f"the build failed ({proc.returncode}); see {args.dir / 'build.log'}")
+    idle, out = 0.0, []
+    seconds = [r for k, r in enumerate(rows) if k % 4 == 0]
+    for (t_a, own_a, below_a), (t_b, own_b, below_b) in itertools.pairwise(seconds):
+        dt = t_b - t_a
+        own, below = (own_b - own_a) / dt, (below_b - below_a) / dt
+        if below < 0:   # a child exited within the second: its CPU left the sum
+            continue
+        out.append(f"{t_b:.1f}\t{own:.2f}\t{below:.2f}\n")
+        idle += max(0.0, args.cores - own - below) * dt
+    (args.dir / "timeline.tsv").write_text("elapsed_s\tbuild_cores\tchildren_cores\n" + "".join(out))
+    print(f"wall {wall:.1f} s; idle {idle:.1f} core-seconds of {args.cores} cores; "
+          f"{args.dir / 'timeline.tsv'}, {args.dir / 'build.log'}")
+
+
+if __name__ == "__main__":
+    main()
