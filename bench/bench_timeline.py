@@ -19,29 +19,16 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _measure import _proc_table  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_table() -> tuple[dict, dict]:
-    """({parent pid: [child pids]}, {pid: CPU seconds}) of every process now."""
-    kids, cpu = {}, {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{d}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        kids.setdefault(int(fields[1]), []).append(int(d))
-        cpu[int(d)] = (int(fields[11]) + int(fields[12])) / TICK
-    return kids, cpu
 
 
 def sample(pid: int) -> tuple[float, float]:
     """(CPU seconds of ``pid``, of every process below it)."""
-    kids, cpu = cpu_table()
+    cpu: dict[int, float] = {}
+    kids, _ = _proc_table(cpu)
     below, stack = 0.0, list(kids.get(pid, []))
     while stack:
         q = stack.pop()

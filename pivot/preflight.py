@@ -42,6 +42,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from pivot import locking, outputs, recipes
 from pivot.errors import InputError
@@ -176,6 +177,18 @@ def _spare_core(workers, scheduler) -> bool:
     return locking.cores() >= 2
 
 
+class _Record(NamedTuple):
+    """What check ``k`` changed of a plan (ReadThrough): counts added, length-rule lines added
+    by language, languages found to pass, first dropped pairs recorded, and its error."""
+
+    k: int
+    counts: dict
+    read: dict
+    passed: set
+    examples: dict
+    error: InputError | None
+
+
 class ReadThrough:
     """The read-through checks, in this process alone or shared with one forked helper.
 
@@ -212,9 +225,8 @@ class ReadThrough:
             self._next.value = k + 1
             return k
 
-    def _run(self, k: int) -> tuple:
-        """Check k on this process's plan: (k, counts added, lines read added, languages that
-        may pass, first dropped pairs recorded, the error or None)."""
+    def _run(self, k: int) -> _Record:
+        """Check k on this process's plan, and what it changed there."""
         counts, rule = dict(self.plan.counts), self.plan.lengths
         read, passed, examples = dict(rule.read), set(rule.may_pass), set(rule.example)
         error = None
@@ -225,10 +237,10 @@ class ReadThrough:
             with self._stop.get_lock():
                 self._stop.value = min(self._stop.value, k)
         # (a key new to the dict is kept with an increment of 0: its place in the order counts)
-        return (k, {w: n - counts.get(w, 0) for w, n in self.plan.counts.items() if n != counts.get(w, -1)},
-                {lang: n - read.get(lang, 0) for lang, n in rule.read.items() if n != read.get(lang, -1)},
-                rule.may_pass - passed, {lang: rule.example[lang] for lang in rule.example.keys() - examples},
-                error)
+        return _Record(k, {w: n - counts.get(w, 0) for w, n in self.plan.counts.items() if n != counts.get(w, -1)},
+                       {lang: n - read.get(lang, 0) for lang, n in rule.read.items() if n != read.get(lang, -1)},
+                       rule.may_pass - passed, {lang: rule.example[lang] for lang in rule.example.keys() - examples},
+                       error)
 
     def _helper(self, send) -> None:
         done = []
@@ -257,7 +269,7 @@ class ReadThrough:
         except EOFError:     # the helper died before it reported: its checks are run below
             pass
         self.helper.join()
-        by_index = {r[0]: r for r in done}
+        by_index = {r.k: r for r in done}
         self.plan.counts = counts0
         rule.read, rule.may_pass, rule.example = dict(start[0]), set(start[1]), dict(start[2])
         for k in range(len(self.checks)):
@@ -265,19 +277,19 @@ class ReadThrough:
             if record is None:
                 # not reported (the helper died): run here, on the plan replayed so far,
                 # which the check changes itself
-                error = self._run(k)[5]
+                error = self._run(k).error
                 if error is not None:
                     raise error
                 continue
-            for what, n in record[1].items():
+            for what, n in record.counts.items():
                 self.plan.count(what, n)
-            for lang, n in record[2].items():
+            for lang, n in record.read.items():
                 rule.read[lang] = rule.read.get(lang, 0) + n
-            rule.may_pass |= record[3]
-            for lang, example in record[4].items():
+            rule.may_pass |= record.passed
+            for lang, example in record.examples.items():
                 rule.example.setdefault(lang, example)
-            if record[5] is not None:
-                raise record[5]
+            if record.error is not None:
+                raise record.error
 
     def close(self) -> None:
         """The helper gone (an error or an interrupt may leave it running)."""
