@@ -46,6 +46,23 @@ def test_local_cluster_slows_dasks_own_watchers(workers_left):
     assert workers_left() == []
 
 
+def test_the_background_start_says_nothing_until_the_build_uses_the_cluster(workers_left, caplog):
+    """A cluster started beside preflight logs its line at its first use, not from the
+    background: a build whose inputs fail meanwhile says its one error line alone."""
+    import logging
+
+    engine = Engine(workers=2)
+    with caplog.at_level(logging.INFO, logger="pivot"):
+        engine.prestart()
+        engine._starter.join()
+        assert engine.running and not [r for r in caplog.records if "dask: " in r.getMessage()]
+        engine.client()
+        engine.client()
+    assert [r.getMessage().startswith("dask: <Client") for r in caplog.records if "dask: " in r.getMessage()] == [True]
+    engine.close()
+    assert workers_left() == []
+
+
 def test_close_right_after_prestart_leaves_no_process(workers_left):
     """A build that fails while its cluster is still starting: close waits for the start."""
     engine = Engine(workers=2)

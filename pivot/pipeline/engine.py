@@ -67,6 +67,7 @@ class Engine:
         self._client = None
         self._lock = threading.Lock()
         self._starter = None
+        self._started = None   # the start's log line, until a caller of the build's own says it
         self.task_seconds: dict[str, float] = {}
         # Stages run side by side in threads of the build (pivot.pipeline.run.run_stages): the
         # futures not yet gathered, so that a failing stage can cancel the others' tasks.
@@ -93,21 +94,27 @@ class Engine:
 
         def start():
             try:
-                self.client()
+                self.client(background=True)
             except Exception as exc:  # retried (and raised) by the first map
                 log.debug("dask: background start failed (%s); the first task retries", exc)
 
         self._starter = threading.Thread(target=start, name="pivot-dask-start", daemon=True)
         self._starter.start()
 
-    def client(self):
-        """The Dask client, started on first use (or by :meth:`prestart`)."""
+    def client(self, background: bool = False):
+        """The Dask client, started on first use (or by :meth:`prestart`). The start's log line
+        waits for the first use that is not the background start: a build whose preflight
+        fails while its cluster starts says its one line, not the cluster's news before it."""
         if self.in_process:
             return None
         with self._lock:
             if self._stopped:  # a stage failed: the others stop at their next batch
                 raise Stopped("the build stopped (another stage failed)")
-            return self._start()
+            client = self._start()
+            if not background and self._started is not None:
+                log.info("%s", self._started)
+                self._started = None
+            return client
 
     def stop(self) -> None:
         """Cancel every task submitted and not yet gathered, and close the cluster: what the
@@ -166,7 +173,7 @@ class Engine:
 
                 self._client.register_plugin(DieWithParent(), name="pivot-die-with-parent")
             _quiet_interrupted_gathers()
-            log.info("dask: %s in %.1f s", self._client, time.perf_counter() - t0)
+            self._started = f"dask: {self._client} in {time.perf_counter() - t0:.1f} s"
         return self._client
 
     def map(self, fn, arg_tuples, *, name: str, cost=None, priority: int = 0, quiet: bool = False) -> list:
