@@ -280,6 +280,21 @@ def test_cooccurrence_builder_any_split(size):
         builder.finish()
 
 
+def test_union_sorted_merges_two_sorted_sets():
+    u = _align.union_sorted
+    k = lambda *v: np.array(v, dtype=np.int64)
+    # by hand: {1, 4, 9} ∪ {2, 4, 10, 11} = {1, 2, 4, 9, 10, 11} (4 once); then empty and equal sides
+    assert u(k(1, 4, 9), k(2, 4, 10, 11)).tolist() == [1, 2, 4, 9, 10, 11]
+    assert u(k(), k(3, 5)).tolist() == [3, 5] and u(k(3, 5), k()).tolist() == [3, 5]
+    assert u(k(), k()).tolist() == [] and u(k(7), k(7)).tolist() == [7]
+    assert u(k(1 << 40 | 3), k(5, 1 << 40 | 3)).tolist() == [5, 1 << 40 | 3]  # table keys: row << 32 | col
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        a, b = (np.unique(rng.integers(0, 60, rng.integers(0, 40))).astype(np.int64) for _ in range(2))
+        got = u(a, b)
+        assert got.dtype == np.int64 and got.tolist() == sorted(set(a.tolist()) | set(b.tolist()))
+
+
 @pytest.mark.parametrize("size,threads,cached", [(1, 1, False), (1, 2, True), (7, 1, True), (7, 2, False),
                                                  (1000, 1, True), (1000, 2, False)])
 def test_fit_sharded_equals_fit(tmp_path, monkeypatch, size, threads, cached):

@@ -99,16 +99,6 @@ def table_keys(row_ptr, col) -> np.ndarray:
     return (rows << _ROW_SHIFT) | col.astype(np.int64)
 
 
-def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Sorted unique union of two sorted unique key arrays (a stable sort merges the two runs)."""
-    c = np.concatenate([a, b])
-    c.sort(kind="stable")
-    keep = np.empty(len(c), dtype=bool)
-    keep[:1] = True
-    np.not_equal(c[1:], c[:-1], out=keep[1:])
-    return c[keep]
-
-
 def _sha_name(prefix: str, array: np.ndarray) -> str:
     return f"{prefix}-{hashlib.sha256(memoryview(np.ascontiguousarray(array)).cast('B')).hexdigest()[:16]}"
 
@@ -357,10 +347,10 @@ def fit_job(shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch, *, iteratio
         # log2(shards) arrays wait at any time
         size = k + 1
         while size % 2 == 0:
-            level[-2:] = [_union(level[-2], level[-1])]
+            level[-2:] = [_align.union_sorted(level[-2], level[-1])]
             size //= 2
     while len(level) > 1:
-        level[-2:] = [_union(level[-2], level[-1])]
+        level[-2:] = [_align.union_sorted(level[-2], level[-1])]
     keys = level[0] if level else np.zeros(0, dtype=np.int64)
     del level
     n_rows = int(n_src_vocab) + 1
