@@ -3,7 +3,6 @@
 Toy vocabularies: source a=0, b=1; target x=0, y=1. Expected values are traced by hand in
 the comments (notation of pivot/pipeline/ibm.py: t(f | e), prior p(a_i = j), posteriors, counts c).
 """
-import hashlib
 import math
 
 import numpy as np
@@ -316,9 +315,12 @@ def test_fit_sharded_equals_fit(tmp_path, monkeypatch, size, threads, cached):
     assert got.log_likelihood == pytest.approx(whole.log_likelihood, rel=1e-12)
     # iteration 1 searches and stores the indices, iterations 2-4 read them back
     assert modes == ([1] * len(shards) + [2] * 3 * len(shards) if cached else [])
-    # the t-table handed to the tasks: named by the sha256 of its bytes, the model's probabilities
-    assert table.name == f"t-fwd-{hashlib.sha256(whole.prob.tobytes()).hexdigest()[:16]}.npy"
+    # the t-table handed to the tasks: named by its 4 M-steps, the model's probabilities
+    assert table.name == "t-fwd-04.npy"
     assert np.load(table).tobytes() == whole.prob.tobytes()
+    # each shard's entries' positions in the model's table, int32 (below 2^31 entries)
+    assert all(np.load(tmp_path / "scratch" / f"positions-fwd-{k:05d}.npy").dtype == np.int32
+               for k in range(len(shards)))
     # what is left for the Viterbi tasks: the table, the shards' tables, their positions in it
     # and their stored indices
     left = sorted(p.name for p in (tmp_path / "scratch").iterdir())
@@ -334,7 +336,7 @@ def test_fit_sharded_reverse_trains_foreign_to_english(tmp_path):
     shards = write_shards(tmp_path / "shards", split_chunks(s, so, t, to, 30))
     got, table = ibm_shards.fit_sharded(Engine(workers=1), shards, True, v, v, tmp_path / "scratch", iterations=3)
     assert got.prob.tobytes() == whole.prob.tobytes() and got.col.tobytes() == whole.col.tobytes()
-    assert table.name.startswith("t-rev-")
+    assert table.name == "t-rev-03.npy"
 
 
 def test_e_step_task_finds_its_output(tmp_path):
@@ -345,7 +347,7 @@ def test_e_step_task_finds_its_output(tmp_path):
     _, table = ibm_shards.fit_sharded(Engine(workers=1), shards, False, v, v, scratch, iterations=0)
     args = (str(shards[1]), 1, False, str(scratch), str(table), 0.08, 4.0, 1, False)
     first = ibm_shards.e_step_task(*args)
-    out = next(scratch.glob("counts-fwd-*-00001.arrays"))
+    out = scratch / "counts-fwd-00-00001.arrays"   # the E-step under the uniform table (0 M-steps)
     stamp = out.stat().st_mtime_ns
     assert ibm_shards.e_step_task(*args) == first and out.stat().st_mtime_ns == stamp
 
