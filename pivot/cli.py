@@ -138,7 +138,7 @@ def _add_score(sub):
     p.add_argument("--work", help="stage artifacts, shared with `pivot build` (default: work/DOMAIN)")
     p.add_argument("--lmplz", action="store_true", help="estimate the LMs with an installed lmplz")
     p.add_argument("-o", "--output", required=True,
-                   help="TSV: sigma, H_tgt, H_gen (bits/word), sentence; most in-domain first")
+                   help="TSV: sigma, H_tgt, H_gen (bits/word), sentence; most in-domain first ('-': stdout)")
     p.set_defaults(func=cmd_score)
 
 
@@ -238,7 +238,7 @@ def _add_export(sub):
     p.add_argument("--agree", action="store_true",
                    help="keep only pairs whose two phrases' stored labels are of one class (noun, verb, adjective, "
                         "adverb, preposition)")
-    p.add_argument("-o", "--output", help="file to write (default: stdout)")
+    p.add_argument("-o", "--output", help="file to write (default, or '-': stdout)")
     p.set_defaults(func=cmd_export)
 
 
@@ -510,7 +510,8 @@ def cmd_export(args) -> int:
     relations = parse_relations(args.relation) if args.relation is not None else None
     stats = {}
     with outputs.Outputs([(args.db, "the database")], stdout=True) as guard:
-        dest = guard.add(args.output, "-o") if args.output else None   # checked before any work
+        # checked before any work; "-" is standard output, as for Moses' and sacrebleu's tools
+        dest = guard.add(args.output, "-o") if args.output not in (None, "-") else None
         with ParaphraseDB(args.db) as db, \
                 (outputs.writing(dest, "wb") if dest else contextlib.nullcontext(sys.stdout)) as out:
             model = args.model or db.default_model
@@ -585,7 +586,7 @@ def cmd_score(args) -> int:
     recipe_file = recipes.recipe_path(domain, args.recipe)
     plan = preflight.check(recipe_file, recipes.resolve_data_root(args.data), read_inputs=False)
     with outputs.Outputs([(recipe_file, "the recipe"), *((f.path, f"{f.role} file") for f in plan.inputs)]) as guard:
-        dest = guard.add(args.output, "-o")
+        dest = guard.add(args.output, "-o") if args.output != "-" else None   # "-": standard output
         build = Build(domain, recipe=args.recipe, data=args.data, work=args.work, quiet=args.quiet,
                       lmplz=args.lmplz, store=False)
         try:
@@ -596,11 +597,18 @@ def cmd_score(args) -> int:
             build.engine.close()
         ranked = build.artifacts["score"][0] / "ranked.tsv"
         guard.input(ranked, "the score stage's ranking")
-        with outputs.replacing(dest) as tmp:
-            shutil.copyfile(ranked, tmp)
+        if dest is None:
+            with open(ranked, "rb") as fh:
+                shutil.copyfileobj(fh, sys.stdout.buffer)
+            sys.stdout.flush()
+        else:
+            with outputs.replacing(dest) as tmp:
+                shutil.copyfile(ranked, tmp)
     report = json.loads((build.artifacts["weights"][0] / "report.json").read_text())
+    # the summary goes to stderr when the ranking itself went to stdout
     print(json.dumps({"ranked": args.output, "n_sentences": report.get("n_sentences"),
-                      "auc_minus_sigma": report.get("auc_minus_sigma")}, indent=1))
+                      "auc_minus_sigma": report.get("auc_minus_sigma")}, indent=1),
+          file=sys.stderr if dest is None else sys.stdout)
     return 0
 
 

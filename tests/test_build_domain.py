@@ -158,10 +158,15 @@ def test_models_and_meta(built):
         assert db.lookup("divides", k=1)[0].score == 0.5
 
 
-def test_weighted_model_counts_with_the_sentence_weights(built, tmp_path):
+def test_weighted_model_counts_with_the_sentence_weights(built, tmp_path, capsys):
     tmp, args = built
     ranked = tmp_path / "ranked.tsv"
     assert main(["-q", "score", *args, "-o", str(ranked)]) == 0
+    # "-o -": the same ranking on standard output, the summary on stderr
+    capsys.readouterr()
+    assert main(["-q", "score", *args, "-o", "-"]) == 0
+    got = capsys.readouterr()
+    assert got.out == ranked.read_text() and json.loads(got.err)["ranked"] == "-"
     rows = [line.rstrip("\n").split("\t") for line in ranked.read_text().splitlines()]
     sigma = [float(r[0]) for r in rows]
     assert sigma == sorted(sigma) and {r[3] for r in rows} == set(EN)

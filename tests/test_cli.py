@@ -15,6 +15,7 @@ Two words: "we treat"~"nous soignons" (1), "we cure"~"nous soignons" (1):
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -95,6 +96,10 @@ def test_build_lookup_export(tiny_db, capsys, tmp_path):
     assert all(len(x.split(" ||| ")) == 6 for x in lines)
     assert line in lines  # the lookup's line is the export's
     assert " ||| cure ||| treat ||| " in "\n".join(lines)
+    # "-o -" is standard output (no file named "-"), the same lines as the file
+    capsys.readouterr()
+    assert main(["-q", "export", str(tiny_db), "--model", "general", "--all", "-o", "-"]) == 0
+    assert capsys.readouterr().out.splitlines() == lines and not (Path.cwd() / "-").exists()
 
 
 def test_min_phrase_count(tmp_path, capsys):
