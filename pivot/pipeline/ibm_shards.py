@@ -12,12 +12,12 @@ returns at once. One direction (``reverse`` swaps the sides: source = foreign):
    :func:`pivot.pipeline.ibm.cooccurrence` over its sentence pairs only (``cooc-<d>-<k>.arrays``).
    The model's table is their union, taken here: the rows are sorted sets, so it is the table
    of the whole corpus, whatever the shards.
-2. **EM**. The t-table's probabilities go to the tasks as one file, ``t-<d>-<sha>.npy``, written
-   atomically and named by the sha256 of its bytes, so a task's argument names the exact table
-   it reads. Each E-step task gathers its shard's entries from it (memory-mapped: the workers
+2. **EM**. The t-table's probabilities go to the tasks as one file, ``t-<d>-<i>.npy`` after i
+   M-steps, written atomically; in a folder keyed by the stage's inputs the name fixes the
+   bytes, so a task's argument names the exact table it reads. Each E-step task gathers its shard's entries from it (memory-mapped: the workers
    of one machine share its pages), runs the E-step kernel over the shard in the shard's own
    table and writes its expected counts: fixed point, posterior x 2^32 rounded per link, int64
-   (``counts-<d>-<sha>-<k>.arrays``). The M-step is here: the partial counts are added into the
+   (``counts-<d>-<i>-<k>.arrays``). The M-step is here: the partial counts are added into the
    model's table in shard order and each row is normalised, t(f | e) = c(e, f) / sum_f' c(e, f').
    Integer addition is associative, so the counts -- and the model, and the links -- are the
    same bytes for any number of workers, any schedule and any shard size: those of
