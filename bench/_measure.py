@@ -87,8 +87,10 @@ def linked_copy(work: Path, dst: Path) -> Path:
     return Path(dst)
 
 
-def descendants(root_pid: int) -> list[int]:
-    children, _ = _proc_table()
+def descendants(root_pid: int, children: dict | None = None) -> list[int]:
+    """root_pid and every process below it; ``children``: a table of _proc_table's, else one read now."""
+    if children is None:
+        children, _ = _proc_table()
     out, stack = [], [root_pid]
     while stack:
         pid = stack.pop()

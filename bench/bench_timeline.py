@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import _proc_table  # noqa: E402
+from _measure import _proc_table, descendants  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,12 +29,7 @@ def sample(pid: int) -> tuple[float, float]:
     """(CPU seconds of ``pid``, of every process below it)."""
     cpu: dict[int, float] = {}
     kids, _ = _proc_table(cpu)
-    below, stack = 0.0, list(kids.get(pid, []))
-    while stack:
-        q = stack.pop()
-        below += cpu.get(q, 0.0)
-        stack += kids.get(q, [])
-    return cpu.get(pid, 0.0), below
+    return cpu.get(pid, 0.0), sum(cpu.get(q, 0.0) for q in descendants(pid, kids)[1:])
 
 
 def main():

@@ -334,6 +334,27 @@ def m_step(const int64_t[::1] row_ptr, const int64_t[::1] counts, double[::1] pr
                     prob[k] = <double> counts[k] / <double> total
 
 
+cdef int64_t _merge_unique(const int64_t* a, int64_t na, const int64_t* b, int64_t nb,
+                          int64_t* out) noexcept nogil:
+    """The size of a ∪ b (both ascending, without repeats); with ``out``, the union written there."""
+    cdef int64_t i = 0, j = 0, n = 0, v
+    while i < na or j < nb:
+        if j == nb or (i < na and a[i] < b[j]):
+            v = a[i]
+            i += 1
+        elif i == na or b[j] < a[i]:
+            v = b[j]
+            j += 1
+        else:                    # a[i] == b[j]: once
+            v = a[i]
+            i += 1
+            j += 1
+        if out != NULL:
+            out[n] = v
+        n += 1
+    return n
+
+
 def union_sorted(const int64_t[::1] a, const int64_t[::1] b):
     """The sorted set a ∪ b of two ascending int64 arrays without repeats, by one merge pass.
 
@@ -342,42 +363,16 @@ def union_sorted(const int64_t[::1] a, const int64_t[::1] b):
     sorting (numpy's stable sort merges the two runs, then a mask drops the repeats) made the
     same array in about four passes and a copy.
     """
-    cdef int64_t na = a.shape[0], nb = b.shape[0], i = 0, j = 0, n = 0
+    cdef int64_t na = a.shape[0], nb = b.shape[0], n
+    cdef const int64_t* pa = &a[0] if na else NULL
+    cdef const int64_t* pb = &b[0] if nb else NULL
     with nogil:
-        while i < na and j < nb:
-            if a[i] < b[j]:
-                i += 1
-            elif b[j] < a[i]:
-                j += 1
-            else:
-                i += 1
-                j += 1
-            n += 1
-    n += (na - i) + (nb - j)
+        n = _merge_unique(pa, na, pb, nb, NULL)
     out = np.empty(n, dtype=np.int64)
     cdef int64_t[::1] o = out
-    i = j = n = 0
-    with nogil:
-        while i < na and j < nb:
-            if a[i] < b[j]:
-                o[n] = a[i]
-                i += 1
-            elif b[j] < a[i]:
-                o[n] = b[j]
-                j += 1
-            else:
-                o[n] = a[i]
-                i += 1
-                j += 1
-            n += 1
-        while i < na:
-            o[n] = a[i]
-            i += 1
-            n += 1
-        while j < nb:
-            o[n] = b[j]
-            j += 1
-            n += 1
+    if n:
+        with nogil:
+            _merge_unique(pa, na, pb, nb, &o[0])
     return out
 
 
