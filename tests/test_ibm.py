@@ -4,6 +4,7 @@ Toy vocabularies: source a=0, b=1; target x=0, y=1. Expected values are traced b
 the comments (notation of pivot/pipeline/ibm.py: t(f | e), prior p(a_i = j), posteriors, counts c).
 """
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -233,15 +234,61 @@ def test_aer_hand_example():
     assert ibm.aer({(0, 0, 0)}, {(0, 0, 0)}, {(0, 0, 0), (0, 1, 1)}) == (0.0, 1.0, 1.0)
 
 
-def test_index_cache_changes_nothing(monkeypatch):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_index_cache_changes_nothing(monkeypatch, threads):
     # Iterations 2.. read the table indices stored by iteration 1 instead of searching again;
-    # the arithmetic is the same, so the bytes must be too.
+    # the arithmetic is the same, so the bytes must be too (one thread adds plainly, two
+    # atomically).
     (s, so), (t, to), v = random_corpus()
-    cached = ibm.fit(s, so, t, to, v, v, iterations=4, n_threads=2)
+    cached = ibm.fit(s, so, t, to, v, v, iterations=4, n_threads=threads)
     monkeypatch.setattr(ibm, "INDEX_CACHE_BYTES", 0)
-    searched = ibm.fit(s, so, t, to, v, v, iterations=4, n_threads=2)
+    searched = ibm.fit(s, so, t, to, v, v, iterations=4, n_threads=threads)
     assert cached.prob.tobytes() == searched.prob.tobytes()
     assert cached.log_likelihood.tobytes() == searched.log_likelihood.tobytes()
+
+
+def test_stored_indices_are_the_table_positions():
+    # The first E-step stores, per sentence, (n + 1) m table indices, row-major by target
+    # position (slot n is NULL), found row by row by galloping over the sorted target words.
+    # Reference: each cell's row searched on its own (numpy's searchsorted), -1 where absent.
+    (s, so), (t, to), v = random_corpus(n_sent=200, vocab=25, seed=3)
+    s, so, t, to = (np.ascontiguousarray(x) for x in (s, so, t, to))
+    row_ptr, col = ibm.cooccurrence(s, so, t, to, v, v)
+    # the NULL row of this corpus (every cell present), and one made sparser (some absent)
+    for null, absent in ((col[row_ptr[v]:], False), (col[row_ptr[v]:][::2], True)):
+        rp = row_ptr.copy()
+        rp[v + 1] = rp[v] + len(null)
+        cl = np.concatenate([col[:row_ptr[v]], null]).astype(np.int32)
+        cells = (np.diff(so) + 1) * np.diff(to)
+        offsets = np.zeros(len(cells) + 1, np.int64)
+        np.cumsum(cells, out=offsets[1:])
+        cache = np.full(int(offsets[-1]), -7, np.int32)
+        _align.e_step(s, so, t, to, rp, cl, np.full(len(cl), 0.5), np.zeros(len(cl), np.int64),
+                      np.zeros(len(so) - 1), 0.1, 4.0, ibm._max_len(so), 1, cache, offsets, 1)
+        want = []
+        for k in range(len(so) - 1):
+            rows = [*s[so[k]:so[k + 1]], v]
+            for f in t[to[k]:to[k + 1]]:
+                for r in rows:
+                    lo, hi = rp[r], rp[r + 1]
+                    at = lo + int(np.searchsorted(cl[lo:hi], f))
+                    want.append(at if at < hi and cl[at] == f else -1)
+        assert cache.tolist() == want
+        assert (-1 in want) == absent and len(want) > 1000
+
+
+def test_fixed_point_rounds_halves_away_from_zero():
+    # The E-step adds round(p * 2^32), halves up (p >= 0). Reference: exact rationals,
+    # floor(p * 2^32 + 1/2), at exact halves, a unit of the last place either side of them,
+    # the largest double below 1/2 (whose + 0.5 in floats rounds up to 1), and 0 and 1.
+    half = 0.5 / 2 ** 32
+    values = [0.0, 1.0, half, np.nextafter(half, 0), np.nextafter(half, 1), 2.5 / 2 ** 32,
+              np.nextafter(2.5 / 2 ** 32, 0), 0.49999999999999994 / 2 ** 32, 0.4, 0.8, 1 / 3,
+              np.nextafter(1.0, 0), 123456.5 / 2 ** 32]
+    got = _align.fixed_point(np.array(values, np.float64))
+    want = [math.floor(Fraction(x) * 2 ** 32 + Fraction(1, 2)) for x in values]
+    assert got.tolist() == want
+    assert want[2:5] == [1, 0, 1] and want[5:8] == [3, 2, 0]
 
 
 # ----------------------------------------------------------------------------- training by shards
