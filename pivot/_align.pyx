@@ -20,6 +20,8 @@ Entry points:
 ``cooccurrence_csr``   the CSR structure: every (source word or NULL, target word) pair that
                        co-occurs in some sentence pair; ``CooccurrenceBuilder`` builds the
                        same table from the corpus fed chunk by chunk.
+``cooccurrence_indexed``  the same table of one corpus at once, with the table index of
+                       every lookup the E-step makes (what its first iteration would search).
 ``e_step``             expected counts c(e, f) = sum over corpus of p(a_i = j | e, f) for
                        e = e_j, f = f_i, as fixed-point int64 (posterior * 2^32, rounded).
                        Threads over sentences add with atomic integer adds: integer addition
@@ -32,7 +34,7 @@ Entry points:
 """
 from cython.parallel cimport parallel, prange
 from libc.math cimport exp, fabs, log
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, calloc
 from libcpp.vector cimport vector
 
@@ -64,6 +66,10 @@ cdef extern from * nogil:
         std::sort(v.begin(), v.end());
     }
 
+    static inline void pivot_sort_u64(uint64_t* a, int64_t n) {
+        std::sort(a, a + n);
+    }
+
     static inline void pivot_sort_unique(std::vector<int32_t>& v) {
         std::sort(v.begin(), v.end());
         v.erase(std::unique(v.begin(), v.end()), v.end());
@@ -73,6 +79,7 @@ cdef extern from * nogil:
     int64_t round_half_up "pivot_round_half_up"(double x) noexcept nogil
     void sort_unique "pivot_sort_unique"(vector[int32_t]& v) noexcept nogil
     void sort_i64 "pivot_sort_i64"(vector[int64_t]& v) noexcept nogil
+    void sort_u64 "pivot_sort_u64"(uint64_t* a, int64_t n) noexcept nogil
     const double FIXED_ONE "PIVOT_FIXED_ONE"
 
 # Fixed-point unit of the expected counts: a posterior p adds llround(p * 2^32). The total of
@@ -342,6 +349,109 @@ def cooccurrence_csr(const int32_t[::1] src_tokens, const int64_t[::1] src_offse
     builder = CooccurrenceBuilder(n_src_vocab, n_tgt_vocab)
     builder.add(src_tokens, src_offsets, tgt_tokens, tgt_offsets)
     return builder.finish()
+
+
+def cooccurrence_indexed(const int32_t[::1] src_tokens, const int64_t[::1] src_offsets,
+                         const int32_t[::1] tgt_tokens, const int64_t[::1] tgt_offsets,
+                         int32_t n_src_vocab, int32_t n_tgt_vocab):
+    """(row_ptr, col, index): :func:`cooccurrence_csr`'s table and the table index of every
+    lookup of the E-step, in the layout e_step's cache holds (sentence by sentence, (n + 1) m
+    int32 each, row-major by target position, slot n the NULL row): the values its first
+    iteration finds by searching (cache_mode 1), found here while the table is built.
+
+    Every link (source word e_j, target word f_i) is one key f << 32 | lookup number, put in
+    its row's segment of one array (the rows' sizes counted first); each segment sorted, its
+    distinct f are the row's columns in order, and each key's lookup gets the column it
+    falls on. The NULL row holds every target word of the corpus: a lookup of it is the
+    word's rank among them. 8 bytes a link and 4 a lookup; one sort of every link, where the
+    builder's rows sort again as they grow and the first E-step searches each lookup.
+    """
+    cdef int64_t n_sent = src_offsets.shape[0] - 1
+    cdef int64_t s, a, b, c, d, i, j, r, k, n, m, base, n_links = 0, n_cells = 0, total
+    cdef int32_t f, prev
+    cdef uint64_t v
+    for s in range(n_sent):
+        n = src_offsets[s + 1] - src_offsets[s]
+        m = tgt_offsets[s + 1] - tgt_offsets[s]
+        n_links += n * m
+        n_cells += (n + 1) * m
+    if n_cells >= 2 ** 32:
+        raise ValueError(f"{n_cells} lookups: more than 2^32 for one table (cut the corpus into shards)")
+    start_arr = np.zeros(n_src_vocab + 1, dtype=np.int64)
+    row_ptr_arr = np.zeros(n_src_vocab + 2, dtype=np.int64)
+    links_arr = np.empty(n_links, dtype=np.uint64)
+    index_arr = np.empty(n_cells, dtype=np.int32)
+    null_arr = np.full(n_tgt_vocab, -1, dtype=np.int64)
+    cdef int64_t[::1] start = start_arr, row_ptr = row_ptr_arr, null_col = null_arr
+    cdef uint64_t[::1] links = links_arr
+    cdef int32_t[::1] index = index_arr
+    with nogil:
+        # each row's segment of links: its size is the target words of its sentences
+        for s in range(n_sent):
+            m = tgt_offsets[s + 1] - tgt_offsets[s]
+            for j in range(src_offsets[s], src_offsets[s + 1]):
+                start[src_tokens[j] + 1] += m
+        for r in range(n_src_vocab):
+            start[r + 1] += start[r]
+        for r in range(n_src_vocab):
+            row_ptr[r] = start[r]             # used as each row's cursor while filling
+        base = 0
+        for s in range(n_sent):
+            a, b = src_offsets[s], src_offsets[s + 1]
+            c, d = tgt_offsets[s], tgt_offsets[s + 1]
+            n = b - a
+            for j in range(n):
+                r = src_tokens[a + j]
+                for i in range(d - c):
+                    links[row_ptr[r]] = (<uint64_t> tgt_tokens[c + i]) << 32 | <uint64_t> (base + i * (n + 1) + j)
+                    row_ptr[r] += 1
+            for i in range(d - c):
+                null_col[tgt_tokens[c + i]] = 0
+            base += (n + 1) * (d - c)
+        # sort each row, count its distinct columns; the NULL row: the target words present
+        total = 0
+        for r in range(n_src_vocab):
+            sort_u64(&links[0] + start[r], start[r + 1] - start[r])
+            row_ptr[r] = total
+            prev = -1
+            for k in range(start[r], start[r + 1]):
+                f = <int32_t> (links[k] >> 32)
+                if f != prev:
+                    total += 1
+                    prev = f
+        row_ptr[n_src_vocab] = total
+        for f in range(n_tgt_vocab):
+            if null_col[f] == 0:
+                null_col[f] = total
+                total += 1
+        row_ptr[n_src_vocab + 1] = total
+    if total >= 2 ** 31:
+        raise ValueError(f"{total} table entries: more than 2^31 (the lookups' indices are int32)")
+    col_arr = np.empty(total, dtype=np.int32)
+    cdef int32_t[::1] col = col_arr
+    with nogil:
+        for r in range(n_src_vocab):
+            k = row_ptr[r] - 1
+            prev = -1
+            for j in range(start[r], start[r + 1]):
+                v = links[j]
+                f = <int32_t> (v >> 32)
+                if f != prev:
+                    k += 1
+                    col[k] = f
+                    prev = f
+                index[<uint32_t> v] = <int32_t> k
+        for f in range(n_tgt_vocab):
+            if null_col[f] >= 0:
+                col[null_col[f]] = f
+        base = 0
+        for s in range(n_sent):
+            c, d = tgt_offsets[s], tgt_offsets[s + 1]
+            n = src_offsets[s + 1] - src_offsets[s]
+            for i in range(d - c):
+                index[base + i * (n + 1) + n] = <int32_t> null_col[tgt_tokens[c + i]]
+            base += (n + 1) * (d - c)
+    return row_ptr_arr, col_arr, index_arr
 
 
 def e_step(const int32_t[::1] src_tokens, const int64_t[::1] src_offsets,

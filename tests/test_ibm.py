@@ -277,6 +277,41 @@ def test_stored_indices_are_the_table_positions():
         assert (-1 in want) == absent and len(want) > 1000
 
 
+def test_cooccurrence_indexed_is_the_table_and_the_first_search():
+    # One pass gives what cooccurrence_csr and the first E-step's search (cache_mode 1) give
+    # apart, on a corpus with empty sentences on either side and repeated words.
+    (s, so), (t, to), v = random_corpus(n_sent=300, vocab=30, seed=11)
+    s, so, t, to = (np.ascontiguousarray(x) for x in (s, so, t, to))
+    assert (np.diff(so) == 0).any() and (np.diff(to) == 0).any()
+    row_ptr, col, index = _align.cooccurrence_indexed(s, so, t, to, v, v + 5)
+    want_ptr, want_col = _align.cooccurrence_csr(s, so, t, to, v, v + 5)
+    assert row_ptr.tolist() == want_ptr.tolist() and col.tolist() == want_col.tolist()
+    cells = (np.diff(so) + 1) * np.diff(to)
+    offsets = np.zeros(len(cells) + 1, np.int64)
+    np.cumsum(cells, out=offsets[1:])
+    searched = np.full(int(offsets[-1]), -7, np.int32)
+    _align.e_step(s, so, t, to, row_ptr, col, np.full(len(col), 0.5), np.zeros(len(col), np.int64),
+                  np.zeros(len(so) - 1), 0.1, 4.0, ibm._max_len(so), 1, searched, offsets, 1)
+    assert index.dtype == np.int32 and index.tolist() == searched.tolist()
+    # an empty corpus: the NULL row and every other row empty
+    empty = np.zeros(1, np.int64)
+    got = _align.cooccurrence_indexed(np.zeros(0, np.int32), empty, np.zeros(0, np.int32), empty, 3, 4)
+    assert [a.tolist() for a in got] == [[0, 0, 0, 0, 0], [], []]
+
+
+def test_fit_searching_first_equals_the_indexed_table(monkeypatch):
+    # Between 4 and 12 bytes a lookup of INDEX_CACHE_BYTES the first iteration searches and
+    # stores the indices (no room for the indexed table's links): the same model.
+    (s, so), (t, to), v = random_corpus()
+    indexed = ibm.fit(s, so, t, to, v, v, iterations=3)
+    cells = int(((np.diff(so) + 1) * np.diff(to)).sum())
+    monkeypatch.setattr(ibm, "INDEX_CACHE_BYTES", 4 * cells)
+    monkeypatch.setattr(_align, "cooccurrence_indexed", None)         # must not be called
+    searched = ibm.fit(s, so, t, to, v, v, iterations=3)
+    assert indexed.prob.tobytes() == searched.prob.tobytes()
+    assert indexed.log_likelihood.tobytes() == searched.log_likelihood.tobytes()
+
+
 def test_fixed_point_rounds_halves_away_from_zero():
     # The E-step adds round(p * 2^32), halves up (p >= 0). Reference: exact rationals,
     # floor(p * 2^32 + 1/2), at exact halves, a unit of the last place either side of them,
@@ -360,8 +395,8 @@ def test_fit_sharded_equals_fit(tmp_path, monkeypatch, size, threads, cached):
     for name in ("row_ptr", "col", "prob"):
         assert getattr(got, name).tobytes() == getattr(whole, name).tobytes(), name
     assert got.log_likelihood == pytest.approx(whole.log_likelihood, rel=1e-12)
-    # iteration 1 searches and stores the indices, iterations 2-4 read them back
-    assert modes == ([1] * len(shards) + [2] * 3 * len(shards) if cached else [])
+    # the co-occurrence tasks stored the indices with the tables: iterations 1-4 read them
+    assert modes == ([2] * 4 * len(shards) if cached else [])
     # the t-table handed to the tasks: named by its 4 M-steps, the model's probabilities
     assert table.name == "t-fwd-04.npy"
     assert np.load(table).tobytes() == whole.prob.tobytes()
@@ -375,6 +410,28 @@ def test_fit_sharded_equals_fit(tmp_path, monkeypatch, size, threads, cached):
                           + [f"cooc-fwd-{k:05d}.arrays" for k in range(len(shards))]
                           + [f"positions-fwd-{k:05d}.npy" for k in range(len(shards))]
                           + ([f"index-fwd-{k:05d}.bin" for k in range(len(shards))] if cached else []))
+
+
+def test_fit_sharded_searches_where_a_table_has_no_indices(tmp_path, monkeypatch):
+    # A shard's table on disk without its stored indices (a shard of 2^31 lookups or more):
+    # here shard 0's table is built without them, so its first E-step searches and stores them
+    # (cache_mode 1) while the other shards read theirs; the same model as fit's.
+    (s, so), (t, to), v = random_corpus(n_sent=300)
+    whole = ibm.fit(s, so, t, to, v, v, iterations=3, n_threads=1)
+    shards = write_shards(tmp_path / "shards", split_chunks(s, so, t, to, 100))
+    real_cooc = ibm_shards.cooccurrence_task
+    monkeypatch.setattr(ibm_shards, "cooccurrence_task",
+                        lambda *a: real_cooc(*a[:6], a[6] and a[1] != 0))
+    modes = []
+    real = ibm_shards._e_step_cached
+    monkeypatch.setattr(ibm_shards, "_e_step_cached", lambda *a: modes.append(a[-1]) or real(*a))
+    got, _ = ibm_shards.fit_sharded(Engine(workers=1), shards, False, v, v, tmp_path / "scratch", iterations=3)
+    assert got.prob.tobytes() == whole.prob.tobytes()
+    assert modes == [1, 2, 2] + [2] * 6
+    # shard 0's indices, written by its first E-step, are the bytes the table would have stored
+    s0, so0, t0, to0 = ibm_shards.load_shard(shards[0], False)
+    _, _, index = _align.cooccurrence_indexed(s0, so0.astype(np.int64), t0, to0.astype(np.int64), v, v)
+    assert (tmp_path / "scratch" / "index-fwd-00000.bin").read_bytes() == index.tobytes()
 
 
 def test_fit_sharded_reverse_trains_foreign_to_english(tmp_path):

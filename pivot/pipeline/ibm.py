@@ -60,8 +60,10 @@ UNKNOWN_PROB = 1e-7
 
 # The E-step looks every (target word, source word) pair up by binary search in the
 # source word's row. When the indices of all sentence pairs fit in this many bytes
-# (4 * sum_s (n_s + 1) m_s), the first iteration stores them and later ones read them back:
-# same arithmetic, same results, several times faster on large vocabularies.
+# (4 * sum_s (n_s + 1) m_s), they are stored and every iteration reads them: same
+# arithmetic, same results, several times faster on large vocabularies. The table is then
+# built with them (_align.cooccurrence_indexed: about half the time of building it and
+# searching them) when its 8 bytes a link fit as well; else the first iteration searches.
 INDEX_CACHE_BYTES = 768 * 2 ** 20
 
 # Fixed-point unit of the expected counts (2^32 = a posterior of 1).
@@ -240,7 +242,20 @@ def fit(src_tokens, src_offsets, tgt_tokens, tgt_offsets, n_src_vocab, n_tgt_voc
                            n_src_vocab, n_tgt_vocab)
     if len(t) >= 2 ** 31:
         raise ValueError("more than 2^31 target tokens: the fixed-point counts could overflow")
-    row_ptr, col = _align.cooccurrence_csr(s, so, t, to, int(n_src_vocab), int(n_tgt_vocab))
+    cells = (np.diff(so) + 1) * np.diff(to)           # (n_s + 1) m_s lookups a sentence
+    cache = cache_offsets = None
+    first = 2                                          # the first iteration's cache mode
+    n_cells = int(cells.sum())
+    if int(iterations) > 1 and 12 * n_cells <= INDEX_CACHE_BYTES:
+        # the table and every lookup's index at once (fewer than 2^31 entries: at most one a lookup)
+        row_ptr, col, cache = _align.cooccurrence_indexed(s, so, t, to, int(n_src_vocab), int(n_tgt_vocab))
+    else:
+        row_ptr, col = _align.cooccurrence_csr(s, so, t, to, int(n_src_vocab), int(n_tgt_vocab))
+        if int(iterations) > 1 and 4 * n_cells <= INDEX_CACHE_BYTES:
+            cache, first = np.empty(n_cells, dtype=np.int32), 1     # searched and stored by the first
+    if cache is not None:
+        cache_offsets = np.zeros(len(cells) + 1, dtype=np.int64)
+        np.cumsum(cells, out=cache_offsets[1:])
     # Uniform start: t(f | e) = 1 / (row length).
     sizes = np.diff(row_ptr)
     prob = np.repeat(1.0 / np.maximum(sizes, 1), sizes).astype(np.float64)
@@ -248,16 +263,9 @@ def fit(src_tokens, src_offsets, tgt_tokens, tgt_offsets, n_src_vocab, n_tgt_voc
     loglik = np.empty(len(so) - 1, dtype=np.float64)
     history = []
     max_len = _max_len(so)
-    cells = (np.diff(so) + 1) * np.diff(to)           # (n_s + 1) m_s lookups a sentence
-    cache = cache_offsets = None
-    if (int(iterations) > 1 and len(col) < 2 ** 31
-            and 4 * int(cells.sum()) <= INDEX_CACHE_BYTES):
-        cache_offsets = np.zeros(len(cells) + 1, dtype=np.int64)
-        np.cumsum(cells, out=cache_offsets[1:])
-        cache = np.empty(int(cache_offsets[-1]), dtype=np.int32)
     for it in range(int(iterations)):
         counts.fill(0)
-        mode = 0 if cache is None else (1 if it == 0 else 2)
+        mode = 0 if cache is None else (first if it == 0 else 2)
         _align.e_step(s, so, t, to, row_ptr, col, prob, counts, loglik,
                       float(p_null), float(tension), max_len, n_threads,
                       cache, cache_offsets, mode)

@@ -31,8 +31,8 @@ A shard's table entry ``i`` is entry ``positions[i]`` of the model's table
 (``positions-<d>-<k>.npy``, found once by the first task that needs it): the gather of the
 probabilities and the scatter of the counts. The table indices of every (target word, source
 word) lookup can be kept on disk between iterations (``index-<d>-<k>.bin``, in the shard's
-table): the first E-step searches and writes them, later ones and the Viterbi task read them
-back (the searches are most of an E-step's time).
+table): the co-occurrence task finds them while it builds the shard's table (the searches
+were most of the first E-step's time), every E-step and the Viterbi task read them back.
 
 Memory: this process holds the model (the table, its probabilities and counts: 20 bytes an
 entry, as :func:`pivot.pipeline.ibm.fit`) during an M-step only: between its batches a job holds
@@ -56,8 +56,8 @@ from pivot.pipeline import ibm
 from pivot.pipeline.engine import Batch, Together, release_heap
 
 # A shard holds at most this many E-step lookups ((n_s + 1) m_s a sentence pair; at least one
-# pair): about 0.1 s of one core an E-step after the first (which searches and stores the
-# indices, ~4x that), and 16 MB of stored indices. Shards of equal work keep the workers busy
+# pair): about 0.1 s of one core an E-step (it reads the stored indices), ~4x that to build the
+# shard's table with them, and 16 MB of stored indices. Shards of equal work keep the workers busy
 # to the end; each shard's task costs a fixed share of Dask's messages (~10 ms of scheduler and
 # worker CPU on a local cluster) and its own table, whose entries overlap the other shards'
 # (scattered and gathered at every M-step). The bio fr corpus (41M lookups) makes 13 shards
@@ -140,18 +140,38 @@ class _Paths:
 
 # ----------------------------------------------------------------------------- tasks
 
-def cooccurrence_task(shard_path, k, reverse, n_src_vocab, n_tgt_vocab, scratch) -> dict:
+def shard_cells(shard_path, reverse) -> int:
+    """The E-step's lookups in a shard, (n_s + 1) m_s a sentence pair (its offsets alone read)."""
+    with open_bundle(shard_path) as z:
+        eo, fo = z.memmap("e_offsets"), z.memmap("f_offsets")
+        n, m = (np.diff(fo), np.diff(eo)) if reverse else (np.diff(eo), np.diff(fo))
+        return int(((n + 1) * m).sum())
+
+
+def cooccurrence_task(shard_path, k, reverse, n_src_vocab, n_tgt_vocab, scratch, index=False) -> dict:
     """Shard k's own table -> ``cooc-<d>-<k>.arrays`` (row_ptr, col); returns its sizes.
 
-    The shard is checked here (ids inside the vocabularies: a ValueError naming the shard).
+    ``index``: also the table index of every lookup of its E-steps -> ``index-<d>-<k>.bin``,
+    the file the first E-step would write after searching them (the same bytes,
+    :func:`pivot._align.cooccurrence_indexed`), so that every E-step reads them. Written before
+    the table: a table on disk without its indices (a run stopped between the two) leaves the
+    first E-step to search. The shard is checked here (ids inside the vocabularies: a
+    ValueError naming the shard).
     """
     s, so, t, to = ibm._chunk_corpus(load_shard(shard_path, reverse), n_src_vocab, n_tgt_vocab, k)
-    out = _Paths(scratch, reverse).cooc(k)
-    if not out.is_file():
-        row_ptr, col = _align.cooccurrence_csr(s, so, t, to, int(n_src_vocab), int(n_tgt_vocab))
-        save_bundle(out, row_ptr=row_ptr, col=col)
+    paths = _Paths(scratch, reverse)
+    n_cells = int(((np.diff(so) + 1) * np.diff(to)).sum())
+    if not paths.cooc(k).is_file():
+        if index and n_cells < 2 ** 31:
+            row_ptr, col, lookups = _align.cooccurrence_indexed(s, so, t, to, int(n_src_vocab), int(n_tgt_vocab))
+            with atomic_path(paths.index(k)) as tmp, open(tmp, "wb") as fh:
+                fh.write(memoryview(lookups).cast("B"))
+            del lookups
+        else:
+            row_ptr, col = _align.cooccurrence_csr(s, so, t, to, int(n_src_vocab), int(n_tgt_vocab))
+        save_bundle(paths.cooc(k), row_ptr=row_ptr, col=col)
     # (n_s + 1) m_s lookups a sentence: the E-step's work and its cached indices.
-    return {"n_tgt_tokens": len(t), "n_cells": int(((np.diff(so) + 1) * np.diff(to)).sum())}
+    return {"n_tgt_tokens": len(t), "n_cells": n_cells}
 
 
 def _shard_model(scratch, reverse, k, prob_path):
@@ -192,7 +212,7 @@ def e_step_task(shard_path, k, reverse, scratch, prob_path, p_null, tension, n_t
     row_ptr, col, positions, prob = _shard_model(scratch, reverse, k, prob_path)
     counts = np.zeros(len(positions), dtype=np.int64)
     loglik = np.empty(len(so) - 1, dtype=np.float64)
-    if not cached:
+    if not cached or len(col) >= 2 ** 31:        # the stored indices are int32
         _align.e_step(s, so, t, to, row_ptr, col, prob, counts, loglik, float(p_null), float(tension),
                       ibm._max_len(so), ibm._team(n_threads, len(so) - 1))
     elif paths.index(k).is_file():        # written whole by an earlier iteration: read it back
@@ -335,8 +355,13 @@ def fit_job(shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch, *, iteratio
     paths = _Paths(scratch, reverse)
     d = paths.d
     n_shards = len(shard_paths)
-    stats = yield Batch(cooccurrence_task, [(str(p), k, reverse, int(n_src_vocab), int(n_tgt_vocab), str(scratch))
-                                            for k, p in enumerate(shard_paths)], name=f"{name}-{d}-cooc")
+    # The stored indices (4 bytes a lookup) are decided before the tables, which write them:
+    # the lookups are counted from the shards' offsets.
+    n_cells = sum(shard_cells(p, reverse) for p in shard_paths)
+    cached = bool(index_cache and int(iterations) > 1
+                  and 4 * n_cells <= min(INDEX_CACHE_DISK_BYTES, shutil.disk_usage(scratch).free // 2))
+    stats = yield Batch(cooccurrence_task, [(str(p), k, reverse, int(n_src_vocab), int(n_tgt_vocab), str(scratch),
+                                             cached) for k, p in enumerate(shard_paths)], name=f"{name}-{d}-cooc")
     if sum(s["n_tgt_tokens"] for s in stats) >= 2 ** 31:
         raise ValueError("more than 2^31 target tokens: the fixed-point counts could overflow")
     cost = [s["n_cells"] for s in stats]
@@ -376,9 +401,6 @@ def fit_job(shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch, *, iteratio
     sizes = np.diff(row_ptr)
     prob = np.repeat(1.0 / np.maximum(sizes, 1), sizes).astype(np.float64)
     del sizes, row_ptr, col
-    n_cells = sum(cost)
-    cached = bool(index_cache and int(iterations) > 1 and n_entries < 2 ** 31
-                  and 4 * n_cells <= min(INDEX_CACHE_DISK_BYTES, shutil.disk_usage(scratch).free // 2))
     prob_path = _write_table(paths, 0, prob)
     del prob
     release_heap()
