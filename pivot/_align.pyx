@@ -36,6 +36,7 @@ from cython.parallel cimport parallel, prange
 from libc.math cimport exp, fabs, log
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, calloc
+from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
 import numpy as np
@@ -66,8 +67,8 @@ cdef extern from * nogil:
         std::sort(v.begin(), v.end());
     }
 
-    static inline void pivot_sort_u64(uint64_t* a, int64_t n) {
-        std::sort(a, a + n);
+    static inline void pivot_sort_i32(std::vector<int32_t>& v) {
+        std::sort(v.begin(), v.end());
     }
 
     static inline void pivot_sort_unique(std::vector<int32_t>& v) {
@@ -79,7 +80,7 @@ cdef extern from * nogil:
     int64_t round_half_up "pivot_round_half_up"(double x) noexcept nogil
     void sort_unique "pivot_sort_unique"(vector[int32_t]& v) noexcept nogil
     void sort_i64 "pivot_sort_i64"(vector[int64_t]& v) noexcept nogil
-    void sort_u64 "pivot_sort_u64"(uint64_t* a, int64_t n) noexcept nogil
+    void sort_i32 "pivot_sort_i32"(vector[int32_t]& v) noexcept nogil
     const double FIXED_ONE "PIVOT_FIXED_ONE"
 
 # Fixed-point unit of the expected counts: a posterior p adds llround(p * 2^32). The total of
@@ -360,15 +361,16 @@ def cooccurrence_indexed(const int32_t[::1] src_tokens, const int64_t[::1] src_o
     iteration finds by searching (cache_mode 1), found here while the table is built.
 
     Every link (source word e_j, target word f_i) is one key f << 32 | lookup number, put in
-    its row's segment of one array (the rows' sizes counted first); each segment sorted, its
-    distinct f are the row's columns in order, and each key's lookup gets the column it
-    falls on. The NULL row holds every target word of the corpus: a lookup of it is the
-    word's rank among them. 8 bytes a link and 4 a lookup; one sort of every link, where the
-    builder's rows sort again as they grow and the first E-step searches each lookup.
+    its row's segment of one array (the rows' sizes counted first). A row's distinct f,
+    sorted, are its columns, and each key's lookup gets the entry of its f. The NULL row
+    holds every target word of the corpus: a lookup of it is the word's rank among them.
+    8 bytes a link, 4 a lookup and 12 a target word of the vocabulary; one sort of each row's
+    distinct words, where the builder's rows sort every link, again as they grow, and the
+    first E-step searches each lookup.
     """
     cdef int64_t n_sent = src_offsets.shape[0] - 1
     cdef int64_t s, a, b, c, d, i, j, r, k, n, m, base, n_links = 0, n_cells = 0, total
-    cdef int32_t f, prev
+    cdef int32_t f
     cdef uint64_t v
     for s in range(n_sent):
         n = src_offsets[s + 1] - src_offsets[s]
@@ -382,9 +384,12 @@ def cooccurrence_indexed(const int32_t[::1] src_tokens, const int64_t[::1] src_o
     links_arr = np.empty(n_links, dtype=np.uint64)
     index_arr = np.empty(n_cells, dtype=np.int32)
     null_arr = np.full(n_tgt_vocab, -1, dtype=np.int64)
-    cdef int64_t[::1] start = start_arr, row_ptr = row_ptr_arr, null_col = null_arr
+    stamp_arr = np.full(n_tgt_vocab, -1, dtype=np.int32)
+    at_arr = np.empty(n_tgt_vocab, dtype=np.int64)
+    cdef int64_t[::1] start = start_arr, row_ptr = row_ptr_arr, null_col = null_arr, at = at_arr
     cdef uint64_t[::1] links = links_arr
-    cdef int32_t[::1] index = index_arr
+    cdef int32_t[::1] index = index_arr, stamp = stamp_arr
+    cdef vector[int32_t] distinct, cols
     with nogil:
         # each row's segment of links: its size is the target words of its sentences
         for s in range(n_sent):
@@ -408,21 +413,30 @@ def cooccurrence_indexed(const int32_t[::1] src_tokens, const int64_t[::1] src_o
             for i in range(d - c):
                 null_col[tgt_tokens[c + i]] = 0
             base += (n + 1) * (d - c)
-        # sort each row, count its distinct columns; the NULL row: the target words present
-        total = 0
+        # Row by row: its distinct target words (a word is new to row r while stamp[f] != r),
+        # sorted, are its columns; at[f] is then f's entry, which every link of f in the row
+        # gets as its lookup's index. Only the distinct words are sorted, not every link.
         for r in range(n_src_vocab):
-            sort_u64(&links[0] + start[r], start[r + 1] - start[r])
-            row_ptr[r] = total
-            prev = -1
+            row_ptr[r] = cols.size()
+            distinct.clear()
             for k in range(start[r], start[r + 1]):
                 f = <int32_t> (links[k] >> 32)
-                if f != prev:
-                    total += 1
-                    prev = f
+                if stamp[f] != r:
+                    stamp[f] = <int32_t> r
+                    distinct.push_back(f)
+            sort_i32(distinct)
+            for k in range(<int64_t> distinct.size()):
+                at[distinct[k]] = row_ptr[r] + k
+                cols.push_back(distinct[k])
+            for k in range(start[r], start[r + 1]):
+                v = links[k]
+                index[<uint32_t> v] = <int32_t> at[<int32_t> (v >> 32)]
+        total = cols.size()
         row_ptr[n_src_vocab] = total
-        for f in range(n_tgt_vocab):
+        for f in range(n_tgt_vocab):          # the NULL row: every target word present, in order
             if null_col[f] == 0:
                 null_col[f] = total
+                cols.push_back(f)
                 total += 1
         row_ptr[n_src_vocab + 1] = total
     if total >= 2 ** 31:
@@ -430,20 +444,10 @@ def cooccurrence_indexed(const int32_t[::1] src_tokens, const int64_t[::1] src_o
     col_arr = np.empty(total, dtype=np.int32)
     cdef int32_t[::1] col = col_arr
     with nogil:
-        for r in range(n_src_vocab):
-            k = row_ptr[r] - 1
-            prev = -1
-            for j in range(start[r], start[r + 1]):
-                v = links[j]
-                f = <int32_t> (v >> 32)
-                if f != prev:
-                    k += 1
-                    col[k] = f
-                    prev = f
-                index[<uint32_t> v] = <int32_t> k
-        for f in range(n_tgt_vocab):
-            if null_col[f] >= 0:
-                col[null_col[f]] = f
+        if total:
+            memcpy(&col[0], cols.data(), total * sizeof(int32_t))
+        cols.clear()
+        cols.shrink_to_fit()
         base = 0
         for s in range(n_sent):
             c, d = tgt_offsets[s], tgt_offsets[s + 1]
