@@ -71,6 +71,9 @@ cdef extern from * nogil:
         std::sort(v.begin(), v.end());
     }
 
+    static inline void pivot_prefetch_read(const void* p) { __builtin_prefetch(p, 0, 3); }
+    static inline void pivot_prefetch_write(const void* p) { __builtin_prefetch(p, 1, 3); }
+
     static inline void pivot_sort_unique(std::vector<int32_t>& v) {
         std::sort(v.begin(), v.end());
         v.erase(std::unique(v.begin(), v.end()), v.end());
@@ -79,6 +82,8 @@ cdef extern from * nogil:
     void atomic_add_i64 "pivot_atomic_add_i64"(int64_t *p, int64_t v) noexcept nogil
     int64_t round_half_up "pivot_round_half_up"(double x) noexcept nogil
     void sort_unique "pivot_sort_unique"(vector[int32_t]& v) noexcept nogil
+    void prefetch_read "pivot_prefetch_read"(const void* p) noexcept nogil
+    void prefetch_write "pivot_prefetch_write"(const void* p) noexcept nogil
     void sort_i64 "pivot_sort_i64"(vector[int64_t]& v) noexcept nogil
     void sort_i32 "pivot_sort_i32"(vector[int32_t]& v) noexcept nogil
     const double FIXED_ONE "PIVOT_FIXED_ONE"
@@ -216,6 +221,14 @@ cdef double _em_sentence(const int32_t* src, int64_t n, const int32_t* tgt, int6
         if cache_mode == 2:
             for j in range(n + 1):
                 idx[j] = cache[i * (n + 1) + j]
+            if i + 1 < m:
+                # the next target word's entries, fetched while this one is computed: the
+                # gathers of prob and the adds to counts are at random places of the table
+                for j in range((i + 1) * (n + 1), (i + 2) * (n + 1)):
+                    k = cache[j]
+                    if k >= 0:
+                        prefetch_read(&prob[k])
+                        prefetch_write(&counts[k])
         else:
             idx[n] = _find(col, row_ptr[null_row], row_ptr[null_row + 1], f)
             for j in range(n):
