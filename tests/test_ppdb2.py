@@ -164,6 +164,19 @@ def test_per_mille_sums_to_1000():
     assert out.tolist() == [[334, 333, 333, 0, 0, 0], [500, 250, 250, 0, 0, 0]]
 
 
+def test_stable_ranks_by_hand():
+    # row 0 ascending, ties in index order: 1 (-0.1), 3 (-0.1), 0 (0.2), 2 (0.2); row 1: 3, 1, 2, 0
+    key = np.array([[0.2, -0.1, 0.2, -0.1], [3.0, 1.0, 2.0, 0.0]])
+    assert P._stable_ranks(key).tolist() == [[2, 0, 3, 1], [3, 1, 2, 0]]
+
+
+def test_softmax_by_hand_and_nan_rows():
+    # row 0: exp(0 - 1), exp(1 - 1) over their sum; the max of a row with NaN is NaN
+    out = P.softmax(np.array([[0.0, 1.0], [np.nan, 1.0]]))
+    assert out[0].tolist() == [math.exp(-1) / (math.exp(-1) + 1.0), 1.0 / (math.exp(-1) + 1.0)]
+    assert np.isnan(out[1]).all()
+
+
 def test_size_cuts_nested_by_share_of_visible_pairs():
     scores = np.array([5.0, 4.0, 3.0, 2.0, 1.0, 0.5, 9.0])
     visible = np.array([True] * 6 + [False])   # the hidden 9.0 is not counted
