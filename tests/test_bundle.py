@@ -97,6 +97,16 @@ def test_take_copies_the_rows_asked_for(tmp_path):
     assert rows.flags.owndata and block.flags.owndata and not isinstance(block, np.memmap)
 
 
+def test_slice_reads_rows_a_to_b(tmp_path):
+    a = np.arange(24, dtype=np.int32).reshape(8, 3)
+    save_bundle(tmp_path / "b.arrays", a=a, p=np.array([0.5, 1.5, 2.5]))
+    with open_bundle(tmp_path / "b.arrays") as z:
+        assert z.slice("a", 2, 5).tolist() == [[6, 7, 8], [9, 10, 11], [12, 13, 14]]
+        assert z.slice("a", 8, 8).shape == (0, 3) and z.slice("p", 1, 3).tolist() == [1.5, 2.5]
+        with pytest.raises(ValueError, match="rows 6:9 outside its 8 rows"):
+            z.slice("a", 6, 9)
+
+
 def test_read_npy_header_reads_both_formats(tmp_path):
     a = np.zeros((5, 2), dtype="<f4")
     for version in ((1, 0), (2, 0)):

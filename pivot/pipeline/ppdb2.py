@@ -3097,7 +3097,7 @@ def apply_range(part_paths, j: int, phrases_path, label_path, fit_path, out_path
     for a in range(0, len(e1), APPLY_ROWS):
         b = min(a + APPLY_ROWS, len(e1))
         with open_bundle(part_paths[j]) as z:
-            p, n_pivots, pivots = (z.take(f, slice(a, b)) for f in ("p", "n_pivots", "pivots"))
+            p, n_pivots, pivots = (z.slice(f, a, b) for f in ("p", "n_pivots", "pivots"))
         p_rev = np.zeros_like(p)
         p_rev[found[a:b]] = p_rev_found[at[a:b][found[a:b]]]
         # the block's phrases, numbered 0..n-1 in row order: l1, l2 are each pair's numbers
