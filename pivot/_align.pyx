@@ -94,18 +94,22 @@ cdef extern from * nogil:
 COUNT_SCALE = FIXED_ONE
 
 
-cdef inline int64_t _find(const int32_t* col, int64_t lo, int64_t hi, int32_t f) noexcept nogil:
-    """Index k in [lo, hi) with col[k] == f (col sorted ascending there), else -1."""
-    cdef int64_t end = hi, mid
+cdef inline int64_t _lower_bound(const int32_t* col, int64_t lo, int64_t hi, int32_t f) noexcept nogil:
+    """The first k in [lo, hi) with col[k] >= f (hi if none), col sorted ascending there."""
+    cdef int64_t mid
     while lo < hi:
         mid = lo + (hi - lo) // 2
         if col[mid] < f:
             lo = mid + 1
         else:
             hi = mid
-    if lo < end and col[lo] == f:
-        return lo
-    return -1
+    return lo
+
+
+cdef inline int64_t _find(const int32_t* col, int64_t lo, int64_t hi, int32_t f) noexcept nogil:
+    """Index k in [lo, hi) with col[k] == f (col sorted ascending there), else -1."""
+    cdef int64_t k = _lower_bound(col, lo, hi, f)
+    return k if k < hi and col[k] == f else -1
 
 
 cdef inline int64_t _gallop(const int32_t* col, int64_t lo, int64_t hi, int32_t f) noexcept nogil:
@@ -121,14 +125,8 @@ cdef inline int64_t _gallop(const int32_t* col, int64_t lo, int64_t hi, int32_t 
         lo += step
         step *= 2
     end = lo + step if lo + step < hi else hi
-    lo += 1                                   # col[lo - 1] < f; the answer is in [lo, end]
-    while lo < end:
-        step = lo + (end - lo) // 2
-        if col[step] < f:
-            lo = step + 1
-        else:
-            end = step
-    return lo
+    # col[lo] < f: the answer is in [lo + 1, end]
+    return _lower_bound(col, lo + 1, end, f)
 
 
 cdef void _fill_indices(const int32_t* src, int64_t n, const int32_t* tgt, int64_t m,

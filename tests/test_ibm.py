@@ -247,6 +247,17 @@ def test_index_cache_changes_nothing(monkeypatch, threads):
     assert cached.log_likelihood.tobytes() == searched.log_likelihood.tobytes()
 
 
+def searched_indices(s, so, t, to, row_ptr, col) -> np.ndarray:
+    """The table indices the first E-step searches and stores (cache_mode 1), every lookup's."""
+    cells = (np.diff(so) + 1) * np.diff(to)
+    offsets = np.zeros(len(cells) + 1, np.int64)
+    np.cumsum(cells, out=offsets[1:])
+    cache = np.full(int(offsets[-1]), -7, np.int32)
+    _align.e_step(s, so, t, to, row_ptr, col, np.full(len(col), 0.5), np.zeros(len(col), np.int64),
+                  np.zeros(len(so) - 1), 0.1, 4.0, ibm._max_len(so), 1, cache, offsets, 1)
+    return cache
+
+
 def test_stored_indices_are_the_table_positions():
     # The first E-step stores, per sentence, (n + 1) m table indices, row-major by target
     # position (slot n is NULL), found row by row by galloping over the sorted target words.
@@ -259,12 +270,7 @@ def test_stored_indices_are_the_table_positions():
         rp = row_ptr.copy()
         rp[v + 1] = rp[v] + len(null)
         cl = np.concatenate([col[:row_ptr[v]], null]).astype(np.int32)
-        cells = (np.diff(so) + 1) * np.diff(to)
-        offsets = np.zeros(len(cells) + 1, np.int64)
-        np.cumsum(cells, out=offsets[1:])
-        cache = np.full(int(offsets[-1]), -7, np.int32)
-        _align.e_step(s, so, t, to, rp, cl, np.full(len(cl), 0.5), np.zeros(len(cl), np.int64),
-                      np.zeros(len(so) - 1), 0.1, 4.0, ibm._max_len(so), 1, cache, offsets, 1)
+        cache = searched_indices(s, so, t, to, rp, cl)
         want = []
         for k in range(len(so) - 1):
             rows = [*s[so[k]:so[k + 1]], v]
@@ -286,12 +292,7 @@ def test_cooccurrence_indexed_is_the_table_and_the_first_search():
     row_ptr, col, index = _align.cooccurrence_indexed(s, so, t, to, v, v + 5)
     want_ptr, want_col = _align.cooccurrence_csr(s, so, t, to, v, v + 5)
     assert row_ptr.tolist() == want_ptr.tolist() and col.tolist() == want_col.tolist()
-    cells = (np.diff(so) + 1) * np.diff(to)
-    offsets = np.zeros(len(cells) + 1, np.int64)
-    np.cumsum(cells, out=offsets[1:])
-    searched = np.full(int(offsets[-1]), -7, np.int32)
-    _align.e_step(s, so, t, to, row_ptr, col, np.full(len(col), 0.5), np.zeros(len(col), np.int64),
-                  np.zeros(len(so) - 1), 0.1, 4.0, ibm._max_len(so), 1, searched, offsets, 1)
+    searched = searched_indices(s, so, t, to, row_ptr, col)
     assert index.dtype == np.int32 and index.tolist() == searched.tolist()
     # an empty corpus: the NULL row and every other row empty
     empty = np.zeros(1, np.int64)
