@@ -63,10 +63,6 @@ cdef extern from * nogil:
     /* Sort a vector and drop repeats (the co-occurrence rows). */
     static const double PIVOT_FIXED_ONE = 4294967296.0;  /* 2^32 */
 
-    static inline void pivot_sort_i64(std::vector<int64_t>& v) {
-        std::sort(v.begin(), v.end());
-    }
-
     static inline void pivot_sort_i32(std::vector<int32_t>& v) {
         std::sort(v.begin(), v.end());
     }
@@ -84,7 +80,6 @@ cdef extern from * nogil:
     void sort_unique "pivot_sort_unique"(vector[int32_t]& v) noexcept nogil
     void prefetch_read "pivot_prefetch_read"(const void* p) noexcept nogil
     void prefetch_write "pivot_prefetch_write"(const void* p) noexcept nogil
-    void sort_i64 "pivot_sort_i64"(vector[int64_t]& v) noexcept nogil
     void sort_i32 "pivot_sort_i32"(vector[int32_t]& v) noexcept nogil
     const double FIXED_ONE "PIVOT_FIXED_ONE"
 
@@ -94,65 +89,18 @@ cdef extern from * nogil:
 COUNT_SCALE = FIXED_ONE
 
 
-cdef inline int64_t _lower_bound(const int32_t* col, int64_t lo, int64_t hi, int32_t f) noexcept nogil:
-    """The first k in [lo, hi) with col[k] >= f (hi if none), col sorted ascending there."""
-    cdef int64_t mid
+cdef inline int64_t _find(const int32_t* col, int64_t lo, int64_t hi, int32_t f) noexcept nogil:
+    """Index k in [lo, hi) with col[k] == f (col sorted ascending there), else -1."""
+    cdef int64_t end = hi, mid
     while lo < hi:
         mid = lo + (hi - lo) // 2
         if col[mid] < f:
             lo = mid + 1
         else:
             hi = mid
-    return lo
-
-
-cdef inline int64_t _find(const int32_t* col, int64_t lo, int64_t hi, int32_t f) noexcept nogil:
-    """Index k in [lo, hi) with col[k] == f (col sorted ascending there), else -1."""
-    cdef int64_t k = _lower_bound(col, lo, hi, f)
-    return k if k < hi and col[k] == f else -1
-
-
-cdef inline int64_t _gallop(const int32_t* col, int64_t lo, int64_t hi, int32_t f) noexcept nogil:
-    """The first k in [lo, hi) with col[k] >= f (hi if none), col sorted ascending there:
-    steps of 1, 2, 4, ... from lo, then a binary search inside the last step. A run of
-    ascending queries, each from the previous answer, costs the log of the gaps between
-    their answers instead of the log of the row's length each."""
-    cdef int64_t step = 1, end
-    if lo >= hi or col[lo] >= f:
+    if lo < end and col[lo] == f:
         return lo
-    # col[lo] < f from here on
-    while lo + step < hi and col[lo + step] < f:
-        lo += step
-        step *= 2
-    end = lo + step if lo + step < hi else hi
-    # col[lo] < f: the answer is in [lo + 1, end]
-    return _lower_bound(col, lo + 1, end, f)
-
-
-cdef void _fill_indices(const int32_t* src, int64_t n, const int32_t* tgt, int64_t m,
-                        const int64_t* row_ptr, const int32_t* col, int64_t null_row,
-                        int32_t* cache, vector[int64_t]& order) noexcept nogil:
-    """cache[i (n + 1) + j] = the table index of (source slot j, target word i), -1 if absent
-    (slot n is NULL): the sentence's target words sorted once (id, position), then each
-    slot's row searched for them in ascending order, each search galloping on from the last
-    answer (_gallop). The same indices as a binary search of every cell (_find)."""
-    cdef int64_t i, j, r, lo, hi, k
-    cdef int32_t f
-    cdef const int64_t* key
-    order.clear()
-    for i in range(m):
-        order.push_back((<int64_t> tgt[i]) << 32 | i)
-    sort_i64(order)
-    key = order.data()
-    for j in range(n + 1):
-        r = null_row if j == n else src[j]
-        lo = row_ptr[r]
-        hi = row_ptr[r + 1]
-        for k in range(m):
-            f = <int32_t> (key[k] >> 32)
-            i = <uint32_t> key[k]                   # the low 32 bits: the position
-            lo = _gallop(col, lo, hi, f)
-            cache[i * (n + 1) + j] = <int32_t> lo if lo < hi and col[lo] == f else -1
+    return -1
 
 
 cdef inline void _diagonal_prior(double* w, int64_t i, int64_t m, int64_t n,
@@ -190,16 +138,16 @@ cdef double _em_sentence(const int32_t* src, int64_t n, const int32_t* tgt, int6
                          const int64_t* row_ptr, const int32_t* col, const double* prob,
                          int64_t null_row, int64_t* counts, double p_null, double tension,
                          double* w, int64_t* idx, int32_t* cache, int cache_mode,
-                         bint shared, vector[int64_t]* order) noexcept nogil:
+                         bint shared) noexcept nogil:
     """Add one sentence pair's posteriors to ``counts``; return its log-likelihood.
 
     log p(f | e) = sum_i log sum_j p(a_i = j) t(f_i | e_j), and the posterior of a link is
     p(a_i = j | e, f) = p(a_i = j) t(f_i | e_j) / sum_j' p(a_i = j') t(f_i | e_j').
-    ``w`` and ``idx`` are per-thread buffers of n + 1 entries (slot n is NULL), ``order``
-    a per-thread vector (_fill_indices).
+    ``w`` and ``idx`` are per-thread buffers of n + 1 entries (slot n is NULL).
     ``cache`` ((n + 1) * m int32, row-major by target position) remembers the table index
     of every (target position, source slot) so that later iterations skip the binary
-    searches: cache_mode 0 = not used, 1 = search and fill, 2 = read.
+    searches: cache_mode 0 = not used, 1 = search and fill (where the table was built without
+    them: :func:`cooccurrence_indexed` finds them all at once), 2 = read.
     ``shared``: other threads add into ``counts`` too, so each add is atomic. A locked add
     orders the loads around it, which stalls the gathers of prob and counts on one thread
     as well: a kernel on one thread (every task of a cluster) adds plainly, the same sums.
@@ -208,11 +156,6 @@ cdef double _em_sentence(const int32_t* src, int64_t n, const int32_t* tgt, int6
     cdef int32_t f
     cdef double z, ll = 0.0, post
     cdef int64_t c
-    if cache_mode == 1:
-        # the whole sentence's indices first, row by row (_fill_indices), then read as later
-        # iterations read them
-        _fill_indices(src, n, tgt, m, row_ptr, col, null_row, cache, order[0])
-        cache_mode = 2
     for i in range(m):
         f = tgt[i]
         _diagonal_prior(w, i, m, n, p_null, tension)
@@ -232,6 +175,9 @@ cdef double _em_sentence(const int32_t* src, int64_t n, const int32_t* tgt, int6
             for j in range(n):
                 r = src[j]
                 idx[j] = _find(col, row_ptr[r], row_ptr[r + 1], f)
+            if cache_mode == 1:
+                for j in range(n + 1):
+                    cache[i * (n + 1) + j] = <int32_t> idx[j]
         k = idx[n]
         w[n] = p_null * prob[k] if k >= 0 else 0.0
         z = w[n]
@@ -487,7 +433,6 @@ def e_step(const int32_t[::1] src_tokens, const int64_t[::1] src_offsets,
     cdef int64_t s
     cdef double* w
     cdef int64_t* idx
-    cdef vector[int64_t]* order
     cdef int32_t* cache_ptr = NULL
     cdef const int64_t* cache_off = NULL
     if cache_mode != 0:
@@ -498,23 +443,20 @@ def e_step(const int32_t[::1] src_tokens, const int64_t[::1] src_offsets,
         cache_off = &cache_offsets[0]
     w = NULL              # assigned per thread below; set here so no copy is uninitialised
     idx = NULL
-    order = NULL
     if n_sent <= 0:
         return
     with nogil, parallel(num_threads=n_threads):
         w = <double*> malloc((max_src_len + 1) * sizeof(double))
         idx = <int64_t*> malloc((max_src_len + 1) * sizeof(int64_t))
-        order = new vector[int64_t]()
         for s in prange(n_sent, schedule="dynamic", chunksize=64):
             loglik[s] = _em_sentence(
                 &src_tokens[0] + src_offsets[s], src_offsets[s + 1] - src_offsets[s],
                 &tgt_tokens[0] + tgt_offsets[s], tgt_offsets[s + 1] - tgt_offsets[s],
                 &row_ptr[0], &col[0], &prob[0], null_row, &counts[0], p_null, tension,
                 w, idx, cache_ptr + cache_off[s] if cache_mode != 0 else NULL, cache_mode,
-                n_threads > 1, order)
+                n_threads > 1)
         free(w)
         free(idx)
-        del order
 
 
 def fixed_point(const double[::1] p):

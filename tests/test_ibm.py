@@ -260,7 +260,7 @@ def searched_indices(s, so, t, to, row_ptr, col) -> np.ndarray:
 
 def test_stored_indices_are_the_table_positions():
     # The first E-step stores, per sentence, (n + 1) m table indices, row-major by target
-    # position (slot n is NULL), found row by row by galloping over the sorted target words.
+    # position (slot n is NULL), found by a binary search of each cell's row.
     # Reference: each cell's row searched on its own (numpy's searchsorted), -1 where absent.
     (s, so), (t, to), v = random_corpus(n_sent=200, vocab=25, seed=3)
     s, so, t, to = (np.ascontiguousarray(x) for x in (s, so, t, to))

@@ -154,8 +154,9 @@ def cooccurrence_task(shard_path, k, reverse, n_src_vocab, n_tgt_vocab, scratch,
     ``index``: also the table index of every lookup of its E-steps -> ``index-<d>-<k>.bin``,
     the file the first E-step would write after searching them (the same bytes,
     :func:`pivot._align.cooccurrence_indexed`), so that every E-step reads them. Written before
-    the table: a table on disk without its indices (a run stopped between the two) leaves the
-    first E-step to search. The shard is checked here (ids inside the vocabularies: a
+    the table, so a table on disk always has them when asked for (a run stopped between the
+    two writes both again); a shard of 2^31 lookups or more gets none (int32 indices), and its
+    first E-step searches. The shard is checked here (ids inside the vocabularies: a
     ValueError naming the shard).
     """
     s, so, t, to = ibm._chunk_corpus(load_shard(shard_path, reverse), n_src_vocab, n_tgt_vocab, k)
@@ -170,8 +171,7 @@ def cooccurrence_task(shard_path, k, reverse, n_src_vocab, n_tgt_vocab, scratch,
         else:
             row_ptr, col = _align.cooccurrence_csr(s, so, t, to, int(n_src_vocab), int(n_tgt_vocab))
         save_bundle(paths.cooc(k), row_ptr=row_ptr, col=col)
-    # (n_s + 1) m_s lookups a sentence: the E-step's work and its cached indices.
-    return {"n_tgt_tokens": len(t), "n_cells": n_cells}
+    return {"n_tgt_tokens": len(t)}
 
 
 def _shard_model(scratch, reverse, k, prob_path):
@@ -355,16 +355,15 @@ def fit_job(shard_paths, reverse, n_src_vocab, n_tgt_vocab, scratch, *, iteratio
     paths = _Paths(scratch, reverse)
     d = paths.d
     n_shards = len(shard_paths)
-    # The stored indices (4 bytes a lookup) are decided before the tables, which write them:
-    # the lookups are counted from the shards' offsets.
-    n_cells = sum(shard_cells(p, reverse) for p in shard_paths)
+    # The lookups, counted from the shards' offsets: each shard's E-step work (the tasks' cost)
+    # and, 4 bytes each, the stored indices, decided before the tables, which write them.
+    cost = [shard_cells(p, reverse) for p in shard_paths]
     cached = bool(index_cache and int(iterations) > 1
-                  and 4 * n_cells <= min(INDEX_CACHE_DISK_BYTES, shutil.disk_usage(scratch).free // 2))
+                  and 4 * sum(cost) <= min(INDEX_CACHE_DISK_BYTES, shutil.disk_usage(scratch).free // 2))
     stats = yield Batch(cooccurrence_task, [(str(p), k, reverse, int(n_src_vocab), int(n_tgt_vocab), str(scratch),
                                              cached) for k, p in enumerate(shard_paths)], name=f"{name}-{d}-cooc")
     if sum(s["n_tgt_tokens"] for s in stats) >= 2 ** 31:
         raise ValueError("more than 2^31 target tokens: the fixed-point counts could overflow")
-    cost = [s["n_cells"] for s in stats]
 
     # The model's table: the union of the shards' tables (sorted sets: the same whatever the
     # order), merged pairwise in rounds so that each key passes log2(shards) merges, not one a shard.
