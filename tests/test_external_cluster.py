@@ -181,3 +181,9 @@ def test_external_cluster_builds_the_same_database(tmp_path, workers_left, monke
     assert len(cluster["pair"]) > 10_000 and set(cluster) == {"meta", "model", "phrase", "foreign_phrase", "pair", "sqlite_stat1"}
     assert cluster == local
     assert cluster_timings.keys() == local_timings.keys()
+    # The corpus stage ran as chunk tasks and a join on the cluster, as write_bitext in one
+    # process: the same folder, byte for byte.
+    [on_cluster] = (tmp_path / "work-cluster").glob("corpus.fr-*")
+    [in_process] = (tmp_path / "work-local").glob("corpus.fr-*")
+    assert not (on_cluster / ".chunks").exists()
+    assert {p.name: p.read_bytes() for p in on_cluster.iterdir()} == {p.name: p.read_bytes() for p in in_process.iterdir()}

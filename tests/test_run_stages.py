@@ -159,7 +159,8 @@ def test_two_workers_build_the_bytes_of_one_with_align_and_lmtext_side_by_side(t
     assert len(one[1]["general"].splitlines()) >= 6  # the synonyms of the tiny bitext, both ways
     # the cluster ran the corpus stages' and the LM branch's tasks
     logged = caplog.text
-    for batch in ("corpus.fr: 1 tasks", "corpus.de: 1 tasks", "lmtext: 1 tasks", "lm: 3 tasks", "score: 3 tasks"):
+    for batch in ("corpus.fr-chunks: 1 tasks", "corpus.fr-join: 1 tasks", "corpus.de-chunks: 1 tasks",
+                  "corpus.de-join: 1 tasks", "lmtext: 1 tasks", "lm: 3 tasks", "score: 3 tasks"):
         assert batch in logged
 
 

@@ -71,6 +71,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pivot.atomic import atomic_path
 from pivot.errors import InputError
 from pivot.hashes import hash64
 from pivot.pipeline.stage import Stage
@@ -258,7 +259,15 @@ def is_section_header(en, f):
 _EMPTY = "holds no line: an empty bitext file (a failed download, or the wrong file?)"
 
 
-def read_parallel(en_path, f_path, drop_headers=True, stats=None):
+def _window(lines) -> tuple[int, float]:
+    """(first, stop) of a reader's ``lines`` window; None: every line (1 to the end)."""
+    if lines is None:
+        return 1, math.inf
+    first, stop = lines
+    return first, math.inf if stop is None else stop
+
+
+def read_parallel(en_path, f_path, drop_headers=True, stats=None, lines=None):
     """Yield (line_number, english, foreign) from two line-aligned files (Moses ``stem.lang``).
 
     Files ending in ``.gz`` are read through gzip. Both files are counted before the
@@ -271,7 +280,12 @@ def read_parallel(en_path, f_path, drop_headers=True, stats=None):
 
     ``stats``, when given, is a dict whose "read", "blank" and "header" entries are
     incremented (lines read, blank separators, headers dropped).
+
+    ``lines``: (first, stop), the window of 1-based line numbers first <= n < stop (stop None:
+    to the end) whose pairs are yielded and counted; the lines before it are read past
+    without a look, and reading ends at ``stop`` (a chunk of the corpus stage's tasks).
     """
+    first, stop = _window(lines)
     n_en, n_f = _count_lines_checked(en_path), _count_lines_checked(f_path)
     if n_en != n_f:
         raise InputError(
@@ -283,6 +297,10 @@ def read_parallel(en_path, f_path, drop_headers=True, stats=None):
     with _open_binary(en_path) as fe, _open_binary(f_path) as ff:
         for (number, en), (_, f) in zip(_checked_lines(fe, en_path, bom="lines"),
                                         _checked_lines(ff, f_path, bom="lines")):
+            if number < first:
+                continue
+            if number >= stop:
+                break
             stats["read"] += 1
             en, f = en.rstrip(), f.rstrip()
             if not en and not f:
@@ -311,15 +329,16 @@ def _zip_text_member(zf, zip_path, member):
     return candidates[0]
 
 
-def read_tsv_zip(zip_path, member=None, stats=None):
+def read_tsv_zip(zip_path, member=None, stats=None, lines=None):
     """Yield (line_number, english, foreign) from ``english<TAB>foreign[<TAB>...]`` lines in a zip.
 
     This is the Tatoeba/manythings.org layout (``fra-eng/fra.txt``, ``deu.txt``); fields
     after the second (attribution) are ignored. macOS ``__MACOSX/`` entries and
     ``_about.txt`` are never read. A line with fewer than two fields raises InputError
-    naming ``zip:member`` and the line, and so does a member without a line. ``stats`` as in
-    :func:`read_parallel` ("read").
+    naming ``zip:member`` and the line, and so does a member without a line. ``stats`` and
+    ``lines`` as in :func:`read_parallel` ("read").
     """
+    first, stop = _window(lines)
     stats = stats if stats is not None else _new_stats()
     if not Path(zip_path).is_file():
         raise InputError("file not found", path=zip_path)
@@ -339,6 +358,10 @@ def read_tsv_zip(zip_path, member=None, stats=None):
         with fh:
             number = 0
             for number, line in _checked_lines(fh, where, bom="lines"):
+                if number < first:
+                    continue
+                if number >= stop:
+                    break
                 stats["read"] += 1
                 fields = line.split("\t")
                 if len(fields) < 2:
@@ -414,7 +437,7 @@ def compile_row_filter(where=None, exclude=None, name="?"):
     return n_columns, keep
 
 
-def read_tsv_gz(path, where=None, exclude=None, drop_headers=False, stats=None, name="?"):
+def read_tsv_gz(path, where=None, exclude=None, drop_headers=False, stats=None, name="?", lines=None):
     """Yield (line_number, english, foreign) from a TSV file, gzip when it ends in ``.gz``.
 
     The layout of the data's second batch: no header line, ``english<TAB>foreign`` then any
@@ -425,8 +448,10 @@ def read_tsv_gz(path, where=None, exclude=None, drop_headers=False, stats=None, 
     and the line; so do bytes that are not UTF-8, a corrupt or truncated gzip stream and a
     file without a line (a 0-byte ``.gz`` is not gzip data: pivot.text._open_binary).
 
-    ``stats``: the "read", "filtered", "blank" and "header" entries are incremented.
+    ``stats``: the "read", "filtered", "blank" and "header" entries are incremented. ``lines``
+    as in :func:`read_parallel`.
     """
+    first, stop = _window(lines)
     stats = stats if stats is not None else _new_stats(filtered=True)
     stats.setdefault(FILTERED, 0)
     rule = compile_row_filter(where, exclude, name)
@@ -434,6 +459,10 @@ def read_tsv_gz(path, where=None, exclude=None, drop_headers=False, stats=None, 
     with _open_binary(path) as fh:
         number = 0
         for number, line in _checked_lines(fh, path, bom="lines"):
+            if number < first:
+                continue
+            if number >= stop:
+                break
             stats["read"] += 1
             if not line.strip():
                 stats["blank"] += 1
@@ -823,7 +852,7 @@ def _is_glob(pattern):
 
 
 def _source_readers(source, index, lang, data_root):
-    """The list of reader factories (stats -> iterator) for one recipe source; every file the
+    """The list of reader factories ((stats, lines=None) -> iterator) for one recipe source; every file the
     source names is checked to exist, and its keys to be known, before anything is read."""
     name = _need(source, "name", index)
     fmt = _need(source, "format", index)
@@ -839,7 +868,7 @@ def _source_readers(source, index, lang, data_root):
         en = _data_file(data_root, _need(source, "en", index), name)
         f = _data_file(data_root, _need(source, "f", index), name)
         drop = source.get("drop_headers", True)
-        return [lambda st, en=en, f=f: read_parallel(en, f, drop_headers=drop, stats=st)]
+        return [lambda st, lines=None, en=en, f=f: read_parallel(en, f, drop_headers=drop, stats=st, lines=lines)]
     if fmt == "parallel-glob":
         pattern = _need(source, "en", index)
         if not pattern.endswith(".en"):
@@ -853,12 +882,13 @@ def _source_readers(source, index, lang, data_root):
         readers = []
         for en in en_files:
             f = _data_file(data_root, en[:-3] + "." + lang, name)
-            readers.append(lambda st, en=en, f=f: read_parallel(en, f, drop_headers=drop, stats=st))
+            readers.append(lambda st, lines=None, en=en, f=f: read_parallel(en, f, drop_headers=drop, stats=st,
+                                                                             lines=lines))
         return readers
     if fmt == "tsv-zip":
         path = _data_file(data_root, _need(source, "path", index), name)
         member = source.get("member")
-        return [lambda st, path=path: read_tsv_zip(path, member, stats=st)]
+        return [lambda st, lines=None, path=path: read_tsv_zip(path, member, stats=st, lines=lines)]
     # tsv-gz
     pattern = _need(source, "path", index)
     where, exclude = source.get("where"), source.get("exclude")
@@ -872,8 +902,8 @@ def _source_readers(source, index, lang, data_root):
         paths = [Path(p) for p in paths]
     else:
         paths = [_data_file(data_root, pattern, name)]
-    return [lambda st, path=path: read_tsv_gz(path, where, exclude, drop_headers=drop, stats=st,
-                                              name=name)
+    return [lambda st, lines=None, path=path: read_tsv_gz(path, where, exclude, drop_headers=drop, stats=st,
+                                                          name=name, lines=lines)
             for path in paths]
 
 
@@ -918,10 +948,8 @@ def _kept_batches(readers, source_stats, lang, max_tokens, max_ratio, dedup, qui
     pairs the rules and deduplication keep (the stats of each source then hold "sampled_out");
     None keeps them all.
     """
-    seen = set()
-    keep = sample_keeper(*sample) if sample is not None else None
+    repeated_or_sampled = _corpus_rule(dedup, sample)
     f_lang = tokenizer_lang(lang)
-    blake2b = hashlib.blake2b
     with _progress(quiet, desc=f"read {lang}-en", unit=" lines") as bar:
         for k, source_readers in enumerate(readers):
             st = source_stats[k]
@@ -937,21 +965,34 @@ def _kept_batches(readers, source_stats, lang, max_tokens, max_ratio, dedup, qui
                     kept = []
                     for en, f in zip(ens, fs):
                         reason = _filter_reason(en, f, max_tokens, max_ratio)
-                        if reason is None and dedup is not None:
-                            key = (en, f) if dedup == "exact" else \
-                                blake2b(f"{en}\t{f}".encode("utf-8"), digest_size=8).digest()
-                            if key in seen:
-                                reason = "duplicate"
-                            else:
-                                seen.add(key)
-                        if reason is None and keep is not None and not keep(en, f):
-                            reason = SAMPLED_OUT
+                        if reason is None:
+                            reason = repeated_or_sampled(en, f)
                         if reason is None:
                             reason = "kept"
                             kept.append((en, f, k))
                         st[reason] += 1
                     if kept:
                         yield kept
+
+
+def _corpus_rule(dedup, sample):
+    """The rules of the corpus as a whole, on a pair the length rules keep, in the corpus's
+    order: ``(english, foreign) -> "duplicate"`` (seen before: ``dedup`` as in
+    :func:`_kept_batches`), :data:`SAMPLED_OUT` (``sample``) or None (kept)."""
+    seen = set()
+    keep = sample_keeper(*sample) if sample is not None else None
+    blake2b = hashlib.blake2b
+
+    def rule(en, f):
+        if dedup is not None:
+            key = (en, f) if dedup == "exact" else blake2b(f"{en}\t{f}".encode("utf-8"), digest_size=8).digest()
+            if key in seen:
+                return "duplicate"
+            seen.add(key)
+        if keep is not None and not keep(en, f):
+            return SAMPLED_OUT
+        return None
+    return rule
 
 
 def _summary(names, source_stats, max_tokens, max_ratio, backend):
@@ -1018,15 +1059,170 @@ def write_bitext(sources, lang, data_root, out_dir, max_tokens=80, max_ratio=9.0
             fe.writelines(t[0] + "\n" for t in batch)
             ff.writelines(t[1] + "\n" for t in batch)
             origin.extend(t[2] for t in batch)
+    return _finish_bitext(d, lang, origin, names, kinds, source_stats, max_tokens, max_ratio, backend, dedup, sample)
+
+
+def _finish_bitext(d, lang, origin, names, kinds, source_stats, max_tokens, max_ratio, backend, dedup, sample):
+    """``origin.npy`` and ``meta.json`` of a corpus folder whose bitext files are written."""
     np.save(d / "origin.npy", np.array(origin, dtype=np.int16))
     stats = _summary(names, source_stats, max_tokens, max_ratio, backend)
     if not dedup:
         stats["dedup"] = False
     if sample:
-        stats["sample"] = {"fraction": sample_fraction, "seed": sample_seed}
+        stats["sample"] = {"fraction": sample[0], "seed": sample[1]}
     meta = _bitext_meta(lang, len(origin), names, kinds, stats)
     _write_meta(d, meta)
     return meta
+
+
+# ----------------------------------------------------------------------------- on a cluster
+#
+# write_bitext reads one language's sources in one task. On a cluster the same folder is
+# written in two steps: every source's files are cut into chunks of lines, each normalised and
+# filtered by the length rules in a task of its own (normalise_chunk, all languages' at once),
+# then one task per language (join_chunks) reads the chunks' pairs in the corpus's order
+# (source, file, chunk, line) and applies what depends on the pairs before: deduplication and
+# the resample. The same pairs in the same order meet the same rules, so the folder is byte
+# for byte write_bitext's (tests/test_corpus_chunks.py); a chunk's cut never reaches it.
+
+#: Lines of a source's file one chunk task reads (the file's last chunk takes what is left).
+CHUNK_LINES = 100_000
+
+#: Bytes a line is taken to hold when a file's lines are estimated from its size, to cut it into
+#: chunks before reading it. An estimate only sets how many chunks there are; a file of longer
+#: lines has fewer lines than estimated: its last chunk is shorter, or reads past the end to
+#: nothing (a read without normalising, ~1/10 of a chunk's work).
+LINE_BYTES = 64
+
+
+def _text_bytes(path: Path, member: str | None = None) -> int:
+    """The bytes of text in a file: a zip member's size, a gzip stream's (its trailer holds the
+    size modulo 2^32; the file's own size when that is smaller), a plain file's size."""
+    if member is not None:
+        with zipfile.ZipFile(path) as zf:
+            return zf.getinfo(_zip_text_member(zf, path, member)).file_size
+    size = path.stat().st_size
+    if path.suffix == ".gz" and size >= 4:
+        with open(path, "rb") as fh:
+            fh.seek(-4, os.SEEK_END)
+            return max(size, struct.unpack("<I", fh.read(4))[0])
+    return size
+
+
+def chunk_plan(sources, lang, data_root, chunk_lines: int = CHUNK_LINES) -> list[tuple[int, int, tuple, int]]:
+    """The chunks of one language's corpus, in its order: (source index, file index within the
+    source, (first line, stop line or None), estimated bytes). A file's chunks are windows of
+    ``chunk_lines`` lines, as many as its size at :data:`LINE_BYTES` a line fills; the last one
+    is open-ended, so the chunks cover every line whatever the estimate."""
+    data_root = Path(data_root)
+    out = []
+    for k, source in enumerate(sources):
+        files = source_files(source, data_root, lang)
+        fmt = source["format"]
+        if fmt in ("parallel", "parallel-glob"):
+            sizes = [_text_bytes(en) for en in files[0::2]]    # the English side of each pair of files
+        elif fmt == "tsv-zip":
+            sizes = [_text_bytes(files[0], source.get("member") or _zip_member_name(files[0]))]
+        else:
+            sizes = [_text_bytes(path) for path in files]
+        for r, size in enumerate(sizes):
+            n = max(1, math.ceil(size / LINE_BYTES / chunk_lines))
+            for j in range(n):
+                stop = 1 + (j + 1) * chunk_lines if j + 1 < n else None
+                out.append((k, r, (1 + j * chunk_lines, stop), min(size, chunk_lines * LINE_BYTES)))
+    return out
+
+
+def _zip_member_name(path: Path) -> str:
+    with zipfile.ZipFile(path) as zf:
+        return _zip_text_member(zf, path, None)
+
+
+def normalise_chunk(sources, lang, data_root, k: int, r: int, lines, out: str, max_tokens=80, max_ratio=9.0,
+                    dedup=True, backend="moses-cpp", batch_lines=BATCH_LINES,
+                    sample_fraction=SAMPLE_DEFAULTS["sample_fraction"], sample_seed=SAMPLE_DEFAULTS["sample_seed"]):
+    """A chunk task: the lines ``lines`` of file ``r`` of source ``k``, read, normalised and
+    filtered by the length rules. The pairs they keep go to ``out.en`` / ``out.f`` (a line
+    each), with what the join decides by, hashed here: with ``dedup``, each pair's 8-byte
+    deduplication digest (:func:`_corpus_rule`'s) in ``out.digest.npy``; for a resample, its
+    :func:`sample_keeper` hash in ``out.sample.npy``. The chunk's counts go to ``out.json``, written last and
+    atomically (a chunk whose json is on disk is done: an interrupted stage resumes after it).
+    The keywords are :func:`write_bitext`'s."""
+    sampled = sample_fraction < 1
+    readers, _, _, stats = _plan(sources, lang, data_root, sampled=sampled)
+    st = stats[k]
+    f_lang = tokenizer_lang(lang)
+    pairs = readers[k][r](st, lines)
+    blake2b = hashlib.blake2b
+    digests, hashes, n = bytearray(), array("Q"), 0
+    with open(f"{out}.en", "w", encoding="utf-8", newline="\n") as fe, \
+            open(f"{out}.f", "w", encoding="utf-8", newline="\n") as ff:
+        while raw := list(itertools.islice(pairs, batch_lines)):
+            ens = normalize_many([t[1] for t in raw], "en", backend)
+            fs = normalize_many([t[2] for t in raw], f_lang, backend)
+            for en, f in zip(ens, fs):
+                reason = _filter_reason(en, f, max_tokens, max_ratio)
+                if reason is not None:
+                    st[reason] += 1
+                    continue
+                fe.write(en + "\n")
+                ff.write(f + "\n")
+                n += 1
+                if dedup:
+                    digests += blake2b(f"{en}\t{f}".encode("utf-8"), digest_size=8).digest()
+                if sampled:
+                    hashes.append(hash64(f"{en}\t{f}", sample_seed))
+    if dedup:
+        np.save(f"{out}.digest.npy", np.frombuffer(bytes(digests), dtype=np.uint64))
+    if sampled:
+        np.save(f"{out}.sample.npy", np.array(hashes, np.uint64))
+    with atomic_path(Path(f"{out}.json")) as tmp:
+        tmp.write_text(json.dumps({"source": k, "pairs": n, "stats": st}))
+
+
+def join_chunks(sources, lang, data_root, chunk_paths: list[str], out_dir, max_tokens=80, max_ratio=9.0,
+                dedup=True, backend="moses-cpp", batch_lines=BATCH_LINES,
+                sample_fraction=SAMPLE_DEFAULTS["sample_fraction"], sample_seed=SAMPLE_DEFAULTS["sample_seed"]) -> dict:
+    """The join task of one language: its chunks' pairs (``chunk_paths``, in the corpus's
+    order) through deduplication and the resample into ``out_dir``, the folder
+    :func:`write_bitext` writes for the same arguments; returns its meta dict.
+
+    write_bitext keeps a pair iff its digest was not seen before it (deduplication), then iff
+    its sample hash h < :func:`sample_limit` (the resample). Over the chunks' digests in the
+    corpus's order, "not seen before" is "at the first index of its value" (np.unique's
+    ``return_index``), so both rules are array operations here, and each chunk's kept lines
+    are copied as bytes."""
+    sample = (sample_fraction, sample_seed) if sample_fraction < 1 else None
+    _, names, kinds, source_stats = _plan(sources, lang, data_root, sampled=sample is not None)
+    chunks = [json.loads(Path(f"{stem}.json").read_text()) for stem in chunk_paths]
+
+    def column(name):
+        return np.concatenate([np.load(f"{stem}.{name}.npy") for stem in chunk_paths])
+
+    source = np.repeat(np.array([c["source"] for c in chunks], np.int16), [c["pairs"] for c in chunks])
+    first = np.ones(len(source), bool)
+    if dedup:
+        first[:] = False
+        first[np.unique(column("digest"), return_index=True)[1]] = True
+    kept = first & (column("sample") < np.uint64(sample_limit(sample_fraction))) if sample else first
+    counts = {"duplicate": ~first, "kept": kept, **({SAMPLED_OUT: first & ~kept} if sample else {})}
+    for c in chunks:
+        for key, value in c["stats"].items():
+            source_stats[c["source"]][key] += value
+    for reason, mask in counts.items():
+        for k, n in enumerate(np.bincount(source[mask], minlength=len(names)).tolist()):
+            source_stats[k][reason] += n
+    d = Path(out_dir)
+    pos = 0
+    with open(d / "bitext.en", "wb") as fe, open(d / f"bitext.{lang}", "wb") as ff:
+        for stem, c in zip(chunk_paths, chunks):
+            take = kept[pos:pos + c["pairs"]].tolist()
+            pos += c["pairs"]
+            for suffix, fh in (("en", fe), ("f", ff)):
+                lines = Path(f"{stem}.{suffix}").read_bytes().split(b"\n")[:-1]
+                fh.writelines(line + b"\n" for line in itertools.compress(lines, take))
+    return _finish_bitext(d, lang, source[kept], names, kinds, source_stats, max_tokens, max_ratio, backend,
+                          dedup, sample)
 
 
 # ----------------------------------------------------------------------------- the stage
@@ -1082,17 +1278,34 @@ def stage_data(params, data_root) -> list[Path]:
 
 
 def run_stage(context):
-    """One pivot language's bitext: one task (write_bitext), side by side with the other
-    languages' on a cluster; a language of which no pair is left stops the build here."""
+    """One pivot language's bitext; a language of which no pair is left stops the build here.
+
+    In one process, one task (write_bitext). On a cluster, a task per chunk of every source's
+    files (normalise_chunk, beside the other languages' and the tagger), then the join
+    (join_chunks): the same folder. The chunks live in the stage's partial folder until the
+    join has read them; a chunk finished by an interrupted run is not read again."""
+    import shutil
     from functools import partial
 
     from pivot.pipeline.engine import Batch
 
-    # On the workers without a progress bar: several on one terminal would garble it.
-    write = partial(write_bitext, quiet=context.quiet or not context.engine.in_process,
-                    **context.params["preprocess"])
-    yield Batch(write, [(context.params["sources"], context.lang, context.data_root, context.tmp)],
-                name=context.name)
+    sources, lang, root, preprocess = context.params["sources"], context.lang, context.data_root, \
+        context.params["preprocess"]
+    if context.engine.in_process:
+        write = partial(write_bitext, quiet=context.quiet, **preprocess)
+        yield Batch(write, [(sources, lang, root, context.tmp)], name=context.name)
+    else:
+        folder = context.tmp / ".chunks"
+        folder.mkdir(exist_ok=True)
+        plan = chunk_plan(sources, lang, root)
+        stems = [str(folder / f"chunk-{k:05d}-{r:05d}-{lines[0]:012d}") for k, r, lines, _ in plan]
+        todo = [j for j, stem in enumerate(stems) if not Path(f"{stem}.json").is_file()]
+        yield Batch(partial(normalise_chunk, **preprocess),
+                    [(sources, lang, root, *plan[j][:3], stems[j]) for j in todo],
+                    name=f"{context.name}-chunks", cost=[plan[j][3] for j in todo])
+        yield Batch(partial(join_chunks, **preprocess), [(sources, lang, root, stems, context.tmp)],
+                    name=f"{context.name}-join")
+        shutil.rmtree(folder)
     check_kept(read_meta(context.tmp), context.recipe_file)
 
 
@@ -1285,5 +1498,6 @@ def english_texts(corpus_dirs) -> list[tuple[str, int]]:
 
 STAGE = Stage("corpus", 1, (), ("bitext", "preprocess"), stage_params,
               ("bitext.en", "bitext.*", "origin.npy", "meta.json"), run_stage,
-              "one per language (Dask)", "read, normalise (Moses tokenizer, lower case), filter, deduplicate",
+              "one per chunk of 100,000 lines of every source file, then a join per language (Dask); "
+              "one per language in one process", "read, normalise (Moses tokenizer, lower case), filter, deduplicate",
               data=stage_data, per_language=True, check=stage_check)
