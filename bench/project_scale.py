@@ -55,8 +55,9 @@ The model, stated so that it can be argued with:
 * **where it runs** (this code, ``pivot build --graph``): tasks on every worker of every node
   at the measured efficiency: align (by shard), score (by LM and range), extract,
   translation, pivot, encode (by file, chunk and shard since session 14), ppdb2's labels,
-  relation fits and apply, the database's parts (``--parts N``); the corpus stage one task per
-  language (at most ``--languages`` at once); on one core (the build's process, or a single
+  relation fits and apply, the database's parts (``--parts N``), the corpus stage (by chunk of
+  100,000 lines of every source file since session 20; its join, a task per language, was 5% of
+  the stage's task CPU at 4x: counted with the chunks); on one core (the build's process, or a single
   task): preflight, encode's join of its chunks' vocabularies (``--encode-share``: the largest
   share of its CPU measured in the build's process, bench/bench_encode.py), lmtext, lm (a task
   per model: two), weights, the tagger, ppdb2's score fit with lhs and combine (threads of
@@ -89,10 +90,10 @@ RESULTS = Path(__file__).parent / "results"
 #: Each stage's growth law and where it runs at the target (see the docstring).
 COPIES, LINEAR, PAIRS, STORED, CONSTANT = "copies", "linear", "pairs", "stored phrases", "constant"
 MEASURED = "bio -> bio-multi"
-TASKS, LANGUAGES, SERIAL = "tasks", "languages", "one core"
+TASKS, SERIAL = "tasks", "one core"
 STAGES = {
     "start": (LINEAR, SERIAL),           # preflight reads every input (--preflight: its parts)
-    "corpus": (COPIES, LANGUAGES),
+    "corpus": (COPIES, TASKS),
     "align": (COPIES, TASKS),
     # encode's tasks (its files' lines, chunks, shards) and its join of the chunks' vocabularies
     # in the build's process (--encode-share: the measured share of its CPU)
@@ -458,7 +459,7 @@ def grow(cpu1: dict, exponents: dict, size_exp: dict, scale: float, measured: di
     return out
 
 
-def wall_hours(target_cpu: dict, nodes: int, cores: int, eff: float, languages: int, as_tasks=(),
+def wall_hours(target_cpu: dict, nodes: int, cores: int, eff: float, as_tasks=(),
                util: float | None = None) -> dict:
     """The critical path (docstring) on ``nodes`` nodes of ``cores`` cores, in hours; the stages
     named in ``as_tasks`` run as tasks (what the build would take if they were cut so). A task
@@ -474,8 +475,6 @@ def wall_hours(target_cpu: dict, nodes: int, cores: int, eff: float, languages: 
         if where == TASKS:
             on_workers = STAGES[name] == (MEASURED, TASKS) and util is not None
             return target_cpu[name] / (slots * (util if on_workers else eff))
-        if where == LANGUAGES:
-            return target_cpu[name] / min(languages, slots)
         return target_cpu[name]
 
     wall = seconds("start") + seconds("corpus")
@@ -625,7 +624,6 @@ def main():
     ap.add_argument("--encode-share", type=Path, default=RESULTS / "encode-share-session14.json",
                     help="bench/bench_encode.py's result: the share of encode's CPU in the build's process")
     ap.add_argument("--sentences", type=float, default=100e6)
-    ap.add_argument("--languages", type=int, default=20, help="pivot languages the target bitext is spread over")
     ap.add_argument("--cores", type=int, default=2, help="cores per node")
     ap.add_argument("--nodes", type=int, nargs="*", default=[1, 8, 32, 128])
     ap.add_argument("--json", type=Path, default=RESULTS / "projection-session10.json")
@@ -670,9 +668,9 @@ def main():
         single = longest_single(*(single_tasks(Path(p).read_text()) for p in args.late_logs),
                                 sizes["bio-multi"]["n_sentences"] / sizes["bio"]["n_sentences"], scale)
         cpu1["late-single"], measured["late-single"], target["late-single"] = single[1], single[2], single[3]
-    rows = [wall_hours(target, n, args.cores, eff, args.languages, util=util) for n in args.nodes]
+    rows = [wall_hours(target, n, args.cores, eff, util=util) for n in args.nodes]
     # what the build would take with the largest one-core parts cut into tasks (not this code)
-    moved = [wall_hours(target, n, args.cores, eff, args.languages, as_tasks=WOULD_MOVE, util=util)
+    moved = [wall_hours(target, n, args.cores, eff, as_tasks=WOULD_MOVE, util=util)
              for n in args.nodes]
 
     bio_w2 = [b for p in args.builds for b in json.loads(p.read_text())["builds"]
@@ -686,7 +684,7 @@ def main():
 
     out = {"builds": [str(p) for p in args.builds], "pair": str(args.pair), "multi": str(args.multi),
            "sizes": sizes, "target_sentences": args.sentences, "scale_vs_bio": round(scale, 1),
-           "languages": args.languages, "cores_per_node": args.cores,
+           "cores_per_node": args.cores,
            "cpu_s_1x_workers1": {k: round(v, 1) for k, v in cpu1.items()},
            "copies_exponents": {k: round(v, 3) for k, v in exponents.items()},
            "size_exponents_bio_to_multi": {k: round(v, 3) for k, v in size_exp.items()},
@@ -709,7 +707,7 @@ def main():
            "largest_one_process_at_target": {"stage": largest, **memory[largest]}}
     args.json.write_text(json.dumps(out, indent=1) + "\n")
 
-    print(f"Target: {args.sentences:,.0f} sentence pairs = {scale:.0f}x bio, over {args.languages} pivot languages; "
+    print(f"Target: {args.sentences:,.0f} sentence pairs = {scale:.0f}x bio; "
           f"nodes of {args.cores} cores; efficiency {eff:.3f} (utilisation {util:.3f}); distinct pairs ^{size_exp['n_pairs']:.2f}, "
           f"stored phrases ^{size_exp['n_stored_phrases']:.2f}.\n")
     print("| stage | CPU s at 1x | law | where | CPU h at the target |")

@@ -157,3 +157,41 @@ def test_a_chunk_hashes_each_pair_as_write_bitext_would(tmp_path):
     assert sample.tolist() == [hash64(f"{en}\t{f}", 7) for en, f in pairs]
     normalise_chunk(sources, "fr", root, 0, 0, (1, None), str(tmp_path / "d"), max_tokens=12, dedup=False)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("d.")) == ["d.en", "d.f", "d.json"]
+
+
+def test_the_stage_on_a_cluster_writes_write_bitexts_folder_and_resumes_after_finished_chunks(tmp_path):
+    """run_stage on two real Dask workers (chunk tasks, then the join) writes the folder
+    write_bitext writes; run again in a folder holding a finished chunk (its json on disk), it
+    reads that chunk as it stands and reruns only the others."""
+    from pathlib import Path
+
+    from pivot.pipeline import corpus
+    from pivot.pipeline.engine import Engine
+    from pivot.pipeline.stage import Context, Params
+
+    root, sources = root_with_more(tmp_path)
+    preprocess = {"max_tokens": 12, "max_ratio": 9.0, "dedup": True}
+    write_bitext(sources, "fr", root, tmp_path / "one", quiet=True, **preprocess)
+    params = Params("corpus.fr", {"lang": "fr", "sources": sources, "preprocess": preprocess})
+
+    def run(engine, out: Path):
+        out.mkdir(exist_ok=True)
+        context = Context(corpus.STAGE, "corpus.fr", params, out, engine, root, tmp_path / "r.toml", lang="fr")
+        engine.run(corpus.run_stage(context))
+
+    with Engine(workers=2) as engine:
+        run(engine, tmp_path / "cluster")
+        assert folder_bytes(tmp_path / "cluster") == folder_bytes(tmp_path / "one")
+        # an interrupted run left the long file's chunk finished, its pairs since edited by hand
+        resumed = tmp_path / "resumed"
+        (resumed / ".chunks").mkdir(parents=True)
+        k, r, lines, _ = corpus.chunk_plan(sources, "fr", root)[0]
+        stem = resumed / ".chunks" / f"chunk-{k:05d}-{r:05d}-{lines[0]:012d}"
+        normalise_chunk(sources, "fr", root, k, r, lines, str(stem), **preprocess)
+        text = Path(f"{stem}.en").read_text()
+        Path(f"{stem}.en").write_text(text.replace("the cell divides .", "the cell splits ."))
+        run(engine, resumed)
+    assert not (resumed / ".chunks").exists()
+    got, want = (tmp_path / "resumed" / "bitext.en").read_text(), (tmp_path / "one" / "bitext.en").read_text()
+    assert got != want and got == want.replace("the cell divides .", "the cell splits .")
+    assert (tmp_path / "resumed" / "bitext.fr").read_bytes() == (tmp_path / "one" / "bitext.fr").read_bytes()

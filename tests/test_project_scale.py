@@ -124,25 +124,25 @@ def test_wall_hours_follow_the_critical_path():
     cpu = dict.fromkeys(ps.STAGES, 0.0)
     cpu.update({"start": 3600, "corpus": 7200, "align": 36000, "lmtext": 3600, "score": 7200, "extract": 7200,
                 "late-tasks": 7200, "late-serial": 3600, "tagger": 1800, "store": 3600, "store-serial": 1800})
-    row = ps.wall_hours(cpu, nodes=2, cores=2, eff=0.5, languages=20)
-    # 4 slots at 0.5: a task stage's CPU / 2; corpus / min(20, 4).
-    # start 3600 + corpus 1800 + max(align 18000, lmtext 3600 + score 3600) + extract 3600
-    # + (late-tasks 3600 + late-serial 3600 + tagger 1800) + store-serial 1800 + store 1800 = 39600 s
-    assert row["total_h"] == pytest.approx(39600 / 3600)
+    row = ps.wall_hours(cpu, nodes=2, cores=2, eff=0.5)
+    # 4 slots at 0.5: a task stage's CPU / 2 (the corpus stage's too: its chunks are tasks).
+    # start 3600 + corpus 3600 + max(align 18000, lmtext 3600 + score 3600) + extract 3600
+    # + (late-tasks 3600 + late-serial 3600 + tagger 1800) + store-serial 1800 + store 1800 = 41400 s
+    assert row["total_h"] == pytest.approx(41400 / 3600)
     # one core: start, lmtext, late-serial, tagger, store-serial = 3600 + 3600 + 3600 + 1800 + 1800
     assert row["one_core_h"] == pytest.approx(14400 / 3600)
-    # spread: corpus 1800 + align 18000 + score 3600 + extract 3600 + late-tasks 3600 + store 1800
-    assert row["spread_h"] == pytest.approx(32400 / 3600)
+    # spread: corpus 3600 + align 18000 + score 3600 + extract 3600 + late-tasks 3600 + store 1800
+    assert row["spread_h"] == pytest.approx(34200 / 3600)
     # preflight cut into tasks: 3600 / 2 on the workers, not 3600 on one core
-    moved = ps.wall_hours(cpu, nodes=2, cores=2, eff=0.5, languages=20, as_tasks=("start",))
-    assert moved["total_h"] == pytest.approx(37800 / 3600)
+    moved = ps.wall_hours(cpu, nodes=2, cores=2, eff=0.5, as_tasks=("start",))
+    assert moved["total_h"] == pytest.approx(39600 / 3600)
     assert moved["one_core_h"] == pytest.approx(10800 / 3600)
-    assert moved["spread_h"] == pytest.approx(34200 / 3600)
+    assert moved["spread_h"] == pytest.approx(36000 / 3600)
     # the late tasks and the parts measured on the workers: divided by the utilisation (0.75), the
     # others by the efficiency: late-tasks 7200 / 3 = 2400, store 3600 / 3 = 1200 (3600, 1800 above)
-    util = ps.wall_hours(cpu, nodes=2, cores=2, eff=0.5, languages=20, util=0.75)
-    assert util["total_h"] == pytest.approx((39600 - 1200 - 600) / 3600)
-    assert util["spread_h"] == pytest.approx((32400 - 1200 - 600) / 3600)
+    util = ps.wall_hours(cpu, nodes=2, cores=2, eff=0.5, util=0.75)
+    assert util["total_h"] == pytest.approx((41400 - 1200 - 600) / 3600)
+    assert util["spread_h"] == pytest.approx((34200 - 1200 - 600) / 3600)
 
 
 def test_measure_sizes_counts_the_stored_phrases(tmp_path):
