@@ -56,8 +56,9 @@ The model, stated so that it can be argued with:
   at the measured efficiency: align (by shard), score (by LM and range), extract,
   translation, pivot, encode (by file, chunk and shard since session 14), ppdb2's labels,
   relation fits and apply, the database's parts (``--parts N``), the corpus stage (by chunk of
-  100,000 lines of every source file since session 20; its join, a task per language, was 5% of
-  the stage's task CPU at 4x: counted with the chunks); on one core (the build's process, or a single
+  100,000 lines of every source file since session 20; its join, a task per language, is 3-5%
+  of the stage's CPU on bio and at 4x, bench/bench_corpus_chunks.py: counted with the chunks);
+  on one core (the build's process, or a single
   task): preflight, encode's join of its chunks' vocabularies (``--encode-share``: the largest
   share of its CPU measured in the build's process, bench/bench_encode.py), lmtext, lm (a task
   per model: two), weights, the tagger, ppdb2's score fit with lhs and combine (threads of
