@@ -86,14 +86,14 @@ def test_chunk_plan_cuts_by_the_estimated_lines(tmp_path):
 
 
 def test_text_bytes_of_gzip_and_zip_members(tmp_path):
-    from pivot.pipeline.corpus import _text_bytes
+    from pivot.pipeline.corpus import _text_bytes, _zip_text_bytes
     text = ("x" * 99 + "\n").encode() * 1000
     gz = tmp_path / "a.tsv.gz"
     gz.write_bytes(gzip.compress(text))
     assert gz.stat().st_size < len(text) == _text_bytes(gz) == 100_000
     with zipfile.ZipFile(tmp_path / "a.zip", "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("fra.txt", text)
-    assert _text_bytes(tmp_path / "a.zip", "fra.txt") == 100_000
+    assert _zip_text_bytes(tmp_path / "a.zip", "fra.txt") == _zip_text_bytes(tmp_path / "a.zip", None) == 100_000
 
 
 @pytest.mark.parametrize("k", range(len(SOURCES) + 2))
@@ -195,3 +195,17 @@ def test_the_stage_on_a_cluster_writes_write_bitexts_folder_and_resumes_after_fi
     got, want = (tmp_path / "resumed" / "bitext.en").read_text(), (tmp_path / "one" / "bitext.en").read_text()
     assert got != want and got == want.replace("the cell divides .", "the cell splits .")
     assert (tmp_path / "resumed" / "bitext.fr").read_bytes() == (tmp_path / "one" / "bitext.fr").read_bytes()
+
+
+def test_chunk_plan_cuts_a_large_file_into_at_most_max_file_chunks(tmp_path):
+    """A file estimated at 1,000 lines, in chunks of 10: 8 windows of ceil(1000 / 8) = 125 lines
+    (each chunk reads its file from the start: their number is capped, their length grows)."""
+    from pivot.pipeline.corpus import MAX_FILE_CHUNKS
+    write_text(tmp_path / "big.en", ["x" * 63] * 1000)         # 64,000 bytes: 1,000 lines at 64 B
+    write_text(tmp_path / "big.fr", ["y"] * 1000)
+    source = [{"name": "big", "format": "parallel", "en": "big.en", "f": "big.fr"}]
+    plan = chunk_plan(source, "fr", tmp_path, chunk_lines=10)
+    assert MAX_FILE_CHUNKS == 8
+    assert [lines for _, _, lines, _ in plan] == [(1 + 125 * j, 126 + 125 * j) for j in range(7)] + [(876, None)]
+    assert [lines for _, _, lines, _ in chunk_plan(source, "fr", tmp_path, chunk_lines=500)] == [(1, 501), (501, None)]
+
