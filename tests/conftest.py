@@ -1,8 +1,16 @@
 """Shared test helpers."""
+import os
 import time
+from pathlib import Path
 
 import psutil
 import pytest
+
+# The data root as an absolute path, before any test module reads it: the README's test command
+# gives it relative to the checkout (PIVOT_DATA=../shared/data), and tests that build or run a
+# block in a folder of their own would read it from there.
+if os.environ.get("PIVOT_DATA"):
+    os.environ["PIVOT_DATA"] = str(Path(os.environ["PIVOT_DATA"]).resolve())
 
 
 def _workers_left(seconds: float = 10.0) -> list:
