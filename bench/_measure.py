@@ -192,7 +192,7 @@ def _running(state: dict) -> str:
                     for family, names in sorted(families.items())) or "between"
 
 
-def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
+def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None, memory: bool = True) -> dict:
     """Run cmd; wall seconds, peak summed RSS and PSS of its process tree, and the peaks per stage.
 
     on_sample(proc, stage, elapsed) is called at every sample (the kill test uses it).
@@ -201,7 +201,8 @@ def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
     grow when other programs share the cores, so loadavg_1min_before says how quiet it was.
     sampler_cpu_s is this process's own CPU meanwhile (reading /proc every 0.2 s): it shares the
     cores with the build, which a build that keeps both cores busy feels and one that leaves a
-    core idle does not."""
+    core idle does not. memory=False: no reader at all, the wall and cpu_s alone (the memory
+    figures None)."""
     import resource
     load_before = os.getloadavg()[0]
     usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -219,7 +220,7 @@ def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
         one_process: dict[str, float] = {}
         per_running_pss: dict[str, float] = {}
         peak_moment: dict = {}
-        while proc.poll() is None:
+        while memory and proc.poll() is None:
             largest: list = []
             by_pid: dict[int, int] = {}
             rss, pss = tree_memory(proc.pid, cpu_seen, largest, by_pid)
@@ -245,6 +246,7 @@ def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
             if on_sample is not None:
                 on_sample(proc, stage, time.perf_counter() - t0)
             time.sleep(0.2)
+        proc.wait()
     if proc.returncode != 0:
         # the log's tail here: a caller removes its scratch folder, the log with it
         tail = Path(log_path).read_text(errors="replace").splitlines()[-15:]
@@ -254,6 +256,9 @@ def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None) -> dict:
     cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
     self1 = resource.getrusage(resource.RUSAGE_SELF)
     sampler = (self1.ru_utime - self0.ru_utime) + (self1.ru_stime - self0.ru_stime)
+    if not memory:
+        return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "sampler_cpu_s": round(sampler, 1),
+                "loadavg_1min_before": round(load_before, 2), "peak_rss_tree_gib": None, "peak_pss_tree_gib": None}
     return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "sampler_cpu_s": round(sampler, 1),
             "loadavg_1min_before": round(load_before, 2),
             "peak_rss_tree_gib": round(peak / 2**30, 3),

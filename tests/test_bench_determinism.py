@@ -24,3 +24,18 @@ def test_workers_slash_threads():
 def test_anything_else_is_refused(bad):
     with pytest.raises(argparse.ArgumentTypeError, match="expected W or W/T"):
         bd.workers_threads(bad)
+
+
+def test_no_memory_runs_the_build_with_no_reader_beside_it(tmp_path):
+    """run_measured(memory=False): the wall and the children's CPU (a child that burns ~0.2 s of
+    CPU is counted), no memory figures, and no time of this process spent reading /proc."""
+    import sys
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass\n"
+    figures = bd.run_measured([sys.executable, "-c", burn], tmp_path / "log", memory=False)
+    assert figures["cpu_s"] >= 0.2
+    assert figures["wall_s"] >= 0.2
+    assert figures["peak_rss_tree_gib"] is None and figures["peak_pss_tree_gib"] is None
+    assert figures["sampler_cpu_s"] < 0.1
+    assert set(figures) == {"wall_s", "cpu_s", "sampler_cpu_s", "loadavg_1min_before", "peak_rss_tree_gib",
+                            "peak_pss_tree_gib"}
