@@ -192,6 +192,46 @@ def _running(state: dict) -> str:
                     for family, names in sorted(families.items())) or "between"
 
 
+def watch_arguments(doc: str, writes: str):
+    """The options of a tool that watches one build (bench_timeline, bench_handoffs): --data,
+    --domain or --recipe, --workers, --cores (the cores the build may use), --dir (a new folder
+    for the work folder, database, log and ``writes``)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True, type=Path)
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--domain", default="bio")
+    what.add_argument("--recipe", type=Path)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)))
+    ap.add_argument("--dir", required=True, type=Path, help=f"a new folder: the work folder, database, log, {writes}")
+    return ap
+
+
+def build_arguments(args) -> list[str]:
+    """``pivot build``'s arguments for a watch_arguments tool: its recipe, data, work folder and
+    database in ``--dir``, its workers, verbose (the log's stage lines say what ran)."""
+    recipe = ["--recipe", str(args.recipe.resolve())] if args.recipe else ["--domain", args.domain]
+    return [*recipe, "--data", str(args.data.resolve()), "--work", str(args.dir / "work"),
+            "--out", str(args.dir / "out.db"), "--workers", str(args.workers), "-v"]
+
+
+def run_watched(cmd, log_path: Path, sample, every: float, cwd=None) -> tuple[float, list]:
+    """Run ``cmd`` (its output to ``log_path``), calling ``sample(pid)`` every ``every`` seconds
+    while it runs: (wall seconds, [(elapsed, *sample(pid))]). A failed build exits naming its log."""
+    t0 = time.perf_counter()
+    rows = []
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
+        while proc.poll() is None:
+            rows.append((time.perf_counter() - t0, *sample(proc.pid)))
+            time.sleep(every)
+    if proc.returncode != 0:
+        sys.exit(f"the build failed ({proc.returncode}); see {log_path}")
+    return time.perf_counter() - t0, rows
+
+
 def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None, memory: bool = True) -> dict:
     """Run cmd; wall seconds, peak summed RSS and PSS of its process tree, and the peaks per stage.
 

@@ -15,19 +15,17 @@ used, the cores its workers used, the idle core-seconds of ``--cores``, and the 
 and the idle summed by what ran in the bin ("none" when no task ran): the stage hand-offs of
 the issue 23 analysis (docs/scaling.md, session 21).
 """
-import argparse
 import bisect
 import collections
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import TICK, descendants
+from _measure import TICK, build_arguments, descendants, run_watched, watch_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = 0.5
@@ -124,31 +122,12 @@ def half_seconds(samples, tasks, shift: float, cores: int) -> tuple[list, collec
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", required=True, type=Path)
-    what = ap.add_mutually_exclusive_group()
-    what.add_argument("--domain", default="bio")
-    what.add_argument("--recipe", type=Path)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)))
-    ap.add_argument("--dir", required=True, type=Path, help="a new folder: the work folder, database, log, tables")
-    args = ap.parse_args()
+    args = watch_arguments(__doc__, "tables").parse_args()
     args.dir.mkdir(parents=True)
-    recipe = ["--recipe", str(args.recipe.resolve())] if args.recipe else ["--domain", args.domain]
     stream = args.dir / "tasks.json"
-    build = [*recipe, "--data", str(args.data.resolve()), "--work", str(args.dir / "work"),
-             "--out", str(args.dir / "out.db"), "--workers", str(args.workers), "-v"]
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--run-build", str(stream), *build]
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--run-build", str(stream), *build_arguments(args)]
     t0 = time.time()
-    samples = []
-    with open(args.dir / "build.log", "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-        while proc.poll() is None:
-            samples.append((time.time() - t0, *_tree_cpu(proc.pid)))
-            time.sleep(0.2)
-    wall = time.time() - t0
-    if proc.returncode != 0:
-        sys.exit(f"the build failed ({proc.returncode}); see {args.dir / 'build.log'}")
+    wall, samples = run_watched(cmd, args.dir / "build.log", _tree_cpu, 0.2, cwd=ROOT)
     recorded = json.loads(stream.read_text()) if stream.is_file() else {"t0": t0, "tasks": []}
     rows, by_what = half_seconds(samples, recorded["tasks"], recorded["t0"] - t0, args.cores)
     idle = sum(by_what.values())

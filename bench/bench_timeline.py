@@ -11,16 +11,18 @@ idle of the cores the build may use (``--cores``, default: this process's), the 
 a `--workers 2` build loses to steps that keep one core waiting; the log's stage lines say which.
 A child's CPU is counted while it lives: the second in which a worker exits is left out.
 """
-import argparse
 import itertools
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import _proc_table, descendants  # noqa: E402
+from _measure import (
+    _proc_table,
+    build_arguments,
+    descendants,
+    run_watched,
+    watch_arguments,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,29 +35,10 @@ def sample(pid: int) -> tuple[float, float]:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", required=True, type=Path)
-    what = ap.add_mutually_exclusive_group()
-    what.add_argument("--domain", default="bio")
-    what.add_argument("--recipe", type=Path)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)))
-    ap.add_argument("--dir", required=True, type=Path, help="a new folder: the work folder, database, log, timeline")
-    args = ap.parse_args()
+    args = watch_arguments(__doc__, "timeline").parse_args()
     args.dir.mkdir(parents=True)
-    recipe = ["--recipe", str(args.recipe.resolve())] if args.recipe else ["--domain", args.domain]
-    cmd = [sys.executable, "-m", "pivot", "build", *recipe, "--data", str(args.data.resolve()),
-           "--work", str(args.dir / "work"), "--out", str(args.dir / "out.db"), "--workers", str(args.workers), "-v"]
-    t0 = time.perf_counter()
-    with open(args.dir / "build.log", "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-        rows = []
-        while proc.poll() is None:
-            rows.append((time.perf_counter() - t0, *sample(proc.pid)))
-            time.sleep(0.25)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        sys.exit(f"the build failed ({proc.returncode}); see {args.dir / 'build.log'}")
+    cmd = [sys.executable, "-m", "pivot", "build", *build_arguments(args)]
+    wall, rows = run_watched(cmd, args.dir / "build.log", sample, 0.25, cwd=ROOT)
     idle, out = 0.0, []
     seconds = [r for k, r in enumerate(rows) if k % 4 == 0]
     for (t_a, own_a, below_a), (t_b, own_b, below_b) in itertools.pairwise(seconds):
