@@ -150,9 +150,14 @@ def sample_keeper(fraction: float, seed: int):
     limit = sample_limit(fraction)
 
     def keep(en: str, f: str) -> bool:
-        return hash64(f"{en}\t{f}", seed) < limit
+        return pair_sample_hash(en, f, seed) < limit
 
     return keep
+
+
+def pair_sample_hash(en: str, f: str, seed: int) -> int:
+    """The resample's hash of a normalised pair (:func:`sample_keeper`)."""
+    return hash64(f"{en}\t{f}", seed)
 
 
 # ----------------------------------------------------------------------------- damaged files
@@ -950,23 +955,15 @@ def _kept_batches(readers, source_stats, lang, max_tokens, max_ratio, dedup, qui
     """
     seen = set()
     keep = sample_keeper(*sample) if sample is not None else None
-    f_lang = tokenizer_lang(lang)
     with _progress(quiet, desc=f"read {lang}-en", unit=" lines") as bar:
         for k, source_readers in enumerate(readers):
             st = source_stats[k]
             for reader in source_readers:
-                pairs = reader(st)
-                while True:
-                    raw = list(itertools.islice(pairs, batch_lines))
-                    if not raw:
-                        break
-                    bar.update(len(raw))
-                    ens = normalize_many([r[1] for r in raw], "en", backend)
-                    fs = normalize_many([r[2] for r in raw], f_lang, backend)
+                for batch in _normalised(reader(st), lang, backend, batch_lines, max_tokens, max_ratio, st, bar):
                     kept = []
-                    for en, f in zip(ens, fs):
-                        reason = _filter_reason(en, f, max_tokens, max_ratio)
-                        if reason is None and dedup is not None:
+                    for en, f in batch:
+                        reason = None
+                        if dedup is not None:
                             key = (en, f) if dedup == "exact" else pair_digest(en, f)
                             if key in seen:
                                 reason = "duplicate"
@@ -980,6 +977,26 @@ def _kept_batches(readers, source_stats, lang, max_tokens, max_ratio, dedup, qui
                         st[reason] += 1
                     if kept:
                         yield kept
+
+
+def _normalised(pairs, lang, backend, batch_lines, max_tokens, max_ratio, st, bar=None):
+    """Lists of the (english, foreign) a reader's ``pairs`` give, normalised ``batch_lines`` at a
+    time, that pass the length rules; every pair the rules drop is counted in ``st`` under its
+    reason. ``bar``: a progress bar told each batch's raw pairs."""
+    f_lang = tokenizer_lang(lang)
+    while raw := list(itertools.islice(pairs, batch_lines)):
+        if bar is not None:
+            bar.update(len(raw))
+        ens = normalize_many([t[1] for t in raw], "en", backend)
+        fs = normalize_many([t[2] for t in raw], f_lang, backend)
+        passed = []
+        for en, f in zip(ens, fs):
+            reason = _filter_reason(en, f, max_tokens, max_ratio)
+            if reason is None:
+                passed.append((en, f))
+            else:
+                st[reason] += 1
+        yield passed
 
 
 def pair_digest(en: str, f: str) -> bytes:
@@ -1154,26 +1171,18 @@ def normalise_chunk(sources, lang, data_root, k: int, r: int, lines, out: str, m
     sampled = sample_fraction < 1
     readers, _, _, stats = _plan(sources, lang, data_root, sampled=sampled)
     st = stats[k]
-    f_lang = tokenizer_lang(lang)
-    pairs = readers[k][r](st, lines)
     digests, hashes, n = bytearray(), array("Q"), 0
     with open(f"{out}.en", "w", encoding="utf-8", newline="\n") as fe, \
             open(f"{out}.f", "w", encoding="utf-8", newline="\n") as ff:
-        while raw := list(itertools.islice(pairs, batch_lines)):
-            ens = normalize_many([t[1] for t in raw], "en", backend)
-            fs = normalize_many([t[2] for t in raw], f_lang, backend)
-            for en, f in zip(ens, fs):
-                reason = _filter_reason(en, f, max_tokens, max_ratio)
-                if reason is not None:
-                    st[reason] += 1
-                    continue
+        for batch in _normalised(readers[k][r](st, lines), lang, backend, batch_lines, max_tokens, max_ratio, st):
+            for en, f in batch:
                 fe.write(en + "\n")
                 ff.write(f + "\n")
-                n += 1
                 if dedup:
                     digests += pair_digest(en, f)
                 if sampled:
-                    hashes.append(hash64(f"{en}\t{f}", sample_seed))
+                    hashes.append(pair_sample_hash(en, f, sample_seed))
+            n += len(batch)
     if dedup:
         np.save(f"{out}.digest.npy", np.frombuffer(bytes(digests), dtype=np.uint64))
     if sampled:
@@ -1202,9 +1211,9 @@ def join_chunks(sources, lang, data_root, chunk_paths: list[str], out_dir, max_t
         return np.concatenate([np.load(f"{stem}.{name}.npy") for stem in chunk_paths])
 
     source = np.repeat(np.array([c["source"] for c in chunks], np.int16), [c["pairs"] for c in chunks])
-    first = np.ones(len(source), bool)
+    # deduplication keeps a pair at the first index of its digest; without it, every pair
+    first = np.zeros(len(source), bool) if dedup else np.ones(len(source), bool)
     if dedup:
-        first[:] = False
         first[np.unique(column("digest"), return_index=True)[1]] = True
     kept = first & (column("sample") < np.uint64(sample_limit(sample_fraction))) if sample else first
     counts = {"duplicate": ~first, "kept": kept, **({SAMPLED_OUT: first & ~kept} if sample else {})}
