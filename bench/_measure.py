@@ -34,9 +34,10 @@ _EVENT = re.compile(r"stage (\S+)\s+(running|done|reused)|pivot INFO   (\S+): \d
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _proc_table(cpu: dict | None = None):
+def _proc_table(cpu: dict | None = None, waited: dict | None = None):
     """Parent -> children and pid -> RSS of every process; with ``cpu``, also pid -> its own
-    user + system seconds so far (fields 14 and 15 of /proc/PID/stat)."""
+    user + system seconds so far (fields 14 and 15 of /proc/PID/stat); with ``waited``, pid ->
+    those of its children it has waited for (fields 16 and 17)."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for entry in os.scandir("/proc"):
@@ -50,6 +51,8 @@ def _proc_table(cpu: dict | None = None):
                 rss[pid] = int(fh.read().split()[1]) * PAGE
             if cpu is not None:
                 cpu[pid] = (int(fields[11]) + int(fields[12])) / TICK
+            if waited is not None:
+                waited[pid] = (int(fields[13]) + int(fields[14])) / TICK
         except (OSError, IndexError, ValueError):
             continue  # the process ended while we looked
         children.setdefault(ppid, []).append(pid)
@@ -192,6 +195,16 @@ def _running(state: dict) -> str:
                     for family, names in sorted(families.items())) or "between"
 
 
+def tree_cpu(pid: int) -> tuple[float, float]:
+    """(CPU seconds of ``pid`` itself, of everything below it): each process's own user + system
+    time with its waited-for children's, ``pid``'s waited-for children counted below it, so a
+    worker or a tool that exits moves no CPU between the two."""
+    cpu, waited = {}, {}
+    kids, _ = _proc_table(cpu, waited)
+    below = descendants(pid, kids)[1:]
+    return cpu.get(pid, 0.0), waited.get(pid, 0.0) + sum(cpu.get(q, 0.0) + waited.get(q, 0.0) for q in below)
+
+
 def watch_arguments(doc: str, writes: str):
     """The options of a tool that watches one build (bench_timeline, bench_handoffs): --data,
     --domain or --recipe, --workers, --cores (the cores the build may use), --dir (a new folder
@@ -296,11 +309,11 @@ def run_measured(cmd, log_path, on_sample=None, env=None, cwd=None, memory: bool
     cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
     self1 = resource.getrusage(resource.RUSAGE_SELF)
     sampler = (self1.ru_utime - self0.ru_utime) + (self1.ru_stime - self0.ru_stime)
+    figures = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "sampler_cpu_s": round(sampler, 1),
+               "loadavg_1min_before": round(load_before, 2)}
     if not memory:
-        return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "sampler_cpu_s": round(sampler, 1),
-                "loadavg_1min_before": round(load_before, 2), "peak_rss_tree_gib": None, "peak_pss_tree_gib": None}
-    return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "sampler_cpu_s": round(sampler, 1),
-            "loadavg_1min_before": round(load_before, 2),
+        return {**figures, "peak_rss_tree_gib": None, "peak_pss_tree_gib": None}
+    return {**figures,
             "peak_rss_tree_gib": round(peak / 2**30, 3),
             "peak_rss_tree_gib_by_stage": {k: round(v, 3) for k, v in per_stage.items()},
             "peak_pss_tree_gib": round(peak_pss / 2**30, 3),

@@ -18,36 +18,16 @@ the issue 23 analysis (docs/scaling.md, session 21).
 import bisect
 import collections
 import json
-import os
 import re
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import TICK, build_arguments, descendants, run_watched, watch_arguments
+from _measure import build_arguments, run_watched, tree_cpu, watch_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = 0.5
-
-
-def _tree_cpu(pid: int) -> tuple[float, float]:
-    """(CPU seconds of ``pid`` itself, of everything below it): each process's own user + system
-    time with its waited-for children's (fields 14-17 of /proc/PID/stat), ``pid``'s waited-for
-    children counted below it, so a worker or a tool that exits moves no CPU between the two."""
-    kids, own, waited = {}, {}, {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/stat") as fh:
-                    f = fh.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            q = int(entry.name)
-            kids.setdefault(int(f[1]), []).append(q)
-            own[q], waited[q] = (int(f[11]) + int(f[12])) / TICK, (int(f[13]) + int(f[14])) / TICK
-    below = descendants(pid, kids)[1:]
-    return own.get(pid, 0.0), waited.get(pid, 0.0) + sum(own.get(q, 0.0) + waited.get(q, 0.0) for q in below)
 
 
 def _recording_build(argv: list[str], out: str) -> int:
@@ -127,7 +107,7 @@ def main():
     stream = args.dir / "tasks.json"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--run-build", str(stream), *build_arguments(args)]
     t0 = time.time()
-    wall, samples = run_watched(cmd, args.dir / "build.log", _tree_cpu, 0.2, cwd=ROOT)
+    wall, samples = run_watched(cmd, args.dir / "build.log", tree_cpu, 0.2, cwd=ROOT)
     recorded = json.loads(stream.read_text()) if stream.is_file() else {"t0": t0, "tasks": []}
     rows, by_what = half_seconds(samples, recorded["tasks"], recorded["t0"] - t0, args.cores)
     idle = sum(by_what.values())

@@ -9,43 +9,29 @@ any tool). DIR/timeline.tsv gets a row a second: elapsed seconds, the cores the 
 used over that second, the cores its children used. Printed: the wall, and the core-seconds left
 idle of the cores the build may use (``--cores``, default: this process's), the measure of what
 a `--workers 2` build loses to steps that keep one core waiting; the log's stage lines say which.
-A child's CPU is counted while it lives: the second in which a worker exits is left out.
+A process's CPU is counted with its waited-for children's (_measure.tree_cpu), so a worker or a
+tool that exits leaves no hole (before session 21 the second in which one exited was left out).
 """
 import itertools
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import (
-    _proc_table,
-    build_arguments,
-    descendants,
-    run_watched,
-    watch_arguments,
-)
+from _measure import build_arguments, run_watched, tree_cpu, watch_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def sample(pid: int) -> tuple[float, float]:
-    """(CPU seconds of ``pid``, of every process below it)."""
-    cpu: dict[int, float] = {}
-    kids, _ = _proc_table(cpu)
-    return cpu.get(pid, 0.0), sum(cpu.get(q, 0.0) for q in descendants(pid, kids)[1:])
 
 
 def main():
     args = watch_arguments(__doc__, "timeline").parse_args()
     args.dir.mkdir(parents=True)
     cmd = [sys.executable, "-m", "pivot", "build", *build_arguments(args)]
-    wall, rows = run_watched(cmd, args.dir / "build.log", sample, 0.25, cwd=ROOT)
+    wall, rows = run_watched(cmd, args.dir / "build.log", tree_cpu, 0.25, cwd=ROOT)
     idle, out = 0.0, []
     seconds = [r for k, r in enumerate(rows) if k % 4 == 0]
     for (t_a, own_a, below_a), (t_b, own_b, below_b) in itertools.pairwise(seconds):
         dt = t_b - t_a
         own, below = (own_b - own_a) / dt, (below_b - below_a) / dt
-        if below < 0:   # a child exited within the second: its CPU left the sum
-            continue
         out.append(f"{t_b:.1f}\t{own:.2f}\t{below:.2f}\n")
         idle += max(0.0, args.cores - own - below) * dt
     (args.dir / "timeline.tsv").write_text("elapsed_s\tbuild_cores\tchildren_cores\n" + "".join(out))
