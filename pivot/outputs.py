@@ -10,7 +10,8 @@ Rules, the same for every subcommand (``build --out``, ``export -o``, ``serve --
 2. **An output is a regular file, or does not exist yet**: never a directory, a character or
    block device, a FIFO or a socket. The write renames a new file over the name, and a rename
    over ``/dev/null`` (as root) replaces the device node itself. A regular file that cannot be
-   written (read-only) is refused too: the rename would replace it regardless of its mode.
+   written (read-only: no one may write it by its mode, or this user may not) is refused too: the
+   rename would replace it regardless of its mode, and root may write anything.
 3. **Checked before any work, written under a temporary name, renamed only on success.** A
    command declares its outputs in an :class:`Outputs` group before it starts (the checks raise
    :class:`~pivot.errors.InputError`: one line, exit 2). Every write goes to a hidden temporary
@@ -110,13 +111,20 @@ def existing_ancestor(path: Path) -> Path:
     return p
 
 
+def _read_only(st: os.stat_result) -> bool:
+    """A file or folder whose mode lets no one write it (``chmod a-w``). os.access answers for
+    the user, and root may write anything: a build or export run as root (a container's default)
+    would otherwise replace a file, or write into a folder, marked read-only."""
+    return not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+
+
 def check_writable(folder: Path, option: str, target) -> None:
     """``folder`` (or the nearest existing folder above it, under which the write creates it)
     must be a writable directory."""
     base = existing_ancestor(Path(os.path.abspath(os.path.expanduser(str(folder)))))
     if not os.path.isdir(base):
         raise InputError(f"{option} {target}: {base} is not a directory, so nothing can be created under it")
-    if not os.access(base, os.W_OK | os.X_OK):
+    if not os.access(base, os.W_OK | os.X_OK) or _read_only(os.stat(base)):
         raise InputError(f"{option} {target}: cannot write in {base} (no permission, or a read-only "
                          "file system)")
 
@@ -151,7 +159,7 @@ def check_target(path, option: str, inputs=(), *, of: str = "this command", stdo
     for item in inputs_of(inputs):
         if item.same_file(target, identity):
             raise InputError(f"{option} {path}: is an input of {of} ({item}); refusing to overwrite it")
-    if st is not None and not os.access(target, os.W_OK):
+    if st is not None and (_read_only(st) or not os.access(target, os.W_OK)):
         raise InputError(f"{option} {path}: exists and is read-only; refusing to replace it")
     check_writable(target.parent, option, path)
     return target

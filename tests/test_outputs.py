@@ -315,3 +315,35 @@ def test_failing_eval_keeps_its_previous_report_and_figures(site, monkeypatch, c
         assert p.read_bytes() == b"the previous run's " + p.name.encode()
     assert sorted(p.name for p in report.parent.rglob("*")) == [
         "figures", "results-combined.png", "results-subsampled.png", "results.md"]
+
+
+def test_a_file_marked_read_only_is_refused_whoever_runs(tmp_path):
+    """Mode 0444, no os.access stub: root (whom os.access lets write anything) is refused too,
+    and the file keeps its bytes."""
+    target = tmp_path / "kept.txt"
+    target.write_text("precious\n")
+    os.chmod(target, 0o444)
+    with pytest.raises(InputError, match="exists and is read-only; refusing to replace it"):
+        outputs.check_target(target, "-o")
+    assert target.read_text() == "precious\n"
+
+
+def test_a_folder_marked_read_only_is_refused_whoever_runs(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    os.chmod(folder, 0o555)
+    try:
+        with pytest.raises(InputError, match=r"cannot write in .*ro \(no permission, or a read-only"):
+            outputs.check_target(folder / "new.txt", "-o")
+        assert list(folder.iterdir()) == []
+    finally:
+        os.chmod(folder, 0o755)
+
+
+def test_read_only_is_no_write_bit_for_anyone(tmp_path):
+    target = tmp_path / "f.txt"
+    target.write_text("x\n")
+    for mode, read_only in ((0o444, True), (0o555, True), (0o000, True), (0o464, False), (0o644, False),
+                            (0o200, False), (0o446, False)):
+        os.chmod(target, mode)
+        assert outputs._read_only(os.stat(target)) is read_only, oct(mode)
